@@ -1,0 +1,218 @@
+#include "client/client.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <thread>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "traind/v1/training_service.grpc.pb.h"
+
+namespace traind::client {
+namespace {
+
+using Clock = std::chrono::system_clock;
+
+std::string SecondsText(double seconds) {
+  if (seconds == std::floor(seconds)) {
+    return absl::StrCat(static_cast<int64_t>(seconds), "s");
+  }
+  return absl::StrCat(seconds, "s");
+}
+
+}  // namespace
+
+struct TraindClient::Impl {
+  ClientOptions options;
+  std::shared_ptr<grpc::Channel> channel;
+  std::unique_ptr<traind::v1::TrainingService::Stub> stub;
+
+  Clock::time_point Deadline() const {
+    return Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                              std::chrono::duration<double>(
+                                  options.timeout_seconds));
+  }
+
+  absl::Status Unreachable(const std::string& detail) const {
+    return absl::UnavailableError(absl::StrCat(
+        "cannot reach traind at ", options.address,
+        detail.empty() ? "" : ": ", detail));
+  }
+
+  absl::Status NoAnswer() const {
+    return absl::DeadlineExceededError(
+        absl::StrCat("no answer from traind at ", options.address, " within ",
+                     SecondsText(options.timeout_seconds)));
+  }
+
+  absl::Status ToStatus(const grpc::Status& status) const {
+    if (status.ok()) return absl::OkStatus();
+    switch (status.error_code()) {
+      case grpc::StatusCode::UNAVAILABLE:
+        return Unreachable(status.error_message());
+      case grpc::StatusCode::DEADLINE_EXCEEDED:
+        return NoAnswer();
+      default:
+        break;
+    }
+    std::string message = status.error_message();
+    if (message.empty()) {
+      message = absl::StatusCodeToString(
+          static_cast<absl::StatusCode>(status.error_code()));
+    }
+    return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
+                        message);
+  }
+
+  template <typename Request, typename Response, typename Method>
+  absl::StatusOr<Response> Unary(Method method, const Request& request) {
+    grpc::ClientContext context;
+    context.set_deadline(Deadline());
+    Response response;
+    grpc::Status status = (stub.get()->*method)(&context, request, &response);
+    if (!status.ok()) return ToStatus(status);
+    return response;
+  }
+
+  // Waits until the channel is connected. fail_fast: give up as soon as a
+  // connection attempt fails (the server is down); otherwise keep trying
+  // until the timeout.
+  absl::Status WaitConnected(bool fail_fast) {
+    const auto deadline = Deadline();
+    grpc_connectivity_state state = channel->GetState(/*try_to_connect=*/true);
+    while (state != GRPC_CHANNEL_READY) {
+      if (state == GRPC_CHANNEL_SHUTDOWN ||
+          (fail_fast && state == GRPC_CHANNEL_TRANSIENT_FAILURE)) {
+        return Unreachable("failed to connect");
+      }
+      if (!channel->WaitForStateChange(state, deadline)) {
+        return state == GRPC_CHANNEL_TRANSIENT_FAILURE
+                   ? Unreachable("failed to connect")
+                   : NoAnswer();
+      }
+      state = channel->GetState(/*try_to_connect=*/true);
+    }
+    return absl::OkStatus();
+  }
+};
+
+TraindClient::TraindClient(ClientOptions options)
+    : impl_(std::make_unique<Impl>()) {
+  impl_->options = std::move(options);
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(64 << 20);
+  impl_->channel = grpc::CreateCustomChannel(
+      impl_->options.address, grpc::InsecureChannelCredentials(), args);
+  impl_->stub = traind::v1::TrainingService::NewStub(impl_->channel);
+}
+
+TraindClient::~TraindClient() = default;
+
+absl::StatusOr<traind::v1::Job> TraindClient::SubmitJob(
+    const traind::v1::JobSpec& spec) {
+  traind::v1::SubmitJobRequest request;
+  *request.mutable_spec() = spec;
+  return impl_->Unary<traind::v1::SubmitJobRequest, traind::v1::Job>(
+      &traind::v1::TrainingService::Stub::SubmitJob, request);
+}
+
+absl::StatusOr<traind::v1::Job> TraindClient::GetJob(const std::string& job_id) {
+  traind::v1::GetJobRequest request;
+  request.set_job_id(job_id);
+  return impl_->Unary<traind::v1::GetJobRequest, traind::v1::Job>(
+      &traind::v1::TrainingService::Stub::GetJob, request);
+}
+
+absl::StatusOr<traind::v1::ListJobsResponse> TraindClient::ListJobs(
+    const traind::v1::ListJobsRequest& request) {
+  return impl_->Unary<traind::v1::ListJobsRequest, traind::v1::ListJobsResponse>(
+      &traind::v1::TrainingService::Stub::ListJobs, request);
+}
+
+absl::StatusOr<traind::v1::Job> TraindClient::CancelJob(
+    const std::string& job_id, bool force) {
+  traind::v1::CancelJobRequest request;
+  request.set_job_id(job_id);
+  request.set_force(force);
+  return impl_->Unary<traind::v1::CancelJobRequest, traind::v1::Job>(
+      &traind::v1::TrainingService::Stub::CancelJob, request);
+}
+
+absl::StatusOr<traind::v1::JobResult> TraindClient::GetJobResult(
+    const std::string& job_id) {
+  traind::v1::GetJobResultRequest request;
+  request.set_job_id(job_id);
+  return impl_->Unary<traind::v1::GetJobResultRequest, traind::v1::JobResult>(
+      &traind::v1::TrainingService::Stub::GetJobResult, request);
+}
+
+absl::StatusOr<traind::v1::ListDevicesResponse> TraindClient::ListDevices() {
+  return impl_
+      ->Unary<traind::v1::ListDevicesRequest, traind::v1::ListDevicesResponse>(
+          &traind::v1::TrainingService::Stub::ListDevices,
+          traind::v1::ListDevicesRequest());
+}
+
+absl::StatusOr<traind::v1::ServerInfo> TraindClient::GetServerInfo() {
+  return impl_->Unary<traind::v1::GetServerInfoRequest, traind::v1::ServerInfo>(
+      &traind::v1::TrainingService::Stub::GetServerInfo,
+      traind::v1::GetServerInfoRequest());
+}
+
+absl::Status TraindClient::WatchJob(
+    const std::string& job_id, int64_t after_sequence,
+    const std::function<void(const traind::v1::JobEvent&)>& on_event) {
+  int64_t last_sequence = after_sequence;
+  int failures = 0;  // consecutive broken streams without a new event
+  bool first_connection = true;
+  absl::Status last_error;
+  while (true) {
+    if (failures > 0) {
+      if (failures > impl_->options.watch_retries) return last_error;
+      const double backoff = std::min(5.0, 0.2 * (1 << (failures - 1)));
+      std::this_thread::sleep_for(std::chrono::duration<double>(backoff));
+    }
+    absl::Status connected = impl_->WaitConnected(first_connection);
+    if (!connected.ok()) {
+      if (first_connection) return connected;
+      last_error = connected;
+      ++failures;
+      continue;
+    }
+    first_connection = false;
+
+    grpc::ClientContext context;  // no deadline: jobs run for hours
+    traind::v1::WatchJobRequest request;
+    request.set_job_id(job_id);
+    request.set_after_sequence(last_sequence);
+    std::unique_ptr<grpc::ClientReader<traind::v1::JobEvent>> reader =
+        impl_->stub->WatchJob(&context, request);
+    traind::v1::JobEvent event;
+    while (reader->Read(&event)) {
+      if (event.sequence() <= last_sequence) continue;  // already delivered
+      last_sequence = event.sequence();
+      failures = 0;
+      on_event(event);
+      if (event.last()) {
+        context.TryCancel();
+        reader->Finish();
+        return absl::OkStatus();
+      }
+    }
+    grpc::Status status = reader->Finish();
+    if (!status.ok() && status.error_code() != grpc::StatusCode::UNAVAILABLE) {
+      return impl_->ToStatus(status);
+    }
+    // UNAVAILABLE, or a stream that ended before its last event: reconnect
+    // from the last sequence seen.
+    last_error = status.ok()
+                     ? impl_->Unreachable("the event stream ended early")
+                     : impl_->ToStatus(status);
+    ++failures;
+  }
+}
+
+}  // namespace traind::client

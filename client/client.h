@@ -1,0 +1,72 @@
+// TraindClient: trainctl's connection to traind's TrainingService.
+//
+// This header includes no gRPC headers (only the generated messages); the
+// channel and stub live in client.cc.
+//
+// Errors are absl::Status with the gRPC code of the call and a message fit to
+// print after "trainctl: ": the server's message, or for UNAVAILABLE and
+// DEADLINE_EXCEEDED one that names the address.
+//
+// Thread-safety: not thread-safe; one command uses one client.
+#ifndef TRAIND_CLIENT_CLIENT_H_
+#define TRAIND_CLIENT_CLIENT_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "traind/v1/job.pb.h"
+#include "traind/v1/training_service.pb.h"
+
+namespace traind::client {
+
+struct ClientOptions {
+  // gRPC target: "unix:PATH" or "HOST:PORT" (any gRPC target URI works).
+  std::string address;
+  // Deadline of each unary call, and the longest WatchJob waits to connect.
+  double timeout_seconds = 10;
+  // WatchJob: reconnect attempts after the stream breaks (UNAVAILABLE) before
+  // its last event; each waits 0.2 s, 0.4 s, ... (at most 5 s) first. The count
+  // restarts whenever an event arrives.
+  int watch_retries = 5;
+};
+
+class TraindClient final {
+ public:
+  // Connecting is lazy: this never fails; calls report UNAVAILABLE instead.
+  explicit TraindClient(ClientOptions options);
+  ~TraindClient();
+  TraindClient(const TraindClient&) = delete;
+  TraindClient& operator=(const TraindClient&) = delete;
+
+  absl::StatusOr<traind::v1::Job> SubmitJob(const traind::v1::JobSpec& spec);
+  absl::StatusOr<traind::v1::Job> GetJob(const std::string& job_id);
+  absl::StatusOr<traind::v1::ListJobsResponse> ListJobs(
+      const traind::v1::ListJobsRequest& request);
+  absl::StatusOr<traind::v1::Job> CancelJob(const std::string& job_id,
+                                            bool force);
+  absl::StatusOr<traind::v1::JobResult> GetJobResult(const std::string& job_id);
+  absl::StatusOr<traind::v1::ListDevicesResponse> ListDevices();
+  absl::StatusOr<traind::v1::ServerInfo> GetServerInfo();
+
+  // Streams the job's events with sequence > after_sequence to `on_event`, in
+  // order, until the event marked `last` (returns OK after delivering it).
+  // If the stream breaks before that, reconnects with after_sequence = the
+  // last sequence delivered, so no event is missed or delivered twice.
+  // The first connection fails fast when the server is down and waits at most
+  // the timeout otherwise; the stream itself has no deadline.
+  absl::Status WatchJob(
+      const std::string& job_id, int64_t after_sequence,
+      const std::function<void(const traind::v1::JobEvent&)>& on_event);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace traind::client
+
+#endif  // TRAIND_CLIENT_CLIENT_H_

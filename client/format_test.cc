@@ -1,0 +1,329 @@
+#include "client/format.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <ctime>
+#include <limits>
+#include <string>
+
+#include "client/render.h"
+
+namespace traind::client {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+// Times are formatted in the local zone: pin it.
+class UtcEnvironment : public ::testing::Environment {
+ public:
+  void SetUp() override {
+    setenv("TZ", "UTC", 1);
+    tzset();
+  }
+};
+const auto* const kUtc =
+    ::testing::AddGlobalTestEnvironment(new UtcEnvironment);
+
+TEST(TableTest, AlignsColumnsWithTwoSpaces) {
+  Table table({"ID", "NAME", "STATE"});
+  table.AddRow({"1", "iris-cv", "RUNNING"});
+  table.AddRow({"1234", "x", "QUEUED"});
+  EXPECT_EQ(table.Render(),
+            "ID    NAME     STATE\n"
+            "1     iris-cv  RUNNING\n"
+            "1234  x        QUEUED\n");
+}
+
+TEST(TableTest, RightAlignedColumnsAndNoTrailingSpaces) {
+  Table table({"FOLD", "BEST_EPOCH", "NOTE"});
+  table.SetAlign(0, Align::kRight);
+  table.SetAlign(1, Align::kRight);
+  table.AddRow({"0", "37", ""});
+  table.AddRow({"10", "5", "long note"});
+  EXPECT_EQ(table.Render(),
+            "FOLD  BEST_EPOCH  NOTE\n"
+            "   0          37\n"
+            "  10           5  long note\n");
+}
+
+TEST(TableTest, ShortRowsArePaddedAndLongRowsCut) {
+  Table table({"A", "B"});
+  table.AddRow({"x"});
+  table.AddRow({"1", "2", "3"});
+  EXPECT_EQ(table.Render(), "A  B\nx\n1  2\n");
+  EXPECT_EQ(table.rows(), 2u);
+}
+
+TEST(TableTest, WidthCountsCodePoints) {
+  EXPECT_EQ(DisplayWidth("abc"), 3u);
+  EXPECT_EQ(DisplayWidth("\xC2\xB1"), 1u);        // ±
+  EXPECT_EQ(DisplayWidth("caf\xC3\xA9"), 4u);     // café
+  Table table({"N", "X"});
+  table.AddRow({"caf\xC3\xA9", "1"});
+  table.AddRow({"tea", "2"});
+  EXPECT_EQ(table.Render(), "N     X\ncaf\xC3\xA9  1\ntea   2\n");
+}
+
+TEST(FormatTest, MetricsHaveFourDecimals) {
+  EXPECT_EQ(FormatMetric(0.41234), "0.4123");
+  EXPECT_EQ(FormatMetric(1), "1.0000");
+  EXPECT_EQ(FormatMetric(0.87505), "0.8751");
+  EXPECT_EQ(FormatMetric(std::nan("")), "nan");
+  EXPECT_EQ(FormatMetric(std::numeric_limits<double>::infinity()), "inf");
+  EXPECT_EQ(FormatMetric(-std::numeric_limits<double>::infinity()), "-inf");
+}
+
+TEST(FormatTest, MeanStd) {
+  EXPECT_EQ(FormatMeanStd(0.97333, 0.024944), "0.9733 \xC2\xB1 0.0249");
+}
+
+TEST(FormatTest, Seconds) {
+  EXPECT_EQ(FormatSeconds(0.0123), "0.01s");
+  EXPECT_EQ(FormatSeconds(12.5), "12.50s");
+}
+
+TEST(FormatTest, LocalTimeIsIso8601) {
+  EXPECT_EQ(FormatLocalTime(0, 0), "-");
+  EXPECT_EQ(FormatLocalTime(1714566896, 500), "2024-05-01T12:34:56+00:00");
+}
+
+TEST(FormatTest, Bytes) {
+  EXPECT_EQ(FormatBytes(512), "512 B");
+  EXPECT_EQ(FormatBytes(1536), "1.5 KiB");
+  EXPECT_EQ(FormatBytes(80LL << 30), "80.0 GiB");
+}
+
+TEST(FormatTest, MetricOrder) {
+  EXPECT_EQ(OrderMetricNames({"f1", "accuracy", "auc", "loss"}),
+            (std::vector<std::string>{"loss", "accuracy", "auc", "f1"}));
+}
+
+v1::JobResult IrisResult() {
+  v1::JobResult result;
+  const double acc[] = {1.0, 0.9667, 0.9333};
+  const double loss[] = {0.05, 0.1, 0.2};
+  for (int i = 0; i < 3; ++i) {
+    v1::FoldResult* fold = result.add_folds();
+    fold->set_fold(i);
+    fold->set_best_epoch(10 * (i + 1));
+    (*fold->mutable_val())["accuracy"] = acc[i];
+    (*fold->mutable_val())["loss"] = loss[i];
+  }
+  (*result.mutable_val())["accuracy"].set_mean(0.9667);
+  (*result.mutable_val())["accuracy"].set_std(0.0272);
+  (*result.mutable_val())["loss"].set_mean(0.1167);
+  (*result.mutable_val())["loss"].set_std(0.0624);
+  result.set_complete(true);
+  return result;
+}
+
+TEST(RenderTest, MeanStdLine) {
+  EXPECT_EQ(RenderMeanStdLine(IrisResult()),
+            "val mean \xC2\xB1 std over 3 folds: loss 0.1167 \xC2\xB1 0.0624  "
+            "accuracy 0.9667 \xC2\xB1 0.0272");
+  EXPECT_EQ(RenderMeanStdLine(v1::JobResult()), "");
+}
+
+TEST(RenderTest, ResultTable) {
+  EXPECT_EQ(RenderResult(IrisResult()),
+            "FOLD  BEST_EPOCH  VAL_LOSS  VAL_ACCURACY\n"
+            "   0          10    0.0500        1.0000\n"
+            "   1          20    0.1000        0.9667\n"
+            "   2          30    0.2000        0.9333\n"
+            "val mean \xC2\xB1 std over 3 folds: loss 0.1167 \xC2\xB1 0.0624  "
+            "accuracy 0.9667 \xC2\xB1 0.0272\n");
+  v1::JobResult partial = IrisResult();
+  partial.set_complete(false);
+  EXPECT_THAT(RenderResult(partial), HasSubstr("incomplete"));
+  EXPECT_EQ(RenderResult(v1::JobResult()), "");
+}
+
+v1::JobSpec CvSpec() {
+  v1::JobSpec spec;
+  spec.set_name("iris-cv");
+  spec.mutable_cross_validation()->set_folds(5);
+  spec.mutable_training()->set_epochs(60);
+  return spec;
+}
+
+TEST(RenderTest, EpochEvent) {
+  v1::JobEvent event;
+  event.set_sequence(7);
+  auto* e = event.mutable_epoch();
+  e->set_task(2);
+  e->set_attempt(1);
+  e->set_epoch(5);
+  (*e->mutable_train())["loss"] = 0.41234;
+  (*e->mutable_train())["accuracy"] = 0.875;
+  (*e->mutable_val())["accuracy"] = 0.9;
+  (*e->mutable_val())["loss"] = 0.39111;
+  e->set_seconds(0.0123);
+  EXPECT_EQ(RenderEvent(event, CvSpec()),
+            "fold 2  epoch 5/60  train loss 0.4123 accuracy 0.8750 | val loss "
+            "0.3911 accuracy 0.9000  (0.01s)");
+  e->set_attempt(2);
+  e->clear_val();
+  EXPECT_EQ(RenderEvent(event, v1::JobSpec()),
+            "task 2 attempt 2  epoch 5  train loss 0.4123 accuracy 0.8750  "
+            "(0.01s)");
+}
+
+TEST(RenderTest, TaskStateEvents) {
+  v1::JobEvent event;
+  auto* t = event.mutable_task_state();
+  t->set_task(2);
+  t->set_attempt(1);
+  t->set_state(v1::Task::RUNNING);
+  t->set_pid(1234);
+  EXPECT_EQ(RenderEvent(event, CvSpec()), "fold 2 RUNNING (attempt 1, pid 1234)");
+
+  t->set_state(v1::Task::FAILED);
+  t->mutable_failure()->set_reason(v1::Failure::OUT_OF_MEMORY);
+  t->mutable_failure()->set_message("needs 3 GiB");
+  t->mutable_failure()->set_exit_code(3);
+  EXPECT_EQ(RenderEvent(event, CvSpec()),
+            "fold 2 FAILED (attempt 1, pid 1234): OUT_OF_MEMORY: needs 3 GiB "
+            "(exit code 3)");
+
+  t->clear_failure();
+  t->set_state(v1::Task::SUCCEEDED);
+  t->mutable_result()->set_best_epoch(37);
+  (*t->mutable_result()->mutable_val())["loss"] = 0.0612;
+  EXPECT_EQ(RenderEvent(event, CvSpec()),
+            "fold 2 SUCCEEDED (attempt 1, pid 1234)  best epoch 37: val loss "
+            "0.0612");
+}
+
+TEST(RenderTest, JobStateEvents) {
+  v1::JobEvent event;
+  event.set_job_id("j1");
+  event.mutable_job_state()->set_state(v1::Job::RUNNING);
+  EXPECT_EQ(RenderEvent(event, CvSpec()), "job j1 RUNNING");
+  event.mutable_job_state()->set_state(v1::Job::FAILED);
+  event.mutable_job_state()->mutable_failure()->set_reason(
+      v1::Failure::DATA_ERROR);
+  event.mutable_job_state()->mutable_failure()->set_message("no such column");
+  EXPECT_EQ(RenderEvent(event, CvSpec()),
+            "job j1 FAILED: DATA_ERROR: no such column");
+}
+
+TEST(RenderTest, FailureText) {
+  v1::Failure failure;
+  EXPECT_EQ(FailureText(failure), "");
+  failure.set_signal(9);
+  EXPECT_EQ(FailureText(failure), "(signal 9)");
+  failure.set_reason(v1::Failure::WORKER_CRASHED);
+  EXPECT_EQ(FailureText(failure), "WORKER_CRASHED (signal 9)");
+}
+
+TEST(RenderTest, Job) {
+  v1::Job job;
+  job.set_id("j1");
+  *job.mutable_spec() = CvSpec();
+  job.set_state(v1::Job::RUNNING);
+  job.mutable_create_time()->set_seconds(1714566896);
+  job.mutable_start_time()->set_seconds(1714566897);
+  auto* running = job.add_tasks();
+  running->set_index(0);
+  running->set_state(v1::Task::RUNNING);
+  running->set_epochs_done(12);
+  running->set_epochs_total(60);
+  running->add_attempts()->set_pid(4321);
+  auto* queued = job.add_tasks();
+  queued->set_index(1);
+  queued->set_state(v1::Task::QUEUED);
+  queued->set_wait_reason(v1::Task::RESOURCES);
+  queued->set_tasks_ahead(2);
+  auto* failed = job.add_tasks();
+  failed->set_index(2);
+  failed->set_state(v1::Task::FAILED);
+  failed->add_attempts()->set_pid(99);
+  failed->mutable_failure()->set_reason(v1::Failure::DIVERGED);
+  EXPECT_EQ(RenderJob(job),
+            "id:       j1\n"
+            "name:     iris-cv\n"
+            "state:    RUNNING\n"
+            "created:  2024-05-01T12:34:56+00:00\n"
+            "started:  2024-05-01T12:34:57+00:00\n"
+            "ended:    -\n"
+            "\n"
+            "TASK  STATE    ATTEMPTS  EPOCHS  PID   WAIT\n"
+            "   0  RUNNING  1         12/60   4321  -\n"
+            "   1  QUEUED   0         0       -     RESOURCES (2 ahead)\n"
+            "   2  FAILED   1         0       99    -\n"
+            "task 2: DIVERGED\n");
+  *job.mutable_result() = IrisResult();
+  job.mutable_failure()->set_reason(v1::Failure::DIVERGED);
+  std::string text = RenderJob(job);
+  EXPECT_THAT(text, HasSubstr("failure:  DIVERGED\n"));
+  EXPECT_THAT(text, HasSubstr("\n\nFOLD  BEST_EPOCH"));
+}
+
+TEST(RenderTest, JobListAndState) {
+  v1::ListJobsResponse response;
+  v1::Job* job = response.add_jobs();
+  job->set_id("j1");
+  job->mutable_spec()->set_name("iris-cv");
+  job->set_state(v1::Job::SUCCEEDED);
+  job->add_tasks()->set_state(v1::Task::SUCCEEDED);
+  job->add_tasks()->set_state(v1::Task::RUNNING);
+  job->mutable_create_time()->set_seconds(1714566896);
+  EXPECT_EQ(RenderJobList(response),
+            "ID  NAME     STATE      TASKS  CREATED\n"
+            "j1  iris-cv  SUCCEEDED  1/2    2024-05-01T12:34:56+00:00\n");
+  response.set_next_page_token("abc");
+  EXPECT_THAT(RenderJobList(response),
+              HasSubstr("\nnext page: --page-token abc\n"));
+  EXPECT_EQ(RenderJobState(*job), "job j1 SUCCEEDED\n");
+  EXPECT_EQ(RenderSubmitted(*job), "submitted job j1 (iris-cv)\n");
+}
+
+TEST(RenderTest, JsonUsesProtoFieldNamesAndOmitsDefaults) {
+  v1::Job job;
+  job.set_id("j1");
+  job.mutable_spec()->mutable_cross_validation()->set_folds(5);
+  std::string pretty = ToJson(job, /*pretty=*/true);
+  EXPECT_THAT(pretty, HasSubstr("\"cross_validation\""));
+  EXPECT_THAT(pretty, Not(HasSubstr("crossValidation")));
+  EXPECT_THAT(pretty, Not(HasSubstr("\"state\"")));
+  EXPECT_EQ(pretty.back(), '\n');
+  v1::JobEvent event;
+  event.set_job_id("j1");
+  event.set_sequence(3);
+  event.set_last(true);
+  EXPECT_EQ(ToJson(event, /*pretty=*/false),
+            "{\"job_id\":\"j1\",\"sequence\":\"3\",\"last\":true}\n");
+}
+
+TEST(RenderTest, DevicesAndInfo) {
+  v1::ListDevicesResponse devices;
+  auto* cpu = devices.add_devices();
+  cpu->set_id("cpu");
+  cpu->set_kind(v1::CPU);
+  cpu->set_name("AMD EPYC");
+  cpu->set_state(v1::Device::IDLE);
+  cpu->set_slots(2);
+  cpu->set_cores(2);
+  cpu->set_memory_total_bytes(8LL << 30);
+  cpu->set_memory_available_bytes(6LL << 30);
+  devices.set_gpu_note("no NVIDIA driver");
+  EXPECT_EQ(RenderDevices(devices),
+            "ID   KIND  NAME      STATE  SLOTS  CORES  MEM_FREE  MEM_TOTAL\n"
+            "cpu  CPU   AMD EPYC  IDLE     0/2      2   6.0 GiB    8.0 GiB\n"
+            "note: no NVIDIA driver\n");
+  v1::ServerInfo info;
+  info.set_version("0.1.0");
+  info.add_listen_addresses("unix:/tmp/t.sock");
+  info.set_cpu_slots(2);
+  std::string text = RenderServerInfo(info);
+  EXPECT_THAT(text, HasSubstr("version:         0.1.0\n"));
+  EXPECT_THAT(text, HasSubstr("listen:          unix:/tmp/t.sock\n"));
+  EXPECT_THAT(text, HasSubstr("started:         -\n"));
+}
+
+}  // namespace
+}  // namespace traind::client

@@ -1,0 +1,324 @@
+#include "client/render.h"
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "client/format.h"
+#include "google/protobuf/util/json_util.h"
+
+namespace traind::client {
+namespace {
+
+using ::traind::v1::Job;
+using ::traind::v1::JobEvent;
+using ::traind::v1::JobResult;
+using ::traind::v1::JobSpec;
+using ::traind::v1::Task;
+
+std::string Time(const google::protobuf::Timestamp& ts) {
+  return FormatLocalTime(ts.seconds(), ts.nanos());
+}
+
+template <typename Map>
+std::vector<std::string> MetricNames(const Map& map) {
+  std::vector<std::string> names;
+  for (const auto& [name, value] : map) names.push_back(name);
+  return OrderMetricNames(std::move(names));
+}
+
+// "loss 0.4123 accuracy 0.8750"
+std::string MetricList(const google::protobuf::Map<std::string, double>& map) {
+  std::vector<std::string> parts;
+  for (const std::string& name : MetricNames(map)) {
+    parts.push_back(absl::StrCat(name, " ", FormatMetric(map.at(name))));
+  }
+  return absl::StrJoin(parts, " ");
+}
+
+std::string TaskWord(const JobSpec& spec) {
+  return spec.has_cross_validation() ? "fold" : "task";
+}
+
+std::string Upper(std::string s) {
+  for (char& c : s) {
+    if (c >= 'a' && c <= 'z') c = static_cast<char>(c - 'a' + 'A');
+  }
+  return s;
+}
+
+}  // namespace
+
+std::string ToJson(const google::protobuf::Message& message, bool pretty) {
+  google::protobuf::util::JsonPrintOptions options;
+  options.add_whitespace = pretty;
+  options.preserve_proto_field_names = true;
+  options.always_print_primitive_fields = false;
+  std::string out;
+  auto status = google::protobuf::util::MessageToJsonString(message, &out,
+                                                            options);
+  if (!status.ok()) out = "{}";
+  while (!out.empty() && out.back() == '\n') out.pop_back();
+  out += '\n';
+  return out;
+}
+
+std::string JobStateName(Job::State state) {
+  if (state == Job::STATE_UNSPECIFIED) return "-";
+  const std::string& name = Job::State_Name(state);
+  return name.empty() ? absl::StrCat(static_cast<int>(state)) : name;
+}
+
+std::string TaskStateName(Task::State state) {
+  if (state == Task::STATE_UNSPECIFIED) return "-";
+  const std::string& name = Task::State_Name(state);
+  return name.empty() ? absl::StrCat(static_cast<int>(state)) : name;
+}
+
+std::string FailureText(const traind::v1::Failure& failure) {
+  std::string text;
+  if (failure.reason() != traind::v1::Failure::REASON_UNSPECIFIED) {
+    text = traind::v1::Failure::Reason_Name(failure.reason());
+  }
+  if (!failure.message().empty()) {
+    text = text.empty() ? failure.message()
+                        : absl::StrCat(text, ": ", failure.message());
+  }
+  std::vector<std::string> details;
+  if (failure.exit_code() != 0) {
+    details.push_back(absl::StrCat("exit code ", failure.exit_code()));
+  }
+  if (failure.signal() != 0) {
+    details.push_back(absl::StrCat("signal ", failure.signal()));
+  }
+  if (!details.empty()) {
+    absl::StrAppend(&text, text.empty() ? "" : " ", "(",
+                    absl::StrJoin(details, ", "), ")");
+  }
+  return text;
+}
+
+std::string RenderSubmitted(const Job& job) {
+  return absl::StrCat("submitted job ", job.id(), " (", job.spec().name(),
+                      ")\n");
+}
+
+std::string RenderEvent(const JobEvent& event, const JobSpec& spec) {
+  const std::string word = TaskWord(spec);
+  switch (event.kind_case()) {
+    case JobEvent::kEpoch: {
+      const auto& e = event.epoch();
+      std::string line = absl::StrCat(word, " ", e.task());
+      if (e.attempt() > 1) absl::StrAppend(&line, " attempt ", e.attempt());
+      absl::StrAppend(&line, "  epoch ", e.epoch());
+      if (spec.training().epochs() > 0) {
+        absl::StrAppend(&line, "/", spec.training().epochs());
+      }
+      std::vector<std::string> parts;
+      if (!e.train().empty()) parts.push_back("train " + MetricList(e.train()));
+      if (!e.val().empty()) parts.push_back("val " + MetricList(e.val()));
+      if (!parts.empty()) absl::StrAppend(&line, "  ", absl::StrJoin(parts, " | "));
+      absl::StrAppend(&line, "  (", FormatSeconds(e.seconds()), ")");
+      return line;
+    }
+    case JobEvent::kTaskState: {
+      const auto& t = event.task_state();
+      std::string line =
+          absl::StrCat(word, " ", t.task(), " ", TaskStateName(t.state()));
+      std::vector<std::string> details;
+      if (t.attempt() > 0) details.push_back(absl::StrCat("attempt ", t.attempt()));
+      if (t.pid() > 0) details.push_back(absl::StrCat("pid ", t.pid()));
+      if (!details.empty()) {
+        absl::StrAppend(&line, " (", absl::StrJoin(details, ", "), ")");
+      }
+      std::string failure = FailureText(t.failure());
+      if (!failure.empty()) absl::StrAppend(&line, ": ", failure);
+      if (t.has_result()) {
+        absl::StrAppend(&line, "  best epoch ", t.result().best_epoch());
+        if (!t.result().val().empty()) {
+          absl::StrAppend(&line, ": val ", MetricList(t.result().val()));
+        }
+      }
+      return line;
+    }
+    case JobEvent::kJobState: {
+      const auto& j = event.job_state();
+      std::string line =
+          absl::StrCat("job ", event.job_id(), " ", JobStateName(j.state()));
+      std::string failure = FailureText(j.failure());
+      if (!failure.empty()) absl::StrAppend(&line, ": ", failure);
+      return line;
+    }
+    case JobEvent::KIND_NOT_SET:
+      break;
+  }
+  return absl::StrCat("event ", event.sequence());
+}
+
+std::string RenderMeanStdLine(const JobResult& result) {
+  if (result.val().empty()) return "";
+  std::vector<std::string> parts;
+  for (const std::string& name : MetricNames(result.val())) {
+    const auto& summary = result.val().at(name);
+    parts.push_back(
+        absl::StrCat(name, " ", FormatMeanStd(summary.mean(), summary.std())));
+  }
+  const int folds = result.folds_size();
+  return absl::StrCat("val mean \xC2\xB1 std over ", folds,
+                      folds == 1 ? " fold: " : " folds: ",
+                      absl::StrJoin(parts, "  "));
+}
+
+std::string RenderResult(const JobResult& result) {
+  if (result.folds().empty()) return "";
+  // Columns: every validation metric of any fold.
+  std::vector<std::string> names;
+  for (const auto& fold : result.folds()) {
+    for (const auto& [name, value] : fold.val()) {
+      if (std::find(names.begin(), names.end(), name) == names.end()) {
+        names.push_back(name);
+      }
+    }
+  }
+  names = OrderMetricNames(std::move(names));
+  std::vector<std::string> headers = {"FOLD", "BEST_EPOCH"};
+  for (const auto& name : names) headers.push_back("VAL_" + Upper(name));
+  Table table(headers);
+  for (size_t c = 0; c < headers.size(); ++c) table.SetAlign(c, Align::kRight);
+  for (const auto& fold : result.folds()) {
+    std::vector<std::string> row = {absl::StrCat(fold.fold()),
+                                    absl::StrCat(fold.best_epoch())};
+    for (const auto& name : names) {
+      auto it = fold.val().find(name);
+      row.push_back(it == fold.val().end() ? "-" : FormatMetric(it->second));
+    }
+    table.AddRow(std::move(row));
+  }
+  std::string out = table.Render();
+  std::string mean = RenderMeanStdLine(result);
+  if (!mean.empty()) absl::StrAppend(&out, mean, "\n");
+  if (!result.complete()) {
+    absl::StrAppend(&out, "(incomplete: folds still running)\n");
+  }
+  return out;
+}
+
+std::string RenderJob(const Job& job) {
+  Table fields({"", ""});
+  fields.AddRow({"id:", job.id()});
+  fields.AddRow({"name:", job.spec().name()});
+  fields.AddRow({"state:", JobStateName(job.state())});
+  fields.AddRow({"created:", Time(job.create_time())});
+  fields.AddRow({"started:", Time(job.start_time())});
+  fields.AddRow({"ended:", Time(job.end_time())});
+  std::string failure = FailureText(job.failure());
+  if (!failure.empty()) fields.AddRow({"failure:", failure});
+  // Drop the (empty) header line of the key/value table.
+  std::string out = fields.Render().substr(1);
+
+  if (!job.tasks().empty()) {
+    Table tasks({"TASK", "STATE", "ATTEMPTS", "EPOCHS", "PID", "WAIT"});
+    tasks.SetAlign(0, Align::kRight);
+    std::vector<std::string> failures;
+    for (const auto& task : job.tasks()) {
+      std::string epochs = absl::StrCat(task.epochs_done());
+      if (task.epochs_total() > 0) absl::StrAppend(&epochs, "/", task.epochs_total());
+      std::string pid = "-";
+      if (!task.attempts().empty() && task.attempts().rbegin()->pid() > 0) {
+        pid = absl::StrCat(task.attempts().rbegin()->pid());
+      }
+      std::string wait = "-";
+      if (task.state() == Task::QUEUED) {
+        std::vector<std::string> parts;
+        if (task.wait_reason() != Task::WAIT_REASON_UNSPECIFIED) {
+          parts.push_back(Task::WaitReason_Name(task.wait_reason()));
+        }
+        if (task.tasks_ahead() > 0) {
+          parts.push_back(absl::StrCat("(", task.tasks_ahead(), " ahead)"));
+        }
+        if (!parts.empty()) wait = absl::StrJoin(parts, " ");
+      }
+      tasks.AddRow({absl::StrCat(task.index()), TaskStateName(task.state()),
+                    absl::StrCat(task.attempts_size()), epochs, pid, wait});
+      std::string task_failure = FailureText(task.failure());
+      if (!task_failure.empty()) {
+        failures.push_back(
+            absl::StrCat("task ", task.index(), ": ", task_failure));
+      }
+    }
+    absl::StrAppend(&out, "\n", tasks.Render());
+    for (const auto& line : failures) absl::StrAppend(&out, line, "\n");
+  }
+  if (job.has_result()) {
+    std::string result = RenderResult(job.result());
+    if (!result.empty()) absl::StrAppend(&out, "\n", result);
+  }
+  return out;
+}
+
+std::string RenderJobList(const traind::v1::ListJobsResponse& response) {
+  Table table({"ID", "NAME", "STATE", "TASKS", "CREATED"});
+  for (const auto& job : response.jobs()) {
+    std::string tasks = "-";
+    if (!job.tasks().empty()) {
+      int done = 0;
+      for (const auto& task : job.tasks()) {
+        if (task.state() == Task::SUCCEEDED) ++done;
+      }
+      tasks = absl::StrCat(done, "/", job.tasks_size());
+    }
+    table.AddRow({job.id(), job.spec().name(), JobStateName(job.state()), tasks,
+                  Time(job.create_time())});
+  }
+  std::string out = table.Render();
+  if (!response.next_page_token().empty()) {
+    absl::StrAppend(&out, "next page: --page-token ", response.next_page_token(),
+                    "\n");
+  }
+  return out;
+}
+
+std::string RenderJobState(const Job& job) {
+  return absl::StrCat("job ", job.id(), " ", JobStateName(job.state()), "\n");
+}
+
+std::string RenderDevices(const traind::v1::ListDevicesResponse& response) {
+  Table table({"ID", "KIND", "NAME", "STATE", "SLOTS", "CORES", "MEM_FREE",
+               "MEM_TOTAL"});
+  for (size_t c = 4; c < 8; ++c) table.SetAlign(c, Align::kRight);
+  for (const auto& d : response.devices()) {
+    const std::string& state = traind::v1::Device::State_Name(d.state());
+    table.AddRow(
+        {d.id(), traind::v1::DeviceKind_Name(d.kind()), d.name(),
+         d.state() == traind::v1::Device::STATE_UNSPECIFIED ? "-" : state,
+         d.slots() > 0 ? absl::StrCat(d.slots_in_use(), "/", d.slots()) : "-",
+         d.cores() > 0 ? absl::StrCat(d.cores()) : "-",
+         d.memory_total_bytes() > 0 ? FormatBytes(d.memory_available_bytes())
+                                    : "-",
+         d.memory_total_bytes() > 0 ? FormatBytes(d.memory_total_bytes())
+                                    : "-"});
+  }
+  std::string out = table.Render();
+  if (!response.gpu_note().empty()) {
+    absl::StrAppend(&out, "note: ", response.gpu_note(), "\n");
+  }
+  return out;
+}
+
+std::string RenderServerInfo(const traind::v1::ServerInfo& info) {
+  Table fields({"", ""});
+  fields.AddRow({"version:", info.version()});
+  fields.AddRow({"started:", Time(info.start_time())});
+  fields.AddRow({"state_dir:", info.state_dir()});
+  fields.AddRow({"listen:", absl::StrJoin(info.listen_addresses(), ", ")});
+  fields.AddRow({"cpu_slots:", absl::StrCat(info.cpu_slots())});
+  fields.AddRow({"worker_threads:", absl::StrCat(info.worker_threads())});
+  fields.AddRow({"jobs_active:", absl::StrCat(info.jobs_active())});
+  fields.AddRow({"tasks_running:", absl::StrCat(info.tasks_running())});
+  fields.AddRow({"tasks_queued:", absl::StrCat(info.tasks_queued())});
+  return fields.Render().substr(1);
+}
+
+}  // namespace traind::client

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages traind needs to build, test and run,
+# only those that are missing. Idempotent; needs root or sudo when something
+# is missing.
+#
+#   deploy/install-deps.sh            build + test dependencies
+#   deploy/install-deps.sh --runtime  only what a running traind needs
+set -euo pipefail
+
+build_pkgs=(
+  cmake ninja-build g++ pkg-config ccache
+  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
+  libdnnl-dev libabsl-dev libgtest-dev libgmock-dev libsqlite3-dev
+  libyaml-cpp-dev libsystemd-dev ocl-icd-opencl-dev libcli11-dev
+)
+runtime_pkgs=(
+  libgrpc++1.51 libprotobuf32 libdnnl2.6 libsqlite3-0 libyaml-cpp0.7 libsystemd0
+)
+
+pkgs=("${build_pkgs[@]}")
+if [[ "${1:-}" == "--runtime" ]]; then
+  pkgs=("${runtime_pkgs[@]}")
+fi
+
+missing=()
+for p in "${pkgs[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if [[ ${#missing[@]} -eq 0 ]]; then
+  echo "install-deps: all ${#pkgs[@]} packages present"
+  exit 0
+fi
+
+echo "install-deps: installing ${missing[*]}"
+sudo=()
+if [[ $(id -u) -ne 0 ]]; then
+  if command -v sudo >/dev/null; then sudo=(sudo); else
+    echo "install-deps: missing packages and not root (no sudo): ${missing[*]}" >&2
+    exit 1
+  fi
+fi
+export DEBIAN_FRONTEND=noninteractive
+"${sudo[@]}" apt-get update -o DPkg::Lock::Timeout=600 -qq
+"${sudo[@]}" apt-get install -y -qq -o DPkg::Lock::Timeout=600 --no-install-recommends "${missing[@]}"

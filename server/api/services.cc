@@ -1,0 +1,276 @@
+#include "server/api/services.h"
+
+#include <deque>
+#include <utility>
+
+#include "absl/synchronization/mutex.h"
+#include "google/protobuf/util/time_util.h"
+#include "server/devices/cpu_info.h"
+#include "worker/engine/spec_validation.h"
+
+namespace traind::server {
+namespace {
+
+using grpc::CallbackServerContext;
+using grpc::ServerUnaryReactor;
+using google::protobuf::util::TimeUtil;
+
+grpc::Status ToGrpc(const absl::Status& s) {
+  if (s.ok()) return grpc::Status::OK;
+  return grpc::Status(static_cast<grpc::StatusCode>(s.code()), std::string(s.message()));
+}
+
+ServerUnaryReactor* Reply(CallbackServerContext* ctx, const absl::Status& s) {
+  ServerUnaryReactor* r = ctx->DefaultReactor();
+  r->Finish(ToGrpc(s));
+  return r;
+}
+
+template <typename T, typename Out>
+ServerUnaryReactor* ReplyWith(CallbackServerContext* ctx, absl::StatusOr<T> result, Out* out) {
+  if (result.ok()) *out = *std::move(result);
+  return Reply(ctx, result.status());
+}
+
+absl::Status RequireJobId(const std::string& id) {
+  if (id.empty()) return absl::InvalidArgumentError("job_id: required");
+  return absl::OkStatus();
+}
+
+// Streams a job's events: stored ones from the cursor, then live ones, and
+// closes after the `last` event. Live events arrive through the EventHub
+// into a bounded buffer; when the buffer is full or an event is out of
+// order, the reactor reads the missing ones back from the store, so a slow
+// client never blocks the scheduler and never loses an event.
+class WatchReactor final : public grpc::ServerWriteReactor<traind::v1::JobEvent>,
+                           public EventSubscriber {
+ public:
+  static constexpr size_t kMaxBuffered = 256;
+  static constexpr int kStoreBatch = 128;
+
+  WatchReactor(Scheduler* scheduler, std::string job_id, int64_t after)
+      : scheduler_(scheduler), job_id_(std::move(job_id)), cursor_(after) {
+    scheduler_->hub()->Subscribe(job_id_, this);
+    absl::MutexLock lock(&mu_);
+    PumpLocked();
+  }
+
+  void OnEvent(const traind::v1::JobEvent& event) override {
+    absl::MutexLock lock(&mu_);
+    if (finishing_) return;
+    const int64_t expected = cursor_ + static_cast<int64_t>(buffer_.size()) + 1;
+    if (event.sequence() < expected) return;  // already have it
+    if (!need_store_ && event.sequence() == expected && buffer_.size() < kMaxBuffered) {
+      buffer_.push_back(event);
+    } else {
+      need_store_ = true;
+    }
+    PumpLocked();
+  }
+
+  void OnWriteDone(bool ok) override {
+    absl::MutexLock lock(&mu_);
+    writing_ = false;
+    if (!ok) {
+      FinishLocked(grpc::Status(grpc::StatusCode::UNAVAILABLE, "write failed"));
+      return;
+    }
+    if (last_sent_) {
+      FinishLocked(grpc::Status::OK);
+      return;
+    }
+    PumpLocked();
+  }
+
+  void OnCancel() override {
+    absl::MutexLock lock(&mu_);
+    if (!writing_) FinishLocked(grpc::Status::CANCELLED);
+    finishing_ = true;
+  }
+
+  void OnDone() override {
+    scheduler_->hub()->Unsubscribe(job_id_, this);
+    delete this;
+  }
+
+ private:
+  void PumpLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (writing_ || finishing_) return;
+    if (buffer_.empty() && need_store_) {
+      absl::StatusOr<std::vector<traind::v1::JobEvent>> events =
+          scheduler_->store()->ReadEvents(job_id_, cursor_, kStoreBatch);
+      if (!events.ok()) {
+        FinishLocked(grpc::Status(grpc::StatusCode::INTERNAL, std::string(events.status().message())));
+        return;
+      }
+      need_store_ = static_cast<int>(events->size()) == kStoreBatch;
+      for (auto& e : *events) buffer_.push_back(std::move(e));
+    }
+    if (buffer_.empty()) return;  // wait for OnEvent
+    current_ = std::move(buffer_.front());
+    buffer_.pop_front();
+    cursor_ = current_.sequence();
+    last_sent_ = current_.last();
+    writing_ = true;
+    StartWrite(&current_);
+  }
+
+  void FinishLocked(const grpc::Status& status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (finished_) return;
+    finished_ = true;
+    finishing_ = true;
+    Finish(status);
+  }
+
+  Scheduler* const scheduler_;
+  const std::string job_id_;
+  absl::Mutex mu_;
+  int64_t cursor_ ABSL_GUARDED_BY(mu_);  // sequence of the last event handed to StartWrite
+  std::deque<traind::v1::JobEvent> buffer_ ABSL_GUARDED_BY(mu_);  // cursor_+1, cursor_+2, ...
+  bool need_store_ ABSL_GUARDED_BY(mu_) = true;
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  bool last_sent_ ABSL_GUARDED_BY(mu_) = false;
+  bool finishing_ ABSL_GUARDED_BY(mu_) = false;
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;
+  traind::v1::JobEvent current_ ABSL_GUARDED_BY(mu_);
+};
+
+// A stream that ends at once with `status`.
+class FinishedWriter final : public grpc::ServerWriteReactor<traind::v1::JobEvent> {
+ public:
+  explicit FinishedWriter(const grpc::Status& status) { Finish(status); }
+  void OnDone() override { delete this; }
+};
+
+}  // namespace
+
+TrainingServiceImpl::TrainingServiceImpl(Scheduler* scheduler, ServerDescription description)
+    : scheduler_(scheduler), description_(std::move(description)) {}
+
+ServerUnaryReactor* TrainingServiceImpl::SubmitJob(CallbackServerContext* ctx,
+                                                   const traind::v1::SubmitJobRequest* req,
+                                                   traind::v1::Job* resp) {
+  if (!req->has_spec()) return Reply(ctx, absl::InvalidArgumentError("spec: required"));
+  engine::ValidationContext vc;
+  vc.gpus = 0;
+  absl::Status valid = engine::ValidateJobSpec(req->spec(), vc);
+  if (!valid.ok()) {
+    return Reply(ctx, absl::InvalidArgumentError(absl::StrCat("spec.", valid.message())));
+  }
+  return ReplyWith(ctx, scheduler_->Submit(req->spec()), resp);
+}
+
+ServerUnaryReactor* TrainingServiceImpl::GetJob(CallbackServerContext* ctx,
+                                                const traind::v1::GetJobRequest* req,
+                                                traind::v1::Job* resp) {
+  if (absl::Status s = RequireJobId(req->job_id()); !s.ok()) return Reply(ctx, s);
+  return ReplyWith(ctx, scheduler_->GetJob(req->job_id()), resp);
+}
+
+ServerUnaryReactor* TrainingServiceImpl::ListJobs(CallbackServerContext* ctx,
+                                                  const traind::v1::ListJobsRequest* req,
+                                                  traind::v1::ListJobsResponse* resp) {
+  return ReplyWith(ctx, scheduler_->ListJobs(*req), resp);
+}
+
+ServerUnaryReactor* TrainingServiceImpl::CancelJob(CallbackServerContext* ctx,
+                                                   const traind::v1::CancelJobRequest* req,
+                                                   traind::v1::Job* resp) {
+  if (absl::Status s = RequireJobId(req->job_id()); !s.ok()) return Reply(ctx, s);
+  return ReplyWith(ctx, scheduler_->Cancel(req->job_id(), req->force()), resp);
+}
+
+grpc::ServerWriteReactor<traind::v1::JobEvent>* TrainingServiceImpl::WatchJob(
+    CallbackServerContext* ctx, const traind::v1::WatchJobRequest* req) {
+  if (req->job_id().empty()) {
+    return new FinishedWriter(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "job_id: required"));
+  }
+  if (req->after_sequence() < 0) {
+    return new FinishedWriter(
+        grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "after_sequence: must not be negative"));
+  }
+  int64_t last = 0;
+  bool terminal = false;
+  absl::Status s = scheduler_->JobEventsState(req->job_id(), &last, &terminal);
+  if (!s.ok()) return new FinishedWriter(ToGrpc(s));
+  // The client has seen everything of a finished job: nothing will follow.
+  if (terminal && req->after_sequence() >= last) return new FinishedWriter(grpc::Status::OK);
+  return new WatchReactor(scheduler_, req->job_id(), req->after_sequence());
+}
+
+ServerUnaryReactor* TrainingServiceImpl::GetJobResult(CallbackServerContext* ctx,
+                                                      const traind::v1::GetJobResultRequest* req,
+                                                      traind::v1::JobResult* resp) {
+  if (absl::Status s = RequireJobId(req->job_id()); !s.ok()) return Reply(ctx, s);
+  return ReplyWith(ctx, scheduler_->GetResult(req->job_id()), resp);
+}
+
+ServerUnaryReactor* TrainingServiceImpl::ListDevices(CallbackServerContext* ctx,
+                                                     const traind::v1::ListDevicesRequest* req,
+                                                     traind::v1::ListDevicesResponse* resp) {
+  CpuInfo cpu = ReadCpuInfo();
+  SchedulerStats stats = scheduler_->Stats();
+  traind::v1::Device* d = resp->add_devices();
+  d->set_id("cpu");
+  d->set_kind(traind::v1::CPU);
+  d->set_name(cpu.model);
+  d->set_slots(description_.cpu_slots);
+  d->set_slots_in_use(stats.tasks_running);
+  d->set_state(stats.tasks_running > 0 ? traind::v1::Device::BUSY : traind::v1::Device::IDLE);
+  d->set_cores(cpu.cores);
+  d->set_memory_total_bytes(cpu.memory_total_bytes);
+  d->set_memory_available_bytes(cpu.memory_available_bytes);
+  resp->set_gpu_note("this traind schedules CPU tasks only; GPU inventory is not probed");
+  return Reply(ctx, absl::OkStatus());
+}
+
+ServerUnaryReactor* TrainingServiceImpl::GetServerInfo(CallbackServerContext* ctx,
+                                                       const traind::v1::GetServerInfoRequest* req,
+                                                       traind::v1::ServerInfo* resp) {
+  SchedulerStats stats = scheduler_->Stats();
+  resp->set_version(description_.version);
+  *resp->mutable_start_time() =
+      TimeUtil::MicrosecondsToTimestamp(absl::ToUnixMicros(description_.start_time));
+  resp->set_state_dir(description_.state_dir);
+  for (const std::string& a : description_.listen_addresses) resp->add_listen_addresses(a);
+  resp->set_cpu_slots(description_.cpu_slots);
+  resp->set_worker_threads(description_.worker_threads);
+  resp->set_jobs_active(stats.jobs_active);
+  resp->set_tasks_running(stats.tasks_running);
+  resp->set_tasks_queued(stats.tasks_queued);
+  return Reply(ctx, absl::OkStatus());
+}
+
+// --------------------------------------------------------------------------
+
+ServerUnaryReactor* WorkerServiceImpl::GetTask(CallbackServerContext* ctx,
+                                               const traind::v1::GetTaskRequest* req,
+                                               traind::v1::TaskAssignment* resp) {
+  return ReplyWith(ctx, scheduler_->GetTask(req->credentials()), resp);
+}
+
+ServerUnaryReactor* WorkerServiceImpl::ReportEpoch(CallbackServerContext* ctx,
+                                                   const traind::v1::ReportEpochRequest* req,
+                                                   traind::v1::ReportResponse* resp) {
+  absl::StatusOr<bool> stop = scheduler_->ReportEpoch(req->credentials(), req->metrics());
+  if (stop.ok()) resp->set_stop(*stop);
+  return Reply(ctx, stop.status());
+}
+
+ServerUnaryReactor* WorkerServiceImpl::ReportEvent(CallbackServerContext* ctx,
+                                                   const traind::v1::ReportEventRequest* req,
+                                                   traind::v1::ReportResponse* resp) {
+  absl::StatusOr<bool> stop = scheduler_->ReportEvent(*req);
+  if (stop.ok()) resp->set_stop(*stop);
+  return Reply(ctx, stop.status());
+}
+
+ServerUnaryReactor* WorkerServiceImpl::Heartbeat(CallbackServerContext* ctx,
+                                                 const traind::v1::HeartbeatRequest* req,
+                                                 traind::v1::ReportResponse* resp) {
+  absl::StatusOr<bool> stop = scheduler_->Heartbeat(req->credentials());
+  if (stop.ok()) resp->set_stop(*stop);
+  return Reply(ctx, stop.status());
+}
+
+}  // namespace traind::server

@@ -1,0 +1,41 @@
+// LocalLauncher: fork + exec on this machine.
+//
+// Each child gets its own process group (so a signal reaches the worker and
+// anything it started) and PR_SET_PDEATHSIG=SIGKILL, so workers die with the
+// daemon. The parent-death signal fires when the *thread* that forked exits:
+// call Launch from a thread that lives as long as the daemon.
+//
+// Thread-safety: all methods are thread-safe.
+#ifndef TRAIND_SERVER_LAUNCH_LOCAL_LAUNCHER_H_
+#define TRAIND_SERVER_LAUNCH_LOCAL_LAUNCHER_H_
+
+#include <thread>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "server/launch/launcher.h"
+
+namespace traind::server {
+
+class LocalLauncher final : public Launcher {
+ public:
+  LocalLauncher();
+  ~LocalLauncher() override;  // stops the reaper; does not kill children
+
+  void SetExitCallback(ExitCallback callback) override;
+  absl::StatusOr<int> Launch(const LaunchRequest& request) override;
+  void Signal(int pid, int sig) override;
+
+ private:
+  void ReapLoop();
+
+  absl::Mutex mu_;
+  ExitCallback callback_ ABSL_GUARDED_BY(mu_);
+  int live_ ABSL_GUARDED_BY(mu_) = 0;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread reaper_;
+};
+
+}  // namespace traind::server
+
+#endif  // TRAIND_SERVER_LAUNCH_LOCAL_LAUNCHER_H_

@@ -1,0 +1,44 @@
+// EventHub: fans a job's new events out to its live watchers.
+//
+// Events are stored before they are published, so a subscriber that misses
+// one (its buffer is full, or it subscribed in between) can always read it
+// back from the store.
+//
+// Thread-safety: thread-safe. Subscribers are called with the hub's lock
+// held: they must not block and must not call back into the hub or the
+// scheduler.
+#ifndef TRAIND_SERVER_SCHEDULER_EVENT_HUB_H_
+#define TRAIND_SERVER_SCHEDULER_EVENT_HUB_H_
+
+#include <map>
+#include <set>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "traind/v1/job.pb.h"
+
+namespace traind::server {
+
+class EventSubscriber {
+ public:
+  virtual ~EventSubscriber() = default;
+  virtual void OnEvent(const traind::v1::JobEvent& event) = 0;
+};
+
+class EventHub final {
+ public:
+  void Subscribe(const std::string& job_id, EventSubscriber* s);
+  // After it returns, `s` is never called again.
+  void Unsubscribe(const std::string& job_id, EventSubscriber* s);
+  void Publish(const traind::v1::JobEvent& event);
+  int SubscriberCount();
+
+ private:
+  absl::Mutex mu_;
+  std::map<std::string, std::set<EventSubscriber*>> subscribers_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace traind::server
+
+#endif  // TRAIND_SERVER_SCHEDULER_EVENT_HUB_H_

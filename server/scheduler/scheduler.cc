@@ -1,0 +1,760 @@
+#include "server/scheduler/scheduler.h"
+
+#include <signal.h>
+#include <sys/random.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "google/protobuf/util/time_util.h"
+#include "server/log.h"
+#include "worker/engine/spec_validation.h"
+
+namespace traind::server {
+namespace {
+
+using google::protobuf::util::TimeUtil;
+using traind::v1::Attempt;
+using traind::v1::Failure;
+using traind::v1::Job;
+using traind::v1::JobEvent;
+using traind::v1::JobSpec;
+using traind::v1::Task;
+
+google::protobuf::Timestamp NowProto() {
+  return TimeUtil::MicrosecondsToTimestamp(absl::ToUnixMicros(absl::Now()));
+}
+
+std::string RandomHex(int bytes) {
+  std::string raw(bytes, '\0');
+  size_t got = 0;
+  while (got < raw.size()) {
+    ssize_t n = getrandom(raw.data() + got, raw.size() - got, 0);
+    if (n > 0) got += n;
+  }
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  for (unsigned char c : raw) {
+    out.push_back(kHex[c >> 4]);
+    out.push_back(kHex[c & 15]);
+  }
+  return out;
+}
+
+bool ConstantTimeEquals(const std::string& a, const std::string& b) {
+  if (a.size() != b.size()) return false;
+  unsigned char diff = 0;
+  for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
+  return diff == 0;
+}
+
+bool IsTerminal(Task::State s) {
+  return s == Task::SUCCEEDED || s == Task::FAILED || s == Task::CANCELLED;
+}
+bool IsTerminal(Job::State s) {
+  return s == Job::SUCCEEDED || s == Job::FAILED || s == Job::CANCELLED;
+}
+
+std::string ReasonName(Failure::Reason r) { return Failure::Reason_Name(r); }
+
+std::string SignalName(int sig) {
+  const char* d = sigdescr_np(sig);
+  return absl::StrCat(sig, d ? absl::StrCat(" (", d, ")") : "");
+}
+
+}  // namespace
+
+Scheduler::Scheduler(SchedulerOptions options, JobStore* store, Launcher* launcher)
+    : options_(std::move(options)), store_(store), launcher_(launcher) {
+  launcher_->SetExitCallback([this](const ProcessExit& e) { OnExit(e); });
+}
+
+Scheduler::~Scheduler() { Stop(); }
+
+void Scheduler::Start() {
+  absl::MutexLock lock(&mu_);
+  if (started_) return;
+  started_ = true;
+  // Workers are forked from this thread: it lives as long as the scheduler,
+  // which their parent-death signal depends on.
+  loop_ = std::thread([this] { Loop(); });
+}
+
+void Scheduler::Stop() {
+  std::vector<int> pids;
+  {
+    absl::MutexLock lock(&mu_);
+    if (stopping_) return;
+    stopping_ = true;
+    for (const auto& [pid, where] : by_pid_) pids.push_back(pid);
+  }
+  if (loop_.joinable()) loop_.join();
+  // Running attempts stay RUNNING in the store: the next start recovers
+  // them as LOST and runs them again.
+  for (int pid : pids) launcher_->Signal(pid, SIGTERM);
+  absl::Time deadline = absl::Now() + options_.stop_grace;
+  absl::MutexLock lock(&mu_);
+  auto none_left = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return by_pid_.empty(); };
+  if (!mu_.AwaitWithDeadline(absl::Condition(&none_left), deadline)) {
+    for (const auto& [pid, where] : by_pid_) launcher_->Signal(pid, SIGKILL);
+    mu_.AwaitWithTimeout(absl::Condition(&none_left), options_.stop_grace);
+  }
+}
+
+void Scheduler::Loop() {
+  absl::MutexLock lock(&mu_);
+  while (!stopping_) {
+    DispatchLocked();
+    EnforceDeadlinesLocked();
+    wake_ = false;
+    auto woken = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return wake_ || stopping_; };
+    mu_.AwaitWithTimeout(absl::Condition(&woken), absl::Milliseconds(250));
+  }
+}
+
+JobEvent* Scheduler::NewEventLocked(LiveJob& lj) {
+  JobEvent& e = pending_events_.emplace_back();
+  e.set_job_id(lj.job.id());
+  e.set_sequence(lj.next_sequence++);
+  *e.mutable_time() = NowProto();
+  return &e;
+}
+
+void Scheduler::CommitLocked(LiveJob& lj, StoreMutation& m) {
+  for (JobEvent& e : pending_events_) m.events.push_back(&e);
+  absl::Status s = store_->Apply(m, lj.job.id());
+  if (!s.ok()) {
+    // Going on would break what traind promises (nothing lost): stop here,
+    // the next start recovers from the last committed state.
+    LogError("store write failed job=%s: %s", lj.job.id(), s.ToString());
+    std::abort();
+  }
+  for (const JobEvent& e : pending_events_) hub_.Publish(e);
+  pending_events_.clear();
+}
+
+absl::StatusOr<Job> Scheduler::Submit(const JobSpec& spec) {
+  auto lj = std::make_unique<LiveJob>();
+  Job& job = lj->job;
+  job.set_id(RandomHex(6));
+  *job.mutable_spec() = spec;
+  job.set_state(Job::QUEUED);
+  *job.mutable_create_time() = NowProto();
+  const int tasks = engine::TaskCount(spec);
+  for (int i = 0; i < tasks; ++i) {
+    Task* t = job.add_tasks();
+    t->set_index(i);
+    t->set_state(Task::QUEUED);
+    t->set_epochs_total(spec.training().epochs());
+  }
+  absl::MutexLock lock(&mu_);
+  if (stopping_) return absl::UnavailableError("traind is shutting down");
+  StoreMutation m;
+  m.job = &job;
+  m.new_job = true;
+  NewEventLocked(*lj)->mutable_job_state()->set_state(Job::QUEUED);
+  CommitLocked(*lj, m);
+  for (int i = 0; i < tasks; ++i) queue_.emplace_back(job.id(), i);
+  LogInfo("job submitted job=%s name=%s tasks=%d", job.id(), spec.name(), tasks);
+  Job view = ViewLocked(*lj);
+  jobs_[job.id()] = std::move(lj);
+  wake_ = true;
+  return view;
+}
+
+Job Scheduler::ViewLocked(const LiveJob& lj) {
+  Job view = lj.job;
+  if (view.state() == Job::QUEUED || view.state() == Job::RUNNING) {
+    int ahead = 0;
+    for (const auto& [id, task] : queue_) {
+      if (id == view.id() && task < view.tasks_size() &&
+          view.tasks(task).state() == Task::QUEUED) {
+        Task* t = view.mutable_tasks(task);
+        t->set_wait_reason(Task::RESOURCES);
+        t->set_tasks_ahead(ahead);
+      }
+      ++ahead;
+    }
+  }
+  return view;
+}
+
+absl::StatusOr<Job> Scheduler::GetJob(const std::string& job_id) {
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = jobs_.find(job_id);
+    if (it != jobs_.end()) return ViewLocked(*it->second);
+  }
+  return store_->LoadJob(job_id);
+}
+
+absl::StatusOr<traind::v1::ListJobsResponse> Scheduler::ListJobs(
+    const traind::v1::ListJobsRequest& req) {
+  JobListFilter f;
+  if (req.page_size() < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("page_size: must not be negative (got ", req.page_size(), ")"));
+  }
+  f.limit = req.page_size() == 0 ? 100 : std::min(req.page_size(), 1000);
+  for (int s : req.states()) {
+    if (!Job::State_IsValid(s) || s == Job::STATE_UNSPECIFIED) {
+      return absl::InvalidArgumentError(absl::StrCat("states: unknown job state ", s));
+    }
+    f.states.push_back(static_cast<Job::State>(s));
+  }
+  f.name_contains = req.name_contains();
+  if (!req.page_token().empty() &&
+      (!absl::SimpleAtoi(req.page_token(), &f.before_seq) || f.before_seq <= 0)) {
+    return absl::InvalidArgumentError("page_token: not a token from a previous ListJobs");
+  }
+  std::vector<int64_t> seqs;
+  absl::StatusOr<std::vector<Job>> jobs = store_->ListJobs(f, &seqs);
+  if (!jobs.ok()) return jobs.status();
+  traind::v1::ListJobsResponse resp;
+  absl::MutexLock lock(&mu_);
+  for (Job& job : *jobs) {
+    auto it = jobs_.find(job.id());
+    *resp.add_jobs() = it != jobs_.end() ? ViewLocked(*it->second) : std::move(job);
+  }
+  if (static_cast<int>(seqs.size()) == f.limit) resp.set_next_page_token(absl::StrCat(seqs.back()));
+  return resp;
+}
+
+absl::StatusOr<Job> Scheduler::Cancel(const std::string& job_id, bool force) {
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = jobs_.find(job_id);
+    if (it != jobs_.end()) {
+      LiveJob& lj = *it->second;
+      if (lj.job.state() != Job::CANCELLING) {
+        lj.job.set_state(Job::CANCELLING);
+        NewEventLocked(lj)->mutable_job_state()->set_state(Job::CANCELLING);
+        StoreMutation m;
+        m.job = &lj.job;
+        CommitLocked(lj, m);
+        LogInfo("job cancelling job=%s force=%d", job_id, force);
+      }
+      StopTasksLocked(lj, force);
+      Job view = ViewLocked(lj);
+      MaybeFinishJobLocked(lj);
+      if (IsTerminal(lj.job.state())) {
+        view = lj.job;
+        jobs_.erase(job_id);
+      }
+      return view;
+    }
+  }
+  // Not live: finished (cancelling it changes nothing) or unknown.
+  return store_->LoadJob(job_id);
+}
+
+absl::StatusOr<traind::v1::JobResult> Scheduler::GetResult(const std::string& job_id) {
+  absl::StatusOr<Job> job = GetJob(job_id);
+  if (!job.ok()) return job.status();
+  return job->result();
+}
+
+absl::Status Scheduler::JobEventsState(const std::string& job_id, int64_t* last_sequence,
+                                       bool* terminal) {
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = jobs_.find(job_id);
+    if (it != jobs_.end()) {
+      *last_sequence = it->second->next_sequence - 1;
+      *terminal = false;
+      return absl::OkStatus();
+    }
+  }
+  absl::StatusOr<Job> job = store_->LoadJob(job_id);
+  if (!job.ok()) return job.status();
+  absl::StatusOr<int64_t> last = store_->LastEventSequence(job_id);
+  if (!last.ok()) return last.status();
+  *last_sequence = *last;
+  *terminal = IsTerminal(job->state());
+  return absl::OkStatus();
+}
+
+SchedulerStats Scheduler::Stats() {
+  absl::MutexLock lock(&mu_);
+  SchedulerStats s;
+  s.jobs_active = static_cast<int>(jobs_.size());
+  s.tasks_running = running_;
+  s.tasks_queued = static_cast<int>(queue_.size());
+  return s;
+}
+
+// --------------------------------------------------------------------------
+// Dispatch
+// --------------------------------------------------------------------------
+
+void Scheduler::DispatchLocked() {
+  while (running_ < options_.cpu_slots && !queue_.empty()) {
+    auto [job_id, task] = queue_.front();
+    queue_.pop_front();
+    auto it = jobs_.find(job_id);
+    if (it == jobs_.end()) continue;
+    LiveJob& lj = *it->second;
+    if (lj.job.tasks(task).state() != Task::QUEUED) continue;
+    absl::Status s = LaunchLocked(lj, task);
+    if (!s.ok()) {
+      Failure f;
+      f.set_reason(Failure::WORKER_CRASHED);
+      f.set_message(absl::StrCat("cannot start the worker: ", s.message()));
+      LogError("task launch failed job=%s task=%d: %s", job_id, task, s.message());
+      // Not retried: the same launch would fail again.
+      Task* t = lj.job.mutable_tasks(task);
+      t->set_state(Task::FAILED);
+      *t->mutable_failure() = f;
+      if (!lj.job.has_failure()) {
+        *lj.job.mutable_failure() = f;
+        lj.job.mutable_failure()->set_message(absl::StrCat("fold ", task, ": ", f.message()));
+      }
+      auto* e = NewEventLocked(lj)->mutable_task_state();
+      e->set_task(task);
+      e->set_attempt(t->attempts_size());
+      e->set_state(Task::FAILED);
+      *e->mutable_failure() = f;
+      StoreMutation m;
+      m.job = &lj.job;
+      m.tasks.push_back(t);
+      CommitLocked(lj, m);
+      StopTasksLocked(lj, false);
+      MaybeFinishJobLocked(lj);
+      if (IsTerminal(lj.job.state())) jobs_.erase(job_id);
+    }
+  }
+}
+
+absl::Status Scheduler::LaunchLocked(LiveJob& lj, int task) {
+  Job& job = lj.job;
+  Task* t = job.mutable_tasks(task);
+  const int number = t->attempts_size() + 1;
+  std::filesystem::path dir = std::filesystem::path(options_.state_dir) / "jobs" / job.id() /
+                              absl::StrCat("task-", task);
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return absl::InternalError(absl::StrCat(dir.string(), ": ", ec.message()));
+
+  LiveAttempt la;
+  la.number = number;
+  la.secret = RandomHex(16);
+  LaunchRequest req;
+  req.argv = {options_.worker_path,
+              absl::StrCat("--server=", options_.worker_address),
+              absl::StrCat("--job=", job.id()),
+              absl::StrCat("--task=", task),
+              absl::StrCat("--attempt=", number)};
+  req.env = {absl::StrCat("TRAIND_WORKER_SECRET=", la.secret),
+             absl::StrCat("OMP_NUM_THREADS=", options_.worker_threads),
+             "PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8"};
+  req.log_path = (dir / absl::StrCat("attempt-", number, ".log")).string();
+  absl::StatusOr<int> pid = launcher_->Launch(req);
+  Attempt* a = t->add_attempts();
+  a->set_number(number);
+  *a->mutable_start_time() = NowProto();
+  a->set_log_path(req.log_path);
+  if (!pid.ok()) {
+    *a->mutable_end_time() = a->start_time();
+    a->mutable_failure()->set_reason(Failure::WORKER_CRASHED);
+    a->mutable_failure()->set_message(std::string(pid.status().message()));
+    return pid.status();
+  }
+  la.pid = *pid;
+  a->set_pid(*pid);
+  by_pid_[*pid] = {job.id(), task};
+  lj.attempts[task] = std::move(la);
+  ++running_;
+  t->set_state(Task::STARTING);
+  t->set_epochs_done(0);
+  StoreMutation m;
+  if (job.state() == Job::QUEUED) {
+    job.set_state(Job::RUNNING);
+    *job.mutable_start_time() = NowProto();
+    NewEventLocked(lj)->mutable_job_state()->set_state(Job::RUNNING);
+    LogInfo("job running job=%s", job.id());
+  }
+  m.job = &job;
+  m.tasks.push_back(t);
+  auto* e = NewEventLocked(lj)->mutable_task_state();
+  e->set_task(task);
+  e->set_attempt(number);
+  e->set_state(Task::STARTING);
+  e->set_pid(*pid);
+  CommitLocked(lj, m);
+  LogInfo("task started job=%s task=%d attempt=%d pid=%d", job.id(), task, number, *pid);
+  return absl::OkStatus();
+}
+
+void Scheduler::EnforceDeadlinesLocked() {
+  const absl::Time now = absl::Now();
+  for (auto& [id, lj] : jobs_) {
+    for (auto& [task, la] : lj->attempts) {
+      if (la.kill_at.has_value() && now >= *la.kill_at) {
+        LogWarning("task kill job=%s task=%d attempt=%d pid=%d: did not stop within the grace "
+                   "period",
+                   id, task, la.number, la.pid);
+        launcher_->Signal(la.pid, SIGKILL);
+        la.kill_at.reset();
+      }
+    }
+  }
+}
+
+void Scheduler::StopTasksLocked(LiveJob& lj, bool force) {
+  StoreMutation m;
+  for (int i = 0; i < lj.job.tasks_size(); ++i) {
+    Task* t = lj.job.mutable_tasks(i);
+    if (t->state() != Task::QUEUED) continue;
+    t->set_state(Task::CANCELLED);
+    RemoveQueuedLocked(lj.job.id(), i);
+    auto* e = NewEventLocked(lj)->mutable_task_state();
+    e->set_task(i);
+    e->set_attempt(t->attempts_size());
+    e->set_state(Task::CANCELLED);
+    m.tasks.push_back(t);
+  }
+  if (!m.tasks.empty()) CommitLocked(lj, m);
+  for (auto& [task, la] : lj.attempts) {
+    if (force) {
+      launcher_->Signal(la.pid, SIGKILL);
+      la.kill_at.reset();
+    } else if (!la.stop_requested) {
+      launcher_->Signal(la.pid, SIGTERM);
+      la.kill_at = absl::Now() + options_.cancel_grace;
+    }
+    la.stop_requested = true;
+  }
+}
+
+void Scheduler::RemoveQueuedLocked(const std::string& job_id, int task) {
+  auto it = std::find(queue_.begin(), queue_.end(), std::make_pair(job_id, task));
+  if (it != queue_.end()) queue_.erase(it);
+}
+
+void Scheduler::OnExit(const ProcessExit& exit) {
+  absl::MutexLock lock(&mu_);
+  auto it = by_pid_.find(exit.pid);
+  if (it == by_pid_.end()) return;
+  auto [job_id, task] = it->second;
+  by_pid_.erase(it);
+  --running_;
+  wake_ = true;
+  if (stopping_) return;  // recovered as LOST on the next start
+  auto jit = jobs_.find(job_id);
+  if (jit == jobs_.end()) return;
+  LiveJob& lj = *jit->second;
+  LiveAttempt& la = lj.attempts[task];
+  if (la.result.has_value() && exit.signal == 0 && exit.exit_code == 0) {
+    FinishAttemptLocked(lj, task, nullptr);
+  } else {
+    Failure f;
+    if (la.failure.has_value()) {
+      f = *la.failure;
+    } else if (la.stop_requested) {
+      f.set_reason(Failure::CANCELLED);
+      f.set_message("cancelled");
+    } else {
+      f.set_reason(Failure::WORKER_CRASHED);
+      f.set_message(exit.signal != 0
+                        ? absl::StrCat("worker killed by signal ", SignalName(exit.signal))
+                        : absl::StrCat("worker exited with code ", exit.exit_code,
+                                       " without reporting a result"));
+    }
+    f.set_exit_code(exit.exit_code);
+    f.set_signal(exit.signal);
+    FinishAttemptLocked(lj, task, &f);
+  }
+  if (IsTerminal(lj.job.state())) jobs_.erase(job_id);
+}
+
+void Scheduler::FinishAttemptLocked(LiveJob& lj, int task, const Failure* failure) {
+  Job& job = lj.job;
+  Task* t = job.mutable_tasks(task);
+  Attempt* a = t->mutable_attempts(t->attempts_size() - 1);
+  *a->mutable_end_time() = NowProto();
+  LiveAttempt la = std::move(lj.attempts[task]);
+  lj.attempts.erase(task);
+  StoreMutation m;
+  m.job = &job;
+  m.tasks.push_back(t);
+  auto* e = NewEventLocked(lj)->mutable_task_state();
+  e->set_task(task);
+  e->set_attempt(la.number);
+  e->set_pid(la.pid);
+  if (failure == nullptr) {
+    t->set_state(Task::SUCCEEDED);
+    *t->mutable_result() = *la.result;
+    t->clear_failure();
+    e->set_state(Task::SUCCEEDED);
+    *e->mutable_result() = *la.result;
+    UpdateResultLocked(lj);
+    LogInfo("task succeeded job=%s task=%d attempt=%d pid=%d", job.id(), task, la.number, la.pid);
+  } else {
+    *a->mutable_failure() = *failure;
+    *e->mutable_failure() = *failure;
+    int crashes = 0;
+    for (const Attempt& prev : t->attempts()) {
+      if (prev.failure().reason() == Failure::WORKER_CRASHED) ++crashes;
+    }
+    const bool retry = failure->reason() == Failure::WORKER_CRASHED &&
+                       crashes <= options_.max_restarts && job.state() == Job::RUNNING &&
+                       !job.has_failure();
+    if (retry) {
+      t->set_state(Task::QUEUED);
+      e->set_state(Task::QUEUED);
+      queue_.emplace_front(job.id(), task);
+      LogWarning("task retry job=%s task=%d attempt=%d pid=%d reason=%s: %s", job.id(), task,
+                 la.number, la.pid, ReasonName(failure->reason()), failure->message());
+    } else if (failure->reason() == Failure::CANCELLED) {
+      t->set_state(Task::CANCELLED);
+      e->set_state(Task::CANCELLED);
+      LogInfo("task cancelled job=%s task=%d attempt=%d pid=%d", job.id(), task, la.number,
+              la.pid);
+    } else {
+      t->set_state(Task::FAILED);
+      *t->mutable_failure() = *failure;
+      e->set_state(Task::FAILED);
+      LogWarning("task failed job=%s task=%d attempt=%d pid=%d reason=%s: %s", job.id(), task,
+                 la.number, la.pid, ReasonName(failure->reason()), failure->message());
+      if (!job.has_failure()) {
+        *job.mutable_failure() = *failure;
+        job.mutable_failure()->set_message(
+            absl::StrCat("fold ", task, ": ", failure->message()));
+      }
+    }
+  }
+  CommitLocked(lj, m);
+  // One fold that cannot succeed fails the job: stop the others.
+  if (job.has_failure()) StopTasksLocked(lj, false);
+  MaybeFinishJobLocked(lj);
+}
+
+void Scheduler::UpdateResultLocked(LiveJob& lj) {
+  traind::v1::JobResult* r = lj.job.mutable_result();
+  r->clear_folds();
+  r->clear_val();
+  r->set_selection("val.loss (min)");
+  std::map<std::string, std::vector<double>> values;
+  for (const Task& t : lj.job.tasks()) {
+    if (t.state() != Task::SUCCEEDED) continue;
+    *r->add_folds() = t.result();
+    for (const auto& [name, v] : t.result().val()) values[name].push_back(v);
+  }
+  for (const auto& [name, vs] : values) {
+    double mean = 0;
+    for (double v : vs) mean += v;
+    mean /= vs.size();
+    double var = 0;
+    for (double v : vs) var += (v - mean) * (v - mean);
+    var /= vs.size();
+    traind::v1::MetricSummary& s = (*r->mutable_val())[name];
+    s.set_mean(mean);
+    s.set_std(std::sqrt(var));
+  }
+}
+
+void Scheduler::MaybeFinishJobLocked(LiveJob& lj) {
+  Job& job = lj.job;
+  if (IsTerminal(job.state())) return;
+  for (const Task& t : job.tasks()) {
+    if (!IsTerminal(t.state())) return;
+  }
+  bool all_ok = true;
+  for (const Task& t : job.tasks()) all_ok = all_ok && t.state() == Task::SUCCEEDED;
+  Job::State final_state = job.has_failure() ? Job::FAILED
+                           : all_ok          ? Job::SUCCEEDED
+                                             : Job::CANCELLED;
+  job.set_state(final_state);
+  *job.mutable_end_time() = NowProto();
+  if (final_state == Job::SUCCEEDED) job.mutable_result()->set_complete(true);
+  JobEvent* e = NewEventLocked(lj);
+  e->mutable_job_state()->set_state(final_state);
+  if (job.has_failure()) *e->mutable_job_state()->mutable_failure() = job.failure();
+  e->set_last(true);
+  StoreMutation m;
+  m.job = &job;
+  CommitLocked(lj, m);
+  if (final_state == Job::SUCCEEDED) {
+    std::string summary;
+    for (const auto& [name, s] : job.result().val()) {
+      absl::StrAppend(&summary, " val.", name, "=", absl::StrFormat("%.4f", s.mean()), "±",
+                      absl::StrFormat("%.4f", s.std()));
+    }
+    LogInfo("job succeeded job=%s%s", job.id(), summary);
+  } else if (final_state == Job::FAILED) {
+    LogWarning("job failed job=%s reason=%s: %s", job.id(), ReasonName(job.failure().reason()),
+               job.failure().message());
+  } else {
+    LogInfo("job cancelled job=%s", job.id());
+  }
+}
+
+// --------------------------------------------------------------------------
+// Workers
+// --------------------------------------------------------------------------
+
+absl::StatusOr<Scheduler::LiveJob*> Scheduler::AuthLocked(const traind::v1::AttemptCredentials& c,
+                                                          LiveAttempt** attempt) {
+  auto it = jobs_.find(c.job_id());
+  if (it != jobs_.end()) {
+    auto ait = it->second->attempts.find(c.task());
+    if (ait != it->second->attempts.end() && ait->second.number == c.attempt() &&
+        ConstantTimeEquals(ait->second.secret, c.secret())) {
+      *attempt = &ait->second;
+      return it->second.get();
+    }
+  }
+  return absl::PermissionDeniedError(absl::StrCat("no running attempt ", c.attempt(), " of task ",
+                                                  c.task(), " of job ", c.job_id(),
+                                                  " with these credentials"));
+}
+
+absl::StatusOr<traind::v1::TaskAssignment> Scheduler::GetTask(
+    const traind::v1::AttemptCredentials& c) {
+  absl::MutexLock lock(&mu_);
+  LiveAttempt* la = nullptr;
+  absl::StatusOr<LiveJob*> lj = AuthLocked(c, &la);
+  if (!lj.ok()) return lj.status();
+  const Job& job = (*lj)->job;
+  traind::v1::TaskAssignment a;
+  a.set_job_id(job.id());
+  a.set_task(c.task());
+  a.set_attempt(c.attempt());
+  *a.mutable_spec() = job.spec();
+  a.set_fold(job.spec().has_cross_validation() ? c.task() : -1);
+  a.set_artifacts_dir((std::filesystem::path(options_.state_dir) / "jobs" / job.id() /
+                       absl::StrCat("task-", c.task()))
+                          .string());
+  return a;
+}
+
+absl::StatusOr<bool> Scheduler::ReportEpoch(const traind::v1::AttemptCredentials& c,
+                                            const traind::v1::EpochMetrics& metrics) {
+  absl::MutexLock lock(&mu_);
+  LiveAttempt* la = nullptr;
+  absl::StatusOr<LiveJob*> ljp = AuthLocked(c, &la);
+  if (!ljp.ok()) return ljp.status();
+  LiveJob& lj = **ljp;
+  const bool stop = la->stop_requested || lj.job.state() == Job::CANCELLING;
+  if (metrics.epoch() <= la->last_epoch) return stop;  // a repeated report
+  if (metrics.epoch() != la->last_epoch + 1) {
+    return absl::InvalidArgumentError(absl::StrCat("epoch ", metrics.epoch(), " reported after epoch ",
+                                                   la->last_epoch));
+  }
+  traind::v1::EpochMetrics m = metrics;
+  m.set_task(c.task());
+  m.set_attempt(c.attempt());
+  la->last_epoch = m.epoch();
+  Task* t = lj.job.mutable_tasks(c.task());
+  t->set_epochs_done(m.epoch());
+  *NewEventLocked(lj)->mutable_epoch() = m;
+  StoreMutation sm;
+  sm.tasks.push_back(t);
+  sm.epoch = &m;
+  CommitLocked(lj, sm);
+  return stop;
+}
+
+absl::StatusOr<bool> Scheduler::ReportEvent(const traind::v1::ReportEventRequest& req) {
+  absl::MutexLock lock(&mu_);
+  LiveAttempt* la = nullptr;
+  absl::StatusOr<LiveJob*> ljp = AuthLocked(req.credentials(), &la);
+  if (!ljp.ok()) return ljp.status();
+  LiveJob& lj = **ljp;
+  const int task = req.credentials().task();
+  switch (req.kind_case()) {
+    case traind::v1::ReportEventRequest::kStarted: {
+      Task* t = lj.job.mutable_tasks(task);
+      if (t->state() == Task::STARTING) {
+        t->set_state(Task::RUNNING);
+        if (req.started().epochs_total() > 0) t->set_epochs_total(req.started().epochs_total());
+        if (lj.job.result().classes().empty()) {
+          *lj.job.mutable_result()->mutable_classes() = req.started().classes();
+        }
+        auto* e = NewEventLocked(lj)->mutable_task_state();
+        e->set_task(task);
+        e->set_attempt(la->number);
+        e->set_state(Task::RUNNING);
+        e->set_pid(la->pid);
+        StoreMutation m;
+        m.job = &lj.job;
+        m.tasks.push_back(t);
+        CommitLocked(lj, m);
+      }
+      break;
+    }
+    case traind::v1::ReportEventRequest::kFinished:
+      la->result = req.finished().result();
+      la->result->set_fold(task);
+      break;
+    case traind::v1::ReportEventRequest::kFailed:
+      la->failure = req.failed().failure();
+      break;
+    case traind::v1::ReportEventRequest::KIND_NOT_SET:
+      return absl::InvalidArgumentError("report: no event set");
+  }
+  return la->stop_requested || lj.job.state() == Job::CANCELLING;
+}
+
+absl::StatusOr<bool> Scheduler::Heartbeat(const traind::v1::AttemptCredentials& c) {
+  absl::MutexLock lock(&mu_);
+  LiveAttempt* la = nullptr;
+  absl::StatusOr<LiveJob*> lj = AuthLocked(c, &la);
+  if (!lj.ok()) return lj.status();
+  return la->stop_requested || (*lj)->job.state() == Job::CANCELLING;
+}
+
+// --------------------------------------------------------------------------
+// Recovery
+// --------------------------------------------------------------------------
+
+absl::Status Scheduler::Recover() {
+  absl::StatusOr<std::vector<Job>> jobs = store_->LoadActiveJobs();
+  if (!jobs.ok()) return jobs.status();
+  absl::MutexLock lock(&mu_);
+  int requeued = 0;
+  for (Job& job : *jobs) {
+    absl::StatusOr<int64_t> last = store_->LastEventSequence(job.id());
+    if (!last.ok()) return last.status();
+    auto lj = std::make_unique<LiveJob>();
+    lj->job = std::move(job);
+    lj->next_sequence = *last + 1;
+    StoreMutation m;
+    m.job = &lj->job;
+    for (int i = 0; i < lj->job.tasks_size(); ++i) {
+      Task* t = lj->job.mutable_tasks(i);
+      if (t->state() == Task::STARTING || t->state() == Task::RUNNING) {
+        Attempt* a = t->mutable_attempts(t->attempts_size() - 1);
+        *a->mutable_end_time() = NowProto();
+        a->mutable_failure()->set_reason(Failure::LOST);
+        a->mutable_failure()->set_message("traind stopped while the attempt ran");
+        t->set_state(Task::QUEUED);
+        auto* e = NewEventLocked(*lj)->mutable_task_state();
+        e->set_task(i);
+        e->set_attempt(a->number());
+        e->set_state(Task::QUEUED);
+        *e->mutable_failure() = a->failure();
+        m.tasks.push_back(t);
+        ++requeued;
+      }
+      if (t->state() == Task::QUEUED) queue_.emplace_back(lj->job.id(), i);
+    }
+    CommitLocked(*lj, m);
+    const std::string id = lj->job.id();
+    LiveJob& ref = *lj;
+    jobs_[id] = std::move(lj);
+    if (ref.job.state() == Job::CANCELLING) {
+      StopTasksLocked(ref, true);
+      MaybeFinishJobLocked(ref);
+      if (IsTerminal(ref.job.state())) jobs_.erase(id);
+    }
+  }
+  LogInfo("store recovered jobs=%d tasks_requeued=%d", static_cast<int>(jobs_.size()), requeued);
+  return absl::OkStatus();
+}
+
+}  // namespace traind::server

@@ -1,0 +1,160 @@
+// Scheduler: the core of traind. Owns the live state of every unfinished
+// job, turns jobs into tasks, dispatches task attempts to worker processes
+// through a Launcher when a CPU slot is free, takes the workers' reports, and
+// writes every change to the JobStore before publishing it as an event.
+//
+// Knows nothing of gRPC: server/api adapts it.
+//
+// Thread-safety: all public methods are thread-safe.
+#ifndef TRAIND_SERVER_SCHEDULER_SCHEDULER_H_
+#define TRAIND_SERVER_SCHEDULER_SCHEDULER_H_
+
+#include <deque>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "server/launch/launcher.h"
+#include "server/scheduler/event_hub.h"
+#include "server/store/job_store.h"
+#include "traind/v1/job.pb.h"
+#include "traind/v1/training_service.pb.h"
+#include "traind/v1/worker_service.pb.h"
+
+namespace traind::server {
+
+struct SchedulerOptions {
+  // Root of the daemon's files; worker logs and artifacts go under jobs/.
+  std::string state_dir;
+  // Path of the traind-worker executable.
+  std::string worker_path;
+  // Address workers use to reach the WorkerService ("unix:/path").
+  std::string worker_address;
+  // Tasks that may run at once on the CPU.
+  int cpu_slots = 1;
+  // OMP_NUM_THREADS of each CPU worker.
+  int worker_threads = 1;
+  // Retries of a task whose worker crashed.
+  int max_restarts = 2;
+  // Time a cancelled worker gets to stop before it is killed.
+  absl::Duration cancel_grace = absl::Seconds(10);
+  // On Stop(), time workers get after SIGTERM before SIGKILL.
+  absl::Duration stop_grace = absl::Seconds(3);
+};
+
+struct SchedulerStats {
+  int jobs_active = 0;
+  int tasks_running = 0;
+  int tasks_queued = 0;
+};
+
+class Scheduler final {
+ public:
+  // `store` and `launcher` must outlive the scheduler.
+  Scheduler(SchedulerOptions options, JobStore* store, Launcher* launcher);
+  ~Scheduler();  // Stop()s
+  Scheduler(const Scheduler&) = delete;
+  Scheduler& operator=(const Scheduler&) = delete;
+
+  // Loads unfinished jobs from the store. Attempts that were running when
+  // the daemon stopped end as LOST and their tasks are queued again;
+  // finished tasks are kept. Call once, before Start().
+  absl::Status Recover();
+  // Starts dispatching.
+  void Start();
+  // Stops dispatching and kills running workers (their tasks are recovered
+  // as LOST on the next start).
+  void Stop();
+
+  // --- TrainingService ---
+  // REQUIRES: the spec was validated.
+  absl::StatusOr<traind::v1::Job> Submit(const traind::v1::JobSpec& spec);
+  absl::StatusOr<traind::v1::Job> GetJob(const std::string& job_id);
+  absl::StatusOr<traind::v1::ListJobsResponse> ListJobs(const traind::v1::ListJobsRequest& req);
+  absl::StatusOr<traind::v1::Job> Cancel(const std::string& job_id, bool force);
+  absl::StatusOr<traind::v1::JobResult> GetResult(const std::string& job_id);
+  // NotFound for an unknown job. `*last_sequence` receives the job's last
+  // event sequence and `*terminal` whether no further event will come.
+  absl::Status JobEventsState(const std::string& job_id, int64_t* last_sequence, bool* terminal);
+  SchedulerStats Stats();
+
+  // --- WorkerService --- (each checks the attempt's secret)
+  absl::StatusOr<traind::v1::TaskAssignment> GetTask(const traind::v1::AttemptCredentials& c);
+  // Return whether the worker should stop.
+  absl::StatusOr<bool> ReportEpoch(const traind::v1::AttemptCredentials& c,
+                                   const traind::v1::EpochMetrics& metrics);
+  absl::StatusOr<bool> ReportEvent(const traind::v1::ReportEventRequest& req);
+  absl::StatusOr<bool> Heartbeat(const traind::v1::AttemptCredentials& c);
+
+  EventHub* hub() { return &hub_; }
+  JobStore* store() { return store_; }
+
+ private:
+  struct LiveAttempt {
+    int number = 0;
+    int pid = 0;
+    std::string secret;
+    int last_epoch = 0;
+    bool stop_requested = false;
+    std::optional<absl::Time> kill_at;
+    std::optional<traind::v1::FoldResult> result;
+    std::optional<traind::v1::Failure> failure;
+  };
+  struct LiveJob {
+    traind::v1::Job job;
+    int64_t next_sequence = 1;
+    std::map<int, LiveAttempt> attempts;  // by task index, running ones only
+  };
+
+  void Loop();
+  void DispatchLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void EnforceDeadlinesLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void OnExit(const ProcessExit& exit);
+  absl::Status LaunchLocked(LiveJob& lj, int task) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Ends the attempt running `task` with `failure` (none: success) and
+  // decides what happens next to the task and the job.
+  void FinishAttemptLocked(LiveJob& lj, int task, const traind::v1::Failure* failure)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void StopTasksLocked(LiveJob& lj, bool force) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void MaybeFinishJobLocked(LiveJob& lj) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<LiveJob*> AuthLocked(const traind::v1::AttemptCredentials& c,
+                                      LiveAttempt** attempt) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Adds an event for `lj` to `m` (sequence and time set) and remembers it
+  // for publishing after the store write.
+  traind::v1::JobEvent* NewEventLocked(LiveJob& lj) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Writes `m` plus the pending events, then publishes them. On a store
+  // error the daemon cannot keep its promises: it logs and aborts.
+  void CommitLocked(LiveJob& lj, StoreMutation& m) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void RemoveQueuedLocked(const std::string& job_id, int task) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  traind::v1::Job ViewLocked(const LiveJob& lj) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void UpdateResultLocked(LiveJob& lj) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const SchedulerOptions options_;
+  JobStore* const store_;
+  Launcher* const launcher_;
+  EventHub hub_;
+
+  absl::Mutex mu_;
+  std::map<std::string, std::unique_ptr<LiveJob>> jobs_ ABSL_GUARDED_BY(mu_);
+  std::deque<std::pair<std::string, int>> queue_ ABSL_GUARDED_BY(mu_);
+  std::map<int, std::pair<std::string, int>> by_pid_ ABSL_GUARDED_BY(mu_);
+  std::deque<traind::v1::JobEvent> pending_events_ ABSL_GUARDED_BY(mu_);  // stable addresses
+  int running_ ABSL_GUARDED_BY(mu_) = 0;
+  bool wake_ ABSL_GUARDED_BY(mu_) = false;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  bool started_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread loop_;
+};
+
+}  // namespace traind::server
+
+#endif  // TRAIND_SERVER_SCHEDULER_SCHEDULER_H_

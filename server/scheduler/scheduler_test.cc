@@ -1,0 +1,350 @@
+#include "server/scheduler/scheduler.h"
+
+#include <signal.h>
+
+#include <cmath>
+#include <filesystem>
+#include <memory>
+#include <string>
+
+#include "gtest/gtest.h"
+#include "server/store/job_store.h"
+#include "server/testing/fake_launcher.h"
+
+namespace traind::server {
+namespace {
+
+using traind::v1::Failure;
+using traind::v1::Job;
+using traind::v1::JobEvent;
+using traind::v1::Task;
+
+class TempDir {
+ public:
+  TempDir() {
+    char tmpl[] = "/tmp/traind-sched-XXXXXX";
+    path_ = mkdtemp(tmpl);
+  }
+  ~TempDir() { std::filesystem::remove_all(path_); }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+traind::v1::JobSpec ThreeFoldSpec() {
+  traind::v1::JobSpec spec;
+  spec.set_name("unit");
+  spec.mutable_data()->set_path("/nonexistent.csv");
+  spec.mutable_cross_validation()->set_folds(3);
+  spec.mutable_training()->set_epochs(2);
+  return spec;
+}
+
+class SchedulerTest : public ::testing::Test {
+ protected:
+  void SetUp() override { Open(); }
+
+  void Open(int slots = 2) {
+    auto store = JobStore::Open(dir_.path() + "/traind.db");
+    ASSERT_TRUE(store.ok()) << store.status();
+    store_ = *std::move(store);
+    SchedulerOptions o;
+    o.state_dir = dir_.path();
+    o.worker_path = "/bin/true";
+    o.worker_address = "unix:" + dir_.path() + "/worker.sock";
+    o.cpu_slots = slots;
+    o.max_restarts = 1;
+    o.cancel_grace = absl::Milliseconds(50);
+    o.stop_grace = absl::Milliseconds(10);
+    launcher_ = std::make_unique<FakeLauncher>();
+    scheduler_ = std::make_unique<Scheduler>(o, store_.get(), launcher_.get());
+  }
+
+  void Close() {
+    scheduler_.reset();
+    launcher_.reset();
+    store_.reset();
+  }
+
+  traind::v1::AttemptCredentials Creds(const FakeLauncher::Launched& l) {
+    traind::v1::AttemptCredentials c;
+    c.set_job_id(l.Arg("job"));
+    c.set_task(std::stoi(l.Arg("task")));
+    c.set_attempt(std::stoi(l.Arg("attempt")));
+    c.set_secret(l.Secret());
+    return c;
+  }
+
+  // Plays a worker that trains `epochs` epochs and succeeds with `val_accuracy`.
+  void RunWorker(const FakeLauncher::Launched& l, double val_accuracy, int epochs = 2) {
+    auto c = Creds(l);
+    ASSERT_TRUE(scheduler_->GetTask(c).ok());
+    traind::v1::ReportEventRequest started;
+    *started.mutable_credentials() = c;
+    started.mutable_started()->add_classes("a");
+    started.mutable_started()->add_classes("b");
+    ASSERT_TRUE(scheduler_->ReportEvent(started).ok());
+    for (int e = 1; e <= epochs; ++e) {
+      traind::v1::EpochMetrics m;
+      m.set_epoch(e);
+      (*m.mutable_train())["loss"] = 1.0 / e;
+      (*m.mutable_val())["accuracy"] = val_accuracy;
+      ASSERT_TRUE(scheduler_->ReportEpoch(c, m).ok());
+    }
+    traind::v1::ReportEventRequest finished;
+    *finished.mutable_credentials() = c;
+    finished.mutable_finished()->mutable_result()->set_best_epoch(epochs);
+    (*finished.mutable_finished()->mutable_result()->mutable_val())["accuracy"] = val_accuracy;
+    ASSERT_TRUE(scheduler_->ReportEvent(finished).ok());
+    launcher_->Exit(l.pid, 0);
+  }
+
+  std::vector<JobEvent> Events(const std::string& job_id) {
+    auto events = store_->ReadEvents(job_id, 0, 10000);
+    EXPECT_TRUE(events.ok());
+    return *events;
+  }
+
+  TempDir dir_;
+  std::unique_ptr<JobStore> store_;
+  std::unique_ptr<FakeLauncher> launcher_;
+  std::unique_ptr<Scheduler> scheduler_;
+};
+
+TEST_F(SchedulerTest, RunsFoldsInSlotsAndSummarizesResult) {
+  ASSERT_TRUE(scheduler_->Recover().ok());
+  scheduler_->Start();
+  auto job = scheduler_->Submit(ThreeFoldSpec());
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ(job->tasks_size(), 3);
+
+  ASSERT_TRUE(launcher_->WaitForLaunches(2));
+  absl::SleepFor(absl::Milliseconds(50));
+  ASSERT_EQ(launcher_->launched().size(), 2u) << "only two CPU slots";
+  auto view = scheduler_->GetJob(job->id());
+  ASSERT_TRUE(view.ok());
+  EXPECT_EQ(view->state(), Job::RUNNING);
+  EXPECT_EQ(view->tasks(2).state(), Task::QUEUED);
+  EXPECT_EQ(view->tasks(2).wait_reason(), Task::RESOURCES);
+  EXPECT_EQ(view->tasks(2).tasks_ahead(), 0);
+
+  // Workers are started without a shell, with the attempt's identity.
+  auto first = launcher_->launched()[0];
+  EXPECT_EQ(first.request.argv[0], "/bin/true");
+  EXPECT_EQ(first.Arg("attempt"), "1");
+  EXPECT_EQ(first.Secret().size(), 32u);
+
+  RunWorker(launcher_->launched()[0], 0.9);
+  ASSERT_TRUE(launcher_->WaitForLaunches(3));
+  RunWorker(launcher_->launched()[1], 1.0);
+  RunWorker(launcher_->launched()[2], 0.8);
+
+  auto done = scheduler_->GetJob(job->id());
+  ASSERT_TRUE(done.ok());
+  EXPECT_EQ(done->state(), Job::SUCCEEDED);
+  const auto& result = done->result();
+  EXPECT_TRUE(result.complete());
+  ASSERT_EQ(result.folds_size(), 3);
+  EXPECT_EQ(result.classes_size(), 2);
+  // mean(0.9, 1.0, 0.8) = 0.9; population std = sqrt((0 + 0.01 + 0.01) / 3).
+  EXPECT_NEAR(result.val().at("accuracy").mean(), 0.9, 1e-12);
+  EXPECT_NEAR(result.val().at("accuracy").std(), std::sqrt(0.02 / 3), 1e-12);
+
+  // Events: gaps-free sequence, 2 epochs per fold, the last one marked.
+  auto events = Events(job->id());
+  int epochs = 0;
+  for (size_t i = 0; i < events.size(); ++i) {
+    EXPECT_EQ(events[i].sequence(), static_cast<int64_t>(i + 1));
+    EXPECT_EQ(events[i].last(), i + 1 == events.size());
+    if (events[i].has_epoch()) ++epochs;
+  }
+  EXPECT_EQ(epochs, 6);
+  EXPECT_EQ(events.back().job_state().state(), Job::SUCCEEDED);
+  // Per-epoch metrics are in the store.
+  auto stored = store_->ReadEpochs(job->id());
+  ASSERT_TRUE(stored.ok());
+  EXPECT_EQ(stored->size(), 6u);
+}
+
+TEST_F(SchedulerTest, RepeatedEpochReportIsStoredOnce) {
+  ASSERT_TRUE(scheduler_->Recover().ok());
+  scheduler_->Start();
+  auto job = scheduler_->Submit(ThreeFoldSpec());
+  ASSERT_TRUE(launcher_->WaitForLaunches(1));
+  auto c = Creds(launcher_->launched()[0]);
+  traind::v1::EpochMetrics m;
+  m.set_epoch(1);
+  (*m.mutable_train())["loss"] = 0.5;
+  ASSERT_TRUE(scheduler_->ReportEpoch(c, m).ok());
+  ASSERT_TRUE(scheduler_->ReportEpoch(c, m).ok());
+  m.set_epoch(3);
+  EXPECT_EQ(scheduler_->ReportEpoch(c, m).status().code(), absl::StatusCode::kInvalidArgument);
+  auto stored = store_->ReadEpochs(job->id());
+  ASSERT_TRUE(stored.ok());
+  EXPECT_EQ(stored->size(), 1u);
+  int epoch_events = 0;
+  for (const auto& e : Events(job->id())) epoch_events += e.has_epoch();
+  EXPECT_EQ(epoch_events, 1);
+}
+
+TEST_F(SchedulerTest, RejectsWrongSecret) {
+  ASSERT_TRUE(scheduler_->Recover().ok());
+  scheduler_->Start();
+  ASSERT_TRUE(scheduler_->Submit(ThreeFoldSpec()).ok());
+  ASSERT_TRUE(launcher_->WaitForLaunches(2));
+  auto c = Creds(launcher_->launched()[0]);
+  c.set_secret(std::string(32, '0'));
+  EXPECT_EQ(scheduler_->GetTask(c).status().code(), absl::StatusCode::kPermissionDenied);
+  // A worker cannot speak for another task with its own secret.
+  auto other = Creds(launcher_->launched()[0]);
+  other.set_task(1);
+  EXPECT_EQ(scheduler_->GetTask(other).status().code(), absl::StatusCode::kPermissionDenied);
+}
+
+TEST_F(SchedulerTest, CrashIsRetriedThenFailsTheJob) {
+  ASSERT_TRUE(scheduler_->Recover().ok());
+  scheduler_->Start();
+  auto job = scheduler_->Submit(ThreeFoldSpec());
+  ASSERT_TRUE(launcher_->WaitForLaunches(2));
+  int pid = launcher_->launched()[0].pid;
+  launcher_->Exit(pid, 0, SIGSEGV);  // attempt 1 of task 0 crashes
+  ASSERT_TRUE(launcher_->WaitForLaunches(3));
+  auto retry = launcher_->launched()[2];
+  EXPECT_EQ(retry.Arg("task"), "0");
+  EXPECT_EQ(retry.Arg("attempt"), "2");
+  launcher_->Exit(retry.pid, 0, SIGSEGV);  // max_restarts = 1: no third attempt
+
+  // Task 1 is still running: it is asked to stop, then exits.
+  auto signals = launcher_->signals();
+  ASSERT_FALSE(signals.empty());
+  EXPECT_EQ(signals.back(), std::make_pair(launcher_->launched()[1].pid, SIGTERM));
+  launcher_->Exit(launcher_->launched()[1].pid, 3);
+
+  auto done = scheduler_->GetJob(job->id());
+  ASSERT_TRUE(done.ok());
+  EXPECT_EQ(done->state(), Job::FAILED);
+  EXPECT_EQ(done->failure().reason(), Failure::WORKER_CRASHED);
+  EXPECT_EQ(done->failure().signal(), SIGSEGV);
+  EXPECT_NE(done->failure().message().find("fold 0"), std::string::npos);
+  EXPECT_EQ(done->tasks(0).state(), Task::FAILED);
+  EXPECT_EQ(done->tasks(0).attempts_size(), 2);
+  EXPECT_EQ(done->tasks(1).state(), Task::CANCELLED);
+  EXPECT_EQ(done->tasks(2).state(), Task::CANCELLED);
+  EXPECT_EQ(launcher_->launched().size(), 3u);
+}
+
+TEST_F(SchedulerTest, ReportedDataErrorIsNotRetried) {
+  ASSERT_TRUE(scheduler_->Recover().ok());
+  scheduler_->Start();
+  auto job = scheduler_->Submit(ThreeFoldSpec());
+  ASSERT_TRUE(launcher_->WaitForLaunches(2));
+  for (int i = 0; i < 2; ++i) {
+    auto l = launcher_->launched()[i];
+    traind::v1::ReportEventRequest failed;
+    *failed.mutable_credentials() = Creds(l);
+    failed.mutable_failed()->mutable_failure()->set_reason(Failure::DATA_ERROR);
+    failed.mutable_failed()->mutable_failure()->set_message("x.csv:7: row has 3 fields");
+    ASSERT_TRUE(scheduler_->ReportEvent(failed).ok());
+    launcher_->Exit(l.pid, 1);
+  }
+  auto done = scheduler_->GetJob(job->id());
+  ASSERT_TRUE(done.ok());
+  EXPECT_EQ(done->state(), Job::FAILED);
+  EXPECT_EQ(done->failure().reason(), Failure::DATA_ERROR);
+  EXPECT_EQ(done->failure().message(), "fold 0: x.csv:7: row has 3 fields");
+  EXPECT_EQ(launcher_->launched().size(), 2u);
+}
+
+TEST_F(SchedulerTest, CancelQueuedJobAtOnceAndRunningAfterWorkersStop) {
+  ASSERT_TRUE(scheduler_->Recover().ok());
+  scheduler_->Start();
+  auto running = scheduler_->Submit(ThreeFoldSpec());
+  ASSERT_TRUE(launcher_->WaitForLaunches(2));
+  auto queued = scheduler_->Submit(ThreeFoldSpec());
+  ASSERT_TRUE(queued.ok());
+
+  auto q = scheduler_->Cancel(queued->id(), false);
+  ASSERT_TRUE(q.ok());
+  EXPECT_EQ(q->state(), Job::CANCELLED);
+
+  auto r = scheduler_->Cancel(running->id(), false);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->state(), Job::CANCELLING);
+  EXPECT_EQ(r->tasks(2).state(), Task::CANCELLED);
+  // Workers are told to stop; one ignores it and is killed after the grace.
+  auto l0 = launcher_->launched()[0], l1 = launcher_->launched()[1];
+  launcher_->Exit(l0.pid, 3);
+  absl::SleepFor(absl::Milliseconds(400));
+  bool killed = false;
+  for (auto [pid, sig] : launcher_->signals()) killed |= pid == l1.pid && sig == SIGKILL;
+  EXPECT_TRUE(killed);
+  launcher_->Exit(l1.pid, 0, SIGKILL);
+  auto done = scheduler_->GetJob(running->id());
+  ASSERT_TRUE(done.ok());
+  EXPECT_EQ(done->state(), Job::CANCELLED);
+  EXPECT_EQ(done->tasks(0).state(), Task::CANCELLED);
+  EXPECT_EQ(done->tasks(1).state(), Task::CANCELLED);
+  // Cancelling again changes nothing.
+  auto again = scheduler_->Cancel(running->id(), true);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->state(), Job::CANCELLED);
+  EXPECT_EQ(launcher_->launched().size(), 2u);
+}
+
+TEST_F(SchedulerTest, RestartRecoversRunningTasksAsLostAndKeepsFinishedFolds) {
+  std::string job_id;
+  {
+    ASSERT_TRUE(scheduler_->Recover().ok());
+    scheduler_->Start();
+    auto job = scheduler_->Submit(ThreeFoldSpec());
+    job_id = job->id();
+    ASSERT_TRUE(launcher_->WaitForLaunches(2));
+    RunWorker(launcher_->launched()[0], 0.9);
+    ASSERT_TRUE(launcher_->WaitForLaunches(3));
+    // Task 1 reported one epoch; then the daemon goes away.
+    traind::v1::EpochMetrics m;
+    m.set_epoch(1);
+    ASSERT_TRUE(scheduler_->ReportEpoch(Creds(launcher_->launched()[1]), m).ok());
+  }
+  Close();
+  Open();
+  ASSERT_TRUE(scheduler_->Recover().ok());
+  auto job = scheduler_->GetJob(job_id);
+  ASSERT_TRUE(job.ok());
+  EXPECT_EQ(job->tasks(0).state(), Task::SUCCEEDED);
+  EXPECT_EQ(job->tasks(1).state(), Task::QUEUED);
+  EXPECT_EQ(job->tasks(1).attempts(0).failure().reason(), Failure::LOST);
+  scheduler_->Start();
+  ASSERT_TRUE(launcher_->WaitForLaunches(2));
+  auto relaunched = launcher_->launched();
+  EXPECT_EQ(relaunched[0].Arg("task"), "1");
+  EXPECT_EQ(relaunched[0].Arg("attempt"), "2");
+  EXPECT_EQ(relaunched[1].Arg("task"), "2");
+  EXPECT_EQ(relaunched[1].Arg("attempt"), "2");
+  RunWorker(relaunched[0], 1.0);
+  RunWorker(relaunched[1], 0.8);
+  auto done = scheduler_->GetJob(job_id);
+  ASSERT_TRUE(done.ok());
+  EXPECT_EQ(done->state(), Job::SUCCEEDED);
+  EXPECT_EQ(done->result().folds_size(), 3);
+  // Event sequence continues without gaps across the restart.
+  auto events = Events(job_id);
+  for (size_t i = 0; i < events.size(); ++i) {
+    EXPECT_EQ(events[i].sequence(), static_cast<int64_t>(i + 1));
+  }
+}
+
+TEST_F(SchedulerTest, UnknownJobIsNotFound) {
+  ASSERT_TRUE(scheduler_->Recover().ok());
+  EXPECT_EQ(scheduler_->GetJob("nope").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(scheduler_->Cancel("nope", false).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(scheduler_->GetResult("nope").status().code(), absl::StatusCode::kNotFound);
+  int64_t last;
+  bool terminal;
+  EXPECT_EQ(scheduler_->JobEventsState("nope", &last, &terminal).code(),
+            absl::StatusCode::kNotFound);
+}
+
+}  // namespace
+}  // namespace traind::server

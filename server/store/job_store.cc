@@ -1,0 +1,465 @@
+#include "server/store/job_store.h"
+
+#include <sqlite3.h>
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "google/protobuf/util/time_util.h"
+
+namespace traind::server {
+namespace {
+
+using google::protobuf::Timestamp;
+using google::protobuf::util::TimeUtil;
+using traind::v1::Job;
+using traind::v1::Task;
+
+constexpr const char* kSchema = R"sql(
+CREATE TABLE IF NOT EXISTS jobs (
+  seq         INTEGER PRIMARY KEY AUTOINCREMENT,
+  id          TEXT NOT NULL UNIQUE,
+  name        TEXT NOT NULL,
+  state       INTEGER NOT NULL,
+  spec        BLOB NOT NULL,
+  create_us   INTEGER NOT NULL,
+  start_us    INTEGER,
+  end_us      INTEGER,
+  failure     BLOB,
+  result      BLOB
+);
+CREATE TABLE IF NOT EXISTS tasks (
+  job_id        TEXT NOT NULL,
+  idx           INTEGER NOT NULL,
+  state         INTEGER NOT NULL,
+  epochs_done   INTEGER NOT NULL,
+  epochs_total  INTEGER NOT NULL,
+  result        BLOB,
+  failure       BLOB,
+  PRIMARY KEY (job_id, idx)
+);
+CREATE TABLE IF NOT EXISTS attempts (
+  job_id    TEXT NOT NULL,
+  task_idx  INTEGER NOT NULL,
+  number    INTEGER NOT NULL,
+  pid       INTEGER NOT NULL,
+  start_us  INTEGER,
+  end_us    INTEGER,
+  failure   BLOB,
+  log_path  TEXT NOT NULL,
+  PRIMARY KEY (job_id, task_idx, number)
+);
+CREATE TABLE IF NOT EXISTS epochs (
+  job_id    TEXT NOT NULL,
+  task_idx  INTEGER NOT NULL,
+  attempt   INTEGER NOT NULL,
+  epoch     INTEGER NOT NULL,
+  metrics   BLOB NOT NULL,
+  PRIMARY KEY (job_id, task_idx, attempt, epoch)
+);
+CREATE TABLE IF NOT EXISTS events (
+  job_id  TEXT NOT NULL,
+  seq     INTEGER NOT NULL,
+  event   BLOB NOT NULL,
+  PRIMARY KEY (job_id, seq)
+);
+)sql";
+
+// A prepared statement, finalized on destruction.
+class Stmt {
+ public:
+  Stmt(sqlite3* db, const char* sql) : db_(db) {
+    rc_ = sqlite3_prepare_v2(db, sql, -1, &stmt_, nullptr);
+  }
+  ~Stmt() { sqlite3_finalize(stmt_); }
+  Stmt(const Stmt&) = delete;
+  Stmt& operator=(const Stmt&) = delete;
+
+  absl::Status status() const {
+    if (rc_ == SQLITE_OK) return absl::OkStatus();
+    return absl::InternalError(absl::StrCat("sqlite prepare: ", sqlite3_errmsg(db_)));
+  }
+  void Bind(int i, int64_t v) { sqlite3_bind_int64(stmt_, i, v); }
+  void Bind(int i, const std::string& v) {
+    sqlite3_bind_text(stmt_, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT);
+  }
+  void BindNull(int i) { sqlite3_bind_null(stmt_, i); }
+  void BindBlob(int i, const std::string& v) {
+    sqlite3_bind_blob(stmt_, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT);
+  }
+  template <typename M>
+  void BindMessage(int i, const M& m, bool present) {
+    if (!present) {
+      BindNull(i);
+    } else {
+      BindBlob(i, m.SerializeAsString());
+    }
+  }
+  void BindTime(int i, const Timestamp& t, bool present) {
+    if (!present) {
+      BindNull(i);
+    } else {
+      Bind(i, TimeUtil::TimestampToMicroseconds(t));
+    }
+  }
+  // SQLITE_ROW → true, SQLITE_DONE → false.
+  absl::StatusOr<bool> Step() {
+    int rc = sqlite3_step(stmt_);
+    if (rc == SQLITE_ROW) return true;
+    if (rc == SQLITE_DONE) return false;
+    return absl::InternalError(absl::StrCat("sqlite step: ", sqlite3_errmsg(db_)));
+  }
+  absl::Status Run() {
+    absl::StatusOr<bool> r = Step();
+    return r.status();
+  }
+  int64_t Int(int col) { return sqlite3_column_int64(stmt_, col); }
+  bool IsNull(int col) { return sqlite3_column_type(stmt_, col) == SQLITE_NULL; }
+  std::string Text(int col) {
+    const unsigned char* p = sqlite3_column_text(stmt_, col);
+    return p ? std::string(reinterpret_cast<const char*>(p), sqlite3_column_bytes(stmt_, col))
+             : std::string();
+  }
+  template <typename M>
+  bool Message(int col, M* m) {
+    if (IsNull(col)) return false;
+    const void* p = sqlite3_column_blob(stmt_, col);
+    return m->ParseFromArray(p, sqlite3_column_bytes(stmt_, col));
+  }
+  void Time(int col, Timestamp* t) {
+    if (!IsNull(col)) *t = TimeUtil::MicrosecondsToTimestamp(Int(col));
+  }
+
+ private:
+  sqlite3* db_;
+  sqlite3_stmt* stmt_ = nullptr;
+  int rc_;
+};
+
+#define STORE_RETURN_IF_ERROR(expr)        \
+  do {                                     \
+    absl::Status _s = (expr);              \
+    if (!_s.ok()) return _s;               \
+  } while (0)
+
+bool IsTerminal(Job::State s) {
+  return s == Job::SUCCEEDED || s == Job::FAILED || s == Job::CANCELLED;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<JobStore>> JobStore::Open(const std::string& path) {
+  sqlite3* db = nullptr;
+  int rc = sqlite3_open_v2(path.c_str(), &db,
+                           SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX,
+                           nullptr);
+  if (rc != SQLITE_OK) {
+    std::string msg = db ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
+    sqlite3_close(db);
+    return absl::UnavailableError(absl::StrCat(path, ": cannot open database: ", msg));
+  }
+  sqlite3_busy_timeout(db, 5000);
+  std::unique_ptr<JobStore> store(new JobStore(db));
+  absl::MutexLock lock(&store->mu_);
+  STORE_RETURN_IF_ERROR(store->Exec("PRAGMA journal_mode=WAL"));
+  STORE_RETURN_IF_ERROR(store->Exec("PRAGMA synchronous=NORMAL"));
+  STORE_RETURN_IF_ERROR(store->Exec("PRAGMA foreign_keys=ON"));
+  STORE_RETURN_IF_ERROR(store->Exec(kSchema));
+  return store;
+}
+
+JobStore::JobStore(sqlite3* db) : db_(db) {}
+
+JobStore::~JobStore() {
+  absl::MutexLock lock(&mu_);
+  sqlite3_close(db_);
+}
+
+absl::Status JobStore::Exec(const char* sql) {
+  char* err = nullptr;
+  if (sqlite3_exec(db_, sql, nullptr, nullptr, &err) != SQLITE_OK) {
+    std::string msg = err ? err : "unknown error";
+    sqlite3_free(err);
+    return absl::InternalError(absl::StrCat("sqlite: ", msg));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status JobStore::WriteJobRow(const Job& job, bool insert) {
+  const char* sql =
+      insert ? "INSERT INTO jobs (id, name, state, spec, create_us, start_us, end_us, failure, "
+               "result) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)"
+             : "UPDATE jobs SET name = ?2, state = ?3, spec = ?4, create_us = ?5, start_us = ?6, "
+               "end_us = ?7, failure = ?8, result = ?9 WHERE id = ?1";
+  Stmt st(db_, sql);
+  STORE_RETURN_IF_ERROR(st.status());
+  st.Bind(1, job.id());
+  st.Bind(2, job.spec().name());
+  st.Bind(3, static_cast<int64_t>(job.state()));
+  st.BindBlob(4, job.spec().SerializeAsString());
+  st.Bind(5, TimeUtil::TimestampToMicroseconds(job.create_time()));
+  st.BindTime(6, job.start_time(), job.has_start_time());
+  st.BindTime(7, job.end_time(), job.has_end_time());
+  st.BindMessage(8, job.failure(), job.has_failure());
+  st.BindMessage(9, job.result(), job.has_result());
+  return st.Run();
+}
+
+absl::Status JobStore::WriteTaskRow(const std::string& job_id, const Task& task) {
+  Stmt st(db_,
+          "INSERT INTO tasks (job_id, idx, state, epochs_done, epochs_total, result, failure) "
+          "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) ON CONFLICT (job_id, idx) DO UPDATE SET "
+          "state = excluded.state, epochs_done = excluded.epochs_done, "
+          "epochs_total = excluded.epochs_total, result = excluded.result, "
+          "failure = excluded.failure");
+  STORE_RETURN_IF_ERROR(st.status());
+  st.Bind(1, job_id);
+  st.Bind(2, task.index());
+  st.Bind(3, static_cast<int64_t>(task.state()));
+  st.Bind(4, task.epochs_done());
+  st.Bind(5, task.epochs_total());
+  st.BindMessage(6, task.result(), task.has_result());
+  st.BindMessage(7, task.failure(), task.has_failure());
+  STORE_RETURN_IF_ERROR(st.Run());
+  for (const traind::v1::Attempt& a : task.attempts()) {
+    Stmt at(db_,
+            "INSERT INTO attempts (job_id, task_idx, number, pid, start_us, end_us, failure, "
+            "log_path) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) "
+            "ON CONFLICT (job_id, task_idx, number) DO UPDATE SET pid = excluded.pid, "
+            "start_us = excluded.start_us, end_us = excluded.end_us, "
+            "failure = excluded.failure, log_path = excluded.log_path");
+    STORE_RETURN_IF_ERROR(at.status());
+    at.Bind(1, job_id);
+    at.Bind(2, task.index());
+    at.Bind(3, a.number());
+    at.Bind(4, a.pid());
+    at.BindTime(5, a.start_time(), a.has_start_time());
+    at.BindTime(6, a.end_time(), a.has_end_time());
+    at.BindMessage(7, a.failure(), a.has_failure());
+    at.Bind(8, a.log_path());
+    STORE_RETURN_IF_ERROR(at.Run());
+  }
+  return absl::OkStatus();
+}
+
+absl::Status JobStore::Apply(const StoreMutation& m, const std::string& job_id,
+                             bool* epoch_inserted) {
+  absl::MutexLock lock(&mu_);
+  STORE_RETURN_IF_ERROR(Exec("BEGIN IMMEDIATE"));
+  auto body = [&]() -> absl::Status {
+    if (m.job != nullptr) {
+      STORE_RETURN_IF_ERROR(WriteJobRow(*m.job, m.new_job));
+      if (m.new_job) {
+        for (const Task& t : m.job->tasks()) STORE_RETURN_IF_ERROR(WriteTaskRow(job_id, t));
+      }
+    }
+    for (const Task* t : m.tasks) STORE_RETURN_IF_ERROR(WriteTaskRow(job_id, *t));
+    if (m.epoch != nullptr) {
+      Stmt st(db_,
+              "INSERT OR IGNORE INTO epochs (job_id, task_idx, attempt, epoch, metrics) "
+              "VALUES (?1, ?2, ?3, ?4, ?5)");
+      STORE_RETURN_IF_ERROR(st.status());
+      st.Bind(1, job_id);
+      st.Bind(2, m.epoch->task());
+      st.Bind(3, m.epoch->attempt());
+      st.Bind(4, m.epoch->epoch());
+      st.BindBlob(5, m.epoch->SerializeAsString());
+      STORE_RETURN_IF_ERROR(st.Run());
+      if (epoch_inserted != nullptr) *epoch_inserted = sqlite3_changes(db_) > 0;
+    }
+    for (const traind::v1::JobEvent* e : m.events) {
+      Stmt st(db_, "INSERT INTO events (job_id, seq, event) VALUES (?1, ?2, ?3)");
+      STORE_RETURN_IF_ERROR(st.status());
+      st.Bind(1, job_id);
+      st.Bind(2, e->sequence());
+      st.BindBlob(3, e->SerializeAsString());
+      STORE_RETURN_IF_ERROR(st.Run());
+    }
+    return absl::OkStatus();
+  };
+  absl::Status s = body();
+  if (!s.ok()) {
+    Exec("ROLLBACK").IgnoreError();
+    return s;
+  }
+  return Exec("COMMIT");
+}
+
+absl::StatusOr<Job> JobStore::LoadJobLocked(const std::string& job_id) {
+  Job job;
+  {
+    Stmt st(db_,
+            "SELECT id, state, spec, create_us, start_us, end_us, failure, result FROM jobs "
+            "WHERE id = ?1");
+    STORE_RETURN_IF_ERROR(st.status());
+    st.Bind(1, job_id);
+    absl::StatusOr<bool> row = st.Step();
+    if (!row.ok()) return row.status();
+    if (!*row) return absl::NotFoundError(absl::StrCat("job ", job_id, " not found"));
+    job.set_id(st.Text(0));
+    job.set_state(static_cast<Job::State>(st.Int(1)));
+    st.Message(2, job.mutable_spec());
+    st.Time(3, job.mutable_create_time());
+    st.Time(4, job.mutable_start_time());
+    if (st.IsNull(4)) job.clear_start_time();
+    st.Time(5, job.mutable_end_time());
+    if (st.IsNull(5)) job.clear_end_time();
+    st.Message(6, job.mutable_failure());
+    if (st.IsNull(6)) job.clear_failure();
+    st.Message(7, job.mutable_result());
+    if (st.IsNull(7)) job.clear_result();
+  }
+  {
+    Stmt st(db_,
+            "SELECT idx, state, epochs_done, epochs_total, result, failure FROM tasks "
+            "WHERE job_id = ?1 ORDER BY idx");
+    STORE_RETURN_IF_ERROR(st.status());
+    st.Bind(1, job_id);
+    for (;;) {
+      absl::StatusOr<bool> row = st.Step();
+      if (!row.ok()) return row.status();
+      if (!*row) break;
+      Task* t = job.add_tasks();
+      t->set_index(static_cast<int32_t>(st.Int(0)));
+      t->set_state(static_cast<Task::State>(st.Int(1)));
+      t->set_epochs_done(static_cast<int32_t>(st.Int(2)));
+      t->set_epochs_total(static_cast<int32_t>(st.Int(3)));
+      if (!st.Message(4, t->mutable_result())) t->clear_result();
+      if (!st.Message(5, t->mutable_failure())) t->clear_failure();
+    }
+  }
+  {
+    Stmt st(db_,
+            "SELECT task_idx, number, pid, start_us, end_us, failure, log_path FROM attempts "
+            "WHERE job_id = ?1 ORDER BY task_idx, number");
+    STORE_RETURN_IF_ERROR(st.status());
+    st.Bind(1, job_id);
+    for (;;) {
+      absl::StatusOr<bool> row = st.Step();
+      if (!row.ok()) return row.status();
+      if (!*row) break;
+      int idx = static_cast<int>(st.Int(0));
+      if (idx < 0 || idx >= job.tasks_size()) continue;
+      traind::v1::Attempt* a = job.mutable_tasks(idx)->add_attempts();
+      a->set_number(static_cast<int32_t>(st.Int(1)));
+      a->set_pid(static_cast<int32_t>(st.Int(2)));
+      if (!st.IsNull(3)) st.Time(3, a->mutable_start_time());
+      if (!st.IsNull(4)) st.Time(4, a->mutable_end_time());
+      if (!st.Message(5, a->mutable_failure())) a->clear_failure();
+      a->set_log_path(st.Text(6));
+    }
+  }
+  return job;
+}
+
+absl::StatusOr<Job> JobStore::LoadJob(const std::string& job_id) {
+  absl::MutexLock lock(&mu_);
+  return LoadJobLocked(job_id);
+}
+
+absl::StatusOr<std::vector<Job>> JobStore::LoadActiveJobs() {
+  absl::MutexLock lock(&mu_);
+  std::vector<std::string> ids;
+  {
+    Stmt st(db_, "SELECT id, state FROM jobs ORDER BY seq");
+    STORE_RETURN_IF_ERROR(st.status());
+    for (;;) {
+      absl::StatusOr<bool> row = st.Step();
+      if (!row.ok()) return row.status();
+      if (!*row) break;
+      if (!IsTerminal(static_cast<Job::State>(st.Int(1)))) ids.push_back(st.Text(0));
+    }
+  }
+  std::vector<Job> jobs;
+  for (const std::string& id : ids) {
+    absl::StatusOr<Job> job = LoadJobLocked(id);
+    if (!job.ok()) return job.status();
+    jobs.push_back(*std::move(job));
+  }
+  return jobs;
+}
+
+absl::StatusOr<std::vector<Job>> JobStore::ListJobs(const JobListFilter& f,
+                                                    std::vector<int64_t>* seqs) {
+  absl::MutexLock lock(&mu_);
+  std::string sql = "SELECT id, seq FROM jobs WHERE 1";
+  if (!f.states.empty()) {
+    std::vector<std::string> states;
+    for (Job::State s : f.states) states.push_back(absl::StrCat(static_cast<int>(s)));
+    absl::StrAppend(&sql, " AND state IN (", absl::StrJoin(states, ","), ")");
+  }
+  if (!f.name_contains.empty()) absl::StrAppend(&sql, " AND instr(name, ?1) > 0");
+  if (f.before_seq > 0) absl::StrAppend(&sql, " AND seq < ?2");
+  absl::StrAppend(&sql, " ORDER BY seq DESC LIMIT ?3");
+  std::vector<std::pair<std::string, int64_t>> rows;
+  {
+    Stmt st(db_, sql.c_str());
+    STORE_RETURN_IF_ERROR(st.status());
+    if (!f.name_contains.empty()) st.Bind(1, f.name_contains);
+    if (f.before_seq > 0) st.Bind(2, f.before_seq);
+    st.Bind(3, f.limit);
+    for (;;) {
+      absl::StatusOr<bool> row = st.Step();
+      if (!row.ok()) return row.status();
+      if (!*row) break;
+      rows.emplace_back(st.Text(0), st.Int(1));
+    }
+  }
+  std::vector<Job> jobs;
+  for (const auto& [id, seq] : rows) {
+    absl::StatusOr<Job> job = LoadJobLocked(id);
+    if (!job.ok()) return job.status();
+    jobs.push_back(*std::move(job));
+    if (seqs != nullptr) seqs->push_back(seq);
+  }
+  return jobs;
+}
+
+absl::StatusOr<std::vector<traind::v1::JobEvent>> JobStore::ReadEvents(const std::string& job_id,
+                                                                       int64_t after, int limit) {
+  absl::MutexLock lock(&mu_);
+  Stmt st(db_, "SELECT event FROM events WHERE job_id = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3");
+  STORE_RETURN_IF_ERROR(st.status());
+  st.Bind(1, job_id);
+  st.Bind(2, after);
+  st.Bind(3, limit);
+  std::vector<traind::v1::JobEvent> events;
+  for (;;) {
+    absl::StatusOr<bool> row = st.Step();
+    if (!row.ok()) return row.status();
+    if (!*row) break;
+    st.Message(0, &events.emplace_back());
+  }
+  return events;
+}
+
+absl::StatusOr<int64_t> JobStore::LastEventSequence(const std::string& job_id) {
+  absl::MutexLock lock(&mu_);
+  Stmt st(db_, "SELECT COALESCE(MAX(seq), 0) FROM events WHERE job_id = ?1");
+  STORE_RETURN_IF_ERROR(st.status());
+  st.Bind(1, job_id);
+  absl::StatusOr<bool> row = st.Step();
+  if (!row.ok()) return row.status();
+  return *row ? st.Int(0) : 0;
+}
+
+absl::StatusOr<std::vector<traind::v1::EpochMetrics>> JobStore::ReadEpochs(
+    const std::string& job_id) {
+  absl::MutexLock lock(&mu_);
+  Stmt st(db_,
+          "SELECT metrics FROM epochs WHERE job_id = ?1 ORDER BY task_idx, attempt, epoch");
+  STORE_RETURN_IF_ERROR(st.status());
+  st.Bind(1, job_id);
+  std::vector<traind::v1::EpochMetrics> out;
+  for (;;) {
+    absl::StatusOr<bool> row = st.Step();
+    if (!row.ok()) return row.status();
+    if (!*row) break;
+    st.Message(0, &out.emplace_back());
+  }
+  return out;
+}
+
+}  // namespace traind::server

@@ -1,0 +1,92 @@
+// JobStore: durable state of traind in one SQLite database (WAL mode).
+//
+// Tables: jobs, tasks, attempts (one row each), epochs (per-epoch metrics,
+// keyed by job, task, attempt and epoch, written idempotently) and events
+// (the WatchJob log, keyed by job and sequence number).
+//
+// Thread-safety: every method may be called from any thread; calls are
+// serialized on one connection.
+#ifndef TRAIND_SERVER_STORE_JOB_STORE_H_
+#define TRAIND_SERVER_STORE_JOB_STORE_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "traind/v1/job.pb.h"
+
+struct sqlite3;
+
+namespace traind::server {
+
+// One atomic change: everything in it is written in one transaction.
+struct StoreMutation {
+  // Inserts the job (with its tasks) when new, else updates its job-level
+  // columns (state, times, failure, result).
+  const traind::v1::Job* job = nullptr;
+  bool new_job = false;
+  // Tasks (with their attempts) to upsert.
+  std::vector<const traind::v1::Task*> tasks;
+  // Epoch metrics to insert unless already present.
+  const traind::v1::EpochMetrics* epoch = nullptr;
+  std::vector<const traind::v1::JobEvent*> events;
+};
+
+struct JobListFilter {
+  std::vector<traind::v1::Job::State> states;  // any, when empty
+  std::string name_contains;
+  int32_t limit = 100;
+  int64_t before_seq = 0;  // only jobs submitted before this one (0: no bound)
+};
+
+class JobStore final {
+ public:
+  // Opens (creating if needed) the database at `path`.
+  static absl::StatusOr<std::unique_ptr<JobStore>> Open(const std::string& path);
+  ~JobStore();
+  JobStore(const JobStore&) = delete;
+  JobStore& operator=(const JobStore&) = delete;
+
+  // Writes `m` atomically. For `m.epoch`, `*epoch_inserted` (if given) tells
+  // whether the row was new (false: a duplicate report, nothing written).
+  absl::Status Apply(const StoreMutation& m, const std::string& job_id,
+                     bool* epoch_inserted = nullptr);
+
+  // The job with its tasks and attempts; NotFound if unknown.
+  absl::StatusOr<traind::v1::Job> LoadJob(const std::string& job_id);
+  // Jobs not in a terminal state, oldest first.
+  absl::StatusOr<std::vector<traind::v1::Job>> LoadActiveJobs();
+  // Newest first. `*seqs` receives each job's submit sequence (for paging).
+  absl::StatusOr<std::vector<traind::v1::Job>> ListJobs(const JobListFilter& f,
+                                                        std::vector<int64_t>* seqs);
+  // Events with sequence > after, at most `limit`, in order.
+  absl::StatusOr<std::vector<traind::v1::JobEvent>> ReadEvents(const std::string& job_id,
+                                                               int64_t after, int limit);
+  // Highest event sequence of a job (0 if none).
+  absl::StatusOr<int64_t> LastEventSequence(const std::string& job_id);
+  // Epoch metrics of a job, ordered by task, attempt, epoch.
+  absl::StatusOr<std::vector<traind::v1::EpochMetrics>> ReadEpochs(const std::string& job_id);
+
+ private:
+  explicit JobStore(sqlite3* db);
+  absl::Status Exec(const char* sql) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status WriteJobRow(const traind::v1::Job& job, bool insert)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status WriteTaskRow(const std::string& job_id, const traind::v1::Task& task)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<traind::v1::Job> LoadJobLocked(const std::string& job_id)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  absl::Mutex mu_;
+  sqlite3* db_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace traind::server
+
+#endif  // TRAIND_SERVER_STORE_JOB_STORE_H_

@@ -1,0 +1,176 @@
+#include "server/store/job_store.h"
+
+#include <filesystem>
+
+#include "gtest/gtest.h"
+
+namespace traind::server {
+namespace {
+
+using traind::v1::Job;
+using traind::v1::Task;
+
+class JobStoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/traind-store-XXXXXX";
+    dir_ = mkdtemp(tmpl);
+    Reopen();
+  }
+  void TearDown() override {
+    store_.reset();
+    std::filesystem::remove_all(dir_);
+  }
+  void Reopen() {
+    store_.reset();
+    auto s = JobStore::Open(dir_ + "/traind.db");
+    ASSERT_TRUE(s.ok()) << s.status();
+    store_ = *std::move(s);
+  }
+  Job MakeJob(const std::string& id, const std::string& name, int tasks) {
+    Job job;
+    job.set_id(id);
+    job.mutable_spec()->set_name(name);
+    job.set_state(Job::QUEUED);
+    job.mutable_create_time()->set_seconds(1700000000);
+    for (int i = 0; i < tasks; ++i) {
+      Task* t = job.add_tasks();
+      t->set_index(i);
+      t->set_state(Task::QUEUED);
+      t->set_epochs_total(10);
+    }
+    return job;
+  }
+  absl::Status Insert(const Job& job) {
+    StoreMutation m;
+    m.job = &job;
+    m.new_job = true;
+    return store_->Apply(m, job.id());
+  }
+
+  std::string dir_;
+  std::unique_ptr<JobStore> store_;
+};
+
+TEST_F(JobStoreTest, JobRoundTripsWithTasksAndAttempts) {
+  Job job = MakeJob("a1", "iris", 2);
+  ASSERT_TRUE(Insert(job).ok());
+  Task* t = job.mutable_tasks(1);
+  t->set_state(Task::RUNNING);
+  auto* a = t->add_attempts();
+  a->set_number(1);
+  a->set_pid(4242);
+  a->set_log_path("/x/attempt-1.log");
+  a->mutable_start_time()->set_seconds(1700000005);
+  job.set_state(Job::RUNNING);
+  StoreMutation m;
+  m.job = &job;
+  m.tasks.push_back(t);
+  ASSERT_TRUE(store_->Apply(m, job.id()).ok());
+  Reopen();  // durable across a new connection
+  auto loaded = store_->LoadJob("a1");
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ(loaded->state(), Job::RUNNING);
+  EXPECT_EQ(loaded->spec().name(), "iris");
+  ASSERT_EQ(loaded->tasks_size(), 2);
+  EXPECT_EQ(loaded->tasks(1).state(), Task::RUNNING);
+  ASSERT_EQ(loaded->tasks(1).attempts_size(), 1);
+  EXPECT_EQ(loaded->tasks(1).attempts(0).pid(), 4242);
+  EXPECT_EQ(loaded->tasks(1).attempts(0).start_time().seconds(), 1700000005);
+  EXPECT_FALSE(loaded->tasks(1).attempts(0).has_end_time());
+  EXPECT_FALSE(loaded->has_start_time());
+  EXPECT_EQ(store_->LoadJob("zz").status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST_F(JobStoreTest, EpochsAreWrittenOnce) {
+  Job job = MakeJob("e1", "x", 1);
+  ASSERT_TRUE(Insert(job).ok());
+  traind::v1::EpochMetrics m;
+  m.set_task(0);
+  m.set_attempt(1);
+  m.set_epoch(1);
+  (*m.mutable_train())["loss"] = 0.25;
+  StoreMutation sm;
+  sm.epoch = &m;
+  bool inserted = false;
+  ASSERT_TRUE(store_->Apply(sm, "e1", &inserted).ok());
+  EXPECT_TRUE(inserted);
+  (*m.mutable_train())["loss"] = 99;
+  ASSERT_TRUE(store_->Apply(sm, "e1", &inserted).ok());
+  EXPECT_FALSE(inserted);
+  auto epochs = store_->ReadEpochs("e1");
+  ASSERT_TRUE(epochs.ok());
+  ASSERT_EQ(epochs->size(), 1u);
+  EXPECT_EQ(epochs->at(0).train().at("loss"), 0.25);
+}
+
+TEST_F(JobStoreTest, EventsReadFromCursorAndDuplicateSequenceRollsBack) {
+  Job job = MakeJob("v1", "x", 1);
+  ASSERT_TRUE(Insert(job).ok());
+  std::vector<traind::v1::JobEvent> events(5);
+  StoreMutation m;
+  for (int i = 0; i < 5; ++i) {
+    events[i].set_job_id("v1");
+    events[i].set_sequence(i + 1);
+    m.events.push_back(&events[i]);
+  }
+  ASSERT_TRUE(store_->Apply(m, "v1").ok());
+  auto after2 = store_->ReadEvents("v1", 2, 2);
+  ASSERT_TRUE(after2.ok());
+  ASSERT_EQ(after2->size(), 2u);
+  EXPECT_EQ(after2->at(0).sequence(), 3);
+  EXPECT_EQ(after2->at(1).sequence(), 4);
+  EXPECT_EQ(*store_->LastEventSequence("v1"), 5);
+
+  // A failing mutation leaves nothing behind: the job update is rolled back too.
+  job.set_state(Job::FAILED);
+  traind::v1::JobEvent dup;
+  dup.set_sequence(3);
+  StoreMutation bad;
+  bad.job = &job;
+  bad.events.push_back(&dup);
+  EXPECT_FALSE(store_->Apply(bad, "v1").ok());
+  EXPECT_EQ(store_->LoadJob("v1")->state(), Job::QUEUED);
+  EXPECT_EQ(*store_->LastEventSequence("v1"), 5);
+}
+
+TEST_F(JobStoreTest, ListsNewestFirstWithFiltersAndPages) {
+  for (int i = 0; i < 5; ++i) {
+    Job job = MakeJob("j" + std::to_string(i), i % 2 ? "odd" : "even", 1);
+    if (i == 4) job.set_state(Job::SUCCEEDED);
+    ASSERT_TRUE(Insert(job).ok());
+  }
+  JobListFilter f;
+  f.limit = 2;
+  std::vector<int64_t> seqs;
+  auto page1 = store_->ListJobs(f, &seqs);
+  ASSERT_TRUE(page1.ok());
+  ASSERT_EQ(page1->size(), 2u);
+  EXPECT_EQ(page1->at(0).id(), "j4");
+  EXPECT_EQ(page1->at(1).id(), "j3");
+  f.before_seq = seqs.back();
+  auto page2 = store_->ListJobs(f, nullptr);
+  ASSERT_TRUE(page2.ok());
+  EXPECT_EQ(page2->at(0).id(), "j2");
+
+  JobListFilter by_name;
+  by_name.name_contains = "odd";
+  auto odd = store_->ListJobs(by_name, nullptr);
+  ASSERT_TRUE(odd.ok());
+  EXPECT_EQ(odd->size(), 2u);
+
+  JobListFilter by_state;
+  by_state.states = {Job::SUCCEEDED};
+  auto ok = store_->ListJobs(by_state, nullptr);
+  ASSERT_TRUE(ok.ok());
+  ASSERT_EQ(ok->size(), 1u);
+  EXPECT_EQ(ok->at(0).id(), "j4");
+
+  auto active = store_->LoadActiveJobs();
+  ASSERT_TRUE(active.ok());
+  EXPECT_EQ(active->size(), 4u);
+  EXPECT_EQ(active->front().id(), "j0");
+}
+
+}  // namespace
+}  // namespace traind::server

@@ -1,0 +1,43 @@
+// CSV reading (RFC 4180).
+#ifndef TRAIND_WORKER_ENGINE_DATA_CSV_H_
+#define TRAIND_WORKER_ENGINE_DATA_CSV_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace traind::engine {
+
+// A CSV file: a header row and data rows, all as text.
+struct CsvTable {
+  std::string path;
+  std::vector<std::string> header;
+  std::vector<std::vector<std::string>> rows;  // each row has header.size() fields
+  std::vector<int64_t> lines;                  // 1-based line number in the file of each row
+};
+
+// Reads a whole CSV file whose first record is the header.
+//
+// RFC 4180: a field may be quoted ("..."); in a quoted field `""` is a quote,
+// and the delimiter, CR and LF are plain characters. Records end with CRLF or
+// LF (a lone CR also ends a record); the final line ending is optional; blank
+// lines are skipped; a UTF-8 byte order mark at the start is ignored. A quote
+// inside an unquoted field is kept as a plain character. Fields are not
+// trimmed.
+//
+// Errors (DataError): the file cannot be opened or read
+// ("<path>: cannot open: <strerror>"), it holds no header row, a row's field
+// count differs from the header's ("<path>:<line>: row has 3 fields, the
+// header has 5"), a quoted field is never closed or is followed by something
+// other than a delimiter or a line ending ("<path>:<line>: ...").
+absl::StatusOr<CsvTable> ReadCsv(const std::string& path, char delimiter = ',');
+
+// As ReadCsv, on text already in memory; `path` is used in messages only.
+absl::StatusOr<CsvTable> ParseCsv(const std::string& text, const std::string& path,
+                                  char delimiter = ',');
+
+}  // namespace traind::engine
+
+#endif  // TRAIND_WORKER_ENGINE_DATA_CSV_H_

@@ -1,0 +1,81 @@
+#include "worker/engine/data/split.h"
+
+#include <algorithm>
+#include <map>
+
+#include "worker/engine/random.h"
+
+namespace traind::engine {
+
+std::vector<std::vector<int64_t>> KFold(int64_t rows, int folds, bool shuffle, uint64_t seed) {
+  if (folds < 1 || folds > rows) return {};
+  std::vector<int64_t> order(static_cast<size_t>(rows));
+  for (int64_t i = 0; i < rows; ++i) order[static_cast<size_t>(i)] = i;
+  if (shuffle) {
+    Rng rng(DeriveSeed(seed, kSplitStream));
+    Shuffle(order.data(), order.size(), rng);
+  }
+  std::vector<std::vector<int64_t>> result(static_cast<size_t>(folds));
+  const int64_t base = rows / folds;
+  const int64_t extra = rows % folds;
+  int64_t start = 0;
+  for (int k = 0; k < folds; ++k) {
+    const int64_t size = base + (k < extra ? 1 : 0);
+    std::vector<int64_t>& fold = result[static_cast<size_t>(k)];
+    fold.assign(order.begin() + start, order.begin() + start + size);
+    std::sort(fold.begin(), fold.end());
+    start += size;
+  }
+  return result;
+}
+
+std::vector<std::vector<int64_t>> StratifiedKFold(const std::vector<int32_t>& labels, int folds,
+                                                  bool shuffle, uint64_t seed) {
+  const int64_t rows = static_cast<int64_t>(labels.size());
+  if (folds < 1 || folds > rows) return {};
+  // Rows of each class in file order; classes in ascending label order.
+  std::map<int32_t, std::vector<int64_t>> by_class;
+  for (int64_t i = 0; i < rows; ++i) by_class[labels[static_cast<size_t>(i)]].push_back(i);
+
+  // Dealing the sorted labels round-robin: position p of the sorted list goes
+  // to fold p % folds. Class c occupies positions [begin, begin + count), so
+  // fold k receives the positions p in that range with p % folds == k.
+  std::vector<std::vector<int64_t>> result(static_cast<size_t>(folds));
+  Rng rng(DeriveSeed(seed, kSplitStream));
+  std::vector<int32_t> fold_of;  // fold of each row of the class, in class order
+  int64_t begin = 0;
+  for (auto& [label, members] : by_class) {
+    const int64_t count = static_cast<int64_t>(members.size());
+    fold_of.clear();
+    for (int k = 0; k < folds; ++k) {
+      // Positions p in [begin, begin + count) with p % folds == k.
+      const int64_t first = begin + ((k - begin % folds) % folds + folds) % folds;
+      const int64_t n = first < begin + count ? (begin + count - 1 - first) / folds + 1 : 0;
+      fold_of.insert(fold_of.end(), static_cast<size_t>(n), k);
+    }
+    if (shuffle) Shuffle(fold_of.data(), fold_of.size(), rng);
+    for (int64_t i = 0; i < count; ++i) {
+      result[static_cast<size_t>(fold_of[static_cast<size_t>(i)])].push_back(
+          members[static_cast<size_t>(i)]);
+    }
+    begin += count;
+  }
+  for (std::vector<int64_t>& fold : result) std::sort(fold.begin(), fold.end());
+  return result;
+}
+
+FoldRows FoldSplit(const std::vector<std::vector<int64_t>>& folds, int fold) {
+  FoldRows split;
+  if (fold < 0 || fold >= static_cast<int>(folds.size())) return split;
+  split.val = folds[static_cast<size_t>(fold)];
+  for (int k = 0; k < static_cast<int>(folds.size()); ++k) {
+    if (k == fold) continue;
+    const std::vector<int64_t>& rows = folds[static_cast<size_t>(k)];
+    split.train.insert(split.train.end(), rows.begin(), rows.end());
+  }
+  std::sort(split.train.begin(), split.train.end());
+  std::sort(split.val.begin(), split.val.end());
+  return split;
+}
+
+}  // namespace traind::engine

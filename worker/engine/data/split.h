@@ -1,0 +1,41 @@
+// Cross-validation fold splitters.
+//
+// Splits depend only on their arguments (the job's seed, never the fold being
+// trained), so every worker of a job computes the same folds.
+#ifndef TRAIND_WORKER_ENGINE_DATA_SPLIT_H_
+#define TRAIND_WORKER_ENGINE_DATA_SPLIT_H_
+
+#include <cstdint>
+#include <vector>
+
+namespace traind::engine {
+
+// Validation rows of each of `folds` folds, each list sorted ascending. The
+// folds are disjoint, cover 0..rows-1, and their sizes differ by at most one
+// (the first rows % folds folds hold one more). Without shuffle, fold k holds
+// the k-th contiguous block of rows (scikit-learn's KFold); with shuffle, the
+// rows are permuted by a PRNG seeded from `seed` first.
+// Returns no folds when folds < 1 or folds > rows.
+std::vector<std::vector<int64_t>> KFold(int64_t rows, int folds, bool shuffle, uint64_t seed);
+
+// As KFold, keeping class proportions (scikit-learn's StratifiedKFold): the
+// sorted labels are dealt round-robin to the folds, which fixes how many rows
+// of each class each fold gets; then each class's rows, in file order (or
+// shuffled when `shuffle`), fill those places fold by fold. Every class's count
+// in each fold is within one of count / folds, and fold sizes differ by at most
+// one. Labels may be any int32 values.
+// Returns no folds when folds < 1 or folds > labels.size().
+std::vector<std::vector<int64_t>> StratifiedKFold(const std::vector<int32_t>& labels, int folds,
+                                                  bool shuffle, uint64_t seed);
+
+struct FoldRows {
+  std::vector<int64_t> train, val;  // both ascending
+};
+
+// Fold `fold` validates on folds[fold] and trains on the rows of all others.
+// REQUIRES: 0 <= fold < folds.size(); folds as returned by the functions above.
+FoldRows FoldSplit(const std::vector<std::vector<int64_t>>& folds, int fold);
+
+}  // namespace traind::engine
+
+#endif  // TRAIND_WORKER_ENGINE_DATA_SPLIT_H_

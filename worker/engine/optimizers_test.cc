@@ -1,0 +1,133 @@
+#include "worker/engine/optimizers.h"
+
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "worker/engine/backend/cpu/cpu_backend.h"
+#include "worker/engine/status.h"
+
+namespace traind::engine {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::FloatNear;
+
+// One parameter w = [1, -2] updated three times with gradients
+// g1 = [0.5, -1], g2 = [0.25, 0.5], g3 = [-1, 2].
+class OptimizerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    absl::StatusOr<std::unique_ptr<Backend>> backend = CreateCpuBackend();
+    ASSERT_TRUE(backend.ok()) << backend.status();
+    backend_ = std::move(*backend);
+    w_ = std::move(backend_->Allocate1d(DType::kF32, 2)).value();
+    g_ = std::move(backend_->Allocate1d(DType::kF32, 2)).value();
+    w_.f32()[0] = 1.0f;
+    w_.f32()[1] = -2.0f;
+  }
+
+  // Runs the three steps; returns w after each.
+  std::vector<std::vector<float>> Run(const traind::v1::OptimizerSpec& spec) {
+    absl::StatusOr<std::unique_ptr<Optimizer>> opt =
+        CreateOptimizer(spec, backend_.get(), {Parameter{"w", &w_, &g_}});
+    EXPECT_TRUE(opt.ok()) << opt.status();
+    if (!opt.ok()) return {};
+    const float grads[3][2] = {{0.5f, -1.0f}, {0.25f, 0.5f}, {-1.0f, 2.0f}};
+    std::vector<std::vector<float>> history;
+    for (const auto& g : grads) {
+      g_.f32()[0] = g[0];
+      g_.f32()[1] = g[1];
+      EXPECT_TRUE((*opt)->Step().ok());
+      history.push_back({w_.f32()[0], w_.f32()[1]});
+    }
+    EXPECT_EQ((*opt)->steps(), 3);
+    return history;
+  }
+
+  std::unique_ptr<Backend> backend_;
+  Tensor w_, g_;
+};
+
+TEST_F(OptimizerTest, SgdWithMomentum) {
+  traind::v1::OptimizerSpec spec;
+  spec.mutable_sgd()->set_learning_rate(0.1);
+  spec.mutable_sgd()->set_momentum(0.9);
+  // v = 0.9 v + g; w -= 0.1 v
+  // 1: v = [0.5, -1];                                  w = [1 - 0.05, -2 + 0.1]       = [0.95, -1.9]
+  // 2: v = [0.45 + 0.25, -0.9 + 0.5] = [0.7, -0.4];    w = [0.95 - 0.07, -1.9 + 0.04] = [0.88, -1.86]
+  // 3: v = [0.63 - 1, -0.36 + 2] = [-0.37, 1.64];      w = [0.88 + 0.037, -1.86 - 0.164] = [0.917, -2.024]
+  auto w = Run(spec);
+  ASSERT_EQ(w.size(), 3u);
+  EXPECT_THAT(w[0], ElementsAre(FloatNear(0.95f, 1e-6), FloatNear(-1.9f, 1e-6)));
+  EXPECT_THAT(w[1], ElementsAre(FloatNear(0.88f, 1e-6), FloatNear(-1.86f, 1e-6)));
+  EXPECT_THAT(w[2], ElementsAre(FloatNear(0.917f, 1e-6), FloatNear(-2.024f, 1e-6)));
+}
+
+TEST_F(OptimizerTest, PlainSgd) {
+  traind::v1::OptimizerSpec spec;
+  spec.mutable_sgd()->set_learning_rate(0.1);
+  // w -= 0.1 g: [1 - 0.05 - 0.025 + 0.1, -2 + 0.1 - 0.05 - 0.2] = [1.025, -2.15]
+  auto w = Run(spec);
+  ASSERT_EQ(w.size(), 3u);
+  EXPECT_THAT(w[2], ElementsAre(FloatNear(1.025f, 1e-6), FloatNear(-2.15f, 1e-6)));
+}
+
+TEST_F(OptimizerTest, Adam) {
+  traind::v1::OptimizerSpec spec;
+  spec.mutable_adam()->set_learning_rate(0.1);  // beta1 0.9, beta2 0.999, eps 1e-8 by default
+  // m = 0.9 m + 0.1 g; v = 0.999 v + 0.001 g²; w -= 0.1 (m / (1 - 0.9^t)) / (sqrt(v / (1 - 0.999^t)) + 1e-8)
+  // Element 0 (g = 0.5, 0.25, -1):
+  //  t=1: m = 0.05, v = 0.00025; m̂ = 0.05/0.1 = 0.5, v̂ = 0.00025/0.001 = 0.25;
+  //       w = 1 - 0.1 · 0.5/0.5 = 0.9
+  //  t=2: m = 0.045 + 0.025 = 0.07, v = 0.00024975 + 0.0000625 = 0.00031225;
+  //       m̂ = 0.07/0.19 = 0.3684211, v̂ = 0.00031225/0.001999 = 0.1562031, sqrt = 0.3952254;
+  //       w = 0.9 - 0.1 · 0.9321796 = 0.8067820
+  //  t=3: m = 0.063 - 0.1 = -0.037, v = 0.00031193775 + 0.001 = 0.00131193775;
+  //       m̂ = -0.037/0.271 = -0.1365314, v̂ = 0.00131193775/0.002997001 = 0.4377502,
+  //       sqrt = 0.6616270; w = 0.8067820 + 0.1 · 0.2063570 = 0.8274177
+  // Element 1 (g = -1, 0.5, 2):
+  //  t=1: m̂ = -1, v̂ = 1; w = -2 + 0.1 = -1.9
+  //  t=2: m = -0.09 + 0.05 = -0.04, v = 0.000999 + 0.00025 = 0.001249;
+  //       m̂ = -0.2105263, v̂ = 0.6248124, sqrt = 0.7904507; w = -1.9 + 0.1 · 0.2663370 = -1.8733663
+  //  t=3: m = -0.036 + 0.2 = 0.164, v = 0.001247751 + 0.004 = 0.005247751;
+  //       m̂ = 0.6051661, v̂ = 1.7510008, sqrt = 1.3232539; w = -1.8733663 - 0.1 · 0.4573318 = -1.9190995
+  auto w = Run(spec);
+  ASSERT_EQ(w.size(), 3u);
+  EXPECT_THAT(w[0], ElementsAre(FloatNear(0.9f, 1e-6), FloatNear(-1.9f, 1e-6)));
+  EXPECT_THAT(w[1], ElementsAre(FloatNear(0.8067820f, 2e-6), FloatNear(-1.8733663f, 2e-6)));
+  EXPECT_THAT(w[2], ElementsAre(FloatNear(0.8274177f, 2e-6), FloatNear(-1.9190995f, 2e-6)));
+}
+
+TEST_F(OptimizerTest, AdamCustomBetas) {
+  traind::v1::OptimizerSpec spec;
+  spec.mutable_adam()->set_learning_rate(0.5);
+  spec.mutable_adam()->set_beta1(0.0);
+  spec.mutable_adam()->set_beta2(0.0);
+  spec.mutable_adam()->set_epsilon(1.0);
+  // beta1 = beta2 = 0: m = g, v = g², no bias correction; w -= 0.5 g / (|g| + 1)
+  // Element 0: 1 - 0.5·0.5/1.5 - 0.5·0.25/1.25 + 0.5·1/2 = 1 - 1/6 - 0.1 + 0.25 = 0.9833333
+  // Element 1: -2 + 0.5·1/2 - 0.5·0.5/1.5 - 0.5·2/3 = -2 + 0.25 - 1/6 - 1/3 = -2.25
+  auto w = Run(spec);
+  ASSERT_EQ(w.size(), 3u);
+  EXPECT_THAT(w[2], ElementsAre(FloatNear(0.9833333f, 1e-6), FloatNear(-2.25f, 1e-6)));
+}
+
+TEST_F(OptimizerTest, BadSpecs) {
+  traind::v1::OptimizerSpec spec;
+  absl::StatusOr<std::unique_ptr<Optimizer>> opt = CreateOptimizer(spec, backend_.get(), {});
+  EXPECT_EQ(FailureKindOf(opt.status()), FailureKind::kInvalidSpec);
+  EXPECT_EQ(opt.status().message(), "optimizer: required (one of: sgd, adam)");
+  spec.mutable_sgd()->set_learning_rate(0);
+  opt = CreateOptimizer(spec, backend_.get(), {});
+  EXPECT_EQ(opt.status().message(), "optimizer.sgd.learning_rate: must be a positive number, got 0");
+  spec.mutable_adam()->set_learning_rate(0.1);
+  spec.mutable_adam()->set_beta2(1.0);
+  opt = CreateOptimizer(spec, backend_.get(), {});
+  EXPECT_EQ(opt.status().message(), "optimizer.adam.beta2: must be in [0, 1), got 1");
+}
+
+}  // namespace
+}  // namespace traind::engine

@@ -1,0 +1,366 @@
+// traind-worker: runs one task attempt of a traind job and exits.
+//
+// Started by traind (never through a shell):
+//   traind-worker --server=unix:STATE/worker.sock --job=ID --task=N --attempt=K
+// with the attempt's secret in TRAIND_WORKER_SECRET. It fetches its task,
+// loads and splits the data (deterministically, from the job's seed),
+// trains, reports every epoch, reports its outcome and exits; the process
+// exit releases everything it held.
+//
+// Standalone, without a daemon (every fold in this process, one after the
+// other; metrics as JSON lines on stdout):
+//   traind-worker --spec=FILE [--fold=K]
+//
+// Exit status: 0 succeeded, 1 failed (the failure was reported), 2 usage,
+// 3 cancelled, 4 the daemon could not be reached.
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "CLI/CLI.hpp"
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "google/protobuf/util/json_util.h"
+#include "grpcpp/grpcpp.h"
+#include "traind/spec_file.h"
+#include "traind/v1/worker_service.grpc.pb.h"
+#include "worker/engine/data/dataset.h"
+#include "worker/engine/data/split.h"
+#include "worker/engine/fit.h"
+#include "worker/engine/spec_validation.h"
+#include "worker/engine/status.h"
+
+namespace traind::worker {
+namespace {
+
+using traind::v1::Failure;
+
+enum ExitCode { kSucceeded = 0, kFailed = 1, kUsage = 2, kCancelled = 3, kUnreachable = 4 };
+
+std::atomic<bool> g_stop_signal{false};  // set by SIGTERM/SIGINT (async-signal-safe)
+
+extern "C" void OnStopSignal(int) { g_stop_signal.store(true, std::memory_order_relaxed); }
+
+void Log(absl::string_view message) {
+  std::string line = absl::StrCat(
+      absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", absl::Now(), absl::UTCTimeZone()), " ", message,
+      "\n");
+  std::fwrite(line.data(), 1, line.size(), stderr);
+}
+
+Failure::Reason ReasonOf(const absl::Status& s) {
+  switch (engine::FailureKindOf(s)) {
+    case engine::FailureKind::kInvalidSpec:
+      return Failure::INVALID_SPEC;
+    case engine::FailureKind::kDataError:
+      return Failure::DATA_ERROR;
+    case engine::FailureKind::kDiverged:
+      return Failure::DIVERGED;
+    case engine::FailureKind::kOutOfMemory:
+      return Failure::OUT_OF_MEMORY;
+    case engine::FailureKind::kDeviceError:
+      return Failure::DEVICE_ERROR;
+    case engine::FailureKind::kCancelled:
+      return Failure::CANCELLED;
+    case engine::FailureKind::kNone:
+      break;
+  }
+  return Failure::WORKER_CRASHED;
+}
+
+// The rows of `fold`: the same on every run, rank and retry for a given spec.
+engine::FoldRows SplitForTask(const traind::v1::JobSpec& spec, const engine::Dataset& data,
+                              int fold) {
+  if (fold < 0 || !spec.has_cross_validation()) {
+    engine::FoldRows rows;
+    rows.train.resize(data.rows);
+    for (int64_t i = 0; i < data.rows; ++i) rows.train[i] = i;
+    return rows;
+  }
+  const auto& cv = spec.cross_validation();
+  const bool stratified = !cv.has_stratified() || cv.stratified();
+  const bool shuffle = !cv.has_shuffle() || cv.shuffle();
+  auto folds = stratified ? engine::StratifiedKFold(data.y, cv.folds(), shuffle, spec.seed())
+                          : engine::KFold(data.rows, cv.folds(), shuffle, spec.seed());
+  return engine::FoldSplit(folds, fold);
+}
+
+// --------------------------------------------------------------------------
+// Under traind
+// --------------------------------------------------------------------------
+
+class DaemonSession final : public engine::FitObserver {
+ public:
+  DaemonSession(std::shared_ptr<grpc::Channel> channel, traind::v1::AttemptCredentials creds)
+      : stub_(traind::v1::WorkerService::NewStub(channel)), creds_(std::move(creds)) {}
+
+  ~DaemonSession() override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      done_ = true;
+    }
+    cv_.notify_all();
+    if (heartbeat_.joinable()) heartbeat_.join();
+  }
+
+  grpc::Status GetTask(traind::v1::TaskAssignment* task) {
+    traind::v1::GetTaskRequest req;
+    *req.mutable_credentials() = creds_;
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    ctx.set_wait_for_ready(true);
+    return stub_->GetTask(&ctx, req, task);
+  }
+
+  void StartHeartbeat() {
+    heartbeat_ = std::thread([this] {
+      std::unique_lock<std::mutex> lock(mu_);
+      while (!cv_.wait_for(lock, std::chrono::seconds(2), [this] { return done_; })) {
+        lock.unlock();
+        traind::v1::HeartbeatRequest req;
+        *req.mutable_credentials() = creds_;
+        traind::v1::ReportResponse resp;
+        grpc::ClientContext ctx;
+        ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+        if (stub_->Heartbeat(&ctx, req, &resp).ok() && resp.stop()) stop_.store(true);
+        lock.lock();
+      }
+    });
+  }
+
+  grpc::Status Report(traind::v1::ReportEventRequest req) {
+    *req.mutable_credentials() = creds_;
+    traind::v1::ReportResponse resp;
+    grpc::Status s;
+    for (int attempt = 0; attempt < 5; ++attempt) {
+      grpc::ClientContext ctx;
+      ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+      ctx.set_wait_for_ready(true);
+      s = stub_->ReportEvent(&ctx, req, &resp);
+      if (s.ok()) {
+        if (resp.stop()) stop_.store(true);
+        return s;
+      }
+      if (s.error_code() != grpc::StatusCode::UNAVAILABLE) return s;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100 << attempt));
+    }
+    return s;
+  }
+
+  absl::Status OnEpochEnd(const traind::v1::EpochMetrics& metrics) override {
+    traind::v1::ReportEpochRequest req;
+    *req.mutable_credentials() = creds_;
+    *req.mutable_metrics() = metrics;
+    traind::v1::ReportResponse resp;
+    grpc::Status s;
+    // Reports are idempotent (keyed by job, task, attempt, epoch): retrying
+    // after a lost answer never duplicates a metric.
+    for (int attempt = 0; attempt < 5; ++attempt) {
+      grpc::ClientContext ctx;
+      ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+      ctx.set_wait_for_ready(true);
+      s = stub_->ReportEpoch(&ctx, req, &resp);
+      if (s.ok()) {
+        if (resp.stop()) stop_.store(true);
+        return absl::OkStatus();
+      }
+      if (s.error_code() != grpc::StatusCode::UNAVAILABLE &&
+          s.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED) {
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(100 << attempt));
+    }
+    return absl::UnavailableError(
+        absl::StrCat("cannot report epoch ", metrics.epoch(), " to traind: ", s.error_message()));
+  }
+
+  bool StopRequested() override {
+    return stop_.load(std::memory_order_relaxed) ||
+           g_stop_signal.load(std::memory_order_relaxed);
+  }
+
+ private:
+  std::unique_ptr<traind::v1::WorkerService::Stub> stub_;
+  const traind::v1::AttemptCredentials creds_;
+  std::atomic<bool> stop_{false};
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  std::thread heartbeat_;
+};
+
+int RunUnderDaemon(const std::string& server, const std::string& job, int task, int attempt) {
+  const char* secret = std::getenv("TRAIND_WORKER_SECRET");
+  if (secret == nullptr || *secret == '\0') {
+    Log("error: TRAIND_WORKER_SECRET is not set (traind-worker is started by traind)");
+    return kUsage;
+  }
+  traind::v1::AttemptCredentials creds;
+  creds.set_job_id(job);
+  creds.set_task(task);
+  creds.set_attempt(attempt);
+  creds.set_secret(secret);
+  unsetenv("TRAIND_WORKER_SECRET");
+  const std::string where = absl::StrFormat("job=%s task=%d attempt=%d", job, task, attempt);
+
+  DaemonSession session(grpc::CreateChannel(server, grpc::InsecureChannelCredentials()), creds);
+  traind::v1::TaskAssignment assignment;
+  grpc::Status gs = session.GetTask(&assignment);
+  if (!gs.ok()) {
+    Log(absl::StrCat("error: cannot fetch the task from ", server, ": ", gs.error_message()));
+    return gs.error_code() == grpc::StatusCode::UNAVAILABLE ||
+                   gs.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED
+               ? kUnreachable
+               : kFailed;
+  }
+  Log(absl::StrCat("task fetched ", where, " fold=", assignment.fold(), " pid=", getpid()));
+  session.StartHeartbeat();
+
+  auto fail = [&](const absl::Status& s) {
+    traind::v1::ReportEventRequest req;
+    Failure* f = req.mutable_failed()->mutable_failure();
+    f->set_reason(ReasonOf(s));
+    f->set_message(std::string(s.message()));
+    Log(absl::StrCat("task failed ", where, " reason=", Failure::Reason_Name(f->reason()), ": ",
+                     s.message()));
+    grpc::Status rs = session.Report(req);
+    if (!rs.ok()) Log(absl::StrCat("error: cannot report the failure: ", rs.error_message()));
+    return f->reason() == Failure::CANCELLED ? kCancelled : kFailed;
+  };
+
+  const traind::v1::JobSpec& spec = assignment.spec();
+  absl::StatusOr<engine::Dataset> data = engine::LoadDataset(spec.data());
+  if (!data.ok()) return fail(data.status());
+  engine::FoldRows rows = SplitForTask(spec, *data, assignment.fold());
+  {
+    traind::v1::ReportEventRequest req;
+    traind::v1::TaskStarted* st = req.mutable_started();
+    st->set_train_rows(static_cast<int64_t>(rows.train.size()));
+    st->set_val_rows(static_cast<int64_t>(rows.val.size()));
+    for (const std::string& c : data->classes) st->add_classes(c);
+    st->set_epochs_total(spec.training().epochs());
+    grpc::Status rs = session.Report(req);
+    if (!rs.ok()) {
+      Log(absl::StrCat("error: cannot report the start: ", rs.error_message()));
+      return kUnreachable;
+    }
+  }
+  engine::FitOptions options;
+  options.task = task;
+  options.attempt = attempt;
+  absl::StatusOr<traind::v1::FoldResult> result =
+      engine::Fit(spec, *data, rows, assignment.fold() < 0 ? 0 : assignment.fold(), options,
+                  &session);
+  if (!result.ok()) return fail(result.status());
+  traind::v1::ReportEventRequest req;
+  *req.mutable_finished()->mutable_result() = *result;
+  grpc::Status rs = session.Report(req);
+  if (!rs.ok()) {
+    Log(absl::StrCat("error: cannot report the result: ", rs.error_message()));
+    return kUnreachable;
+  }
+  Log(absl::StrCat("task succeeded ", where, " best_epoch=", result->best_epoch()));
+  return kSucceeded;
+}
+
+// --------------------------------------------------------------------------
+// Standalone
+// --------------------------------------------------------------------------
+
+class PrintingObserver final : public engine::FitObserver {
+ public:
+  absl::Status OnEpochEnd(const traind::v1::EpochMetrics& metrics) override {
+    std::string json;
+    google::protobuf::util::JsonPrintOptions o;
+    o.preserve_proto_field_names = true;
+    (void)google::protobuf::util::MessageToJsonString(metrics, &json, o);
+    std::printf("%s\n", json.c_str());
+    std::fflush(stdout);
+    return absl::OkStatus();
+  }
+  bool StopRequested() override { return g_stop_signal.load(std::memory_order_relaxed); }
+};
+
+int RunStandalone(const std::string& spec_path, int only_fold) {
+  absl::StatusOr<traind::v1::JobSpec> spec = LoadJobSpecFile(spec_path);
+  if (!spec.ok()) {
+    Log(absl::StrCat("error: ", spec.status().message()));
+    return kUsage;
+  }
+  engine::ValidationContext vc;
+  if (absl::Status s = engine::ValidateJobSpec(*spec, vc); !s.ok()) {
+    Log(absl::StrCat("error: ", spec_path, ": ", s.message()));
+    return kUsage;
+  }
+  absl::StatusOr<engine::Dataset> data = engine::LoadDataset(spec->data());
+  if (!data.ok()) {
+    Log(absl::StrCat("error: ", data.status().message()));
+    return kFailed;
+  }
+  const int tasks = engine::TaskCount(*spec);
+  const bool cv = spec->has_cross_validation();
+  PrintingObserver observer;
+  for (int task = 0; task < tasks; ++task) {
+    if (only_fold >= 0 && task != only_fold) continue;
+    engine::FitOptions options;
+    options.task = task;
+    engine::FoldRows rows = SplitForTask(*spec, *data, cv ? task : -1);
+    absl::StatusOr<traind::v1::FoldResult> result =
+        engine::Fit(*spec, *data, rows, task, options, &observer);
+    if (!result.ok()) {
+      Log(absl::StrCat("error: fold ", task, ": ", result.status().message()));
+      return engine::FailureKindOf(result.status()) == engine::FailureKind::kCancelled
+                 ? kCancelled
+                 : kFailed;
+    }
+    std::string json;
+    google::protobuf::util::JsonPrintOptions o;
+    o.preserve_proto_field_names = true;
+    (void)google::protobuf::util::MessageToJsonString(*result, &json, o);
+    std::printf("{\"fold_result\": %s}\n", json.c_str());
+    std::fflush(stdout);
+  }
+  return kSucceeded;
+}
+
+}  // namespace
+}  // namespace traind::worker
+
+int main(int argc, char** argv) {
+  struct sigaction sa = {};
+  sa.sa_handler = traind::worker::OnStopSignal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGTERM, &sa, nullptr);
+  sigaction(SIGINT, &sa, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  std::string server, job, spec;
+  int task = -1, attempt = 0, fold = -1;
+  CLI::App app{"traind-worker: runs one task of a traind job (started by traind), or a spec "
+               "file's folds in this process (--spec)"};
+  app.add_option("--server", server, "traind's WorkerService address");
+  app.add_option("--job", job, "job id");
+  app.add_option("--task", task, "task index");
+  app.add_option("--attempt", attempt, "attempt number");
+  app.add_option("--spec", spec, "standalone: a job spec file (YAML or JSON)");
+  app.add_option("--fold", fold, "standalone: run only this fold");
+  CLI11_PARSE(app, argc, argv);
+  if (!spec.empty()) return traind::worker::RunStandalone(spec, fold);
+  if (server.empty() || job.empty() || task < 0 || attempt < 1) {
+    std::fprintf(stderr, "traind-worker: --server, --job, --task and --attempt are required "
+                         "(or --spec FILE)\n");
+    return traind::worker::kUsage;
+  }
+  return traind::worker::RunUnderDaemon(server, job, task, attempt);
+}
