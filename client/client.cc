@@ -23,6 +23,12 @@ std::string SecondsText(double seconds) {
   return absl::StrCat(seconds, "s");
 }
 
+bool IsTerminal(traind::v1::Job::State state) {
+  return state == traind::v1::Job::SUCCEEDED ||
+         state == traind::v1::Job::FAILED ||
+         state == traind::v1::Job::CANCELLED;
+}
+
 }  // namespace
 
 struct TraindClient::Impl {
@@ -31,15 +37,15 @@ struct TraindClient::Impl {
   std::unique_ptr<traind::v1::TrainingService::Stub> stub;
 
   Clock::time_point Deadline() const {
-    return Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                              std::chrono::duration<double>(
-                                  options.timeout_seconds));
+    return Clock::now() +
+           std::chrono::duration_cast<Clock::duration>(
+               std::chrono::duration<double>(options.timeout_seconds));
   }
 
   absl::Status Unreachable(const std::string& detail) const {
-    return absl::UnavailableError(absl::StrCat(
-        "cannot reach traind at ", options.address,
-        detail.empty() ? "" : ": ", detail));
+    return absl::UnavailableError(
+        absl::StrCat("cannot reach traind at ", options.address,
+                     detail.empty() ? "" : ": ", detail));
   }
 
   absl::Status NoAnswer() const {
@@ -119,7 +125,8 @@ absl::StatusOr<traind::v1::Job> TraindClient::SubmitJob(
       &traind::v1::TrainingService::Stub::SubmitJob, request);
 }
 
-absl::StatusOr<traind::v1::Job> TraindClient::GetJob(const std::string& job_id) {
+absl::StatusOr<traind::v1::Job> TraindClient::GetJob(
+    const std::string& job_id) {
   traind::v1::GetJobRequest request;
   request.set_job_id(job_id);
   return impl_->Unary<traind::v1::GetJobRequest, traind::v1::Job>(
@@ -128,8 +135,9 @@ absl::StatusOr<traind::v1::Job> TraindClient::GetJob(const std::string& job_id) 
 
 absl::StatusOr<traind::v1::ListJobsResponse> TraindClient::ListJobs(
     const traind::v1::ListJobsRequest& request) {
-  return impl_->Unary<traind::v1::ListJobsRequest, traind::v1::ListJobsResponse>(
-      &traind::v1::TrainingService::Stub::ListJobs, request);
+  return impl_
+      ->Unary<traind::v1::ListJobsRequest, traind::v1::ListJobsResponse>(
+          &traind::v1::TrainingService::Stub::ListJobs, request);
 }
 
 absl::StatusOr<traind::v1::Job> TraindClient::CancelJob(
@@ -205,6 +213,16 @@ absl::Status TraindClient::WatchJob(
     grpc::Status status = reader->Finish();
     if (!status.ok() && status.error_code() != grpc::StatusCode::UNAVAILABLE) {
       return impl_->ToStatus(status);
+    }
+    if (status.ok()) {
+      // Closed without a `last` event: either the cursor is already past
+      // the job's last event (a finished job: nothing more to see), or the
+      // server went away cleanly.
+      absl::StatusOr<traind::v1::Job> job = GetJob(job_id);
+      if (job.ok() && IsTerminal(job->state())) return absl::OkStatus();
+      if (!job.ok() && job.status().code() != absl::StatusCode::kUnavailable) {
+        return job.status();
+      }
     }
     // UNAVAILABLE, or a stream that ended before its last event: reconnect
     // from the last sequence seen.

@@ -53,7 +53,9 @@ class TraindClient final {
   absl::StatusOr<traind::v1::ServerInfo> GetServerInfo();
 
   // Streams the job's events with sequence > after_sequence to `on_event`, in
-  // order, until the event marked `last` (returns OK after delivering it).
+  // order, until the event marked `last` (returns OK after delivering it),
+  // or, when after_sequence is already past the last event of a finished
+  // job, returns OK without delivering any.
   // If the stream breaks before that, reconnects with after_sequence = the
   // last sequence delivered, so no event is missed or delivered twice.
   // The first connection fails fast when the server is down and waits at most

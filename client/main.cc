@@ -18,6 +18,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -31,7 +32,7 @@
 #include "absl/strings/str_replace.h"
 #include "client/client.h"
 #include "client/render.h"
-#include "proto/traind/spec_file.h"
+#include "traind/spec_file.h"
 
 #ifndef TRAIND_VERSION
 #define TRAIND_VERSION "0.1.0"
@@ -147,8 +148,8 @@ class Commands {
     for (const std::string& assignment : sets) {
       size_t eq = assignment.find('=');
       if (eq == std::string::npos || eq == 0) {
-        return UsageError(absl::StrCat("--set ", assignment,
-                                       ": expected PATH=VALUE"));
+        return UsageError(
+            absl::StrCat("--set ", assignment, ": expected PATH=VALUE"));
       }
       absl::Status set = SetJobSpecField(&*spec, assignment.substr(0, eq),
                                          assignment.substr(eq + 1));
@@ -270,9 +271,11 @@ class Commands {
   // Returns the exit code for the job's final state.
   int Follow(const Job& job, int64_t after_sequence, bool quiet) {
     std::optional<Job::State> final_state;
-    absl::Status watched = client().WatchJob(
-        job.id(), after_sequence, [&](const JobEvent& event) {
-          if (event.has_job_state()) final_state = event.job_state().state();
+    absl::Status watched =
+        client().WatchJob(job.id(), after_sequence, [&](const JobEvent& event) {
+          if (event.last() && event.has_job_state()) {
+            final_state = event.job_state().state();
+          }
           if (quiet) return;
           if (global_.json()) {
             std::string line = ToJson(event, /*pretty=*/false);
@@ -322,10 +325,31 @@ class Commands {
   std::unique_ptr<TraindClient> client_;
 };
 
+// The first word that is neither an option nor an option's value, if it
+// names no subcommand ("trainctl stauts").
+std::optional<std::string> UnknownCommand(const CLI::App& app, int argc,
+                                          char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg == "--address" || arg == "-o" || arg == "--output" ||
+        arg == "--timeout") {
+      ++i;  // skip the value
+      continue;
+    }
+    if (arg.empty() || arg[0] == '-') continue;
+    for (const CLI::App* sub : app.get_subcommands({})) {
+      if (sub->get_name() == arg) return std::nullopt;
+    }
+    return arg;
+  }
+  return std::nullopt;
+}
+
 int Main(int argc, char** argv) {
-  CLI::App app("trainctl: the command-line client of traind, the training "
-               "daemon.",
-               "trainctl");
+  CLI::App app(
+      "trainctl: the command-line client of traind, the training "
+      "daemon.",
+      "trainctl");
   app.footer(kFooter);
   app.require_subcommand(1);
   app.fallthrough();  // global options also after the subcommand
@@ -356,20 +380,21 @@ int Main(int argc, char** argv) {
       "Submit a job spec (YAML or JSON) and print the job id. A relative "
       "data.path in the spec is made absolute against trainctl's current "
       "directory, since the daemon may run elsewhere.");
-  submit->add_option("FILE", file, "Job spec file (YAML or JSON)")
-      ->required();
+  submit->add_option("FILE", file, "Job spec file (YAML or JSON)")->required();
   CLI::Option* watch_flag = submit->add_flag(
       "--watch", watch,
-      "Then stream the job's events (as `watch`) and end with the result");
+      "Then stream the job's events (as `watch`; with -o json only the "
+      "events, one per line) and end with the result");
   CLI::Option* wait_flag = submit->add_flag(
       "--wait", wait,
       "Then wait quietly until the job ends and print it (with its result); "
       "exit 0 only if it SUCCEEDED");
   watch_flag->excludes(wait_flag);
   submit->add_option("--name", name, "Job name (overrides the spec's name)");
-  submit->add_option("--set", sets,
-                     "Override a spec field, e.g. --set training.epochs=5 or "
-                     "--set model.layers[0].dense.units=32 (repeatable)")
+  submit
+      ->add_option("--set", sets,
+                   "Override a spec field, e.g. --set training.epochs=5 or "
+                   "--set model.layers[0].dense.units=32 (repeatable)")
       ->type_name("PATH=VALUE");
 
   CLI::App* get = app.add_subcommand(
@@ -396,9 +421,9 @@ int Main(int argc, char** argv) {
       "Stream a job's events until it ends, then print the per-fold result "
       "and mean ± std; exit status as the job's outcome");
   watch_cmd->add_option("JOB", job_id, "Job id")->required();
-  watch_cmd->add_option("--after", after,
-                        "Only events after this sequence number")
-      ->check(CLI::NonNegativeNumber)
+  watch_cmd
+      ->add_option("--after", after, "Only events after this sequence number")
+      ->check(CLI::Range(int64_t{0}, std::numeric_limits<int64_t>::max()))
       ->type_name("SEQ");
 
   CLI::App* cancel = app.add_subcommand(
@@ -420,11 +445,14 @@ int Main(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
+    if (std::optional<std::string> word = UnknownCommand(app, argc, argv)) {
+      return UsageError(absl::StrCat("unknown command \"", *word,
+                                     "\" (see trainctl --help)"));
+    }
     return UsageError(absl::StrCat(e.what(), " (see trainctl --help)"));
   }
 
-  if (global.address.empty() ||
-      global.address.find(':') == std::string::npos ||
+  if (global.address.empty() || global.address.find(':') == std::string::npos ||
       global.address == "unix:") {
     return UsageError(absl::StrCat("--address ", global.address,
                                    ": expected unix:PATH or HOST:PORT"));

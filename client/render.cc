@@ -57,8 +57,8 @@ std::string ToJson(const google::protobuf::Message& message, bool pretty) {
   options.preserve_proto_field_names = true;
   options.always_print_primitive_fields = false;
   std::string out;
-  auto status = google::protobuf::util::MessageToJsonString(message, &out,
-                                                            options);
+  auto status =
+      google::protobuf::util::MessageToJsonString(message, &out, options);
   if (!status.ok()) out = "{}";
   while (!out.empty() && out.back() == '\n') out.pop_back();
   out += '\n';
@@ -119,7 +119,8 @@ std::string RenderEvent(const JobEvent& event, const JobSpec& spec) {
       std::vector<std::string> parts;
       if (!e.train().empty()) parts.push_back("train " + MetricList(e.train()));
       if (!e.val().empty()) parts.push_back("val " + MetricList(e.val()));
-      if (!parts.empty()) absl::StrAppend(&line, "  ", absl::StrJoin(parts, " | "));
+      if (!parts.empty())
+        absl::StrAppend(&line, "  ", absl::StrJoin(parts, " | "));
       absl::StrAppend(&line, "  (", FormatSeconds(e.seconds()), ")");
       return line;
     }
@@ -128,7 +129,8 @@ std::string RenderEvent(const JobEvent& event, const JobSpec& spec) {
       std::string line =
           absl::StrCat(word, " ", t.task(), " ", TaskStateName(t.state()));
       std::vector<std::string> details;
-      if (t.attempt() > 0) details.push_back(absl::StrCat("attempt ", t.attempt()));
+      if (t.attempt() > 0)
+        details.push_back(absl::StrCat("attempt ", t.attempt()));
       if (t.pid() > 0) details.push_back(absl::StrCat("pid ", t.pid()));
       if (!details.empty()) {
         absl::StrAppend(&line, " (", absl::StrJoin(details, ", "), ")");
@@ -166,9 +168,9 @@ std::string RenderMeanStdLine(const JobResult& result) {
         absl::StrCat(name, " ", FormatMeanStd(summary.mean(), summary.std())));
   }
   const int folds = result.folds_size();
-  return absl::StrCat("val mean \xC2\xB1 std over ", folds,
-                      folds == 1 ? " fold: " : " folds: ",
-                      absl::StrJoin(parts, "  "));
+  return absl::StrCat(
+      "val mean \xC2\xB1 std over ", folds,
+      folds == 1 ? " fold: " : " folds: ", absl::StrJoin(parts, "  "));
 }
 
 std::string RenderResult(const JobResult& result) {
@@ -224,7 +226,8 @@ std::string RenderJob(const Job& job) {
     std::vector<std::string> failures;
     for (const auto& task : job.tasks()) {
       std::string epochs = absl::StrCat(task.epochs_done());
-      if (task.epochs_total() > 0) absl::StrAppend(&epochs, "/", task.epochs_total());
+      if (task.epochs_total() > 0)
+        absl::StrAppend(&epochs, "/", task.epochs_total());
       std::string pid = "-";
       if (!task.attempts().empty() && task.attempts().rbegin()->pid() > 0) {
         pid = absl::StrCat(task.attempts().rbegin()->pid());
@@ -274,8 +277,8 @@ std::string RenderJobList(const traind::v1::ListJobsResponse& response) {
   }
   std::string out = table.Render();
   if (!response.next_page_token().empty()) {
-    absl::StrAppend(&out, "next page: --page-token ", response.next_page_token(),
-                    "\n");
+    absl::StrAppend(&out, "next page: --page-token ",
+                    response.next_page_token(), "\n");
   }
   return out;
 }

@@ -1,10 +1,10 @@
 // trainctl's text and JSON renderings of traind's messages. Pure functions of
 // their arguments (plus the local time zone for times); no gRPC.
 //
-// Conventions: state and reason names without prefixes (RUNNING, OUT_OF_MEMORY),
-// times in local ISO-8601, metric values with 4 decimals, folds numbered as
-// the server numbers them (0-based). Multi-line renderings end with '\n';
-// one-line renderings (events) do not.
+// Conventions: state and reason names without prefixes (RUNNING,
+// OUT_OF_MEMORY), times in local ISO-8601, metric values with 4 decimals, folds
+// numbered as the server numbers them (0-based). Multi-line renderings end with
+// '\n'; one-line renderings (events) do not.
 #ifndef TRAIND_CLIENT_RENDER_H_
 #define TRAIND_CLIENT_RENDER_H_
 
@@ -33,10 +33,9 @@ std::string FailureText(const traind::v1::Failure& failure);
 std::string RenderSubmitted(const traind::v1::Job& job);
 
 // One line per event (no '\n'), e.g.
-//   fold 2  epoch 5/60  train loss 0.4123 accuracy 0.8750 | val loss 0.3911 accuracy 0.9000  (0.01s)
-//   fold 2 RUNNING (attempt 1, pid 1234)
-//   fold 2 FAILED (attempt 1, pid 1234): OUT_OF_MEMORY: ... (exit code 3)
-//   job 42 SUCCEEDED
+//   fold 2  epoch 5/60  train loss 0.4123 accuracy 0.8750 | val loss 0.3911
+//   accuracy 0.9000  (0.01s) fold 2 RUNNING (attempt 1, pid 1234) fold 2 FAILED
+//   (attempt 1, pid 1234): OUT_OF_MEMORY: ... (exit code 3) job 42 SUCCEEDED
 // `spec` gives the epoch total and whether tasks are folds ("fold") or a
 // plain training job ("task"); an empty spec is fine.
 std::string RenderEvent(const traind::v1::JobEvent& event,

@@ -1,4 +1,4 @@
-#include "proto/traind/spec_file.h"
+#include "traind/spec_file.h"
 
 #include <yaml-cpp/yaml.h>
 
@@ -58,13 +58,27 @@ void AppendJsonString(absl::string_view s, std::string* out) {
   for (char ch : s) {
     unsigned char c = static_cast<unsigned char>(ch);
     switch (c) {
-      case '"': out->append("\\\""); break;
-      case '\\': out->append("\\\\"); break;
-      case '\b': out->append("\\b"); break;
-      case '\f': out->append("\\f"); break;
-      case '\n': out->append("\\n"); break;
-      case '\r': out->append("\\r"); break;
-      case '\t': out->append("\\t"); break;
+      case '"':
+        out->append("\\\"");
+        break;
+      case '\\':
+        out->append("\\\\");
+        break;
+      case '\b':
+        out->append("\\b");
+        break;
+      case '\f':
+        out->append("\\f");
+        break;
+      case '\n':
+        out->append("\\n");
+        break;
+      case '\r':
+        out->append("\\r");
+        break;
+      case '\t':
+        out->append("\\t");
+        break;
       default:
         if (c < 0x20) {
           char buf[8];
@@ -188,8 +202,8 @@ class YamlToJson {
   absl::Status Convert(const YAML::Node& node, const std::string& path,
                        int depth, std::string* out) {
     if (depth > kMaxDepth) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          path, ": nested too deeply", LineSuffix(node.Mark())));
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, ": nested too deeply", LineSuffix(node.Mark())));
     }
     switch (node.Type()) {
       case YAML::NodeType::Undefined:
@@ -218,10 +232,9 @@ class YamlToJson {
         for (const auto& kv : node) {
           const YAML::Node& key = kv.first;
           if (!key.IsScalar()) {
-            return absl::InvalidArgumentError(
-                absl::StrCat(path.empty() ? "" : path + ": ",
-                             "mapping keys must be plain names",
-                             LineSuffix(key.Mark())));
+            return absl::InvalidArgumentError(absl::StrCat(
+                path.empty() ? "" : path + ": ",
+                "mapping keys must be plain names", LineSuffix(key.Mark())));
           }
           const std::string& name = key.Scalar();
           std::string child_path = path.empty() ? name : path + "." + name;
@@ -309,7 +322,8 @@ std::string ReadableJsonError(absl::string_view message,
       if (rest.starts_with(kInvalid) && for_type != std::string::npos) {
         std::string value =
             rest.substr(kInvalid.size(), for_type - kInvalid.size());
-        std::string type = ReadableType(rest.substr(for_type + kForType.size()));
+        std::string type =
+            ReadableType(rest.substr(for_type + kForType.size()));
         std::string what;
         if (type == "oneof") {
           // "oneof field 'kind' is already set. Cannot set 'sgd'"
@@ -324,13 +338,15 @@ std::string ReadableJsonError(absl::string_view message,
             if (name.ends_with("_UNSPECIFIED")) continue;
             names.push_back(absl::AsciiStrToLower(name));
           }
-          what = absl::StrCat("invalid value ", value, " (expected one of: ",
-                              absl::StrJoin(names, ", "), ")");
+          what = absl::StrCat("invalid value ", value,
+                              " (expected one of: ", absl::StrJoin(names, ", "),
+                              ")");
         } else if (google::protobuf::DescriptorPool::generated_pool()
                        ->FindMessageTypeByName(type) != nullptr) {
           what = absl::StrCat("invalid value ", value, " (expected a mapping)");
         } else {
-          what = absl::StrCat("invalid value ", value, " (expected ", type, ")");
+          what =
+              absl::StrCat("invalid value ", value, " (expected ", type, ")");
         }
         return absl::StrCat(path, ": ", what, LookupLine(marks, path));
       }
@@ -364,7 +380,8 @@ absl::StatusOr<traind::v1::JobSpec> JsonToSpec(const std::string& json,
   google::protobuf::util::JsonParseOptions options;
   options.ignore_unknown_fields = false;
   options.case_insensitive_enum_parsing = true;
-  auto status = google::protobuf::util::JsonStringToMessage(json, &spec, options);
+  auto status =
+      google::protobuf::util::JsonStringToMessage(json, &spec, options);
   if (!status.ok()) {
     return absl::InvalidArgumentError(
         ReadableJsonError(std::string(status.message()), marks));
@@ -491,8 +508,8 @@ absl::Status SetJobSpecField(traind::v1::JobSpec* spec, absl::string_view path,
   try {
     new_value = YAML::Load(std::string(value));
   } catch (const YAML::Exception& e) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        path_str, ": YAML syntax error in value: ", e.msg));
+    return absl::InvalidArgumentError(
+        absl::StrCat(path_str, ": YAML syntax error in value: ", e.msg));
   }
 
   // The spec as a YAML tree (through its JSON form, proto field names).
@@ -513,21 +530,21 @@ absl::Status SetJobSpecField(traind::v1::JobSpec* spec, absl::string_view path,
   for (size_t s = 0; s < segments->size(); ++s) {
     const PathSegment& seg = (*segments)[s];
     const bool last = s + 1 == segments->size();
-    const FieldDescriptor* field = desc == nullptr ? nullptr
-                                                   : FindField(desc, seg.name);
+    const FieldDescriptor* field =
+        desc == nullptr ? nullptr : FindField(desc, seg.name);
     if (field == nullptr) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          path_str, ": unknown field \"", seg.name, "\"",
-          walked.empty() ? "" : absl::StrCat(" in ", walked)));
+      return absl::InvalidArgumentError(
+          absl::StrCat(path_str, ": unknown field \"", seg.name, "\"",
+                       walked.empty() ? "" : absl::StrCat(" in ", walked)));
     }
     if (field->is_map()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          path_str, ": map fields cannot be set by path (", field->name(),
-          ")"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(path_str, ": map fields cannot be set by path (",
+                       field->name(), ")"));
     }
     if (!seg.indexes.empty() && !field->is_repeated()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          path_str, ": ", field->name(), " is not a list"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(path_str, ": ", field->name(), " is not a list"));
     }
     if (seg.indexes.size() > 1) {
       return absl::InvalidArgumentError(
@@ -546,9 +563,9 @@ absl::Status SetJobSpecField(traind::v1::JobSpec* spec, absl::string_view path,
           absl::StrCat(path_str, ": ", walked, " has no fields"));
     }
     if (!last && field->is_repeated() && seg.indexes.empty()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          path_str, ": ", walked, " is a list: give an index, e.g. ",
-          walked, "[0]"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(path_str, ": ", walked,
+                       " is a list: give an index, e.g. ", walked, "[0]"));
     }
     if (seg.indexes.empty()) {
       if (last) {
@@ -569,9 +586,9 @@ absl::Status SetJobSpecField(traind::v1::JobSpec* spec, absl::string_view path,
       }
       const int64_t index = seg.indexes[0];
       if (index > static_cast<int64_t>(list.size())) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            path_str, ": index ", index, " is out of range (", walked,
-            " has ", list.size(), " elements)"));
+        return absl::InvalidArgumentError(
+            absl::StrCat(path_str, ": index ", index, " is out of range (",
+                         walked, " has ", list.size(), " elements)"));
       }
       if (index == static_cast<int64_t>(list.size())) {
         list.push_back(is_message && !last ? YAML::Node(YAML::NodeType::Map)
@@ -597,8 +614,8 @@ absl::Status SetJobSpecField(traind::v1::JobSpec* spec, absl::string_view path,
   if (!converted.ok()) return Prefixed(path_str, converted);
   absl::StatusOr<traind::v1::JobSpec> updated = JsonToSpec(json, MarkIndex());
   if (!updated.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        path_str, "=", value, ": ", updated.status().message()));
+    return absl::InvalidArgumentError(
+        absl::StrCat(path_str, "=", value, ": ", updated.status().message()));
   }
   *spec = *std::move(updated);
   return absl::OkStatus();

@@ -18,8 +18,9 @@
 // Errors are absl::InvalidArgumentError with a message that starts with the
 // source name and says what is wrong, with the YAML line (1-based) where it is
 // known, e.g.
-//   iris-cv.yaml: model.layers[0].dense: unknown field "unit" (line 7, column 17)
-//   iris-cv.yaml: YAML syntax error: end of map not found (line 3, column 7)
+//   iris-cv.yaml: model.layers[0].dense: unknown field "unit" (line 7, column
+//   17) iris-cv.yaml: YAML syntax error: end of map not found (line 3, column
+//   7)
 //
 // Thread-safety: all functions are reentrant; they share no state.
 #ifndef TRAIND_PROTO_TRAIND_SPEC_FILE_H_

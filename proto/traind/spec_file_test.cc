@@ -1,4 +1,4 @@
-#include "proto/traind/spec_file.h"
+#include "traind/spec_file.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -119,8 +119,9 @@ TEST(ParseJobSpecTest, EnumValuesInAnyCase) {
     EXPECT_EQ(spec.model().layers(0).dense().activation(), v1::RELU)
         << activation;
   }
-  EXPECT_EQ(MustParse("resources: {device: gpu, count: 2}").resources().device(),
-            v1::GPU);
+  EXPECT_EQ(
+      MustParse("resources: {device: gpu, count: 2}").resources().device(),
+      v1::GPU);
   EXPECT_EQ(MustParse("model: {layers: [{dense: {init: xavier_normal}}]}")
                 .model()
                 .layers(0)
@@ -149,18 +150,21 @@ TEST(ParseJobSpecTest, YamlNumberForms) {
   EXPECT_EQ(MustParse("seed: 18446744073709551615").seed(),
             18446744073709551615ull);
   EXPECT_EQ(MustParse("training: {epochs: 60.0}").training().epochs(), 60);
-  EXPECT_DOUBLE_EQ(
-      MustParse("optimizer: {sgd: {learning_rate: .5}}").optimizer().sgd()
-          .learning_rate(),
-      0.5);
-  EXPECT_DOUBLE_EQ(
-      MustParse("optimizer: {sgd: {learning_rate: 1e-3}}").optimizer().sgd()
-          .learning_rate(),
-      1e-3);
-  EXPECT_DOUBLE_EQ(
-      MustParse("optimizer: {sgd: {learning_rate: 2.}}").optimizer().sgd()
-          .learning_rate(),
-      2.0);
+  EXPECT_DOUBLE_EQ(MustParse("optimizer: {sgd: {learning_rate: .5}}")
+                       .optimizer()
+                       .sgd()
+                       .learning_rate(),
+                   0.5);
+  EXPECT_DOUBLE_EQ(MustParse("optimizer: {sgd: {learning_rate: 1e-3}}")
+                       .optimizer()
+                       .sgd()
+                       .learning_rate(),
+                   1e-3);
+  EXPECT_DOUBLE_EQ(MustParse("optimizer: {sgd: {learning_rate: 2.}}")
+                       .optimizer()
+                       .sgd()
+                       .learning_rate(),
+                   2.0);
   EXPECT_TRUE(std::isinf(MustParse("optimizer: {adam: {epsilon: .inf}}")
                              .optimizer()
                              .adam()
@@ -235,8 +239,8 @@ TEST(ParseJobSpecTest, WrongTypeIsNamed) {
 }
 
 TEST(ParseJobSpecTest, BadEnumValueListsTheChoices) {
-  std::string error =
-      ErrorOf("model:\n  layers:\n    - dense: {units: 3, activation: rellu}\n");
+  std::string error = ErrorOf(
+      "model:\n  layers:\n    - dense: {units: 3, activation: rellu}\n");
   EXPECT_THAT(error,
               HasSubstr("model.layers[0].dense.activation: invalid value "
                         "\"rellu\" (expected one of: linear, relu)"));
@@ -374,7 +378,8 @@ TEST(SetJobSpecFieldTest, ErrorsLeaveTheSpecUnchanged) {
         << path << "=" << value;
     EXPECT_THAT(std::string(status.message()), HasSubstr(want))
         << path << "=" << value;
-    EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(spec, before));
+    EXPECT_TRUE(
+        google::protobuf::util::MessageDifferencer::Equals(spec, before));
   };
   expect_error("training.epoch", "5", "unknown field \"epoch\" in training");
   expect_error("training.epochs", "many", "invalid value \"many\"");

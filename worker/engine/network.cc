@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "worker/engine/spec_check.h"
 #include "worker/engine/status.h"
 
 namespace traind::engine {
@@ -13,22 +14,11 @@ absl::StatusOr<Network> Network::Create(Backend* backend, int64_t inputs,
   if (inputs <= 0) {
     return absl::InvalidArgumentError(absl::StrFormat("network: %d inputs", inputs));
   }
-  if (model.layers_size() == 0) {
-    return InvalidSpecError("model.layers: at least one layer is required");
-  }
+  TRAIND_RETURN_IF_ERROR(CheckModelSpec(model));
   Network network(backend, inputs);
   int64_t width = inputs;
   for (int i = 0; i < model.layers_size(); ++i) {
-    const traind::v1::Layer& layer = model.layers(i);
-    if (layer.kind_case() != traind::v1::Layer::kDense) {
-      return InvalidSpecError(
-          absl::StrCat("model.layers[", i, "]: the layer kind is not set (one of: dense)"));
-    }
-    const traind::v1::Dense& spec = layer.dense();
-    if (spec.units() <= 0) {
-      return InvalidSpecError(absl::StrFormat("model.layers[%d].dense.units: must be positive, got %d",
-                                              i, spec.units()));
-    }
+    const traind::v1::Dense& spec = model.layers(i).dense();
     DenseActivation activation;
     switch (spec.activation()) {
       case traind::v1::LINEAR:
@@ -37,13 +27,8 @@ absl::StatusOr<Network> Network::Create(Backend* backend, int64_t inputs,
       case traind::v1::RELU:
         activation = DenseActivation::kRelu;
         break;
-      default:
-        return InvalidSpecError(absl::StrFormat("model.layers[%d].dense.activation: unknown value %d",
-                                                i, static_cast<int>(spec.activation())));
-    }
-    if (!traind::v1::Initializer_IsValid(spec.init())) {
-      return InvalidSpecError(absl::StrFormat("model.layers[%d].dense.init: unknown value %d", i,
-                                              static_cast<int>(spec.init())));
+      default:  // rejected by CheckModelSpec
+        return absl::InternalError("unhandled activation");
     }
     TRAIND_ASSIGN_OR_RETURN(Dense dense, Dense::Create(backend, width, spec.units(), activation));
     network.layers_.push_back(std::move(dense));

@@ -1,9 +1,8 @@
 #include "worker/engine/optimizers.h"
 
-#include <cmath>
 #include <utility>
 
-#include "absl/strings/str_format.h"
+#include "worker/engine/spec_check.h"
 #include "worker/engine/status.h"
 
 namespace traind::engine {
@@ -78,26 +77,15 @@ class Adam final : public Optimizer {
   int64_t steps_ = 0;
 };
 
-absl::Status CheckPositive(double value, const char* path) {
-  if (!(std::isfinite(value) && value > 0)) {
-    return InvalidSpecError(absl::StrFormat("%s: must be a positive number, got %g", path, value));
-  }
-  return absl::OkStatus();
-}
-
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Optimizer>> CreateOptimizer(const traind::v1::OptimizerSpec& spec,
                                                            Backend* backend,
                                                            std::vector<Parameter> params) {
+  TRAIND_RETURN_IF_ERROR(CheckOptimizerSpec(spec));
   switch (spec.kind_case()) {
     case traind::v1::OptimizerSpec::kSgd: {
       const traind::v1::Sgd& sgd = spec.sgd();
-      TRAIND_RETURN_IF_ERROR(CheckPositive(sgd.learning_rate(), "optimizer.sgd.learning_rate"));
-      if (!(std::isfinite(sgd.momentum()) && sgd.momentum() >= 0)) {
-        return InvalidSpecError(absl::StrFormat(
-            "optimizer.sgd.momentum: must be a number >= 0, got %g", sgd.momentum()));
-      }
       std::vector<Tensor> velocity;
       if (sgd.momentum() > 0) {
         TRAIND_ASSIGN_OR_RETURN(velocity, ZerosLike(backend, params));
@@ -113,16 +101,6 @@ absl::StatusOr<std::unique_ptr<Optimizer>> CreateOptimizer(const traind::v1::Opt
       if (adam.has_beta1()) constants.beta1 = adam.beta1();
       if (adam.has_beta2()) constants.beta2 = adam.beta2();
       if (adam.has_epsilon()) constants.epsilon = adam.epsilon();
-      TRAIND_RETURN_IF_ERROR(CheckPositive(constants.learning_rate, "optimizer.adam.learning_rate"));
-      if (!(constants.beta1 >= 0 && constants.beta1 < 1)) {
-        return InvalidSpecError(
-            absl::StrFormat("optimizer.adam.beta1: must be in [0, 1), got %g", constants.beta1));
-      }
-      if (!(constants.beta2 >= 0 && constants.beta2 < 1)) {
-        return InvalidSpecError(
-            absl::StrFormat("optimizer.adam.beta2: must be in [0, 1), got %g", constants.beta2));
-      }
-      TRAIND_RETURN_IF_ERROR(CheckPositive(constants.epsilon, "optimizer.adam.epsilon"));
       TRAIND_ASSIGN_OR_RETURN(std::vector<Tensor> m, ZerosLike(backend, params));
       TRAIND_ASSIGN_OR_RETURN(std::vector<Tensor> v, ZerosLike(backend, params));
       return std::unique_ptr<Optimizer>(

@@ -2,18 +2,15 @@
 
 #include <algorithm>
 #include <cmath>
-#include <tuple>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "worker/engine/status.h"
 
 namespace traind::engine {
-namespace {
-
 using traind::v1::JobSpec;
 
-absl::Status CheckModel(const traind::v1::ModelSpec& model) {
+absl::Status CheckModelSpec(const traind::v1::ModelSpec& model) {
   if (model.layers_size() == 0) {
     return InvalidSpecError("model.layers: at least one layer is required");
   }
@@ -40,6 +37,8 @@ absl::Status CheckModel(const traind::v1::ModelSpec& model) {
   return absl::OkStatus();
 }
 
+namespace {
+
 absl::Status CheckLearningRate(double lr, const std::string& path) {
   if (!(std::isfinite(lr) && lr > 0)) {
     return InvalidSpecError(absl::StrFormat("%s: must be a positive number, got %g", path, lr));
@@ -47,7 +46,9 @@ absl::Status CheckLearningRate(double lr, const std::string& path) {
   return absl::OkStatus();
 }
 
-absl::Status CheckOptimizer(const traind::v1::OptimizerSpec& optimizer) {
+}  // namespace
+
+absl::Status CheckOptimizerSpec(const traind::v1::OptimizerSpec& optimizer) {
   switch (optimizer.kind_case()) {
     case traind::v1::OptimizerSpec::kSgd: {
       const traind::v1::Sgd& sgd = optimizer.sgd();
@@ -62,13 +63,13 @@ absl::Status CheckOptimizer(const traind::v1::OptimizerSpec& optimizer) {
       const traind::v1::Adam& adam = optimizer.adam();
       TRAIND_RETURN_IF_ERROR(
           CheckLearningRate(adam.learning_rate(), "optimizer.adam.learning_rate"));
-      for (const auto& [name, has, value] :
-           {std::tuple<const char*, bool, double>{"beta1", adam.has_beta1(), adam.beta1()},
-            std::tuple<const char*, bool, double>{"beta2", adam.has_beta2(), adam.beta2()}}) {
-        if (has && !(value >= 0 && value < 1)) {
-          return InvalidSpecError(absl::StrFormat(
-              "optimizer.adam.%s: must be in [0, 1), got %g", name, value));
-        }
+      if (adam.has_beta1() && !(adam.beta1() >= 0 && adam.beta1() < 1)) {
+        return InvalidSpecError(absl::StrFormat(
+            "optimizer.adam.beta1: must be in [0, 1), got %g", adam.beta1()));
+      }
+      if (adam.has_beta2() && !(adam.beta2() >= 0 && adam.beta2() < 1)) {
+        return InvalidSpecError(absl::StrFormat(
+            "optimizer.adam.beta2: must be in [0, 1), got %g", adam.beta2()));
       }
       if (adam.has_epsilon() && !(std::isfinite(adam.epsilon()) && adam.epsilon() > 0)) {
         return InvalidSpecError(absl::StrFormat(
@@ -81,6 +82,8 @@ absl::Status CheckOptimizer(const traind::v1::OptimizerSpec& optimizer) {
   }
   return InvalidSpecError("optimizer: required (one of: sgd, adam)");
 }
+
+namespace {
 
 absl::Status CheckTraining(const traind::v1::TrainingSpec& training) {
   if (training.epochs() < 0) {
@@ -134,9 +137,9 @@ absl::StatusOr<std::vector<traind::v1::Metric>> ResolveMetrics(
 }
 
 absl::Status CheckTrainingSpec(const JobSpec& spec) {
-  TRAIND_RETURN_IF_ERROR(CheckModel(spec.model()));
+  TRAIND_RETURN_IF_ERROR(CheckModelSpec(spec.model()));
   // Softmax cross-entropy is the only loss, and the default when unset.
-  TRAIND_RETURN_IF_ERROR(CheckOptimizer(spec.optimizer()));
+  TRAIND_RETURN_IF_ERROR(CheckOptimizerSpec(spec.optimizer()));
   TRAIND_RETURN_IF_ERROR(CheckTraining(spec.training()));
   TRAIND_RETURN_IF_ERROR(ResolveMetrics(spec.metrics().train(), "metrics.train").status());
   TRAIND_RETURN_IF_ERROR(ResolveMetrics(spec.metrics().val(), "metrics.val").status());

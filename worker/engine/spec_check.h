@@ -19,6 +19,10 @@ namespace traind::engine {
 // input width, the number of classes) or the cross-validation section.
 absl::Status CheckTrainingSpec(const traind::v1::JobSpec& spec);
 
+// The sections CheckTrainingSpec checks, one by one (same messages).
+absl::Status CheckModelSpec(const traind::v1::ModelSpec& model);
+absl::Status CheckOptimizerSpec(const traind::v1::OptimizerSpec& optimizer);
+
 // Lower-case metric name used as the key of metric maps: "loss", "accuracy".
 // Empty for METRIC_UNSPECIFIED and unknown values.
 std::string MetricName(traind::v1::Metric metric);

@@ -17,7 +17,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_split.h"
 #include "worker/engine/data/csv.h"
-#include "worker/engine/data/labels.h"
+#include "worker/engine/spec_check.h"
 #include "worker/engine/status.h"
 
 namespace traind::engine {
@@ -27,16 +27,6 @@ using traind::v1::JobSpec;
 
 absl::Status Err(absl::string_view path, absl::string_view what) {
   return InvalidSpecError(absl::StrCat(path, ": ", what));
-}
-
-absl::Status CheckPositive(absl::string_view path, double v) {
-  if (!(v > 0) || !std::isfinite(v)) return Err(path, absl::StrCat("must be positive (got ", v, ")"));
-  return absl::OkStatus();
-}
-
-absl::Status CheckUnitInterval(absl::string_view path, double v) {
-  if (!(v >= 0 && v < 1)) return Err(path, absl::StrCat("must be in [0, 1) (got ", v, ")"));
-  return absl::OkStatus();
 }
 
 // What the spec needs to know of the data file.
@@ -88,53 +78,6 @@ absl::StatusOr<DataSummary> SummarizeData(const traind::v1::DataSpec& data) {
   return s;
 }
 
-absl::Status ValidateModel(const JobSpec& spec) {
-  const auto& layers = spec.model().layers();
-  if (layers.empty()) return Err("model.layers", "at least one layer is required");
-  for (int i = 0; i < layers.size(); ++i) {
-    std::string path = absl::StrCat("model.layers[", i, "]");
-    const traind::v1::Layer& layer = layers[i];
-    switch (layer.kind_case()) {
-      case traind::v1::Layer::kDense: {
-        const traind::v1::Dense& d = layer.dense();
-        if (d.units() <= 0) {
-          return Err(absl::StrCat(path, ".dense.units"),
-                     absl::StrCat("must be positive (got ", d.units(), ")"));
-        }
-        if (!traind::v1::Activation_IsValid(d.activation())) {
-          return Err(absl::StrCat(path, ".dense.activation"), "unknown activation");
-        }
-        if (!traind::v1::Initializer_IsValid(d.init())) {
-          return Err(absl::StrCat(path, ".dense.init"), "unknown initializer");
-        }
-        break;
-      }
-      case traind::v1::Layer::KIND_NOT_SET:
-        return Err(path, "empty layer: set one of dense");
-    }
-  }
-  return absl::OkStatus();
-}
-
-absl::Status ValidateMetrics(const JobSpec& spec) {
-  for (const char* split : {"train", "val"}) {
-    const auto& list = std::string(split) == "train" ? spec.metrics().train() : spec.metrics().val();
-    std::set<int> seen;
-    for (int i = 0; i < list.size(); ++i) {
-      std::string path = absl::StrCat("metrics.", split, "[", i, "]");
-      int m = list[i];
-      if (m == traind::v1::METRIC_UNSPECIFIED || !traind::v1::Metric_IsValid(m)) {
-        return Err(path, "unknown metric (use loss or accuracy)");
-      }
-      if (!seen.insert(m).second) {
-        return Err(path, absl::StrCat("duplicate metric ",
-                                      absl::AsciiStrToLower(traind::v1::Metric_Name(list[i]))));
-      }
-    }
-  }
-  return absl::OkStatus();
-}
-
 }  // namespace
 
 absl::Status ValidateJobSpec(const JobSpec& spec, const ValidationContext& context) {
@@ -151,53 +94,9 @@ absl::Status ValidateJobSpec(const JobSpec& spec, const ValidationContext& conte
                absl::StrCat("must be at least 2 (got ", spec.cross_validation().folds(), ")"));
   }
 
-  TRAIND_RETURN_IF_ERROR(ValidateModel(spec));
-
-  switch (spec.loss().kind_case()) {
-    case traind::v1::LossSpec::kSoftmaxCrossEntropy:
-      break;
-    case traind::v1::LossSpec::KIND_NOT_SET:
-      return Err("loss", "required: set softmax_cross_entropy");
-  }
-
-  switch (spec.optimizer().kind_case()) {
-    case traind::v1::OptimizerSpec::kSgd:
-      TRAIND_RETURN_IF_ERROR(
-          CheckPositive("optimizer.sgd.learning_rate", spec.optimizer().sgd().learning_rate()));
-      TRAIND_RETURN_IF_ERROR(
-          CheckUnitInterval("optimizer.sgd.momentum", spec.optimizer().sgd().momentum()));
-      break;
-    case traind::v1::OptimizerSpec::kAdam: {
-      const traind::v1::Adam& a = spec.optimizer().adam();
-      TRAIND_RETURN_IF_ERROR(CheckPositive("optimizer.adam.learning_rate", a.learning_rate()));
-      if (a.has_beta1()) TRAIND_RETURN_IF_ERROR(CheckUnitInterval("optimizer.adam.beta1", a.beta1()));
-      if (a.has_beta2()) TRAIND_RETURN_IF_ERROR(CheckUnitInterval("optimizer.adam.beta2", a.beta2()));
-      if (a.has_epsilon()) TRAIND_RETURN_IF_ERROR(CheckPositive("optimizer.adam.epsilon", a.epsilon()));
-      break;
-    }
-    case traind::v1::OptimizerSpec::KIND_NOT_SET:
-      return Err("optimizer", "required: set sgd or adam");
-  }
-
-  const traind::v1::TrainingSpec& t = spec.training();
-  const bool has_epochs = t.epochs() != 0, has_batches = t.batches() != 0;
-  if (has_epochs && has_batches) {
-    return Err("training", "set exactly one of epochs and batches (both are set)");
-  }
-  if (!has_epochs && !has_batches) {
-    return Err("training", "set exactly one of epochs and batches (neither is set)");
-  }
-  if (has_epochs && t.epochs() < 0) {
-    return Err("training.epochs", absl::StrCat("must be positive (got ", t.epochs(), ")"));
-  }
-  if (has_batches && t.batches() < 0) {
-    return Err("training.batches", absl::StrCat("must be positive (got ", t.batches(), ")"));
-  }
-  if (t.batch_size() <= 0) {
-    return Err("training.batch_size", absl::StrCat("must be positive (got ", t.batch_size(), ")"));
-  }
-
-  TRAIND_RETURN_IF_ERROR(ValidateMetrics(spec));
+  // Model, loss, optimizer, training and metrics: the engine's own checks,
+  // the same the worker makes.
+  TRAIND_RETURN_IF_ERROR(CheckTrainingSpec(spec));
 
   switch (spec.resources().device()) {
     case traind::v1::CPU:

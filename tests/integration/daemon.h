@@ -1,0 +1,176 @@
+// Test helpers that run the real traind binary on a temporary state
+// directory, talking to it over a unix socket.
+#ifndef TRAIND_TESTS_INTEGRATION_DAEMON_H_
+#define TRAIND_TESTS_INTEGRATION_DAEMON_H_
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "grpcpp/grpcpp.h"
+#include "traind/v1/training_service.grpc.pb.h"
+
+namespace traind::testing {
+
+inline std::string BinDir() { return TRAIND_BIN_DIR; }
+inline std::string SourceDir() { return TRAIND_SOURCE_DIR; }
+
+class TempDir {
+ public:
+  TempDir() {
+    char tmpl[] = "/tmp/traind-it-XXXXXX";
+    path_ = mkdtemp(tmpl);
+  }
+  ~TempDir() { std::filesystem::remove_all(path_); }
+  const std::string& path() const { return path_; }
+  std::string Write(const std::string& name, const std::string& text) const {
+    std::string p = path_ + "/" + name;
+    std::ofstream(p) << text;
+    return p;
+  }
+
+ private:
+  std::string path_;
+};
+
+// A traind process. Stopped (SIGTERM, then SIGKILL) on destruction.
+class Daemon {
+ public:
+  explicit Daemon(std::string state_dir, std::vector<std::string> extra_args = {})
+      : state_dir_(std::move(state_dir)), extra_args_(std::move(extra_args)) {}
+  ~Daemon() { Stop(); }
+
+  // Starts traind and waits until its API answers. False on failure.
+  bool Start() {
+    std::filesystem::create_directories(state_dir_);
+    address_ = "unix:" + state_dir_ + "/traind.sock";
+    std::vector<std::string> args = {BinDir() + "/traind", "--state-dir=" + state_dir_,
+                                     "--listen=" + address_};
+    for (const auto& a : extra_args_) args.push_back(a);
+    std::string log = state_dir_ + "/traind.log";
+    pid_ = fork();
+    if (pid_ == 0) {
+      FILE* f = freopen(log.c_str(), "a", stderr);
+      (void)f;
+      std::vector<char*> argv;
+      for (auto& a : args) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      execv(argv[0], argv.data());
+      _exit(127);
+    }
+    // Wait for the socket first: a failed first connect would put the
+    // channel into gRPC's reconnect backoff (a second or more).
+    const std::string socket_path = state_dir_ + "/traind.sock";
+    for (int i = 0; i < 400 && !std::filesystem::exists(socket_path); ++i) {
+      int status;
+      if (waitpid(pid_, &status, WNOHANG) == pid_) {
+        pid_ = -1;
+        return false;
+      }
+      usleep(10000);
+    }
+    grpc::ChannelArguments channel_args;
+    channel_args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 50);
+    channel_args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 50);
+    channel_args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 200);
+    channel_ = grpc::CreateCustomChannel(address_, grpc::InsecureChannelCredentials(), channel_args);
+    stub_ = traind::v1::TrainingService::NewStub(channel_);
+    for (int i = 0; i < 200; ++i) {
+      int status;
+      if (waitpid(pid_, &status, WNOHANG) == pid_) {
+        pid_ = -1;
+        return false;
+      }
+      if (channel_->WaitForConnected(std::chrono::system_clock::now() +
+                                     std::chrono::milliseconds(50))) {
+        return true;
+      }
+    }
+    return false;
+  }
+
+  // SIGTERM; returns the exit status (or -1).
+  int Stop(int sig = SIGTERM) {
+    if (pid_ <= 0) return -1;
+    stub_.reset();
+    channel_.reset();
+    kill(pid_, sig);
+    int status = 0;
+    for (int i = 0; i < 200; ++i) {
+      if (waitpid(pid_, &status, WNOHANG) == pid_) {
+        pid_ = -1;
+        return status;
+      }
+      usleep(50000);
+    }
+    kill(pid_, SIGKILL);
+    waitpid(pid_, &status, 0);
+    pid_ = -1;
+    return status;
+  }
+
+  traind::v1::TrainingService::Stub* stub() { return stub_.get(); }
+  std::shared_ptr<grpc::Channel> channel() { return channel_; }
+  const std::string& address() const { return address_; }
+  const std::string& state_dir() const { return state_dir_; }
+  int pid() const { return pid_; }
+  std::string Log() const {
+    std::ifstream in(state_dir_ + "/traind.log");
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+  }
+
+ private:
+  std::string state_dir_;
+  std::vector<std::string> extra_args_;
+  std::string address_;
+  pid_t pid_ = -1;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<traind::v1::TrainingService::Stub> stub_;
+};
+
+inline std::unique_ptr<grpc::ClientContext> Ctx(int seconds = 10) {
+  auto ctx = std::make_unique<grpc::ClientContext>();
+  ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(seconds));
+  return ctx;
+}
+
+// Reads WatchJob to its end.
+inline grpc::Status WatchAll(traind::v1::TrainingService::Stub* stub, const std::string& job_id,
+                             int64_t after, std::vector<traind::v1::JobEvent>* events,
+                             int seconds = 120) {
+  auto ctx = Ctx(seconds);
+  traind::v1::WatchJobRequest req;
+  req.set_job_id(job_id);
+  req.set_after_sequence(after);
+  auto reader = stub->WatchJob(ctx.get(), req);
+  traind::v1::JobEvent e;
+  while (reader->Read(&e)) events->push_back(e);
+  return reader->Finish();
+}
+
+// Runs a command; returns its exit status and stdout.
+inline int RunCommand(const std::string& cmd, std::string* out) {
+  FILE* p = popen(cmd.c_str(), "r");
+  if (p == nullptr) return -1;
+  char buf[4096];
+  size_t n;
+  out->clear();
+  while ((n = fread(buf, 1, sizeof(buf), p)) > 0) out->append(buf, n);
+  int status = pclose(p);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+}  // namespace traind::testing
+
+#endif  // TRAIND_TESTS_INTEGRATION_DAEMON_H_

@@ -1,0 +1,330 @@
+// End to end: the real traind and traind-worker binaries, over gRPC on a
+// unix socket, with the iris data.
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+#include "google/protobuf/util/json_util.h"
+#include "google/protobuf/util/message_differencer.h"
+#include "gtest/gtest.h"
+#include "grpc/health/v1/health.grpc.pb.h"
+#include "tests/integration/daemon.h"
+#include "traind/spec_file.h"
+
+namespace traind::testing {
+namespace {
+
+using traind::v1::Failure;
+using traind::v1::Job;
+using traind::v1::JobEvent;
+using traind::v1::Task;
+
+std::string IrisPath() { return SourceDir() + "/examples/data/iris.csv"; }
+
+// The example spec with an absolute data path.
+traind::v1::JobSpec IrisSpec() {
+  auto spec = LoadJobSpecFile(SourceDir() + "/examples/iris-cv.yaml");
+  EXPECT_TRUE(spec.ok()) << spec.status();
+  spec->mutable_data()->set_path(IrisPath());
+  return *spec;
+}
+
+class DaemonTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    daemon_ = std::make_unique<Daemon>(dir_.path() + "/state",
+                                       std::vector<std::string>{"--cpu-slots=2"});
+    ASSERT_TRUE(daemon_->Start()) << daemon_->Log();
+  }
+  void TearDown() override {
+    daemon_->Stop();
+    if (HasFailure() || getenv("TRAIND_TEST_SHOW_LOG")) std::cerr << "--- traind log ---\n" << daemon_->Log();
+  }
+
+  absl::StatusOr<Job> Submit(const traind::v1::JobSpec& spec) {
+    traind::v1::SubmitJobRequest req;
+    *req.mutable_spec() = spec;
+    Job job;
+    auto ctx = Ctx();
+    grpc::Status s = daemon_->stub()->SubmitJob(ctx.get(), req, &job);
+    if (!s.ok()) return absl::Status(static_cast<absl::StatusCode>(s.error_code()), s.error_message());
+    return job;
+  }
+
+  Job Get(const std::string& id) {
+    traind::v1::GetJobRequest req;
+    req.set_job_id(id);
+    Job job;
+    auto ctx = Ctx();
+    EXPECT_TRUE(daemon_->stub()->GetJob(ctx.get(), req, &job).ok());
+    return job;
+  }
+
+  int JobCount() {
+    traind::v1::ListJobsRequest req;
+    traind::v1::ListJobsResponse resp;
+    auto ctx = Ctx();
+    EXPECT_TRUE(daemon_->stub()->ListJobs(ctx.get(), req, &resp).ok());
+    return resp.jobs_size();
+  }
+
+  Job RunToEnd(const traind::v1::JobSpec& spec, std::vector<JobEvent>* events) {
+    auto job = Submit(spec);
+    EXPECT_TRUE(job.ok()) << job.status();
+    if (!job.ok()) return Job();
+    grpc::Status s = WatchAll(daemon_->stub(), job->id(), 0, events);
+    EXPECT_TRUE(s.ok()) << s.error_message();
+    return Get(job->id());
+  }
+
+  TempDir dir_;
+  std::unique_ptr<Daemon> daemon_;
+};
+
+TEST_F(DaemonTest, IrisCrossValidationEndToEnd) {
+  std::vector<JobEvent> events;
+  Job job = RunToEnd(IrisSpec(), &events);
+  ASSERT_EQ(job.state(), Job::SUCCEEDED) << job.DebugString();
+  ASSERT_EQ(job.tasks_size(), 5);
+
+  // The stream: sequences 1..n, ends with the terminal event.
+  ASSERT_FALSE(events.empty());
+  for (size_t i = 0; i < events.size(); ++i) {
+    EXPECT_EQ(events[i].sequence(), static_cast<int64_t>(i + 1));
+  }
+  EXPECT_TRUE(events.back().last());
+  EXPECT_EQ(events.back().job_state().state(), Job::SUCCEEDED);
+
+  // Every epoch of every fold, with train and validation loss and accuracy.
+  std::map<int, std::set<int>> epochs;
+  for (const JobEvent& e : events) {
+    if (!e.has_epoch()) continue;
+    const auto& m = e.epoch();
+    EXPECT_TRUE(epochs[m.task()].insert(m.epoch()).second) << "duplicate epoch";
+    for (const char* k : {"loss", "accuracy"}) {
+      EXPECT_TRUE(m.train().contains(k)) << k;
+      EXPECT_TRUE(m.val().contains(k)) << k;
+    }
+    EXPECT_GE(m.val().at("accuracy"), 0.0);
+    EXPECT_LE(m.val().at("accuracy"), 1.0);
+  }
+  ASSERT_EQ(epochs.size(), 5u);
+  for (const auto& [task, seen] : epochs) {
+    EXPECT_EQ(seen.size(), 60u) << "task " << task;
+    EXPECT_EQ(*seen.begin(), 1);
+    EXPECT_EQ(*seen.rbegin(), 60);
+  }
+
+  // One worker process per fold.
+  std::set<int> pids;
+  for (const Task& t : job.tasks()) {
+    EXPECT_EQ(t.state(), Task::SUCCEEDED);
+    ASSERT_EQ(t.attempts_size(), 1);
+    EXPECT_GT(t.attempts(0).pid(), 0);
+    pids.insert(t.attempts(0).pid());
+    EXPECT_EQ(t.epochs_done(), 60);
+  }
+  EXPECT_EQ(pids.size(), 5u);
+
+  // The result: per fold and over folds; the label mapping.
+  const auto& r = job.result();
+  EXPECT_TRUE(r.complete());
+  ASSERT_EQ(r.folds_size(), 5);
+  EXPECT_EQ(std::vector<std::string>(r.classes().begin(), r.classes().end()),
+            (std::vector<std::string>{"setosa", "versicolor", "virginica"}));
+  int64_t val_rows = 0;
+  double sum = 0;
+  for (const auto& f : r.folds()) {
+    EXPECT_GE(f.best_epoch(), 1);
+    EXPECT_LE(f.best_epoch(), 60);
+    EXPECT_EQ(f.train_rows() + f.val_rows(), 150);
+    val_rows += f.val_rows();
+    sum += f.val().at("accuracy");
+  }
+  EXPECT_EQ(val_rows, 150);  // the folds cover every row once
+  EXPECT_NEAR(r.val().at("accuracy").mean(), sum / 5, 1e-9);
+  EXPECT_GE(r.val().at("accuracy").mean(), 0.90);
+
+  // GetJobResult agrees; a watcher that resumes from a cursor gets exactly the rest.
+  traind::v1::GetJobResultRequest rreq;
+  rreq.set_job_id(job.id());
+  traind::v1::JobResult rr;
+  auto ctx = Ctx();
+  ASSERT_TRUE(daemon_->stub()->GetJobResult(ctx.get(), rreq, &rr).ok());
+  EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(rr, r));
+  std::vector<JobEvent> tail;
+  ASSERT_TRUE(WatchAll(daemon_->stub(), job.id(), 10, &tail).ok());
+  ASSERT_EQ(tail.size(), events.size() - 10);
+  EXPECT_EQ(tail.front().sequence(), 11);
+  EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(tail.back(), events.back()));
+  std::vector<JobEvent> none;
+  ASSERT_TRUE(WatchAll(daemon_->stub(), job.id(), events.back().sequence(), &none).ok());
+  EXPECT_TRUE(none.empty());
+}
+
+struct BadSpecCase {
+  std::string name;
+  std::function<void(traind::v1::JobSpec*)> mutate;
+  std::string field;  // expected at the start of the message, after "spec."
+};
+
+TEST_F(DaemonTest, InvalidSpecsAreRejectedWithTheFieldPathAndNothingIsStored) {
+  std::vector<BadSpecCase> cases = {
+      {"no data path", [](auto* s) { s->mutable_data()->clear_path(); }, "data.path"},
+      {"missing file", [](auto* s) { s->mutable_data()->set_path("/nonexistent/iris.csv"); },
+       "data.path"},
+      {"unknown label", [](auto* s) { s->mutable_data()->set_label("kind"); }, "data.label"},
+      {"one fold", [](auto* s) { s->mutable_cross_validation()->set_folds(1); },
+       "cross_validation.folds"},
+      {"more folds than rows", [](auto* s) { s->mutable_cross_validation()->set_folds(151); },
+       "cross_validation.folds"},
+      {"epochs and batches", [](auto* s) { s->mutable_training()->set_batches(100); },
+       "training"},
+      {"neither epochs nor batches", [](auto* s) { s->mutable_training()->clear_epochs(); },
+       "training"},
+      {"batch size 0", [](auto* s) { s->mutable_training()->set_batch_size(0); },
+       "training.batch_size"},
+      {"empty model", [](auto* s) { s->mutable_model()->clear_layers(); }, "model.layers"},
+      {"zero units", [](auto* s) { s->mutable_model()->mutable_layers(0)->mutable_dense()->set_units(0); },
+       "model.layers[0].dense.units"},
+      {"output width", [](auto* s) { s->mutable_model()->mutable_layers(1)->mutable_dense()->set_units(4); },
+       "model.layers[1].dense.units"},
+      {"no optimizer", [](auto* s) { s->clear_optimizer(); }, "optimizer"},
+      {"gpu", [](auto* s) { s->mutable_resources()->set_device(traind::v1::GPU); },
+       "resources.device"},
+  };
+  const int before = JobCount();
+  for (const auto& c : cases) {
+    traind::v1::JobSpec spec = IrisSpec();
+    c.mutate(&spec);
+    auto job = Submit(spec);
+    ASSERT_FALSE(job.ok()) << c.name;
+    EXPECT_EQ(job.status().code(), absl::StatusCode::kInvalidArgument) << c.name;
+    EXPECT_EQ(job.status().message().rfind("spec." + c.field + ":", 0), 0u)
+        << c.name << ": " << job.status().message();
+  }
+  EXPECT_EQ(JobCount(), before);
+}
+
+TEST_F(DaemonTest, BadDataFailsTheJobWithDataErrorNamingFileLineAndColumn) {
+  std::string ragged = dir_.Write("ragged.csv",
+                                  "a,b,label\n1,2,x\n3,4,y\n5,6\n7,8,x\n9,10,y\n11,12,x\n");
+  std::string text = dir_.Write("text.csv",
+                                "a,b,label\n1,2,x\n3,4,y\n5,six,x\n7,8,y\n9,10,x\n11,12,y\n");
+  struct Case {
+    std::string path;
+    std::vector<std::string> expect;
+  };
+  for (const Case& c : {Case{ragged, {ragged, ":4"}}, Case{text, {text, ":4", "\"b\"", "six"}}}) {
+    traind::v1::JobSpec spec = IrisSpec();
+    spec.mutable_data()->set_path(c.path);
+    spec.mutable_data()->set_label("label");
+    spec.mutable_cross_validation()->set_folds(2);
+    spec.mutable_model()->mutable_layers(1)->mutable_dense()->set_units(2);
+    std::vector<JobEvent> events;
+    Job job = RunToEnd(spec, &events);
+    EXPECT_EQ(job.state(), Job::FAILED) << c.path;
+    EXPECT_EQ(job.failure().reason(), Failure::DATA_ERROR) << job.failure().DebugString();
+    for (const std::string& e : c.expect) {
+      EXPECT_NE(job.failure().message().find(e), std::string::npos)
+          << "'" << e << "' not in: " << job.failure().message();
+    }
+    // Not retried: one attempt per task.
+    for (const Task& t : job.tasks()) EXPECT_LE(t.attempts_size(), 1);
+    ASSERT_FALSE(events.empty());
+    EXPECT_TRUE(events.back().last());
+    EXPECT_EQ(events.back().job_state().failure().reason(), Failure::DATA_ERROR);
+  }
+}
+
+TEST_F(DaemonTest, UnknownJobIsNotFound) {
+  traind::v1::GetJobRequest g;
+  g.set_job_id("000000000000");
+  Job job;
+  auto c1 = Ctx();
+  EXPECT_EQ(daemon_->stub()->GetJob(c1.get(), g, &job).error_code(), grpc::StatusCode::NOT_FOUND);
+  traind::v1::CancelJobRequest c;
+  c.set_job_id("000000000000");
+  auto c2 = Ctx();
+  EXPECT_EQ(daemon_->stub()->CancelJob(c2.get(), c, &job).error_code(),
+            grpc::StatusCode::NOT_FOUND);
+  traind::v1::GetJobResultRequest r;
+  r.set_job_id("000000000000");
+  traind::v1::JobResult res;
+  auto c3 = Ctx();
+  EXPECT_EQ(daemon_->stub()->GetJobResult(c3.get(), r, &res).error_code(),
+            grpc::StatusCode::NOT_FOUND);
+  std::vector<JobEvent> events;
+  EXPECT_EQ(WatchAll(daemon_->stub(), "000000000000", 0, &events).error_code(),
+            grpc::StatusCode::NOT_FOUND);
+}
+
+TEST_F(DaemonTest, CancelRunningJob) {
+  traind::v1::JobSpec spec = IrisSpec();
+  spec.mutable_training()->set_epochs(100000);  // runs until cancelled
+  auto job = Submit(spec);
+  ASSERT_TRUE(job.ok()) << job.status();
+  // Wait until a fold reports an epoch, then cancel.
+  {
+    auto ctx = Ctx(30);
+    traind::v1::WatchJobRequest req;
+    req.set_job_id(job->id());
+    auto reader = daemon_->stub()->WatchJob(ctx.get(), req);
+    JobEvent e;
+    while (reader->Read(&e) && !e.has_epoch()) {
+    }
+    ASSERT_TRUE(e.has_epoch());
+    ctx->TryCancel();
+    reader->Finish();
+  }
+  traind::v1::CancelJobRequest creq;
+  creq.set_job_id(job->id());
+  Job after;
+  auto ctx = Ctx();
+  ASSERT_TRUE(daemon_->stub()->CancelJob(ctx.get(), creq, &after).ok());
+  EXPECT_TRUE(after.state() == Job::CANCELLING || after.state() == Job::CANCELLED);
+  std::vector<JobEvent> events;
+  ASSERT_TRUE(WatchAll(daemon_->stub(), job->id(), 0, &events, 30).ok());
+  ASSERT_FALSE(events.empty());
+  EXPECT_EQ(events.back().job_state().state(), Job::CANCELLED);
+  Job done = Get(job->id());
+  EXPECT_EQ(done.state(), Job::CANCELLED);
+  for (const Task& t : done.tasks()) EXPECT_EQ(t.state(), Task::CANCELLED);
+  // The workers stopped on SIGTERM themselves (no kill needed) and are gone.
+  for (const Task& t : done.tasks()) {
+    for (const auto& a : t.attempts()) {
+      EXPECT_NE(kill(a.pid(), 0), 0) << "worker " << a.pid() << " still alive";
+    }
+  }
+}
+
+TEST_F(DaemonTest, DevicesInfoAndHealth) {
+  traind::v1::ListDevicesResponse devices;
+  auto c1 = Ctx();
+  ASSERT_TRUE(daemon_->stub()->ListDevices(c1.get(), {}, &devices).ok());
+  ASSERT_GE(devices.devices_size(), 1);
+  EXPECT_EQ(devices.devices(0).id(), "cpu");
+  EXPECT_EQ(devices.devices(0).slots(), 2);
+  EXPECT_GT(devices.devices(0).cores(), 0);
+  EXPECT_GT(devices.devices(0).memory_total_bytes(), 0);
+
+  traind::v1::ServerInfo info;
+  auto c2 = Ctx();
+  ASSERT_TRUE(daemon_->stub()->GetServerInfo(c2.get(), {}, &info).ok());
+  EXPECT_EQ(info.cpu_slots(), 2);
+  EXPECT_EQ(info.listen_addresses(0), daemon_->address());
+
+  // The standard health service answers SERVING.
+  auto health = grpc::health::v1::Health::NewStub(daemon_->channel());
+  grpc::health::v1::HealthCheckRequest hreq;
+  grpc::health::v1::HealthCheckResponse hresp;
+  auto c3 = Ctx();
+  ASSERT_TRUE(health->Check(c3.get(), hreq, &hresp).ok());
+  EXPECT_EQ(hresp.status(), grpc::health::v1::HealthCheckResponse::SERVING);
+}
+
+}  // namespace
+}  // namespace traind::testing

@@ -1,0 +1,285 @@
+#include "worker/engine/fit.h"
+
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "worker/engine/data/split.h"
+#include "worker/engine/status.h"
+
+namespace traind::engine {
+namespace {
+
+using ::testing::Pair;
+using ::testing::UnorderedElementsAre;
+using traind::v1::EpochMetrics;
+using traind::v1::FoldResult;
+using traind::v1::JobSpec;
+
+class RecordingObserver : public FitObserver {
+ public:
+  absl::Status OnEpochEnd(const EpochMetrics& metrics) override {
+    epochs.push_back(metrics);
+    if (fail_at_epoch > 0 && metrics.epoch() == fail_at_epoch) {
+      return absl::UnavailableError("report failed");
+    }
+    return absl::OkStatus();
+  }
+  bool StopRequested() override { return ++polls >= stop_after_polls && stop_after_polls > 0; }
+
+  std::vector<EpochMetrics> epochs;
+  int polls = 0;
+  int stop_after_polls = 0;
+  int fail_at_epoch = 0;
+};
+
+const Dataset& Iris() {
+  static const Dataset* iris = [] {
+    traind::v1::DataSpec spec;
+    spec.set_path(std::string(TRAIND_SOURCE_DIR) + "/examples/data/iris.csv");
+    spec.set_label("species");
+    return new Dataset(std::move(LoadDataset(spec)).value());
+  }();
+  return *iris;
+}
+
+// The reference job: Dense(16, relu) + Dense(3), Adam 0.01,
+// 100 epochs of batch 16, standardized.
+JobSpec IrisSpec() {
+  JobSpec spec;
+  spec.set_seed(42);
+  spec.mutable_data()->set_standardize(true);
+  traind::v1::Dense* hidden = spec.mutable_model()->add_layers()->mutable_dense();
+  hidden->set_units(16);
+  hidden->set_activation(traind::v1::RELU);
+  spec.mutable_model()->add_layers()->mutable_dense()->set_units(3);
+  spec.mutable_loss()->mutable_softmax_cross_entropy();
+  spec.mutable_optimizer()->mutable_adam()->set_learning_rate(0.01);
+  spec.mutable_training()->set_epochs(100);
+  spec.mutable_training()->set_batch_size(16);
+  return spec;
+}
+
+FoldRows IrisFold0() {
+  return FoldSplit(StratifiedKFold(Iris().y, 5, /*shuffle=*/true, 42), 0);
+}
+
+TEST(FitTest, IrisFold0LearnsAndReportsEveryEpoch) {
+  FoldRows rows = IrisFold0();
+  ASSERT_EQ(rows.train.size(), 120u);
+  ASSERT_EQ(rows.val.size(), 30u);
+  RecordingObserver observer;
+  absl::StatusOr<FoldResult> result =
+      Fit(IrisSpec(), Iris(), rows, 0, FitOptions{.task = 3, .attempt = 2}, &observer);
+  ASSERT_TRUE(result.ok()) << result.status();
+
+  EXPECT_EQ(result->fold(), 0);
+  EXPECT_EQ(result->epochs_run(), 100);
+  EXPECT_EQ(result->train_rows(), 120);
+  EXPECT_EQ(result->val_rows(), 30);
+  EXPECT_GE(result->val().at("accuracy"), 0.9);
+  EXPECT_GE(result->final_train().at("accuracy"), 0.9);
+
+  ASSERT_EQ(observer.epochs.size(), 100u);
+  double best_loss = 1e300;
+  int best_epoch = 0;
+  for (size_t i = 0; i < observer.epochs.size(); ++i) {
+    const EpochMetrics& m = observer.epochs[i];
+    EXPECT_EQ(m.task(), 3);
+    EXPECT_EQ(m.attempt(), 2);
+    EXPECT_EQ(m.epoch(), static_cast<int>(i) + 1);
+    EXPECT_EQ(m.batches(), 8 * (static_cast<int64_t>(i) + 1));  // ceil(120 / 16) = 8 per epoch
+    EXPECT_GE(m.seconds(), 0.0);
+    ASSERT_EQ(m.train().size(), 2u);
+    ASSERT_EQ(m.val().size(), 2u);
+    for (const auto* map : {&m.train(), &m.val()}) {
+      EXPECT_GT(map->at("loss"), 0.0);
+      EXPECT_GE(map->at("accuracy"), 0.0);
+      EXPECT_LE(map->at("accuracy"), 1.0);
+    }
+    if (m.val().at("loss") < best_loss) {
+      best_loss = m.val().at("loss");
+      best_epoch = m.epoch();
+    }
+  }
+  // Learning happened: the loss fell from the first epoch to the last.
+  EXPECT_LT(observer.epochs.back().train().at("loss"), 0.5 * observer.epochs.front().train().at("loss"));
+  EXPECT_EQ(result->best_epoch(), best_epoch);
+  EXPECT_EQ(result->val().at("loss"), best_loss);
+  EXPECT_EQ(result->val().at("accuracy"), observer.epochs[best_epoch - 1].val().at("accuracy"));
+  EXPECT_EQ(result->final_train().at("loss"), observer.epochs.back().train().at("loss"));
+}
+
+TEST(FitTest, SameSeedGivesIdenticalMetrics) {
+  JobSpec spec = IrisSpec();
+  spec.mutable_training()->set_epochs(15);
+  FoldRows rows = IrisFold0();
+  RecordingObserver a, b, c;
+  ASSERT_TRUE(Fit(spec, Iris(), rows, 0, {}, &a).ok());
+  ASSERT_TRUE(Fit(spec, Iris(), rows, 0, {}, &b).ok());
+  ASSERT_EQ(a.epochs.size(), b.epochs.size());
+  for (size_t i = 0; i < a.epochs.size(); ++i) {
+    for (const char* key : {"loss", "accuracy"}) {
+      EXPECT_EQ(a.epochs[i].train().at(key), b.epochs[i].train().at(key)) << key << " epoch " << i;
+      EXPECT_EQ(a.epochs[i].val().at(key), b.epochs[i].val().at(key)) << key << " epoch " << i;
+    }
+  }
+  // Another seed initializes and shuffles differently.
+  spec.set_seed(43);
+  ASSERT_TRUE(Fit(spec, Iris(), rows, 0, {}, &c).ok());
+  EXPECT_NE(a.epochs[0].train().at("loss"), c.epochs[0].train().at("loss"));
+}
+
+TEST(FitTest, StopRequestedCancels) {
+  RecordingObserver observer;
+  observer.stop_after_polls = 11;  // during epoch 2 (8 batches per epoch)
+  absl::StatusOr<FoldResult> result = Fit(IrisSpec(), Iris(), IrisFold0(), 0, {}, &observer);
+  ASSERT_FALSE(result.ok());
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kCancelled);
+  EXPECT_EQ(FailureKindOf(result.status()), FailureKind::kCancelled);
+  EXPECT_EQ(result.status().message(), "stopped on request at epoch 2, batch 3");
+  EXPECT_EQ(observer.epochs.size(), 1u);
+}
+
+TEST(FitTest, ObserverErrorStopsTraining) {
+  RecordingObserver observer;
+  observer.fail_at_epoch = 2;
+  absl::StatusOr<FoldResult> result = Fit(IrisSpec(), Iris(), IrisFold0(), 0, {}, &observer);
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(observer.epochs.size(), 2u);
+}
+
+TEST(FitTest, BatchesCountsStepsAndReportsThePartialEpoch) {
+  JobSpec spec = IrisSpec();
+  spec.mutable_training()->clear_epochs();
+  spec.mutable_training()->set_batches(10);
+  RecordingObserver observer;
+  absl::StatusOr<FoldResult> result = Fit(spec, Iris(), IrisFold0(), 0, {}, &observer);
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->epochs_run(), 2);
+  ASSERT_EQ(observer.epochs.size(), 2u);
+  EXPECT_EQ(observer.epochs[0].batches(), 8);
+  EXPECT_EQ(observer.epochs[1].batches(), 10);
+  EXPECT_EQ(observer.epochs[1].epoch(), 2);
+  EXPECT_EQ(observer.polls, 10);
+}
+
+TEST(FitTest, NoValidationRows) {
+  JobSpec spec = IrisSpec();
+  spec.mutable_training()->set_epochs(3);
+  FoldRows rows;
+  for (int64_t i = 0; i < Iris().rows; ++i) rows.train.push_back(i);
+  RecordingObserver observer;
+  absl::StatusOr<FoldResult> result = Fit(spec, Iris(), rows, 0, {}, &observer);
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->best_epoch(), 3);
+  EXPECT_TRUE(result->val().empty());
+  EXPECT_EQ(result->val_rows(), 0);
+  ASSERT_EQ(observer.epochs.size(), 3u);
+  EXPECT_TRUE(observer.epochs[0].val().empty());
+  EXPECT_EQ(observer.epochs[0].batches(), 10);  // ceil(150 / 16)
+}
+
+TEST(FitTest, ChosenMetricsOnly) {
+  JobSpec spec = IrisSpec();
+  spec.mutable_training()->set_epochs(2);
+  spec.mutable_metrics()->add_train(traind::v1::ACCURACY);
+  spec.mutable_metrics()->add_val(traind::v1::LOSS);
+  RecordingObserver observer;
+  absl::StatusOr<FoldResult> result = Fit(spec, Iris(), IrisFold0(), 0, {}, &observer);
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_THAT(observer.epochs[1].train(), UnorderedElementsAre(Pair("accuracy", ::testing::_)));
+  EXPECT_THAT(observer.epochs[1].val(), UnorderedElementsAre(Pair("loss", ::testing::_)));
+  EXPECT_THAT(result->val(), UnorderedElementsAre(Pair("loss", ::testing::_)));
+}
+
+// Standardization is fitted on the training rows only: making the validation
+// rows extreme changes nothing the training batches see.
+TEST(FitTest, StandardizationIgnoresValidationRows) {
+  JobSpec spec = IrisSpec();
+  spec.mutable_training()->set_epochs(3);
+  FoldRows rows = IrisFold0();
+  Dataset extreme = Iris();
+  for (int64_t r : rows.val) {
+    for (int64_t j = 0; j < extreme.features; ++j) extreme.x[r * extreme.features + j] = 1e6f;
+  }
+  RecordingObserver normal_run, extreme_run;
+  ASSERT_TRUE(Fit(spec, Iris(), rows, 0, {}, &normal_run).ok());
+  ASSERT_TRUE(Fit(spec, extreme, rows, 0, {}, &extreme_run).ok());
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(normal_run.epochs[i].train().at("loss"), extreme_run.epochs[i].train().at("loss"));
+  }
+  // ... while the validation rows, scaled by the training statistics, are far off.
+  EXPECT_GT(extreme_run.epochs[2].val().at("loss"), 10 * normal_run.epochs[2].val().at("loss"));
+}
+
+TEST(FitTest, WrongOutputWidth) {
+  JobSpec spec = IrisSpec();
+  spec.mutable_model()->mutable_layers(1)->mutable_dense()->set_units(4);
+  absl::StatusOr<FoldResult> result = Fit(spec, Iris(), IrisFold0(), 0, {}, nullptr);
+  ASSERT_FALSE(result.ok());
+  EXPECT_EQ(FailureKindOf(result.status()), FailureKind::kInvalidSpec);
+  EXPECT_EQ(result.status().message(),
+            "model.layers[1].dense.units: 4 units, but the data has 3 classes");
+}
+
+TEST(FitTest, BadSpecsAndRows) {
+  JobSpec spec = IrisSpec();
+  spec.mutable_training()->set_batch_size(0);
+  EXPECT_EQ(Fit(spec, Iris(), IrisFold0(), 0, {}, nullptr).status().message(),
+            "training.batch_size: must be positive, got 0");
+  spec = IrisSpec();
+  spec.mutable_training()->set_batches(5);
+  EXPECT_EQ(Fit(spec, Iris(), IrisFold0(), 0, {}, nullptr).status().message(),
+            "training: set only one of epochs and batches");
+  spec = IrisSpec();
+  spec.mutable_model()->clear_layers();
+  EXPECT_EQ(FailureKindOf(Fit(spec, Iris(), IrisFold0(), 0, {}, nullptr).status()),
+            FailureKind::kInvalidSpec);
+  FoldRows rows = IrisFold0();
+  rows.val.push_back(150);
+  EXPECT_EQ(Fit(IrisSpec(), Iris(), rows, 0, {}, nullptr).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST(FitTest, DivergenceIsReported) {
+  JobSpec spec = IrisSpec();
+  spec.mutable_data()->set_standardize(false);
+  spec.mutable_optimizer()->mutable_sgd()->set_learning_rate(1e30);
+  absl::StatusOr<FoldResult> result = Fit(spec, Iris(), IrisFold0(), 0, {}, nullptr);
+  ASSERT_FALSE(result.ok());
+  EXPECT_EQ(FailureKindOf(result.status()), FailureKind::kDiverged);
+  EXPECT_THAT(std::string(result.status().message()), ::testing::MatchesRegex(
+                                             "loss became (nan|inf) at epoch [0-9]+, batch [0-9]+"));
+}
+
+TEST(FitTest, SgdWithMomentumAndNoShuffleOnDigits) {
+  traind::v1::DataSpec data_spec;
+  data_spec.set_path(std::string(TRAIND_SOURCE_DIR) + "/examples/data/digits.csv");
+  data_spec.set_label("digit");
+  absl::StatusOr<Dataset> digits = LoadDataset(data_spec);
+  ASSERT_TRUE(digits.ok()) << digits.status();
+  ASSERT_EQ(digits->features, 64);
+  ASSERT_EQ(digits->classes.size(), 10u);
+  JobSpec spec;
+  spec.set_seed(7);
+  spec.mutable_data()->set_standardize(true);
+  traind::v1::Dense* hidden = spec.mutable_model()->add_layers()->mutable_dense();
+  hidden->set_units(128);
+  hidden->set_activation(traind::v1::RELU);
+  hidden->set_init(traind::v1::XAVIER_NORMAL);
+  spec.mutable_model()->add_layers()->mutable_dense()->set_units(10);
+  spec.mutable_optimizer()->mutable_sgd()->set_learning_rate(0.05);
+  spec.mutable_optimizer()->mutable_sgd()->set_momentum(0.9);
+  spec.mutable_training()->set_epochs(5);
+  spec.mutable_training()->set_batch_size(32);
+  spec.mutable_training()->set_shuffle(false);
+  FoldRows rows = FoldSplit(StratifiedKFold(digits->y, 5, true, 7), 1);
+  absl::StatusOr<FoldResult> result = Fit(spec, *digits, rows, 1, {}, nullptr);
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_GE(result->val().at("accuracy"), 0.93);
+}
+
+}  // namespace
+}  // namespace traind::engine
