@@ -1,6 +1,9 @@
 // End to end: the real traind and traind-worker binaries, over gRPC on a
 // unix socket, with the iris data.
+#include <fstream>
+#include <functional>
 #include <map>
+#include <sstream>
 #include <set>
 #include <string>
 #include <vector>
@@ -324,6 +327,80 @@ TEST_F(DaemonTest, DevicesInfoAndHealth) {
   auto c3 = Ctx();
   ASSERT_TRUE(health->Check(c3.get(), hreq, &hresp).ok());
   EXPECT_EQ(hresp.status(), grpc::health::v1::HealthCheckResponse::SERVING);
+}
+
+}  // namespace
+}  // namespace traind::testing
+
+namespace traind::testing {
+namespace {
+
+// trainctl against the real daemon, as a user runs it from the source tree.
+class TrainctlDaemonTest : public DaemonTest {
+ protected:
+  int Trainctl(const std::string& args, std::string* out) {
+    return RunCommand("cd " + SourceDir() + " && " + BinDir() + "/trainctl --address " +
+                          daemon_->address() + " " + args + " 2>" + dir_.path() + "/stderr",
+                      out);
+  }
+  std::string Stderr() {
+    std::ifstream in(dir_.path() + "/stderr");
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+  }
+};
+
+TEST_F(TrainctlDaemonTest, SubmitWaitJsonPrintsTheSucceededJobWithItsResult) {
+  std::string out;
+  ASSERT_EQ(Trainctl("submit examples/iris-cv.yaml --wait -o json", &out), 0) << Stderr();
+  Job job;
+  google::protobuf::util::JsonParseOptions o;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(out, &job, o).ok()) << out;
+  EXPECT_EQ(job.state(), Job::SUCCEEDED);
+  ASSERT_EQ(job.result().folds_size(), 5);
+  // The example spec's promise: iris 5-fold mean validation accuracy >= 0.93.
+  EXPECT_GE(job.result().val().at("accuracy").mean(), 0.93);
+  EXPECT_EQ(job.spec().data().path(), IrisPath());  // made absolute by trainctl
+
+  // `watch` of the finished job replays its events and prints the summary.
+  ASSERT_EQ(Trainctl("watch " + job.id(), &out), 0) << Stderr();
+  EXPECT_NE(out.find("fold 4  epoch 60/60"), std::string::npos) << out;
+  EXPECT_NE(out.find("mean ± std"), std::string::npos) << out;
+  ASSERT_EQ(Trainctl("get " + job.id(), &out), 0) << Stderr();
+  EXPECT_NE(out.find("SUCCEEDED"), std::string::npos) << out;
+  ASSERT_EQ(Trainctl("list -o json", &out), 0) << Stderr();
+  EXPECT_NE(out.find(job.id()), std::string::npos) << out;
+}
+
+TEST_F(TrainctlDaemonTest, ExitCodesForFailedJobsAndInvalidSpecs) {
+  std::string ragged = dir_.Write("ragged.csv", "a,b,label\n1,2,x\n3,4,y\n5,6\n7,8,x\n");
+  std::string spec = dir_.Write("bad-data.yaml",
+                                "data: {path: " + ragged + ", label: label}\n"
+                                "cross_validation: {folds: 2}\n"
+                                "model: {layers: [{dense: {units: 2}}]}\n"
+                                "loss: {softmax_cross_entropy: {}}\n"
+                                "optimizer: {sgd: {learning_rate: 0.1}}\n"
+                                "training: {epochs: 2, batch_size: 4}\n");
+  std::string out;
+  EXPECT_EQ(Trainctl("submit " + spec + " --wait", &out), 1) << out;
+  EXPECT_NE(out.find("DATA_ERROR"), std::string::npos) << out;
+
+  std::string invalid = dir_.Write("invalid.yaml",
+                                   "data: {path: " + ragged + ", label: label}\n"
+                                   "model: {layers: [{dense: {units: 2}}]}\n"
+                                   "loss: {softmax_cross_entropy: {}}\n"
+                                   "optimizer: {sgd: {learning_rate: 0.1}}\n"
+                                   "training: {epochs: 2, batches: 5, batch_size: 4}\n");
+  EXPECT_EQ(Trainctl("submit " + invalid, &out), 2);
+  EXPECT_NE(Stderr().find("spec.training: "), std::string::npos) << Stderr();
+
+  std::string unknown_field = dir_.Write("typo.yaml", "data: {path: x.csv, lable: y}\n");
+  EXPECT_EQ(Trainctl("submit " + unknown_field, &out), 2);
+  EXPECT_NE(Stderr().find("lable"), std::string::npos) << Stderr();
+
+  EXPECT_EQ(Trainctl("get 000000000000", &out), 1);
+  EXPECT_NE(Stderr().find("not found"), std::string::npos) << Stderr();
 }
 
 }  // namespace
