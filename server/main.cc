@@ -50,6 +50,8 @@ struct Flags {
   int worker_threads = 1;
   std::string worker;
   double cancel_grace_s = 10;
+  double stop_grace_s = 10;
+  double heartbeat_timeout_s = 30;
   int max_restarts = 2;
 };
 
@@ -131,6 +133,8 @@ int Run(const Flags& flags) {
   so.worker_threads = flags.worker_threads;
   so.max_restarts = flags.max_restarts;
   so.cancel_grace = absl::Seconds(flags.cancel_grace_s);
+  so.stop_grace = absl::Seconds(flags.stop_grace_s);
+  so.heartbeat_timeout = absl::Seconds(flags.heartbeat_timeout_s);
 
   LocalLauncher launcher;
   Scheduler scheduler(so, store->get(), &launcher);
@@ -238,6 +242,11 @@ int main(int argc, char** argv) {
                  "path of traind-worker (default: beside traind)");
   app.add_option("--cancel-grace", flags.cancel_grace_s,
                  "seconds a cancelled worker gets to stop before it is killed (default 10)");
+  app.add_option("--stop-grace", flags.stop_grace_s,
+                 "on SIGTERM, seconds running workers get to checkpoint and exit before they "
+                 "are killed (default 10)");
+  app.add_option("--heartbeat-timeout", flags.heartbeat_timeout_s,
+                 "seconds of silence after which a worker is killed as hung (default 30)");
   app.add_option("--max-restarts", flags.max_restarts,
                  "retries of a task whose worker crashed (default 2)");
   app.set_version_flag("--version", TRAIND_VERSION);

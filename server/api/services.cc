@@ -157,7 +157,12 @@ ServerUnaryReactor* TrainingServiceImpl::SubmitJob(CallbackServerContext* ctx,
   if (!valid.ok()) {
     return Reply(ctx, absl::InvalidArgumentError(absl::StrCat("spec.", valid.message())));
   }
-  return ReplyWith(ctx, scheduler_->Submit(req->spec()), resp);
+  if (req->idempotency_key().size() > 128) {
+    return Reply(ctx, absl::InvalidArgumentError("idempotency_key: longer than 128 characters"));
+  }
+  SubmitOptions options;
+  options.idempotency_key = req->idempotency_key();
+  return ReplyWith(ctx, scheduler_->Submit(req->spec(), options), resp);
 }
 
 ServerUnaryReactor* TrainingServiceImpl::GetJob(CallbackServerContext* ctx,

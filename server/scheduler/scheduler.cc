@@ -108,6 +108,7 @@ void Scheduler::Stop() {
 void Scheduler::Loop() {
   absl::MutexLock lock(&mu_);
   while (!stopping_) {
+    last_loop_ = absl::Now();
     DispatchLocked();
     EnforceDeadlinesLocked();
     wake_ = false;
@@ -137,13 +138,14 @@ void Scheduler::CommitLocked(LiveJob& lj, StoreMutation& m) {
   pending_events_.clear();
 }
 
-absl::StatusOr<Job> Scheduler::Submit(const JobSpec& spec) {
+absl::StatusOr<Job> Scheduler::Submit(const JobSpec& spec, const SubmitOptions& options) {
   auto lj = std::make_unique<LiveJob>();
   Job& job = lj->job;
   job.set_id(RandomHex(6));
   *job.mutable_spec() = spec;
   job.set_state(Job::QUEUED);
   *job.mutable_create_time() = NowProto();
+  job.set_owner(options.owner);
   const int tasks = engine::TaskCount(spec);
   for (int i = 0; i < tasks; ++i) {
     Task* t = job.add_tasks();
@@ -153,28 +155,63 @@ absl::StatusOr<Job> Scheduler::Submit(const JobSpec& spec) {
   }
   absl::MutexLock lock(&mu_);
   if (stopping_) return absl::UnavailableError("traind is shutting down");
+  if (!options.idempotency_key.empty()) {
+    absl::StatusOr<std::optional<std::string>> existing =
+        store_->FindByIdempotencyKey(options.owner, options.idempotency_key);
+    if (!existing.ok()) return existing.status();
+    if (existing->has_value()) {
+      const std::string& id = **existing;
+      LogInfo("job resubmitted job=%s idempotency_key=%s", id, options.idempotency_key);
+      auto it = jobs_.find(id);
+      if (it != jobs_.end()) return ViewLocked(*it->second);
+      return store_->LoadJob(id);
+    }
+  }
+  lj->order = next_order_++;
   StoreMutation m;
   m.job = &job;
   m.new_job = true;
+  m.idempotency_key = options.idempotency_key;
   NewEventLocked(*lj)->mutable_job_state()->set_state(Job::QUEUED);
   CommitLocked(*lj, m);
-  for (int i = 0; i < tasks; ++i) queue_.emplace_back(job.id(), i);
-  LogInfo("job submitted job=%s name=%s tasks=%d", job.id(), spec.name(), tasks);
+  for (int i = 0; i < tasks; ++i) EnqueueLocked(*lj, i);
+  LogInfo("job submitted job=%s name=%s owner=%s priority=%d tasks=%d", job.id(), spec.name(),
+          options.owner, spec.priority(), tasks);
   Job view = ViewLocked(*lj);
   jobs_[job.id()] = std::move(lj);
   wake_ = true;
   return view;
 }
 
+void Scheduler::EnqueueLocked(const LiveJob& lj, int task) {
+  queue_.insert(QueueEntry{lj.job.spec().priority(), lj.order, task, lj.job.id()});
+  wake_ = true;
+}
+
+int Scheduler::QueuedJobs(const std::string& owner) {
+  absl::MutexLock lock(&mu_);
+  int n = 0;
+  for (const auto& [id, lj] : jobs_) n += lj->job.owner() == owner && lj->job.state() == Job::QUEUED;
+  return n;
+}
+
 Job Scheduler::ViewLocked(const LiveJob& lj) {
   Job view = lj.job;
   if (view.state() == Job::QUEUED || view.state() == Job::RUNNING) {
+    const int cap = view.spec().resources().max_parallel_tasks();
+    const bool at_cap = cap > 0 && static_cast<int>(lj.attempts.size()) >= cap;
     int ahead = 0;
-    for (const auto& [id, task] : queue_) {
-      if (id == view.id() && task < view.tasks_size() &&
-          view.tasks(task).state() == Task::QUEUED) {
-        Task* t = view.mutable_tasks(task);
-        t->set_wait_reason(Task::RESOURCES);
+    for (const QueueEntry& e : queue_) {
+      if (e.job_id == view.id() && e.task < view.tasks_size() &&
+          view.tasks(e.task).state() == Task::QUEUED) {
+        Task* t = view.mutable_tasks(e.task);
+        Task::WaitReason why = Task::RESOURCES;
+        if (at_cap) {
+          why = Task::JOB_LIMIT;
+        } else if (ahead > 0 && queue_.begin()->priority > e.priority) {
+          why = Task::PRIORITY;
+        }
+        t->set_wait_reason(why);
         t->set_tasks_ahead(ahead);
       }
       ++ahead;
@@ -278,6 +315,11 @@ absl::Status Scheduler::JobEventsState(const std::string& job_id, int64_t* last_
   return absl::OkStatus();
 }
 
+absl::Time Scheduler::LastLoopTime() {
+  absl::MutexLock lock(&mu_);
+  return last_loop_;
+}
+
 SchedulerStats Scheduler::Stats() {
   absl::MutexLock lock(&mu_);
   SchedulerStats s;
@@ -292,13 +334,19 @@ SchedulerStats Scheduler::Stats() {
 // --------------------------------------------------------------------------
 
 void Scheduler::DispatchLocked() {
-  while (running_ < options_.cpu_slots && !queue_.empty()) {
-    auto [job_id, task] = queue_.front();
-    queue_.pop_front();
+  for (auto next = queue_.begin(); running_ < options_.cpu_slots && next != queue_.end();) {
+    auto entry = next++;
+    const std::string job_id = entry->job_id;
+    const int task = entry->task;
     auto it = jobs_.find(job_id);
-    if (it == jobs_.end()) continue;
+    if (it == jobs_.end() || it->second->job.tasks(task).state() != Task::QUEUED) {
+      queue_.erase(entry);
+      continue;
+    }
     LiveJob& lj = *it->second;
-    if (lj.job.tasks(task).state() != Task::QUEUED) continue;
+    const int cap = lj.job.spec().resources().max_parallel_tasks();
+    if (cap > 0 && static_cast<int>(lj.attempts.size()) >= cap) continue;  // stays queued
+    queue_.erase(entry);
     absl::Status s = LaunchLocked(lj, task);
     if (!s.ok()) {
       Failure f;
@@ -325,6 +373,7 @@ void Scheduler::DispatchLocked() {
       StopTasksLocked(lj, false);
       MaybeFinishJobLocked(lj);
       if (IsTerminal(lj.job.state())) jobs_.erase(job_id);
+      next = queue_.begin();  // the queue changed under the iterator
     }
   }
 }
@@ -364,6 +413,7 @@ absl::Status Scheduler::LaunchLocked(LiveJob& lj, int task) {
     return pid.status();
   }
   la.pid = *pid;
+  la.last_seen = absl::Now();
   a->set_pid(*pid);
   by_pid_[*pid] = {job.id(), task};
   lj.attempts[task] = std::move(la);
@@ -393,6 +443,18 @@ void Scheduler::EnforceDeadlinesLocked() {
   const absl::Time now = absl::Now();
   for (auto& [id, lj] : jobs_) {
     for (auto& [task, la] : lj->attempts) {
+      if (!la.failure.has_value() && !la.stop_requested &&
+          now - la.last_seen > options_.heartbeat_timeout) {
+        Failure f;
+        f.set_reason(Failure::TIMEOUT);
+        f.set_message(absl::StrCat("no heartbeat from the worker for ",
+                                   absl::FormatDuration(now - la.last_seen), "; killed"));
+        la.failure = f;
+        LogWarning("task hung job=%s task=%d attempt=%d pid=%d: %s", id, task, la.number, la.pid,
+                   f.message());
+        launcher_->Signal(la.pid, SIGKILL);
+        continue;
+      }
       if (la.kill_at.has_value() && now >= *la.kill_at) {
         LogWarning("task kill job=%s task=%d attempt=%d pid=%d: did not stop within the grace "
                    "period",
@@ -431,8 +493,12 @@ void Scheduler::StopTasksLocked(LiveJob& lj, bool force) {
 }
 
 void Scheduler::RemoveQueuedLocked(const std::string& job_id, int task) {
-  auto it = std::find(queue_.begin(), queue_.end(), std::make_pair(job_id, task));
-  if (it != queue_.end()) queue_.erase(it);
+  for (auto it = queue_.begin(); it != queue_.end(); ++it) {
+    if (it->job_id == job_id && it->task == task) {
+      queue_.erase(it);
+      return;
+    }
+  }
 }
 
 void Scheduler::OnExit(const ProcessExit& exit) {
@@ -496,17 +562,20 @@ void Scheduler::FinishAttemptLocked(LiveJob& lj, int task, const Failure* failur
   } else {
     *a->mutable_failure() = *failure;
     *e->mutable_failure() = *failure;
+    // Crashes and hangs may not happen again: retried. What a retry cannot
+    // fix (INVALID_SPEC, DATA_ERROR, DIVERGED) is not.
+    auto transient = [](Failure::Reason r) {
+      return r == Failure::WORKER_CRASHED || r == Failure::TIMEOUT;
+    };
     int crashes = 0;
-    for (const Attempt& prev : t->attempts()) {
-      if (prev.failure().reason() == Failure::WORKER_CRASHED) ++crashes;
-    }
-    const bool retry = failure->reason() == Failure::WORKER_CRASHED &&
+    for (const Attempt& prev : t->attempts()) crashes += transient(prev.failure().reason());
+    const bool retry = transient(failure->reason()) &&
                        crashes <= options_.max_restarts && job.state() == Job::RUNNING &&
                        !job.has_failure();
     if (retry) {
       t->set_state(Task::QUEUED);
       e->set_state(Task::QUEUED);
-      queue_.emplace_front(job.id(), task);
+      EnqueueLocked(lj, task);
       LogWarning("task retry job=%s task=%d attempt=%d pid=%d reason=%s: %s", job.id(), task,
                  la.number, la.pid, ReasonName(failure->reason()), failure->message());
     } else if (failure->reason() == Failure::CANCELLED) {
@@ -604,6 +673,7 @@ absl::StatusOr<Scheduler::LiveJob*> Scheduler::AuthLocked(const traind::v1::Atte
     auto ait = it->second->attempts.find(c.task());
     if (ait != it->second->attempts.end() && ait->second.number == c.attempt() &&
         ConstantTimeEquals(ait->second.secret, c.secret())) {
+      ait->second.last_seen = absl::Now();
       *attempt = &ait->second;
       return it->second.get();
     }
@@ -741,7 +811,10 @@ absl::Status Scheduler::Recover() {
         m.tasks.push_back(t);
         ++requeued;
       }
-      if (t->state() == Task::QUEUED) queue_.emplace_back(lj->job.id(), i);
+    }
+    lj->order = next_order_++;
+    for (int i = 0; i < lj->job.tasks_size(); ++i) {
+      if (lj->job.tasks(i).state() == Task::QUEUED) EnqueueLocked(*lj, i);
     }
     CommitLocked(*lj, m);
     const std::string id = lj->job.id();

@@ -10,6 +10,7 @@
 #define TRAIND_SERVER_SCHEDULER_SCHEDULER_H_
 
 #include <deque>
+#include <set>
 #include <map>
 #include <memory>
 #include <optional>
@@ -47,8 +48,19 @@ struct SchedulerOptions {
   int max_restarts = 2;
   // Time a cancelled worker gets to stop before it is killed.
   absl::Duration cancel_grace = absl::Seconds(10);
-  // On Stop(), time workers get after SIGTERM before SIGKILL.
-  absl::Duration stop_grace = absl::Seconds(3);
+  // On Stop(), time workers get after SIGTERM (to checkpoint) before SIGKILL.
+  absl::Duration stop_grace = absl::Seconds(10);
+  // A worker silent for this long (no heartbeat or report) is killed and its
+  // attempt fails with TIMEOUT.
+  absl::Duration heartbeat_timeout = absl::Seconds(30);
+};
+
+struct SubmitOptions {
+  // Who submits: a token's name, or "local" over the unix socket.
+  std::string owner = "local";
+  // Optional: a retried submit with the same (owner, key) returns the job
+  // the first one created.
+  std::string idempotency_key;
 };
 
 struct SchedulerStats {
@@ -77,7 +89,10 @@ class Scheduler final {
 
   // --- TrainingService ---
   // REQUIRES: the spec was validated.
-  absl::StatusOr<traind::v1::Job> Submit(const traind::v1::JobSpec& spec);
+  absl::StatusOr<traind::v1::Job> Submit(const traind::v1::JobSpec& spec,
+                                         const SubmitOptions& options = {});
+  // Jobs of `owner` still waiting for their first task to start.
+  int QueuedJobs(const std::string& owner);
   absl::StatusOr<traind::v1::Job> GetJob(const std::string& job_id);
   absl::StatusOr<traind::v1::ListJobsResponse> ListJobs(const traind::v1::ListJobsRequest& req);
   absl::StatusOr<traind::v1::Job> Cancel(const std::string& job_id, bool force);
@@ -86,6 +101,9 @@ class Scheduler final {
   // event sequence and `*terminal` whether no further event will come.
   absl::Status JobEventsState(const std::string& job_id, int64_t* last_sequence, bool* terminal);
   SchedulerStats Stats();
+  // When the dispatch loop last ran (it runs at least every 250 ms while
+  // healthy): for liveness checks such as the systemd watchdog.
+  absl::Time LastLoopTime();
 
   // --- WorkerService --- (each checks the attempt's secret)
   absl::StatusOr<traind::v1::TaskAssignment> GetTask(const traind::v1::AttemptCredentials& c);
@@ -108,9 +126,11 @@ class Scheduler final {
     std::optional<absl::Time> kill_at;
     std::optional<traind::v1::FoldResult> result;
     std::optional<traind::v1::Failure> failure;
+    absl::Time last_seen;
   };
   struct LiveJob {
     traind::v1::Job job;
+    uint64_t order = 0;  // submit order, for FIFO within a priority
     int64_t next_sequence = 1;
     std::map<int, LiveAttempt> attempts;  // by task index, running ones only
   };
@@ -145,13 +165,29 @@ class Scheduler final {
 
   absl::Mutex mu_;
   std::map<std::string, std::unique_ptr<LiveJob>> jobs_ ABSL_GUARDED_BY(mu_);
-  std::deque<std::pair<std::string, int>> queue_ ABSL_GUARDED_BY(mu_);
+  // Queued tasks in dispatch order: higher priority first, then submit
+  // order, then task index.
+  struct QueueEntry {
+    int32_t priority;
+    uint64_t order;
+    int task;
+    std::string job_id;
+    bool operator<(const QueueEntry& o) const {
+      if (priority != o.priority) return priority > o.priority;
+      if (order != o.order) return order < o.order;
+      return task < o.task;
+    }
+  };
+  void EnqueueLocked(const LiveJob& lj, int task) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::set<QueueEntry> queue_ ABSL_GUARDED_BY(mu_);
+  uint64_t next_order_ ABSL_GUARDED_BY(mu_) = 1;
   std::map<int, std::pair<std::string, int>> by_pid_ ABSL_GUARDED_BY(mu_);
   std::deque<traind::v1::JobEvent> pending_events_ ABSL_GUARDED_BY(mu_);  // stable addresses
   int running_ ABSL_GUARDED_BY(mu_) = 0;
   bool wake_ ABSL_GUARDED_BY(mu_) = false;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   bool started_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Time last_loop_ ABSL_GUARDED_BY(mu_) = absl::Now();
   std::thread loop_;
 };
 

@@ -17,6 +17,10 @@ using google::protobuf::util::TimeUtil;
 using traind::v1::Job;
 using traind::v1::Task;
 
+// Schema 1: the first release (no user_version). Schema 2: jobs.owner and
+// jobs.idem_key.
+constexpr int64_t kSchemaVersion = 2;
+
 constexpr const char* kSchema = R"sql(
 CREATE TABLE IF NOT EXISTS jobs (
   seq         INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -28,7 +32,10 @@ CREATE TABLE IF NOT EXISTS jobs (
   start_us    INTEGER,
   end_us      INTEGER,
   failure     BLOB,
-  result      BLOB
+  result      BLOB,
+  owner       TEXT NOT NULL DEFAULT '',
+  idem_key    TEXT,
+  UNIQUE (owner, idem_key)
 );
 CREATE TABLE IF NOT EXISTS tasks (
   job_id        TEXT NOT NULL,
@@ -166,7 +173,7 @@ absl::StatusOr<std::unique_ptr<JobStore>> JobStore::Open(const std::string& path
   STORE_RETURN_IF_ERROR(store->Exec("PRAGMA journal_mode=WAL"));
   STORE_RETURN_IF_ERROR(store->Exec("PRAGMA synchronous=NORMAL"));
   STORE_RETURN_IF_ERROR(store->Exec("PRAGMA foreign_keys=ON"));
-  STORE_RETURN_IF_ERROR(store->Exec(kSchema));
+  STORE_RETURN_IF_ERROR(store->Migrate());
   return store;
 }
 
@@ -175,6 +182,46 @@ JobStore::JobStore(sqlite3* db) : db_(db) {}
 JobStore::~JobStore() {
   absl::MutexLock lock(&mu_);
   sqlite3_close(db_);
+}
+
+absl::Status JobStore::Migrate() {
+  int64_t version = 0;
+  {
+    Stmt st(db_, "PRAGMA user_version");
+    STORE_RETURN_IF_ERROR(st.status());
+    absl::StatusOr<bool> row = st.Step();
+    if (!row.ok()) return row.status();
+    version = *row ? st.Int(0) : 0;
+  }
+  if (version > kSchemaVersion) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the store was written by a newer traind (schema ", version, ", this one knows ",
+        kSchemaVersion, ")"));
+  }
+  bool legacy = false;  // tables of schema 1, which set no user_version
+  {
+    Stmt st(db_, "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'jobs'");
+    STORE_RETURN_IF_ERROR(st.status());
+    absl::StatusOr<bool> row = st.Step();
+    if (!row.ok()) return row.status();
+    legacy = version == 0 && *row;
+  }
+  STORE_RETURN_IF_ERROR(Exec("BEGIN IMMEDIATE"));
+  absl::Status s = [&]() -> absl::Status {
+    if (legacy) {
+      STORE_RETURN_IF_ERROR(Exec("ALTER TABLE jobs ADD COLUMN owner TEXT NOT NULL DEFAULT ''"));
+      STORE_RETURN_IF_ERROR(Exec("ALTER TABLE jobs ADD COLUMN idem_key TEXT"));
+      STORE_RETURN_IF_ERROR(
+          Exec("CREATE UNIQUE INDEX IF NOT EXISTS jobs_idem ON jobs (owner, idem_key)"));
+    }
+    STORE_RETURN_IF_ERROR(Exec(kSchema));
+    return Exec(absl::StrCat("PRAGMA user_version = ", kSchemaVersion).c_str());
+  }();
+  if (!s.ok()) {
+    Exec("ROLLBACK").IgnoreError();
+    return s;
+  }
+  return Exec("COMMIT");
 }
 
 absl::Status JobStore::Exec(const char* sql) {
@@ -187,10 +234,11 @@ absl::Status JobStore::Exec(const char* sql) {
   return absl::OkStatus();
 }
 
-absl::Status JobStore::WriteJobRow(const Job& job, bool insert) {
+absl::Status JobStore::WriteJobRow(const Job& job, bool insert,
+                                   const std::string& idempotency_key) {
   const char* sql =
       insert ? "INSERT INTO jobs (id, name, state, spec, create_us, start_us, end_us, failure, "
-               "result) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)"
+               "result, owner, idem_key) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)"
              : "UPDATE jobs SET name = ?2, state = ?3, spec = ?4, create_us = ?5, start_us = ?6, "
                "end_us = ?7, failure = ?8, result = ?9 WHERE id = ?1";
   Stmt st(db_, sql);
@@ -204,6 +252,14 @@ absl::Status JobStore::WriteJobRow(const Job& job, bool insert) {
   st.BindTime(7, job.end_time(), job.has_end_time());
   st.BindMessage(8, job.failure(), job.has_failure());
   st.BindMessage(9, job.result(), job.has_result());
+  if (insert) {
+    st.Bind(10, job.owner());
+    if (idempotency_key.empty()) {
+      st.BindNull(11);
+    } else {
+      st.Bind(11, idempotency_key);
+    }
+  }
   return st.Run();
 }
 
@@ -250,7 +306,7 @@ absl::Status JobStore::Apply(const StoreMutation& m, const std::string& job_id,
   STORE_RETURN_IF_ERROR(Exec("BEGIN IMMEDIATE"));
   auto body = [&]() -> absl::Status {
     if (m.job != nullptr) {
-      STORE_RETURN_IF_ERROR(WriteJobRow(*m.job, m.new_job));
+      STORE_RETURN_IF_ERROR(WriteJobRow(*m.job, m.new_job, m.idempotency_key));
       if (m.new_job) {
         for (const Task& t : m.job->tasks()) STORE_RETURN_IF_ERROR(WriteTaskRow(job_id, t));
       }
@@ -291,8 +347,8 @@ absl::StatusOr<Job> JobStore::LoadJobLocked(const std::string& job_id) {
   Job job;
   {
     Stmt st(db_,
-            "SELECT id, state, spec, create_us, start_us, end_us, failure, result FROM jobs "
-            "WHERE id = ?1");
+            "SELECT id, state, spec, create_us, start_us, end_us, failure, result, owner "
+            "FROM jobs WHERE id = ?1");
     STORE_RETURN_IF_ERROR(st.status());
     st.Bind(1, job_id);
     absl::StatusOr<bool> row = st.Step();
@@ -310,6 +366,7 @@ absl::StatusOr<Job> JobStore::LoadJobLocked(const std::string& job_id) {
     if (st.IsNull(6)) job.clear_failure();
     st.Message(7, job.mutable_result());
     if (st.IsNull(7)) job.clear_result();
+    job.set_owner(st.Text(8));
   }
   {
     Stmt st(db_,
@@ -433,6 +490,19 @@ absl::StatusOr<std::vector<traind::v1::JobEvent>> JobStore::ReadEvents(const std
     st.Message(0, &events.emplace_back());
   }
   return events;
+}
+
+absl::StatusOr<std::optional<std::string>> JobStore::FindByIdempotencyKey(
+    const std::string& owner, const std::string& key) {
+  absl::MutexLock lock(&mu_);
+  Stmt st(db_, "SELECT id FROM jobs WHERE owner = ?1 AND idem_key = ?2");
+  STORE_RETURN_IF_ERROR(st.status());
+  st.Bind(1, owner);
+  st.Bind(2, key);
+  absl::StatusOr<bool> row = st.Step();
+  if (!row.ok()) return row.status();
+  if (!*row) return std::optional<std::string>();
+  return std::optional<std::string>(st.Text(0));
 }
 
 absl::StatusOr<int64_t> JobStore::LastEventSequence(const std::string& job_id) {

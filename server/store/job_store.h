@@ -31,6 +31,9 @@ struct StoreMutation {
   // columns (state, times, failure, result).
   const traind::v1::Job* job = nullptr;
   bool new_job = false;
+  // With new_job: the submitter's idempotency key ("" for none). A second
+  // job with the same (owner, key) fails the whole mutation.
+  std::string idempotency_key;
   // Tasks (with their attempts) to upsert.
   std::vector<const traind::v1::Task*> tasks;
   // Epoch metrics to insert unless already present.
@@ -68,6 +71,9 @@ class JobStore final {
   // Events with sequence > after, at most `limit`, in order.
   absl::StatusOr<std::vector<traind::v1::JobEvent>> ReadEvents(const std::string& job_id,
                                                                int64_t after, int limit);
+  // The job submitted by `owner` with idempotency key `key`, if any.
+  absl::StatusOr<std::optional<std::string>> FindByIdempotencyKey(const std::string& owner,
+                                                                  const std::string& key);
   // Highest event sequence of a job (0 if none).
   absl::StatusOr<int64_t> LastEventSequence(const std::string& job_id);
   // Epoch metrics of a job, ordered by task, attempt, epoch.
@@ -76,8 +82,9 @@ class JobStore final {
  private:
   explicit JobStore(sqlite3* db);
   absl::Status Exec(const char* sql) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::Status WriteJobRow(const traind::v1::Job& job, bool insert)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status Migrate() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status WriteJobRow(const traind::v1::Job& job, bool insert,
+                           const std::string& idempotency_key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status WriteTaskRow(const std::string& job_id, const traind::v1::Task& task)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<traind::v1::Job> LoadJobLocked(const std::string& job_id)

@@ -23,7 +23,32 @@
 
 namespace traind::engine {
 
-enum class DenseActivation { kLinear, kRelu };
+// Elementwise activations. Those for which DerivativeFromOutput is true are
+// fused into the dense matmul as oneDNN post-ops (their derivative needs only
+// y); the others are applied by the dense layer after a linear kernel.
+enum class DenseActivation {
+  kLinear,
+  kRelu,
+  kLeakyRelu,  // alpha: slope for x < 0
+  kElu,        // alpha (exp(x) - 1) for x < 0
+  kGelu,       // x Φ(x), erf form
+  kSigmoid,
+  kTanh,
+  kSoftplus,   // log(1 + exp(x))
+  kSwish,      // x sigmoid(x)
+};
+
+// An activation and its parameter.
+struct ActivationFn {
+  DenseActivation kind = DenseActivation::kLinear;
+  float alpha = 0;
+};
+
+// True when f'(z) can be computed from y = f(z) alone.
+inline bool DerivativeFromOutput(DenseActivation kind) {
+  return kind != DenseActivation::kGelu && kind != DenseActivation::kSoftplus &&
+         kind != DenseActivation::kSwish;
+}
 
 // A dense layer's ops for one shape (batch, in, out), planned once and run many
 // times (oneDNN primitives, cuBLAS handles and workspaces live here).
@@ -31,14 +56,16 @@ class DenseKernel {
  public:
   virtual ~DenseKernel() = default;
 
-  // y = act(x w + b).
+  // y = act(x w + b). Without bias, b is ignored (may be empty).
   // x: [batch, in], w: [in, out], b: [out] -> y: [batch, out]
+  // REQUIRES: DerivativeFromOutput(activation) for a kernel used in training.
   virtual absl::Status Forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor* y) = 0;
 
   // Gradients from dy = dL/dy, given the forward pass's x and y.
-  // dy: [batch, out] is overwritten with dL/d(x w + b) (the activation's mask
-  // applied); dw: [in, out] = xᵀ dy; db: [out] = column sums of dy; dx:
-  // [batch, in] = dy wᵀ unless dx is null. dw, db, dx are overwritten.
+  // dy: [batch, out] is overwritten with dL/d(x w + b) (the activation's
+  // derivative applied, computed from y); dw: [in, out] = xᵀ dy; db: [out] =
+  // column sums of dy unless db is null; dx: [batch, in] = dy wᵀ unless dx is
+  // null. dw, db, dx are overwritten.
   virtual absl::Status Backward(const Tensor& x, const Tensor& w, const Tensor& y, Tensor* dy,
                                 Tensor* dw, Tensor* db, Tensor* dx) = 0;
 };
@@ -56,6 +83,34 @@ struct AdamStep {
   double beta2 = 0.999;
   double epsilon = 1e-8;
   int64_t step = 1;  // 1-based
+  double weight_decay = 0;
+  // AdamW: w -= lr weight_decay w before the step; else g += weight_decay w.
+  bool decoupled = false;
+};
+
+// SGD's constants (PyTorch's formulation, dampening 0).
+struct SgdStep {
+  double learning_rate = 0;
+  double momentum = 0;
+  bool nesterov = false;
+  double weight_decay = 0;
+  // False on the first step: PyTorch then sets v = g instead of momentum v + g.
+  // (With v starting at 0 the two agree.)
+};
+
+// RMSprop's constants (PyTorch's formulation, not centered).
+struct RmsPropStep {
+  double learning_rate = 0;
+  double alpha = 0.99;
+  double epsilon = 1e-8;
+  double momentum = 0;
+  double weight_decay = 0;
+};
+
+// Options of a dense kernel.
+struct DenseKernelOptions {
+  ActivationFn activation;
+  bool bias = true;
 };
 
 class Backend {
@@ -83,7 +138,56 @@ class Backend {
 
   // Plans a dense layer's ops for one batch size.
   virtual absl::StatusOr<std::unique_ptr<DenseKernel>> CreateDenseKernel(
-      int64_t batch, int64_t in, int64_t out, DenseActivation activation) = 0;
+      int64_t batch, int64_t in, int64_t out, const DenseKernelOptions& options) = 0;
+  absl::StatusOr<std::unique_ptr<DenseKernel>> CreateDenseKernel(int64_t batch, int64_t in,
+                                                                 int64_t out,
+                                                                 DenseActivation activation) {
+    DenseKernelOptions options;
+    options.activation.kind = activation;
+    return CreateDenseKernel(batch, in, out, options);
+  }
+
+  // y = f(x), elementwise. x, y: same size (may alias).
+  virtual absl::Status ActivationForward(const ActivationFn& f, const Tensor& x, Tensor* y) = 0;
+  // dx = dy ⊙ f'(x), given the forward pass's x and y = f(x). dx may alias dy.
+  virtual absl::Status ActivationBackward(const ActivationFn& f, const Tensor& x, const Tensor& y,
+                                          const Tensor& dy, Tensor* dx) = 0;
+
+  // Inverted dropout: mask[i] = 0 with probability rate, else 1 / (1 - rate),
+  // drawn from a PRNG seeded with `seed`; y = x ⊙ mask. x, mask, y: one size.
+  virtual absl::Status DropoutForward(float rate, uint64_t seed, const Tensor& x, Tensor* mask,
+                                      Tensor* y) = 0;
+  // out = a ⊙ b (may alias either).
+  virtual absl::Status Multiply(const Tensor& a, const Tensor& b, Tensor* out) = 0;
+
+  // Batch normalization over the rows of x: [batch, n].
+  // Training: statistics of the batch (biased variance for y), running
+  // statistics updated with `momentum` (unbiased variance); evaluation: the
+  // running statistics. y = gamma (x - mean) rstd + beta. mean, rstd: [n] are
+  // saved for the backward pass.
+  virtual absl::Status BatchNormForward(bool training, float momentum, float epsilon,
+                                        const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                                        Tensor* running_mean, Tensor* running_var, Tensor* mean,
+                                        Tensor* rstd, Tensor* y) = 0;
+  // Gradients of the training-mode forward pass. dy: [batch, n] ->
+  // dgamma, dbeta: [n], dx: [batch, n] (unless null).
+  virtual absl::Status BatchNormBackward(const Tensor& x, const Tensor& gamma, const Tensor& mean,
+                                         const Tensor& rstd, const Tensor& dy, Tensor* dgamma,
+                                         Tensor* dbeta, Tensor* dx) = 0;
+  // Layer normalization of each row of x: [batch, n]; mean, rstd: [batch].
+  virtual absl::Status LayerNormForward(float epsilon, const Tensor& x, const Tensor& gamma,
+                                        const Tensor& beta, Tensor* mean, Tensor* rstd,
+                                        Tensor* y) = 0;
+  virtual absl::Status LayerNormBackward(const Tensor& x, const Tensor& gamma, const Tensor& mean,
+                                         const Tensor& rstd, const Tensor& dy, Tensor* dgamma,
+                                         Tensor* dbeta, Tensor* dx) = 0;
+
+  // Σ t[i]² in double, in a fixed order.
+  virtual absl::StatusOr<double> SumOfSquares(const Tensor& t) = 0;
+  // t *= factor.
+  virtual absl::Status Scale(float factor, Tensor* t) = 0;
+  // t = clamp(t, -limit, limit).
+  virtual absl::Status ClipByValue(float limit, Tensor* t) = 0;
 
   // Softmax cross-entropy with integer labels, by log-sum-exp.
   // logits: [batch, classes], labels: [batch] (s32, in [0, classes))
@@ -95,13 +199,28 @@ class Backend {
 
   // PyTorch's SGD: v = momentum v + g; w -= lr v. With momentum == 0,
   // velocity may be null and w -= lr g. All tensors have one size.
-  virtual absl::Status SgdUpdate(float learning_rate, float momentum, const Tensor& grad,
-                                 Tensor* velocity, Tensor* param) = 0;
+  absl::Status SgdUpdate(float learning_rate, float momentum, const Tensor& grad,
+                         Tensor* velocity, Tensor* param) {
+    SgdStep step;
+    step.learning_rate = learning_rate;
+    step.momentum = momentum;
+    return SgdUpdate(step, grad, velocity, param);
+  }
+  // With weight decay: g' = g + weight_decay w; v = momentum v + g';
+  // w -= lr (nesterov ? g' + momentum v : v). grad is not modified.
+  virtual absl::Status SgdUpdate(const SgdStep& step, const Tensor& grad, Tensor* velocity,
+                                 Tensor* param) = 0;
 
   // PyTorch's Adam: m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g²;
   // w -= (lr / (1 - b1^t)) m / (sqrt(v) / sqrt(1 - b2^t) + eps).
   virtual absl::Status AdamUpdate(const AdamStep& step, const Tensor& grad, Tensor* m, Tensor* v,
                                   Tensor* param) = 0;
+
+  // PyTorch's RMSprop: g' = g + wd w; s = alpha s + (1 - alpha) g'²;
+  // with momentum: b = momentum b + g' / (sqrt(s) + eps), w -= lr b;
+  // else w -= lr g' / (sqrt(s) + eps). buffer may be null without momentum.
+  virtual absl::Status RmsPropUpdate(const RmsPropStep& step, const Tensor& grad,
+                                     Tensor* square_avg, Tensor* buffer, Tensor* param) = 0;
 };
 
 }  // namespace traind::engine

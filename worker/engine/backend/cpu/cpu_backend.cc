@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "oneapi/dnnl/dnnl.hpp"
+#include "worker/engine/random.h"
 #include "worker/engine/status.h"
 
 namespace traind::engine {
@@ -52,6 +53,95 @@ absl::Status CheckSameSize(const Tensor& a, const Tensor& b, absl::string_view w
         absl::StrFormat("%s: tensor sizes differ (%d vs %d)", what, a.size(), b.size()));
   }
   return absl::OkStatus();
+}
+
+// f(z) of one value.
+inline float Activate(DenseActivation kind, float alpha, float z) {
+  switch (kind) {
+    case DenseActivation::kLinear:
+      return z;
+    case DenseActivation::kRelu:
+      return z > 0.0f ? z : 0.0f;
+    case DenseActivation::kLeakyRelu:
+      return z > 0.0f ? z : alpha * z;
+    case DenseActivation::kElu:
+      return z > 0.0f ? z : alpha * std::expm1(z);
+    case DenseActivation::kGelu:
+      return 0.5f * z * (1.0f + std::erf(z * 0.70710678118654752f));
+    case DenseActivation::kSigmoid:
+      return 1.0f / (1.0f + std::exp(-z));
+    case DenseActivation::kTanh:
+      return std::tanh(z);
+    case DenseActivation::kSoftplus:
+      // log(1 + e^z) = max(z, 0) + log1p(e^-|z|): no overflow.
+      return std::max(z, 0.0f) + std::log1p(std::exp(-std::abs(z)));
+    case DenseActivation::kSwish:
+      return z / (1.0f + std::exp(-z));
+  }
+  return z;
+}
+
+// f'(z), from z and y = f(z).
+inline float ActivationDerivative(DenseActivation kind, float alpha, float z, float y) {
+  switch (kind) {
+    case DenseActivation::kLinear:
+      return 1.0f;
+    case DenseActivation::kRelu:
+      return y > 0.0f ? 1.0f : 0.0f;
+    case DenseActivation::kLeakyRelu:
+      return y > 0.0f ? 1.0f : alpha;
+    case DenseActivation::kElu:
+      return y > 0.0f ? 1.0f : y + alpha;
+    case DenseActivation::kGelu: {
+      // Φ(z) + z φ(z)
+      const float cdf = 0.5f * (1.0f + std::erf(z * 0.70710678118654752f));
+      const float pdf = 0.3989422804014327f * std::exp(-0.5f * z * z);
+      return cdf + z * pdf;
+    }
+    case DenseActivation::kSigmoid:
+      return y * (1.0f - y);
+    case DenseActivation::kTanh:
+      return 1.0f - y * y;
+    case DenseActivation::kSoftplus:
+      return 1.0f / (1.0f + std::exp(-z));
+    case DenseActivation::kSwish: {
+      const float s = 1.0f / (1.0f + std::exp(-z));
+      return s + z * s * (1.0f - s);
+    }
+  }
+  return 1.0f;
+}
+
+// The oneDNN post-op of an activation whose derivative needs only y.
+void AppendPostOp(const ActivationFn& f, dnnl::post_ops* ops) {
+  switch (f.kind) {
+    case DenseActivation::kRelu:
+      ops->append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
+      break;
+    case DenseActivation::kLeakyRelu:
+      ops->append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, f.alpha, 0.0f);
+      break;
+    case DenseActivation::kElu:
+      ops->append_eltwise(1.0f, dnnl::algorithm::eltwise_elu, f.alpha, 0.0f);
+      break;
+    case DenseActivation::kSigmoid:
+      ops->append_eltwise(1.0f, dnnl::algorithm::eltwise_logistic, 0.0f, 0.0f);
+      break;
+    case DenseActivation::kTanh:
+      ops->append_eltwise(1.0f, dnnl::algorithm::eltwise_tanh, 0.0f, 0.0f);
+      break;
+    case DenseActivation::kGelu:
+      ops->append_eltwise(1.0f, dnnl::algorithm::eltwise_gelu_erf, 0.0f, 0.0f);
+      break;
+    case DenseActivation::kSoftplus:
+      ops->append_eltwise(1.0f, dnnl::algorithm::eltwise_soft_relu, 0.0f, 0.0f);
+      break;
+    case DenseActivation::kSwish:
+      ops->append_eltwise(1.0f, dnnl::algorithm::eltwise_swish, 1.0f, 0.0f);
+      break;
+    case DenseActivation::kLinear:
+      break;
+  }
 }
 
 // One matmul primitive with its memory objects. The memory objects carry no
@@ -119,8 +209,9 @@ class MatmulPlan {
 class CpuDenseKernel final : public DenseKernel {
  public:
   CpuDenseKernel(const dnnl::engine& engine, const dnnl::stream& stream, int64_t batch,
-                 int64_t in, int64_t out, DenseActivation activation)
-      : stream_(stream), batch_(batch), in_(in), out_(out), activation_(activation) {
+                 int64_t in, int64_t out, const DenseKernelOptions& options)
+      : stream_(stream), batch_(batch), in_(in), out_(out), activation_(options.activation),
+        bias_(options.bias) {
     using dt = dnnl::memory::data_type;
     using tag = dnnl::memory::format_tag;
     using dims = dnnl::memory::dims;
@@ -134,13 +225,13 @@ class CpuDenseKernel final : public DenseKernel {
     const dnnl::memory::desc x_t({in, batch}, dt::f32, dims{1, in});
 
     dnnl::primitive_attr forward_attr;
-    if (activation == DenseActivation::kRelu) {
+    if (activation_.kind != DenseActivation::kLinear) {
       dnnl::post_ops ops;
-      ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
+      AppendPostOp(activation_, &ops);
       forward_attr.set_post_ops(ops);
     }
     // x: [batch, in] · w: [in, out] + b -> y: [batch, out], activation fused.
-    forward_ = MatmulPlan::Create(engine, x, w, &b, y, forward_attr);
+    forward_ = MatmulPlan::Create(engine, x, w, bias_ ? &b : nullptr, y, forward_attr);
     // dy: [batch, out] · wᵀ: [out, in] -> dx: [batch, in]
     backward_data_ = MatmulPlan::Create(engine, y, w_t, nullptr, x, dnnl::primitive_attr());
     // xᵀ: [in, batch] · dy: [batch, out] -> dw: [in, out]
@@ -150,9 +241,9 @@ class CpuDenseKernel final : public DenseKernel {
   absl::Status Forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor* y) override {
     TRAIND_RETURN_IF_ERROR(CheckShape(x, DType::kF32, batch_, in_, "dense forward x"));
     TRAIND_RETURN_IF_ERROR(CheckShape(w, DType::kF32, in_, out_, "dense forward w"));
-    TRAIND_RETURN_IF_ERROR(CheckShape(b, DType::kF32, 1, out_, "dense forward b"));
+    if (bias_) TRAIND_RETURN_IF_ERROR(CheckShape(b, DType::kF32, 1, out_, "dense forward b"));
     TRAIND_RETURN_IF_ERROR(CheckShape(*y, DType::kF32, batch_, out_, "dense forward y"));
-    return forward_.Run(stream_, x.f32(), w.f32(), b.f32(), y->f32());
+    return forward_.Run(stream_, x.f32(), w.f32(), bias_ ? b.f32() : nullptr, y->f32());
   }
 
   absl::Status Backward(const Tensor& x, const Tensor& w, const Tensor& y, Tensor* dy,
@@ -162,27 +253,33 @@ class CpuDenseKernel final : public DenseKernel {
     TRAIND_RETURN_IF_ERROR(CheckShape(y, DType::kF32, batch_, out_, "dense backward y"));
     TRAIND_RETURN_IF_ERROR(CheckShape(*dy, DType::kF32, batch_, out_, "dense backward dy"));
     TRAIND_RETURN_IF_ERROR(CheckShape(*dw, DType::kF32, in_, out_, "dense backward dw"));
-    TRAIND_RETURN_IF_ERROR(CheckShape(*db, DType::kF32, 1, out_, "dense backward db"));
+    if (db != nullptr) {
+      TRAIND_RETURN_IF_ERROR(CheckShape(*db, DType::kF32, 1, out_, "dense backward db"));
+    }
     if (dx != nullptr) {
       TRAIND_RETURN_IF_ERROR(CheckShape(*dx, DType::kF32, batch_, in_, "dense backward dx"));
     }
     float* g = dy->f32();
     const int64_t n = batch_ * out_;
-    if (activation_ == DenseActivation::kRelu) {
-      // relu'(z) = [z > 0] = [y > 0]. dy: [batch, out] -> dz: [batch, out]
+    if (activation_.kind != DenseActivation::kLinear) {
+      // f'(z) from y. dy: [batch, out] -> dz: [batch, out]
       const float* act = y.f32();
+      const DenseActivation kind = activation_.kind;
+      const float alpha = activation_.alpha;
 #pragma omp parallel for simd if (n > kParallelThreshold) schedule(static)
-      for (int64_t i = 0; i < n; ++i) g[i] = act[i] > 0.0f ? g[i] : 0.0f;
+      for (int64_t i = 0; i < n; ++i) g[i] *= ActivationDerivative(kind, alpha, 0.0f, act[i]);
     }
-    // dz: [batch, out] -> db: [out], summed row by row (a fixed order).
-    float* bias_grad = db->f32();
-    const int64_t out = out_;
-    const int64_t batch = batch_;
-    std::fill(bias_grad, bias_grad + out, 0.0f);
-    for (int64_t r = 0; r < batch; ++r) {
-      const float* row = g + r * out;
+    if (db != nullptr) {
+      // dz: [batch, out] -> db: [out], summed row by row (a fixed order).
+      float* bias_grad = db->f32();
+      const int64_t out = out_;
+      const int64_t batch = batch_;
+      std::fill(bias_grad, bias_grad + out, 0.0f);
+      for (int64_t r = 0; r < batch; ++r) {
+        const float* row = g + r * out;
 #pragma omp simd
-      for (int64_t j = 0; j < out; ++j) bias_grad[j] += row[j];
+        for (int64_t j = 0; j < out; ++j) bias_grad[j] += row[j];
+      }
     }
     TRAIND_RETURN_IF_ERROR(backward_weights_.Run(stream_, x.f32(), g, nullptr, dw->f32()));
     if (dx != nullptr) {
@@ -194,7 +291,8 @@ class CpuDenseKernel final : public DenseKernel {
  private:
   dnnl::stream stream_;
   const int64_t batch_, in_, out_;
-  const DenseActivation activation_;
+  const ActivationFn activation_;
+  const bool bias_;
   MatmulPlan forward_, backward_data_, backward_weights_;
 };
 
@@ -249,14 +347,14 @@ class CpuBackend final : public Backend {
   }
 
   absl::StatusOr<std::unique_ptr<DenseKernel>> CreateDenseKernel(
-      int64_t batch, int64_t in, int64_t out, DenseActivation activation) override {
+      int64_t batch, int64_t in, int64_t out, const DenseKernelOptions& options) override {
     if (batch <= 0 || in <= 0 || out <= 0) {
       return absl::InvalidArgumentError(
           absl::StrFormat("CreateDenseKernel: bad shape batch %d, in %d, out %d", batch, in, out));
     }
     try {
       return std::unique_ptr<DenseKernel>(
-          new CpuDenseKernel(engine_, stream_, batch, in, out, activation));
+          new CpuDenseKernel(engine_, stream_, batch, in, out, options));
     } catch (const dnnl::error& e) {
       return FromDnnl(e, absl::StrFormat("dense kernel [%d, %d] -> [%d, %d]", batch, in, batch, out));
     } catch (const std::bad_alloc&) {
@@ -313,26 +411,70 @@ class CpuBackend final : public Backend {
     return absl::OkStatus();
   }
 
-  absl::Status SgdUpdate(float learning_rate, float momentum, const Tensor& grad,
-                         Tensor* velocity, Tensor* param) override {
+  absl::Status SgdUpdate(const SgdStep& step, const Tensor& grad, Tensor* velocity,
+                         Tensor* param) override {
     TRAIND_RETURN_IF_ERROR(CheckSameSize(grad, *param, "SgdUpdate"));
     const int64_t n = param->size();
     float* w = param->f32();
     const float* g = grad.f32();
-    const float lr = learning_rate;
-    if (momentum == 0.0f && velocity == nullptr) {
+    const float lr = static_cast<float>(step.learning_rate);
+    const float wd = static_cast<float>(step.weight_decay);
+    if (step.momentum == 0.0) {
 #pragma omp parallel for simd if (n > kParallelThreshold) schedule(static)
-      for (int64_t i = 0; i < n; ++i) w[i] -= lr * g[i];
+      for (int64_t i = 0; i < n; ++i) w[i] -= lr * (g[i] + wd * w[i]);
       return absl::OkStatus();
     }
     if (velocity == nullptr) return absl::InvalidArgumentError("SgdUpdate: momentum without velocity");
     TRAIND_RETURN_IF_ERROR(CheckSameSize(grad, *velocity, "SgdUpdate"));
     float* v = velocity->f32();
-    const float mu = momentum;
+    const float mu = static_cast<float>(step.momentum);
+    if (step.nesterov) {
+#pragma omp parallel for simd if (n > kParallelThreshold) schedule(static)
+      for (int64_t i = 0; i < n; ++i) {
+        const float gi = g[i] + wd * w[i];
+        v[i] = mu * v[i] + gi;
+        w[i] -= lr * (gi + mu * v[i]);
+      }
+    } else {
+#pragma omp parallel for simd if (n > kParallelThreshold) schedule(static)
+      for (int64_t i = 0; i < n; ++i) {
+        v[i] = mu * v[i] + (g[i] + wd * w[i]);
+        w[i] -= lr * v[i];
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status RmsPropUpdate(const RmsPropStep& step, const Tensor& grad, Tensor* square_avg,
+                             Tensor* buffer, Tensor* param) override {
+    TRAIND_RETURN_IF_ERROR(CheckSameSize(grad, *param, "RmsPropUpdate"));
+    TRAIND_RETURN_IF_ERROR(CheckSameSize(grad, *square_avg, "RmsPropUpdate"));
+    if (step.momentum > 0) {
+      if (buffer == nullptr) return absl::InvalidArgumentError("RmsPropUpdate: no momentum buffer");
+      TRAIND_RETURN_IF_ERROR(CheckSameSize(grad, *buffer, "RmsPropUpdate"));
+    }
+    const int64_t n = param->size();
+    float* w = param->f32();
+    float* s = square_avg->f32();
+    float* b = step.momentum > 0 ? buffer->f32() : nullptr;
+    const float* g = grad.f32();
+    const float lr = static_cast<float>(step.learning_rate);
+    const float alpha = static_cast<float>(step.alpha);
+    const float one_minus_alpha = static_cast<float>(1.0 - step.alpha);
+    const float eps = static_cast<float>(step.epsilon);
+    const float mu = static_cast<float>(step.momentum);
+    const float wd = static_cast<float>(step.weight_decay);
 #pragma omp parallel for simd if (n > kParallelThreshold) schedule(static)
     for (int64_t i = 0; i < n; ++i) {
-      v[i] = mu * v[i] + g[i];
-      w[i] -= lr * v[i];
+      const float gi = g[i] + wd * w[i];
+      s[i] = alpha * s[i] + one_minus_alpha * gi * gi;
+      const float update = gi / (std::sqrt(s[i]) + eps);
+      if (b != nullptr) {
+        b[i] = mu * b[i] + update;
+        w[i] -= lr * b[i];
+      } else {
+        w[i] -= lr * update;
+      }
     }
     return absl::OkStatus();
   }
@@ -352,6 +494,9 @@ class CpuBackend final : public Backend {
     const float one_minus_b1 = static_cast<float>(1.0 - step.beta1);
     const float one_minus_b2 = static_cast<float>(1.0 - step.beta2);
     const float eps = static_cast<float>(step.epsilon);
+    const float l2 = step.decoupled ? 0.0f : static_cast<float>(step.weight_decay);
+    const float decay =
+        step.decoupled ? static_cast<float>(1.0 - step.learning_rate * step.weight_decay) : 1.0f;
     const int64_t n = param->size();
     float* w = param->f32();
     float* mm = m->f32();
@@ -359,11 +504,231 @@ class CpuBackend final : public Backend {
     const float* g = grad.f32();
 #pragma omp parallel for simd if (n > kParallelThreshold) schedule(static)
     for (int64_t i = 0; i < n; ++i) {
-      mm[i] = b1 * mm[i] + one_minus_b1 * g[i];
-      vv[i] = b2 * vv[i] + one_minus_b2 * g[i] * g[i];
+      w[i] *= decay;
+      const float gi = g[i] + l2 * w[i];
+      mm[i] = b1 * mm[i] + one_minus_b1 * gi;
+      vv[i] = b2 * vv[i] + one_minus_b2 * gi * gi;
       // w -= lr/bc1 · m / (sqrt(v)/sqrt(bc2) + eps)
       w[i] -= step_size * (mm[i] / (std::sqrt(vv[i]) / sqrt_bc2 + eps));
     }
+    return absl::OkStatus();
+  }
+
+  absl::Status ActivationForward(const ActivationFn& f, const Tensor& x, Tensor* y) override {
+    TRAIND_RETURN_IF_ERROR(CheckSameSize(x, *y, "ActivationForward"));
+    const int64_t n = x.size();
+    const float* in = x.f32();
+    float* out = y->f32();
+    const DenseActivation kind = f.kind;
+    const float alpha = f.alpha;
+#pragma omp parallel for simd if (n > kParallelThreshold) schedule(static)
+    for (int64_t i = 0; i < n; ++i) out[i] = Activate(kind, alpha, in[i]);
+    return absl::OkStatus();
+  }
+
+  absl::Status ActivationBackward(const ActivationFn& f, const Tensor& x, const Tensor& y,
+                                  const Tensor& dy, Tensor* dx) override {
+    TRAIND_RETURN_IF_ERROR(CheckSameSize(x, y, "ActivationBackward"));
+    TRAIND_RETURN_IF_ERROR(CheckSameSize(x, dy, "ActivationBackward"));
+    TRAIND_RETURN_IF_ERROR(CheckSameSize(x, *dx, "ActivationBackward"));
+    const int64_t n = x.size();
+    const float* z = x.f32();
+    const float* out = y.f32();
+    const float* g = dy.f32();
+    float* d = dx->f32();
+    const DenseActivation kind = f.kind;
+    const float alpha = f.alpha;
+#pragma omp parallel for simd if (n > kParallelThreshold) schedule(static)
+    for (int64_t i = 0; i < n; ++i) d[i] = g[i] * ActivationDerivative(kind, alpha, z[i], out[i]);
+    return absl::OkStatus();
+  }
+
+  absl::Status DropoutForward(float rate, uint64_t seed, const Tensor& x, Tensor* mask,
+                              Tensor* y) override {
+    TRAIND_RETURN_IF_ERROR(CheckSameSize(x, *mask, "DropoutForward"));
+    TRAIND_RETURN_IF_ERROR(CheckSameSize(x, *y, "DropoutForward"));
+    const int64_t n = x.size();
+    float* m = mask->f32();
+    const float keep = 1.0f / (1.0f - rate);
+    // Serial: the mask depends on the seed only, never on the thread count.
+    Rng rng(seed);
+    for (int64_t i = 0; i < n; ++i) m[i] = rng.Uniform() < rate ? 0.0f : keep;
+    return Multiply(x, *mask, y);
+  }
+
+  absl::Status Multiply(const Tensor& a, const Tensor& b, Tensor* out) override {
+    TRAIND_RETURN_IF_ERROR(CheckSameSize(a, b, "Multiply"));
+    TRAIND_RETURN_IF_ERROR(CheckSameSize(a, *out, "Multiply"));
+    const int64_t n = a.size();
+    const float* pa = a.f32();
+    const float* pb = b.f32();
+    float* po = out->f32();
+#pragma omp parallel for simd if (n > kParallelThreshold) schedule(static)
+    for (int64_t i = 0; i < n; ++i) po[i] = pa[i] * pb[i];
+    return absl::OkStatus();
+  }
+
+  absl::Status BatchNormForward(bool training, float momentum, float epsilon, const Tensor& x,
+                                const Tensor& gamma, const Tensor& beta, Tensor* running_mean,
+                                Tensor* running_var, Tensor* mean, Tensor* rstd,
+                                Tensor* y) override {
+    const int64_t batch = x.rows(), n = x.cols();
+    TRAIND_RETURN_IF_ERROR(CheckShape(*y, DType::kF32, batch, n, "batch norm y"));
+    for (const Tensor* t : {&gamma, &beta, static_cast<const Tensor*>(running_mean),
+                            static_cast<const Tensor*>(running_var),
+                            static_cast<const Tensor*>(mean), static_cast<const Tensor*>(rstd)}) {
+      if (t->size() != n) return absl::InvalidArgumentError("batch norm: a statistic is not [n]");
+    }
+    const float* in = x.f32();
+    float* mu = mean->f32();
+    float* rs = rstd->f32();
+    if (training) {
+      // Per feature, in double, rows in order: deterministic.
+      for (int64_t j = 0; j < n; ++j) {
+        double sum = 0;
+        for (int64_t r = 0; r < batch; ++r) sum += in[r * n + j];
+        const double m = sum / static_cast<double>(batch);
+        double sq = 0;
+        for (int64_t r = 0; r < batch; ++r) {
+          const double d = in[r * n + j] - m;
+          sq += d * d;
+        }
+        const double var = sq / static_cast<double>(batch);
+        const double unbiased = batch > 1 ? sq / static_cast<double>(batch - 1) : var;
+        mu[j] = static_cast<float>(m);
+        rs[j] = static_cast<float>(1.0 / std::sqrt(var + epsilon));
+        running_mean->f32()[j] = (1.0f - momentum) * running_mean->f32()[j] +
+                                 momentum * static_cast<float>(m);
+        running_var->f32()[j] = (1.0f - momentum) * running_var->f32()[j] +
+                                momentum * static_cast<float>(unbiased);
+      }
+    } else {
+      for (int64_t j = 0; j < n; ++j) {
+        mu[j] = running_mean->f32()[j];
+        rs[j] = 1.0f / std::sqrt(running_var->f32()[j] + epsilon);
+      }
+    }
+    const float* g = gamma.f32();
+    const float* b = beta.f32();
+    float* out = y->f32();
+    for (int64_t r = 0; r < batch; ++r) {
+#pragma omp simd
+      for (int64_t j = 0; j < n; ++j) out[r * n + j] = g[j] * (in[r * n + j] - mu[j]) * rs[j] + b[j];
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status BatchNormBackward(const Tensor& x, const Tensor& gamma, const Tensor& mean,
+                                 const Tensor& rstd, const Tensor& dy, Tensor* dgamma,
+                                 Tensor* dbeta, Tensor* dx) override {
+    const int64_t batch = x.rows(), n = x.cols();
+    TRAIND_RETURN_IF_ERROR(CheckShape(dy, DType::kF32, batch, n, "batch norm dy"));
+    const float* in = x.f32();
+    const float* g = dy.f32();
+    const float* mu = mean.f32();
+    const float* rs = rstd.f32();
+    // dx = gamma rstd / B (B dy - Σ dy - x̂ Σ dy x̂)
+    for (int64_t j = 0; j < n; ++j) {
+      double sum_dy = 0, sum_dy_xhat = 0;
+      for (int64_t r = 0; r < batch; ++r) {
+        const double xhat = (in[r * n + j] - mu[j]) * rs[j];
+        sum_dy += g[r * n + j];
+        sum_dy_xhat += g[r * n + j] * xhat;
+      }
+      dgamma->f32()[j] = static_cast<float>(sum_dy_xhat);
+      dbeta->f32()[j] = static_cast<float>(sum_dy);
+      if (dx == nullptr) continue;
+      const double scale = gamma.f32()[j] * rs[j] / static_cast<double>(batch);
+      for (int64_t r = 0; r < batch; ++r) {
+        const double xhat = (in[r * n + j] - mu[j]) * rs[j];
+        dx->f32()[r * n + j] = static_cast<float>(
+            scale * (static_cast<double>(batch) * g[r * n + j] - sum_dy - xhat * sum_dy_xhat));
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status LayerNormForward(float epsilon, const Tensor& x, const Tensor& gamma,
+                                const Tensor& beta, Tensor* mean, Tensor* rstd,
+                                Tensor* y) override {
+    const int64_t batch = x.rows(), n = x.cols();
+    TRAIND_RETURN_IF_ERROR(CheckShape(*y, DType::kF32, batch, n, "layer norm y"));
+    if (mean->size() != batch || rstd->size() != batch || gamma.size() != n || beta.size() != n) {
+      return absl::InvalidArgumentError("layer norm: bad statistic sizes");
+    }
+    const float* in = x.f32();
+    float* out = y->f32();
+    for (int64_t r = 0; r < batch; ++r) {
+      const float* row = in + r * n;
+      double sum = 0;
+      for (int64_t j = 0; j < n; ++j) sum += row[j];
+      const double m = sum / static_cast<double>(n);
+      double sq = 0;
+      for (int64_t j = 0; j < n; ++j) sq += (row[j] - m) * (row[j] - m);
+      const float mu = static_cast<float>(m);
+      const float rs = static_cast<float>(1.0 / std::sqrt(sq / static_cast<double>(n) + epsilon));
+      mean->f32()[r] = mu;
+      rstd->f32()[r] = rs;
+      for (int64_t j = 0; j < n; ++j) {
+        out[r * n + j] = gamma.f32()[j] * (row[j] - mu) * rs + beta.f32()[j];
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status LayerNormBackward(const Tensor& x, const Tensor& gamma, const Tensor& mean,
+                                 const Tensor& rstd, const Tensor& dy, Tensor* dgamma,
+                                 Tensor* dbeta, Tensor* dx) override {
+    const int64_t batch = x.rows(), n = x.cols();
+    TRAIND_RETURN_IF_ERROR(CheckShape(dy, DType::kF32, batch, n, "layer norm dy"));
+    std::fill(dgamma->f32(), dgamma->f32() + n, 0.0f);
+    std::fill(dbeta->f32(), dbeta->f32() + n, 0.0f);
+    const float* in = x.f32();
+    const float* g = dy.f32();
+    for (int64_t r = 0; r < batch; ++r) {
+      const float mu = mean.f32()[r], rs = rstd.f32()[r];
+      double sum_gh = 0, sum_gh_xhat = 0;
+      for (int64_t j = 0; j < n; ++j) {
+        const float xhat = (in[r * n + j] - mu) * rs;
+        const float gh = g[r * n + j] * gamma.f32()[j];
+        dgamma->f32()[j] += g[r * n + j] * xhat;
+        dbeta->f32()[j] += g[r * n + j];
+        sum_gh += gh;
+        sum_gh_xhat += gh * xhat;
+      }
+      if (dx == nullptr) continue;
+      // dx = rstd / n (n ĝ - Σ ĝ - x̂ Σ ĝ x̂), ĝ = dy gamma
+      for (int64_t j = 0; j < n; ++j) {
+        const double xhat = (in[r * n + j] - mu) * rs;
+        const double gh = g[r * n + j] * gamma.f32()[j];
+        dx->f32()[r * n + j] = static_cast<float>(
+            rs / static_cast<double>(n) *
+            (static_cast<double>(n) * gh - sum_gh - xhat * sum_gh_xhat));
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<double> SumOfSquares(const Tensor& t) override {
+    double sum = 0;
+    const float* p = t.f32();
+    for (int64_t i = 0; i < t.size(); ++i) sum += static_cast<double>(p[i]) * p[i];
+    return sum;
+  }
+
+  absl::Status Scale(float factor, Tensor* t) override {
+    float* p = t->f32();
+    const int64_t n = t->size();
+#pragma omp parallel for simd if (n > kParallelThreshold) schedule(static)
+    for (int64_t i = 0; i < n; ++i) p[i] *= factor;
+    return absl::OkStatus();
+  }
+
+  absl::Status ClipByValue(float limit, Tensor* t) override {
+    float* p = t->f32();
+    const int64_t n = t->size();
+#pragma omp parallel for simd if (n > kParallelThreshold) schedule(static)
+    for (int64_t i = 0; i < n; ++i) p[i] = std::min(limit, std::max(-limit, p[i]));
     return absl::OkStatus();
   }
 
