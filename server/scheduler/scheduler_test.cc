@@ -335,6 +335,125 @@ TEST_F(SchedulerTest, RestartRecoversRunningTasksAsLostAndKeepsFinishedFolds) {
   }
 }
 
+TEST_F(SchedulerTest, IdempotentSubmitReturnsTheSameJobPerOwner) {
+  ASSERT_TRUE(scheduler_->Recover().ok());
+  SubmitOptions a;
+  a.owner = "alice";
+  a.idempotency_key = "k1";
+  auto first = scheduler_->Submit(ThreeFoldSpec(), a);
+  auto again = scheduler_->Submit(ThreeFoldSpec(), a);
+  ASSERT_TRUE(first.ok() && again.ok());
+  EXPECT_EQ(first->id(), again->id());
+  EXPECT_EQ(first->owner(), "alice");
+  SubmitOptions b = a;
+  b.owner = "bob";  // keys are per owner
+  auto other = scheduler_->Submit(ThreeFoldSpec(), b);
+  ASSERT_TRUE(other.ok());
+  EXPECT_NE(other->id(), first->id());
+  auto no_key = scheduler_->Submit(ThreeFoldSpec(), SubmitOptions{});
+  ASSERT_TRUE(no_key.ok());
+  EXPECT_NE(no_key->id(), first->id());
+  EXPECT_EQ(scheduler_->QueuedJobs("alice"), 1);
+  EXPECT_EQ(scheduler_->QueuedJobs("local"), 1);
+  // The key survives a restart.
+  Close();
+  Open();
+  ASSERT_TRUE(scheduler_->Recover().ok());
+  auto after = scheduler_->Submit(ThreeFoldSpec(), a);
+  ASSERT_TRUE(after.ok());
+  EXPECT_EQ(after->id(), first->id());
+  auto listed = scheduler_->ListJobs({});
+  ASSERT_TRUE(listed.ok());
+  EXPECT_EQ(listed->jobs_size(), 3);
+}
+
+TEST_F(SchedulerTest, HigherPriorityRunsFirstFifoWithin) {
+  Close();
+  Open(/*slots=*/1);
+  ASSERT_TRUE(scheduler_->Recover().ok());
+  auto spec = ThreeFoldSpec();
+  spec.mutable_cross_validation()->set_folds(2);
+  auto low = scheduler_->Submit(spec);
+  spec.set_priority(5);
+  auto high1 = scheduler_->Submit(spec);
+  auto high2 = scheduler_->Submit(spec);
+  ASSERT_TRUE(low.ok() && high1.ok() && high2.ok());
+  auto view = scheduler_->GetJob(low->id());
+  EXPECT_EQ(view->tasks(0).wait_reason(), Task::PRIORITY);
+  EXPECT_EQ(view->tasks(0).tasks_ahead(), 4);
+  scheduler_->Start();
+  std::vector<std::string> order;
+  for (size_t n = 1; n <= 6; ++n) {
+    ASSERT_TRUE(launcher_->WaitForLaunches(n));
+    auto l = launcher_->launched()[n - 1];
+    order.push_back(l.Arg("job") + "/" + l.Arg("task"));
+    RunWorker(l, 1.0);
+  }
+  EXPECT_EQ(order, (std::vector<std::string>{high1->id() + "/0", high1->id() + "/1",
+                                             high2->id() + "/0", high2->id() + "/1",
+                                             low->id() + "/0", low->id() + "/1"}));
+}
+
+TEST_F(SchedulerTest, MaxParallelTasksCapsAJob) {
+  Close();
+  Open(/*slots=*/4);
+  ASSERT_TRUE(scheduler_->Recover().ok());
+  auto spec = ThreeFoldSpec();
+  spec.mutable_resources()->set_max_parallel_tasks(1);
+  auto capped = scheduler_->Submit(spec);
+  auto free = scheduler_->Submit(ThreeFoldSpec());
+  ASSERT_TRUE(capped.ok() && free.ok());
+  scheduler_->Start();
+  ASSERT_TRUE(launcher_->WaitForLaunches(4));
+  absl::SleepFor(absl::Milliseconds(50));
+  int capped_running = 0;
+  for (const auto& l : launcher_->launched()) capped_running += l.Arg("job") == capped->id();
+  EXPECT_EQ(capped_running, 1);
+  EXPECT_EQ(launcher_->launched().size(), 4u);
+  auto view = scheduler_->GetJob(capped->id());
+  EXPECT_EQ(view->tasks(1).wait_reason(), Task::JOB_LIMIT);
+}
+
+TEST_F(SchedulerTest, SilentWorkerIsKilledAsHungAndRetried) {
+  Close();
+  auto store = JobStore::Open(dir_.path() + "/traind.db");
+  ASSERT_TRUE(store.ok());
+  store_ = *std::move(store);
+  SchedulerOptions o;
+  o.state_dir = dir_.path();
+  o.worker_path = "/bin/true";
+  o.worker_address = "unix:x";
+  o.cpu_slots = 1;
+  o.max_restarts = 1;
+  o.stop_grace = absl::Milliseconds(10);
+  o.heartbeat_timeout = absl::Milliseconds(300);
+  launcher_ = std::make_unique<FakeLauncher>();
+  scheduler_ = std::make_unique<Scheduler>(o, store_.get(), launcher_.get());
+  ASSERT_TRUE(scheduler_->Recover().ok());
+  scheduler_->Start();
+  auto spec = ThreeFoldSpec();
+  spec.mutable_cross_validation()->set_folds(2);
+  auto job = scheduler_->Submit(spec);
+  ASSERT_TRUE(launcher_->WaitForLaunches(1));
+  auto l = launcher_->launched()[0];
+  // A heartbeat keeps it alive for a while...
+  absl::SleepFor(absl::Milliseconds(200));
+  ASSERT_TRUE(scheduler_->Heartbeat(Creds(l)).ok());
+  absl::SleepFor(absl::Milliseconds(200));
+  EXPECT_TRUE(launcher_->signals().empty());
+  // ...then silence: killed.
+  absl::SleepFor(absl::Milliseconds(600));
+  auto signals = launcher_->signals();
+  ASSERT_EQ(signals.size(), 1u);
+  EXPECT_EQ(signals[0], std::make_pair(l.pid, SIGKILL));
+  launcher_->Exit(l.pid, 0, SIGKILL);
+  ASSERT_TRUE(launcher_->WaitForLaunches(2));
+  auto view = scheduler_->GetJob(job->id());
+  ASSERT_TRUE(view.ok());
+  EXPECT_EQ(view->tasks(0).attempts(0).failure().reason(), Failure::TIMEOUT);
+  EXPECT_EQ(launcher_->launched()[1].Arg("attempt"), "2");
+}
+
 TEST_F(SchedulerTest, UnknownJobIsNotFound) {
   ASSERT_TRUE(scheduler_->Recover().ok());
   EXPECT_EQ(scheduler_->GetJob("nope").status().code(), absl::StatusCode::kNotFound);

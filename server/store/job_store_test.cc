@@ -1,5 +1,7 @@
 #include "server/store/job_store.h"
 
+#include <sqlite3.h>
+
 #include <filesystem>
 
 #include "gtest/gtest.h"
@@ -170,6 +172,41 @@ TEST_F(JobStoreTest, ListsNewestFirstWithFiltersAndPages) {
   ASSERT_TRUE(active.ok());
   EXPECT_EQ(active->size(), 4u);
   EXPECT_EQ(active->front().id(), "j0");
+}
+
+TEST_F(JobStoreTest, UpgradesASchemaOneStore) {
+  store_.reset();
+  std::filesystem::remove(dir_ + "/traind.db");
+  {
+    // The tables as the first release wrote them (no user_version).
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open((dir_ + "/traind.db").c_str(), &db), SQLITE_OK);
+    const char* v1 =
+        "CREATE TABLE jobs (seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT NOT NULL UNIQUE, "
+        "name TEXT NOT NULL, state INTEGER NOT NULL, spec BLOB NOT NULL, create_us INTEGER NOT "
+        "NULL, start_us INTEGER, end_us INTEGER, failure BLOB, result BLOB);"
+        "INSERT INTO jobs (id, name, state, spec, create_us) VALUES ('old', 'n', 4, x'', 1);";
+    ASSERT_EQ(sqlite3_exec(db, v1, nullptr, nullptr, nullptr), SQLITE_OK);
+    sqlite3_close(db);
+  }
+  Reopen();
+  auto old = store_->LoadJob("old");
+  ASSERT_TRUE(old.ok()) << old.status();
+  EXPECT_EQ(old->state(), Job::SUCCEEDED);
+  EXPECT_EQ(old->owner(), "");
+  Job job = MakeJob("new", "x", 1);
+  job.set_owner("alice");
+  StoreMutation m;
+  m.job = &job;
+  m.new_job = true;
+  m.idempotency_key = "k";
+  ASSERT_TRUE(store_->Apply(m, "new").ok());
+  EXPECT_EQ(**store_->FindByIdempotencyKey("alice", "k"), "new");
+  EXPECT_FALSE(store_->FindByIdempotencyKey("bob", "k")->has_value());
+  Job dup = MakeJob("dup", "x", 1);
+  dup.set_owner("alice");
+  m.job = &dup;
+  EXPECT_FALSE(store_->Apply(m, "dup").ok());  // same (owner, key)
 }
 
 }  // namespace

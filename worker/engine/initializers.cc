@@ -6,32 +6,71 @@
 #include "worker/engine/status.h"
 
 namespace traind::engine {
+namespace {
 
-void XavierUniform(int64_t fan_in, int64_t fan_out, Rng& rng, float* w) {
-  const double a = std::sqrt(6.0 / static_cast<double>(fan_in + fan_out));
-  const int64_t n = fan_in * fan_out;
+void Uniform(double a, int64_t n, Rng& rng, float* w) {
   for (int64_t i = 0; i < n; ++i) w[i] = static_cast<float>(a * (2.0 * rng.Uniform() - 1.0));
 }
 
-void XavierNormal(int64_t fan_in, int64_t fan_out, Rng& rng, float* w) {
-  const double stddev = std::sqrt(2.0 / static_cast<double>(fan_in + fan_out));
-  const int64_t n = fan_in * fan_out;
+void Normal(double stddev, int64_t n, Rng& rng, float* w) {
   for (int64_t i = 0; i < n; ++i) w[i] = static_cast<float>(stddev * rng.Normal());
 }
 
-absl::Status InitializeWeights(traind::v1::Initializer init, int64_t fan_in, int64_t fan_out,
-                               Rng& rng, float* w) {
+}  // namespace
+
+void XavierUniform(int64_t fan_in, int64_t fan_out, Rng& rng, float* w, double gain) {
+  Uniform(gain * std::sqrt(6.0 / static_cast<double>(fan_in + fan_out)), fan_in * fan_out, rng,
+          w);
+}
+
+void XavierNormal(int64_t fan_in, int64_t fan_out, Rng& rng, float* w, double gain) {
+  Normal(gain * std::sqrt(2.0 / static_cast<double>(fan_in + fan_out)), fan_in * fan_out, rng, w);
+}
+
+void HeUniform(int64_t fan_in, int64_t fan_out, Rng& rng, float* w, double gain) {
+  Uniform(gain * std::sqrt(3.0 / static_cast<double>(fan_in)), fan_in * fan_out, rng, w);
+}
+
+void HeNormal(int64_t fan_in, int64_t fan_out, Rng& rng, float* w, double gain) {
+  Normal(gain / std::sqrt(static_cast<double>(fan_in)), fan_in * fan_out, rng, w);
+}
+
+absl::Status InitializeWeights(traind::v1::Initializer init, const InitializerParams& params,
+                               int64_t fan_in, int64_t fan_out, Rng& rng, float* w) {
+  const int64_t n = fan_in * fan_out;
+  const double xavier_gain = params.gain > 0 ? params.gain : 1.0;
+  const double he_gain = params.gain > 0 ? params.gain : std::sqrt(2.0);
   switch (init) {
     case traind::v1::INITIALIZER_UNSPECIFIED:
     case traind::v1::XAVIER_UNIFORM:
-      XavierUniform(fan_in, fan_out, rng, w);
+      XavierUniform(fan_in, fan_out, rng, w, xavier_gain);
       return absl::OkStatus();
     case traind::v1::XAVIER_NORMAL:
-      XavierNormal(fan_in, fan_out, rng, w);
+      XavierNormal(fan_in, fan_out, rng, w, xavier_gain);
+      return absl::OkStatus();
+    case traind::v1::HE_UNIFORM:
+      HeUniform(fan_in, fan_out, rng, w, he_gain);
+      return absl::OkStatus();
+    case traind::v1::HE_NORMAL:
+      HeNormal(fan_in, fan_out, rng, w, he_gain);
+      return absl::OkStatus();
+    case traind::v1::NORMAL:
+      Normal(params.stddev, n, rng, w);
+      return absl::OkStatus();
+    case traind::v1::UNIFORM:
+      Uniform(params.limit, n, rng, w);
+      return absl::OkStatus();
+    case traind::v1::ZEROS:
+      for (int64_t i = 0; i < n; ++i) w[i] = 0.0f;
       return absl::OkStatus();
     default:
       return InvalidSpecError(absl::StrFormat("unknown initializer %d", static_cast<int>(init)));
   }
+}
+
+absl::Status InitializeWeights(traind::v1::Initializer init, int64_t fan_in, int64_t fan_out,
+                               Rng& rng, float* w) {
+  return InitializeWeights(init, InitializerParams(), fan_in, fan_out, rng, w);
 }
 
 }  // namespace traind::engine

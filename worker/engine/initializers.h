@@ -10,15 +10,30 @@
 
 namespace traind::engine {
 
-// Glorot & Bengio (2010), as PyTorch's xavier_uniform_ (gain 1):
-// w ~ U(-a, a), a = sqrt(6 / (fan_in + fan_out)). w: [fan_in * fan_out]
-void XavierUniform(int64_t fan_in, int64_t fan_out, Rng& rng, float* w);
+// Glorot & Bengio (2010), as PyTorch's xavier_uniform_:
+// w ~ U(-a, a), a = gain sqrt(6 / (fan_in + fan_out)). w: [fan_in * fan_out]
+void XavierUniform(int64_t fan_in, int64_t fan_out, Rng& rng, float* w, double gain = 1.0);
 
-// As PyTorch's xavier_normal_ (gain 1): w ~ N(0, 2 / (fan_in + fan_out)).
-void XavierNormal(int64_t fan_in, int64_t fan_out, Rng& rng, float* w);
+// As PyTorch's xavier_normal_: w ~ N(0, gain² 2 / (fan_in + fan_out)).
+void XavierNormal(int64_t fan_in, int64_t fan_out, Rng& rng, float* w, double gain = 1.0);
+
+// He et al. (2015), as PyTorch's kaiming_uniform_ / kaiming_normal_ (mode
+// fan_in): a = gain sqrt(3 / fan_in); std = gain / sqrt(fan_in).
+void HeUniform(int64_t fan_in, int64_t fan_out, Rng& rng, float* w, double gain);
+void HeNormal(int64_t fan_in, int64_t fan_out, Rng& rng, float* w, double gain);
+
+// Parameters of the initializers; 0 gain means the kind's default (1 for
+// xavier, sqrt(2) for he).
+struct InitializerParams {
+  double gain = 0;
+  double stddev = 0.01;  // normal
+  double limit = 0.05;   // uniform
+};
 
 // Dispatches on the spec's enum; INITIALIZER_UNSPECIFIED is xavier_uniform.
 // An unknown value is an InvalidSpecError.
+absl::Status InitializeWeights(traind::v1::Initializer init, const InitializerParams& params,
+                               int64_t fan_in, int64_t fan_out, Rng& rng, float* w);
 absl::Status InitializeWeights(traind::v1::Initializer init, int64_t fan_in, int64_t fan_out,
                                Rng& rng, float* w);
 

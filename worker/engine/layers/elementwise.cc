@@ -1,0 +1,49 @@
+#include "worker/engine/layers/elementwise.h"
+
+#include <cstring>
+#include <utility>
+
+#include "worker/engine/status.h"
+
+namespace traind::engine {
+
+absl::Status ActivationLayer::Forward(const Tensor& x, const ForwardMode&, Tensor* y) {
+  return backend_->ActivationForward(f_, x, y);
+}
+
+absl::Status ActivationLayer::Backward(const Tensor& x, const Tensor& y, Tensor* dy,
+                                       Tensor* dx) {
+  if (dx == nullptr) return absl::OkStatus();
+  return backend_->ActivationBackward(f_, x, y, *dy, dx);
+}
+
+absl::StatusOr<Tensor*> Dropout::MaskFor(int64_t batch) {
+  for (Mask& m : masks_) {
+    if (m.batch == batch) return &m.mask;
+  }
+  TRAIND_ASSIGN_OR_RETURN(Tensor mask, backend_->Allocate2d(DType::kF32, batch, n_));
+  masks_.push_back({batch, std::move(mask)});
+  return &masks_.back().mask;
+}
+
+absl::Status Dropout::Forward(const Tensor& x, const ForwardMode& mode, Tensor* y) {
+  if (!mode.training || rate_ == 0.0f) {
+    // The identity; the network's buffers are distinct, so copy.
+    if (x.bytes() > 0) std::memcpy(y->raw(), x.raw(), x.bytes());
+    return absl::OkStatus();
+  }
+  TRAIND_ASSIGN_OR_RETURN(Tensor * mask, MaskFor(x.rows()));
+  return backend_->DropoutForward(rate_, mode.seed, x, mask, y);
+}
+
+absl::Status Dropout::Backward(const Tensor& x, const Tensor&, Tensor* dy, Tensor* dx) {
+  if (dx == nullptr) return absl::OkStatus();
+  if (rate_ == 0.0f) {
+    if (dy->bytes() > 0) std::memcpy(dx->raw(), dy->raw(), dy->bytes());
+    return absl::OkStatus();
+  }
+  TRAIND_ASSIGN_OR_RETURN(Tensor * mask, MaskFor(x.rows()));
+  return backend_->Multiply(*dy, *mask, dx);
+}
+
+}  // namespace traind::engine

@@ -1,0 +1,63 @@
+// The layer interface of the feed-forward network.
+#ifndef TRAIND_WORKER_ENGINE_LAYERS_LAYER_H_
+#define TRAIND_WORKER_ENGINE_LAYERS_LAYER_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "worker/engine/random.h"
+#include "worker/engine/tensor.h"
+
+namespace traind::engine {
+
+// A tensor owned by a layer, with its gradient (null for state that is not
+// trained, such as batch norm's running statistics).
+struct Parameter {
+  std::string name;  // "layers[0].weight", "layers[0].bias"
+  Tensor* value;
+  Tensor* grad;
+};
+
+// How a forward pass runs.
+struct ForwardMode {
+  bool training = true;
+  // Seeds this pass's randomness (dropout masks); the network derives it
+  // from the job's seed, the step and the layer, so a resumed run draws the
+  // same masks as an uninterrupted one.
+  uint64_t seed = 0;
+};
+
+// A layer owns its parameters, their gradients and per-batch-size scratch
+// buffers; after the first step with a batch size it allocates nothing.
+//
+// Thread safety: not thread-safe.
+class Layer {
+ public:
+  virtual ~Layer() = default;
+
+  virtual int64_t in() const = 0;
+  virtual int64_t out() const = 0;
+
+  // Parameters from their initializers, drawn from `rng`.
+  virtual absl::Status Initialize(Rng& rng) = 0;
+
+  // x: [batch, in] -> y: [batch, out]
+  virtual absl::Status Forward(const Tensor& x, const ForwardMode& mode, Tensor* y) = 0;
+
+  // dy: [batch, out] = dL/dy (may be overwritten) -> the parameters'
+  // gradients (overwritten), dx: [batch, in] = dL/dx unless dx is null.
+  // REQUIRES: the last Forward with this batch size was a training pass on x
+  // giving y.
+  virtual absl::Status Backward(const Tensor& x, const Tensor& y, Tensor* dy, Tensor* dx) = 0;
+
+  // Trainable parameters (with gradients) named `prefix`.weight etc.
+  virtual void AppendParameters(const std::string& prefix, std::vector<Parameter>* out) {}
+  // State that is saved but not trained (grad null).
+  virtual void AppendBuffers(const std::string& prefix, std::vector<Parameter>* out) {}
+};
+
+}  // namespace traind::engine
+
+#endif  // TRAIND_WORKER_ENGINE_LAYERS_LAYER_H_

@@ -1,0 +1,76 @@
+// Normalization layers: batch norm (PyTorch's BatchNorm1d) and layer norm.
+#ifndef TRAIND_WORKER_ENGINE_LAYERS_NORMALIZATION_H_
+#define TRAIND_WORKER_ENGINE_LAYERS_NORMALIZATION_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "worker/engine/backend/backend.h"
+#include "worker/engine/layers/layer.h"
+
+namespace traind::engine {
+
+// x: [batch, n] -> y: [batch, n]. Training: batch statistics, running
+// statistics updated; evaluation: running statistics. gamma = 1, beta = 0 at
+// initialization; running mean 0, running variance 1.
+class BatchNorm final : public Layer {
+ public:
+  static absl::StatusOr<std::unique_ptr<BatchNorm>> Create(Backend* backend, int64_t n,
+                                                           float momentum, float epsilon);
+  int64_t in() const override { return n_; }
+  int64_t out() const override { return n_; }
+  absl::Status Initialize(Rng&) override;
+  absl::Status Forward(const Tensor& x, const ForwardMode& mode, Tensor* y) override;
+  absl::Status Backward(const Tensor& x, const Tensor& y, Tensor* dy, Tensor* dx) override;
+  void AppendParameters(const std::string& prefix, std::vector<Parameter>* out) override;
+  void AppendBuffers(const std::string& prefix, std::vector<Parameter>* out) override;
+
+ private:
+  BatchNorm(Backend* backend, int64_t n, float momentum, float epsilon)
+      : backend_(backend), n_(n), momentum_(momentum), epsilon_(epsilon) {}
+
+  Backend* backend_;
+  int64_t n_;
+  float momentum_, epsilon_;
+  Tensor gamma_, beta_, dgamma_, dbeta_;  // [n]
+  Tensor running_mean_, running_var_;     // [n]
+  Tensor mean_, rstd_;                    // [n], of the last forward pass
+  // Statistics of the last training pass (an evaluation pass in between
+  // overwrites mean_/rstd_).
+  Tensor train_mean_, train_rstd_;
+};
+
+// Normalizes each row of x: [batch, n] over its n values.
+class LayerNorm final : public Layer {
+ public:
+  static absl::StatusOr<std::unique_ptr<LayerNorm>> Create(Backend* backend, int64_t n,
+                                                           float epsilon);
+  int64_t in() const override { return n_; }
+  int64_t out() const override { return n_; }
+  absl::Status Initialize(Rng&) override;
+  absl::Status Forward(const Tensor& x, const ForwardMode& mode, Tensor* y) override;
+  absl::Status Backward(const Tensor& x, const Tensor& y, Tensor* dy, Tensor* dx) override;
+  void AppendParameters(const std::string& prefix, std::vector<Parameter>* out) override;
+
+ private:
+  struct Stats {
+    int64_t batch;
+    Tensor mean, rstd;  // [batch]
+  };
+  LayerNorm(Backend* backend, int64_t n, float epsilon)
+      : backend_(backend), n_(n), epsilon_(epsilon) {}
+  absl::StatusOr<Stats*> StatsFor(int64_t batch);
+
+  Backend* backend_;
+  int64_t n_;
+  float epsilon_;
+  Tensor gamma_, beta_, dgamma_, dbeta_;
+  std::vector<Stats> stats_;
+};
+
+}  // namespace traind::engine
+
+#endif  // TRAIND_WORKER_ENGINE_LAYERS_NORMALIZATION_H_
