@@ -10,6 +10,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "google/protobuf/util/time_util.h"
 #include "server/log.h"
 #include "worker/engine/spec_validation.h"
@@ -69,7 +70,10 @@ std::string SignalName(int sig) {
 }  // namespace
 
 Scheduler::Scheduler(SchedulerOptions options, JobStore* store, Launcher* launcher)
-    : options_(std::move(options)), store_(store), launcher_(launcher) {
+    : options_(std::move(options)),
+      store_(store),
+      launcher_(launcher),
+      gpus_(options_.gpu_probe, options_.gpu) {
   launcher_->SetExitCallback([this](const ProcessExit& e) { OnExit(e); });
 }
 
@@ -109,11 +113,13 @@ void Scheduler::Loop() {
   absl::MutexLock lock(&mu_);
   while (!stopping_) {
     last_loop_ = absl::Now();
+    if (gpus_.AnyDraining()) RefreshGpusLocked(false);
     DispatchLocked();
     EnforceDeadlinesLocked();
     wake_ = false;
     auto woken = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return wake_ || stopping_; };
-    mu_.AwaitWithTimeout(absl::Condition(&woken), absl::Milliseconds(250));
+    mu_.AwaitWithTimeout(absl::Condition(&woken), gpus_.AnyDraining() ? absl::Milliseconds(100)
+                                                                       : absl::Milliseconds(250));
   }
 }
 
@@ -146,6 +152,7 @@ absl::StatusOr<Job> Scheduler::Submit(const JobSpec& spec, const SubmitOptions& 
   job.set_state(Job::QUEUED);
   *job.mutable_create_time() = NowProto();
   job.set_owner(options.owner);
+  job.set_gpu_memory_bytes(options.gpu_memory_bytes);
   const int tasks = engine::TaskCount(spec);
   for (int i = 0; i < tasks; ++i) {
     Task* t = job.add_tasks();
@@ -165,6 +172,19 @@ absl::StatusOr<Job> Scheduler::Submit(const JobSpec& spec, const SubmitOptions& 
       auto it = jobs_.find(id);
       if (it != jobs_.end()) return ViewLocked(*it->second);
       return store_->LoadJob(id);
+    }
+  }
+  if (spec.resources().device() == traind::v1::GPU) {
+    const int usable = gpus_.Usable();
+    if (spec.resources().count() > usable) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "spec.resources.count: ", spec.resources().count(), " GPUs per task, but this server has ",
+          usable, " usable"));
+    }
+    if (options.gpu_memory_bytes > gpus_.MaxTotalBytes()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "spec.resources: a task needs about ", options.gpu_memory_bytes,
+          " bytes of GPU memory, but the largest usable GPU has ", gpus_.MaxTotalBytes()));
     }
   }
   lj->order = next_order_++;
@@ -208,6 +228,8 @@ Job Scheduler::ViewLocked(const LiveJob& lj) {
         Task::WaitReason why = Task::RESOURCES;
         if (at_cap) {
           why = Task::JOB_LIMIT;
+        } else if (view.spec().resources().device() == traind::v1::GPU && gpus_.AnyDraining()) {
+          why = Task::DEVICE_DRAINING;
         } else if (ahead > 0 && queue_.begin()->priority > e.priority) {
           why = Task::PRIORITY;
         }
@@ -315,6 +337,46 @@ absl::Status Scheduler::JobEventsState(const std::string& job_id, int64_t* last_
   return absl::OkStatus();
 }
 
+std::vector<GpuPool::Gpu> Scheduler::Gpus(std::string* unavailable) {
+  absl::MutexLock lock(&mu_);
+  if (unavailable != nullptr) *unavailable = gpus_.unavailable();
+  return gpus_.gpus();
+}
+
+int Scheduler::UsableGpus() {
+  absl::MutexLock lock(&mu_);
+  return gpus_.Usable();
+}
+
+void Scheduler::RefreshGpusLocked(bool force) {
+  if (gpus_.gpus().empty()) return;
+  const absl::Time now = absl::Now();
+  if (!force && now - last_gpu_refresh_ < absl::Milliseconds(100)) return;
+  last_gpu_refresh_ = now;
+  for (const std::string& note : gpus_.Refresh(now)) {
+    if (note.find("UNHEALTHY") == std::string::npos) {
+      LogInfo("%s", note);
+      continue;
+    }
+    LogError("%s", note);
+  }
+  // Tell the last job on each newly unhealthy GPU.
+  for (const GpuPool::Gpu& g : gpus_.gpus()) {
+    if (g.state != GpuPool::State::kUnhealthy) continue;
+    auto last = gpu_last_job_.find(g.index);
+    if (last == gpu_last_job_.end()) continue;
+    auto it = jobs_.find(last->second);
+    gpu_last_job_.erase(last);
+    if (it == jobs_.end()) continue;
+    auto* e = NewEventLocked(*it->second)->mutable_device();
+    e->set_device_id(absl::StrCat("gpu", g.index));
+    e->set_state("UNHEALTHY");
+    e->set_message(g.note);
+    StoreMutation m;
+    CommitLocked(*it->second, m);
+  }
+}
+
 absl::Time Scheduler::LastLoopTime() {
   absl::MutexLock lock(&mu_);
   return last_loop_;
@@ -334,7 +396,8 @@ SchedulerStats Scheduler::Stats() {
 // --------------------------------------------------------------------------
 
 void Scheduler::DispatchLocked() {
-  for (auto next = queue_.begin(); running_ < options_.cpu_slots && next != queue_.end();) {
+  bool gpus_refreshed = false;
+  for (auto next = queue_.begin(); next != queue_.end();) {
     auto entry = next++;
     const std::string job_id = entry->job_id;
     const int task = entry->task;
@@ -346,8 +409,21 @@ void Scheduler::DispatchLocked() {
     LiveJob& lj = *it->second;
     const int cap = lj.job.spec().resources().max_parallel_tasks();
     if (cap > 0 && static_cast<int>(lj.attempts.size()) >= cap) continue;  // stays queued
+    std::vector<int> gpus;
+    if (lj.job.spec().resources().device() == traind::v1::GPU) {
+      if (!gpus_refreshed) {
+        RefreshGpusLocked(true);  // current free memory
+        gpus_refreshed = true;
+      }
+      std::optional<std::vector<int>> picked =
+          gpus_.Allocate(lj.job.spec().resources().count(), lj.job.gpu_memory_bytes());
+      if (!picked.has_value()) continue;  // waits for GPUs
+      gpus = *picked;
+    } else if (running_ >= options_.cpu_slots) {
+      continue;  // waits for a CPU slot
+    }
     queue_.erase(entry);
-    absl::Status s = LaunchLocked(lj, task);
+    absl::Status s = LaunchLocked(lj, task, gpus);
     if (!s.ok()) {
       Failure f;
       f.set_reason(Failure::WORKER_CRASHED);
@@ -378,7 +454,7 @@ void Scheduler::DispatchLocked() {
   }
 }
 
-absl::Status Scheduler::LaunchLocked(LiveJob& lj, int task) {
+absl::Status Scheduler::LaunchLocked(LiveJob& lj, int task, const std::vector<int>& gpus) {
   Job& job = lj.job;
   Task* t = job.mutable_tasks(task);
   const int number = t->attempts_size() + 1;
@@ -397,9 +473,13 @@ absl::Status Scheduler::LaunchLocked(LiveJob& lj, int task) {
               absl::StrCat("--job=", job.id()),
               absl::StrCat("--task=", task),
               absl::StrCat("--attempt=", number)};
+  std::vector<std::string> uuids;
+  for (int g : gpus) uuids.push_back(gpus_.gpus()[g].last.uuid);
   req.env = {absl::StrCat("TRAIND_WORKER_SECRET=", la.secret),
              absl::StrCat("OMP_NUM_THREADS=", options_.worker_threads),
-             "PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8"};
+             // CPU tasks see no GPU; GPU tasks exactly theirs.
+             absl::StrCat("CUDA_VISIBLE_DEVICES=", absl::StrJoin(uuids, ",")),
+             "CUDA_DEVICE_ORDER=PCI_BUS_ID", "PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8"};
   req.log_path = (dir / absl::StrCat("attempt-", number, ".log")).string();
   absl::StatusOr<int> pid = launcher_->Launch(req);
   Attempt* a = t->add_attempts();
@@ -416,8 +496,14 @@ absl::Status Scheduler::LaunchLocked(LiveJob& lj, int task) {
   la.last_seen = absl::Now();
   a->set_pid(*pid);
   by_pid_[*pid] = {job.id(), task};
+  la.gpus = gpus;
+  if (gpus.empty()) {
+    ++running_;
+  } else {
+    gpus_.MarkBusy(gpus, *pid);
+    for (int g : gpus) gpu_last_job_[g] = job.id();
+  }
   lj.attempts[task] = std::move(la);
-  ++running_;
   t->set_state(Task::STARTING);
   t->set_epochs_done(0);
   StoreMutation m;
@@ -435,7 +521,8 @@ absl::Status Scheduler::LaunchLocked(LiveJob& lj, int task) {
   e->set_state(Task::STARTING);
   e->set_pid(*pid);
   CommitLocked(lj, m);
-  LogInfo("task started job=%s task=%d attempt=%d pid=%d", job.id(), task, number, *pid);
+  LogInfo("task started job=%s task=%d attempt=%d pid=%d%s", job.id(), task, number, *pid,
+          uuids.empty() ? "" : absl::StrCat(" gpus=", absl::StrJoin(uuids, ",")));
   return absl::OkStatus();
 }
 
@@ -507,13 +594,18 @@ void Scheduler::OnExit(const ProcessExit& exit) {
   if (it == by_pid_.end()) return;
   auto [job_id, task] = it->second;
   by_pid_.erase(it);
-  --running_;
   wake_ = true;
-  if (stopping_) return;  // recovered as LOST on the next start
   auto jit = jobs_.find(job_id);
   if (jit == jobs_.end()) return;
   LiveJob& lj = *jit->second;
   LiveAttempt& la = lj.attempts[task];
+  if (la.gpus.empty()) {
+    --running_;
+  } else {
+    // Not reusable until the probe shows them released.
+    gpus_.Release(la.gpus, absl::Now());
+  }
+  if (stopping_) return;  // recovered as LOST on the next start
   if (la.result.has_value() && exit.signal == 0 && exit.exit_code == 0) {
     FinishAttemptLocked(lj, task, nullptr);
   } else {
@@ -786,6 +878,16 @@ absl::Status Scheduler::Recover() {
   absl::StatusOr<std::vector<Job>> jobs = store_->LoadActiveJobs();
   if (!jobs.ok()) return jobs.status();
   absl::MutexLock lock(&mu_);
+  if (absl::Status s = gpus_.Init(); !s.ok()) {
+    LogWarning("gpu probe failed: %s; no GPUs used", s.message());
+  }
+  if (gpus_.gpus().empty()) {
+    LogInfo("gpus none: %s", gpus_.unavailable());
+  }
+  for (const GpuPool::Gpu& g : gpus_.gpus()) {
+    LogInfo("gpu%d %s %s total=%d used=%d", g.index, g.last.uuid, g.last.name, g.last.total_bytes,
+            g.last.used_bytes);
+  }
   int requeued = 0;
   for (Job& job : *jobs) {
     absl::StatusOr<int64_t> last = store_->LastEventSequence(job.id());

@@ -24,6 +24,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "server/devices/gpu_pool.h"
 #include "server/launch/launcher.h"
 #include "server/scheduler/event_hub.h"
 #include "server/store/job_store.h"
@@ -53,6 +54,9 @@ struct SchedulerOptions {
   // A worker silent for this long (no heartbeat or report) is killed and its
   // attempt fails with TIMEOUT.
   absl::Duration heartbeat_timeout = absl::Seconds(30);
+  // GPUs: none when null. Must outlive the scheduler.
+  DeviceProbe* gpu_probe = nullptr;
+  GpuPoolOptions gpu;
 };
 
 struct SubmitOptions {
@@ -61,6 +65,8 @@ struct SubmitOptions {
   // Optional: a retried submit with the same (owner, key) returns the job
   // the first one created.
   std::string idempotency_key;
+  // GPU jobs: the engine's memory estimate for one task on one GPU.
+  int64_t gpu_memory_bytes = 0;
 };
 
 struct SchedulerStats {
@@ -101,6 +107,9 @@ class Scheduler final {
   // event sequence and `*terminal` whether no further event will come.
   absl::Status JobEventsState(const std::string& job_id, int64_t* last_sequence, bool* terminal);
   SchedulerStats Stats();
+  // The GPUs and why there are none.
+  std::vector<GpuPool::Gpu> Gpus(std::string* unavailable);
+  int UsableGpus();
   // When the dispatch loop last ran (it runs at least every 250 ms while
   // healthy): for liveness checks such as the systemd watchdog.
   absl::Time LastLoopTime();
@@ -127,6 +136,7 @@ class Scheduler final {
     std::optional<traind::v1::FoldResult> result;
     std::optional<traind::v1::Failure> failure;
     absl::Time last_seen;
+    std::vector<int> gpus;  // GPU tasks: the GPUs it holds
   };
   struct LiveJob {
     traind::v1::Job job;
@@ -139,7 +149,8 @@ class Scheduler final {
   void DispatchLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void EnforceDeadlinesLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void OnExit(const ProcessExit& exit);
-  absl::Status LaunchLocked(LiveJob& lj, int task) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status LaunchLocked(LiveJob& lj, int task, const std::vector<int>& gpus)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Ends the attempt running `task` with `failure` (none: success) and
   // decides what happens next to the task and the job.
   void FinishAttemptLocked(LiveJob& lj, int task, const traind::v1::Failure* failure)
@@ -183,7 +194,11 @@ class Scheduler final {
   uint64_t next_order_ ABSL_GUARDED_BY(mu_) = 1;
   std::map<int, std::pair<std::string, int>> by_pid_ ABSL_GUARDED_BY(mu_);
   std::deque<traind::v1::JobEvent> pending_events_ ABSL_GUARDED_BY(mu_);  // stable addresses
-  int running_ ABSL_GUARDED_BY(mu_) = 0;
+  int running_ ABSL_GUARDED_BY(mu_) = 0;  // CPU tasks
+  GpuPool gpus_ ABSL_GUARDED_BY(mu_);
+  std::map<int, std::string> gpu_last_job_ ABSL_GUARDED_BY(mu_);  // GPU index -> job id
+  absl::Time last_gpu_refresh_ ABSL_GUARDED_BY(mu_);
+  void RefreshGpusLocked(bool force) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool wake_ ABSL_GUARDED_BY(mu_) = false;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   bool started_ ABSL_GUARDED_BY(mu_) = false;

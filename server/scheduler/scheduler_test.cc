@@ -9,6 +9,7 @@
 
 #include "gtest/gtest.h"
 #include "server/store/job_store.h"
+#include "server/testing/fake_device_probe.h"
 #include "server/testing/fake_launcher.h"
 
 namespace traind::server {
@@ -452,6 +453,131 @@ TEST_F(SchedulerTest, SilentWorkerIsKilledAsHungAndRetried) {
   ASSERT_TRUE(view.ok());
   EXPECT_EQ(view->tasks(0).attempts(0).failure().reason(), Failure::TIMEOUT);
   EXPECT_EQ(launcher_->launched()[1].Arg("attempt"), "2");
+}
+
+class GpuSchedulerTest : public SchedulerTest {
+ protected:
+  static constexpr int64_t kGiB = 1ll << 30;
+  void SetUp() override {
+    probe_.Set({FakeGpu("GPU-0", 80 * kGiB, kGiB / 2), FakeGpu("GPU-1", 80 * kGiB, kGiB / 2)});
+    auto store = JobStore::Open(dir_.path() + "/traind.db");
+    ASSERT_TRUE(store.ok());
+    store_ = *std::move(store);
+    SchedulerOptions o;
+    o.state_dir = dir_.path();
+    o.worker_path = "/bin/true";
+    o.worker_address = "unix:x";
+    o.cpu_slots = 4;
+    o.stop_grace = absl::Milliseconds(10);
+    o.gpu_probe = &probe_;
+    o.gpu.drain_timeout = absl::Milliseconds(800);
+    launcher_ = std::make_unique<FakeLauncher>();
+    scheduler_ = std::make_unique<Scheduler>(o, store_.get(), launcher_.get());
+    ASSERT_TRUE(scheduler_->Recover().ok());
+  }
+  traind::v1::JobSpec GpuSpec(int folds) {
+    auto spec = ThreeFoldSpec();
+    spec.mutable_cross_validation()->set_folds(folds);
+    spec.mutable_resources()->set_device(traind::v1::GPU);
+    spec.mutable_resources()->set_count(1);
+    return spec;
+  }
+  static std::string Env(const FakeLauncher::Launched& l, const std::string& name) {
+    for (const auto& e : l.request.env) {
+      if (e.rfind(name + "=", 0) == 0) return e.substr(name.size() + 1);
+    }
+    return "<unset>";
+  }
+  FakeDeviceProbe probe_;
+};
+
+TEST_F(GpuSchedulerTest, RejectsJobsThatCanNeverFit) {
+  SubmitOptions o;
+  o.gpu_memory_bytes = kGiB;
+  auto spec = GpuSpec(2);
+  spec.mutable_resources()->set_count(3);
+  auto too_many = scheduler_->Submit(spec, o);
+  EXPECT_EQ(too_many.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(too_many.status().message().find("spec.resources.count"), std::string::npos);
+  o.gpu_memory_bytes = 81 * kGiB;
+  auto too_big = scheduler_->Submit(GpuSpec(2), o);
+  EXPECT_EQ(too_big.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(too_big.status().message().find(std::to_string(81 * kGiB)), std::string::npos)
+      << too_big.status();
+  EXPECT_NE(too_big.status().message().find(std::to_string(80 * kGiB)), std::string::npos);
+  EXPECT_EQ(scheduler_->ListJobs({})->jobs_size(), 0);
+}
+
+TEST_F(GpuSchedulerTest, ReusesAGpuOnlyAfterItDrains) {
+  SubmitOptions o;
+  o.gpu_memory_bytes = 10 * kGiB;
+  auto job = scheduler_->Submit(GpuSpec(3), o);
+  ASSERT_TRUE(job.ok()) << job.status();
+  auto cpu_job = scheduler_->Submit(ThreeFoldSpec());
+  scheduler_->Start();
+  // Two GPU tasks (one per GPU) and the CPU tasks in their own slots.
+  ASSERT_TRUE(launcher_->WaitForLaunches(5));
+  absl::SleepFor(absl::Milliseconds(50));
+  std::vector<FakeLauncher::Launched> gpu_tasks;
+  for (const auto& l : launcher_->launched()) {
+    if (l.Arg("job") == job->id()) {
+      gpu_tasks.push_back(l);
+    } else {
+      EXPECT_EQ(Env(l, "CUDA_VISIBLE_DEVICES"), "") << "CPU tasks see no GPU";
+    }
+  }
+  ASSERT_EQ(gpu_tasks.size(), 2u);
+  EXPECT_EQ(Env(gpu_tasks[0], "CUDA_VISIBLE_DEVICES"), "GPU-0");
+  EXPECT_EQ(Env(gpu_tasks[1], "CUDA_VISIBLE_DEVICES"), "GPU-1");
+
+  // Task 0 finishes, but its process still holds GPU-0.
+  probe_.SetUsage(0, 20 * kGiB, {{gpu_tasks[0].pid, 19 * kGiB}});
+  RunWorker(gpu_tasks[0], 0.9);
+  absl::SleepFor(absl::Milliseconds(300));
+  auto view = scheduler_->GetJob(job->id());
+  EXPECT_EQ(view->tasks(2).state(), Task::QUEUED);
+  EXPECT_EQ(view->tasks(2).wait_reason(), Task::DEVICE_DRAINING);
+  std::string why;
+  auto gpus = scheduler_->Gpus(&why);
+  EXPECT_EQ(gpus[0].state, GpuPool::State::kDraining);
+  EXPECT_EQ(gpus[1].state, GpuPool::State::kBusy);
+
+  // Released: task 2 goes onto GPU-0.
+  probe_.SetUsage(0, kGiB / 2, {});
+  ASSERT_TRUE(launcher_->WaitForLaunches(6));
+  auto third = launcher_->launched().back();
+  EXPECT_EQ(third.Arg("task"), "2");
+  EXPECT_EQ(Env(third, "CUDA_VISIBLE_DEVICES"), "GPU-0");
+}
+
+TEST_F(GpuSchedulerTest, AGpuThatNeverDrainsIsReportedAndAvoided) {
+  SubmitOptions o;
+  o.gpu_memory_bytes = 10 * kGiB;
+  auto job = scheduler_->Submit(GpuSpec(3), o);
+  scheduler_->Start();
+  ASSERT_TRUE(launcher_->WaitForLaunches(2));
+  auto l0 = launcher_->launched()[0];
+  auto l1 = launcher_->launched()[1];
+  probe_.SetUsage(0, 30 * kGiB, {});  // leaked memory, no process
+  RunWorker(l0, 0.9);
+  absl::SleepFor(absl::Milliseconds(1200));  // past the 800 ms drain timeout
+  std::string why;
+  EXPECT_EQ(scheduler_->Gpus(&why)[0].state, GpuPool::State::kUnhealthy);
+  EXPECT_EQ(scheduler_->UsableGpus(), 1);
+  EXPECT_EQ(launcher_->launched().size(), 2u) << "nothing placed on the unhealthy GPU";
+  // GPU-1 frees up normally: task 2 runs there.
+  RunWorker(l1, 0.9);
+  ASSERT_TRUE(launcher_->WaitForLaunches(3));
+  EXPECT_EQ(Env(launcher_->launched()[2], "CUDA_VISIBLE_DEVICES"), "GPU-1");
+  bool reported = false;
+  for (const auto& e : Events(job->id())) {
+    if (e.has_device()) {
+      reported = true;
+      EXPECT_EQ(e.device().device_id(), "gpu0");
+      EXPECT_EQ(e.device().state(), "UNHEALTHY");
+    }
+  }
+  EXPECT_TRUE(reported);
 }
 
 TEST_F(SchedulerTest, UnknownJobIsNotFound) {

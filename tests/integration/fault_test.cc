@@ -1,0 +1,321 @@
+// The daemon keeps its promises: the real traind and real workers, killed,
+// hung, stopped and restarted.
+#include <dirent.h>
+#include <signal.h>
+
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
+#include "gtest/gtest.h"
+#include "tests/integration/daemon.h"
+#include "traind/spec_file.h"
+
+namespace traind::testing {
+namespace {
+
+using traind::v1::Failure;
+using traind::v1::Job;
+using traind::v1::JobEvent;
+using traind::v1::Task;
+
+traind::v1::JobSpec IrisSpec(int folds, int epochs) {
+  auto spec = LoadJobSpecFile(SourceDir() + "/examples/iris-cv.yaml");
+  EXPECT_TRUE(spec.ok()) << spec.status();
+  spec->mutable_data()->set_path(SourceDir() + "/examples/data/iris.csv");
+  spec->mutable_cross_validation()->set_folds(folds);
+  spec->mutable_training()->set_epochs(epochs);
+  return *spec;
+}
+
+bool ProcessAlive(int pid) {
+  if (kill(pid, 0) != 0) return false;
+  // A zombie is dead for our purposes.
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  std::getline(in, line);
+  size_t close = line.rfind(')');
+  return close == std::string::npos || line.size() < close + 2 || line[close + 2] != 'Z';
+}
+
+// Children of `pid` (any state) and how many are zombies.
+std::pair<int, int> Children(int pid) {
+  int children = 0, zombies = 0;
+  DIR* d = opendir("/proc");
+  while (dirent* e = readdir(d)) {
+    int p;
+    if (!absl::SimpleAtoi(e->d_name, &p)) continue;
+    std::ifstream in(std::string("/proc/") + e->d_name + "/stat");
+    std::string line;
+    if (!std::getline(in, line)) continue;
+    size_t close = line.rfind(')');
+    if (close == std::string::npos) continue;
+    std::vector<std::string> f = absl::StrSplit(line.substr(close + 2), ' ');
+    int ppid = 0;
+    if (f.size() > 1 && absl::SimpleAtoi(f[1], &ppid) && ppid == pid) {
+      ++children;
+      zombies += f[0] == "Z";
+    }
+  }
+  closedir(d);
+  return {children, zombies};
+}
+
+int64_t RssKiB(int pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  std::string key;
+  int64_t v = 0;
+  while (in >> key) {
+    if (key == "VmRSS:") {
+      in >> v;
+      return v;
+    }
+  }
+  return -1;
+}
+
+int OpenFds(int pid) {
+  int n = 0;
+  DIR* d = opendir(("/proc/" + std::to_string(pid) + "/fd").c_str());
+  if (d == nullptr) return -1;
+  while (readdir(d) != nullptr) ++n;
+  closedir(d);
+  return n - 2;
+}
+
+class FaultTest : public ::testing::Test {
+ protected:
+  void StartDaemon(std::vector<std::string> args = {"--cpu-slots=1"}) {
+    args_ = args;
+    daemon_ = std::make_unique<Daemon>(dir_.path() + "/state", args);
+    ASSERT_TRUE(daemon_->Start()) << daemon_->Log();
+  }
+  void Restart() {
+    daemon_ = std::make_unique<Daemon>(dir_.path() + "/state", args_);
+    ASSERT_TRUE(daemon_->Start()) << daemon_->Log();
+  }
+  void TearDown() override {
+    if (daemon_ != nullptr) {
+      daemon_->Stop();
+      if (HasFailure()) std::cerr << "--- traind log ---\n" << daemon_->Log();
+    }
+  }
+
+  Job Submit(const traind::v1::JobSpec& spec, const std::string& key = "") {
+    traind::v1::SubmitJobRequest req;
+    *req.mutable_spec() = spec;
+    req.set_idempotency_key(key);
+    Job job;
+    auto ctx = Ctx();
+    grpc::Status s = daemon_->stub()->SubmitJob(ctx.get(), req, &job);
+    EXPECT_TRUE(s.ok()) << s.error_message();
+    return job;
+  }
+  Job Get(const std::string& id) {
+    traind::v1::GetJobRequest req;
+    req.set_job_id(id);
+    Job job;
+    auto ctx = Ctx();
+    EXPECT_TRUE(daemon_->stub()->GetJob(ctx.get(), req, &job).ok());
+    return job;
+  }
+  // Polls until `pred(job)` holds; false after `seconds`.
+  template <typename Pred>
+  bool WaitFor(const std::string& id, Pred pred, int seconds = 60) {
+    for (int i = 0; i < seconds * 50; ++i) {
+      if (pred(Get(id))) return true;
+      usleep(20000);
+    }
+    return false;
+  }
+
+  // Checks the metric history: per (task, attempt) each epoch once and in
+  // order, and each task's last attempt reported every epoch.
+  void ExpectCompleteHistory(const std::vector<JobEvent>& events, const Job& job, int epochs) {
+    std::map<std::pair<int, int>, std::vector<int>> seen;
+    for (const JobEvent& e : events) {
+      if (e.has_epoch()) seen[{e.epoch().task(), e.epoch().attempt()}].push_back(e.epoch().epoch());
+    }
+    for (const auto& [key, list] : seen) {
+      for (size_t i = 0; i < list.size(); ++i) {
+        EXPECT_EQ(list[i], static_cast<int>(i + 1))
+            << "task " << key.first << " attempt " << key.second << ": epochs out of order or twice";
+      }
+    }
+    for (const Task& t : job.tasks()) {
+      const int last = t.attempts(t.attempts_size() - 1).number();
+      EXPECT_EQ(seen[{t.index(), last}].size(), static_cast<size_t>(epochs))
+          << "task " << t.index() << " attempt " << last;
+    }
+    for (size_t i = 0; i < events.size(); ++i) {
+      EXPECT_EQ(events[i].sequence(), static_cast<int64_t>(i + 1));
+    }
+  }
+
+  TempDir dir_;
+  std::vector<std::string> args_;
+  std::unique_ptr<Daemon> daemon_;
+};
+
+TEST_F(FaultTest, DaemonKilledMidJobComesBackAndFinishesWithoutRerunningFolds) {
+  StartDaemon();
+  const int epochs = 400;
+  Job job = Submit(IrisSpec(3, epochs));
+  // A watcher follows the job until the daemon dies.
+  std::vector<JobEvent> before;
+  std::thread watcher([&] { WatchAll(daemon_->stub(), job.id(), 0, &before, 120); });
+  ASSERT_TRUE(WaitFor(job.id(), [](const Job& j) {
+    return j.tasks(0).state() == Task::SUCCEEDED && j.tasks(1).epochs_done() >= 5;
+  }));
+  Job mid = Get(job.id());
+  const int worker = mid.tasks(1).attempts(0).pid();
+  ASSERT_TRUE(ProcessAlive(worker));
+  ASSERT_EQ(daemon_->Stop(SIGKILL) & 0x7f, SIGKILL);
+  watcher.join();
+  // The worker dies with the daemon (parent-death signal).
+  for (int i = 0; i < 100 && ProcessAlive(worker); ++i) usleep(20000);
+  EXPECT_FALSE(ProcessAlive(worker)) << "worker " << worker << " outlived the daemon";
+
+  Restart();
+  // Resume the watch from the last event seen: nothing missed, nothing twice.
+  ASSERT_FALSE(before.empty());
+  std::vector<JobEvent> after;
+  ASSERT_TRUE(WatchAll(daemon_->stub(), job.id(), before.back().sequence(), &after, 120).ok());
+  std::vector<JobEvent> all = before;
+  all.insert(all.end(), after.begin(), after.end());
+  Job done = Get(job.id());
+  ASSERT_EQ(done.state(), Job::SUCCEEDED) << done.DebugString();
+  EXPECT_EQ(done.tasks(0).attempts_size(), 1) << "a finished fold ran again";
+  ASSERT_EQ(done.tasks(1).attempts_size(), 2);
+  EXPECT_EQ(done.tasks(1).attempts(0).failure().reason(), Failure::LOST);
+  ExpectCompleteHistory(all, done, epochs);
+  EXPECT_TRUE(all.back().last());
+}
+
+TEST_F(FaultTest, KilledWorkerIsRetriedAndTheJobSucceeds) {
+  StartDaemon();
+  const int epochs = 300;
+  Job job = Submit(IrisSpec(2, epochs));
+  ASSERT_TRUE(WaitFor(job.id(), [](const Job& j) { return j.tasks(0).epochs_done() >= 3; }));
+  const int worker = Get(job.id()).tasks(0).attempts(0).pid();
+  ASSERT_EQ(kill(worker, SIGKILL), 0);
+  std::vector<JobEvent> events;
+  ASSERT_TRUE(WatchAll(daemon_->stub(), job.id(), 0, &events, 120).ok());
+  Job done = Get(job.id());
+  ASSERT_EQ(done.state(), Job::SUCCEEDED) << done.DebugString();
+  ASSERT_EQ(done.tasks(0).attempts_size(), 2);
+  const auto& f = done.tasks(0).attempts(0).failure();
+  EXPECT_EQ(f.reason(), Failure::WORKER_CRASHED);
+  EXPECT_EQ(f.signal(), SIGKILL);
+  EXPECT_NE(f.message().find("signal 9"), std::string::npos) << f.message();
+  EXPECT_EQ(done.tasks(1).attempts_size(), 1);
+  ExpectCompleteHistory(events, done, epochs);
+}
+
+TEST_F(FaultTest, HungWorkerIsKilledAndRetried) {
+  StartDaemon({"--cpu-slots=1", "--heartbeat-timeout=1.5"});
+  const int epochs = 300;
+  Job job = Submit(IrisSpec(2, epochs));
+  ASSERT_TRUE(WaitFor(job.id(), [](const Job& j) { return j.tasks(0).epochs_done() >= 3; }));
+  const int worker = Get(job.id()).tasks(0).attempts(0).pid();
+  ASSERT_EQ(kill(worker, SIGSTOP), 0);  // alive, silent
+  std::vector<JobEvent> events;
+  ASSERT_TRUE(WatchAll(daemon_->stub(), job.id(), 0, &events, 120).ok());
+  Job done = Get(job.id());
+  ASSERT_EQ(done.state(), Job::SUCCEEDED) << done.DebugString();
+  ASSERT_EQ(done.tasks(0).attempts_size(), 2);
+  EXPECT_EQ(done.tasks(0).attempts(0).failure().reason(), Failure::TIMEOUT);
+  EXPECT_FALSE(ProcessAlive(worker));
+  ExpectCompleteHistory(events, done, epochs);
+}
+
+TEST_F(FaultTest, SigtermStopsWithinTheGraceAndTheNextStartResumes) {
+  StartDaemon({"--cpu-slots=1", "--stop-grace=5"});
+  const int epochs = 400;
+  Job job = Submit(IrisSpec(2, epochs));
+  ASSERT_TRUE(WaitFor(job.id(), [](const Job& j) { return j.tasks(0).epochs_done() >= 3; }));
+  const int worker = Get(job.id()).tasks(0).attempts(0).pid();
+  absl::Time t0 = absl::Now();
+  int status = daemon_->Stop(SIGTERM);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  EXPECT_LT(absl::Now() - t0, absl::Seconds(8));
+  EXPECT_FALSE(ProcessAlive(worker));
+  Restart();
+  std::vector<JobEvent> events;
+  ASSERT_TRUE(WatchAll(daemon_->stub(), job.id(), 0, &events, 120).ok());
+  Job done = Get(job.id());
+  ASSERT_EQ(done.state(), Job::SUCCEEDED) << done.DebugString();
+  EXPECT_EQ(done.tasks(0).attempts(0).failure().reason(), Failure::LOST);
+  ExpectCompleteHistory(events, done, epochs);
+}
+
+TEST_F(FaultTest, QueuedJobCancelsAtOnceAndIdempotentResubmitReturnsTheSameJob) {
+  StartDaemon();
+  Job running = Submit(IrisSpec(2, 100000), "first");
+  Job again = Submit(IrisSpec(2, 100000), "first");
+  EXPECT_EQ(again.id(), running.id());
+  Job queued = Submit(IrisSpec(2, 10), "second");
+  EXPECT_NE(queued.id(), running.id());
+  ASSERT_TRUE(WaitFor(running.id(), [](const Job& j) { return j.state() == Job::RUNNING; }));
+  Job q = Get(queued.id());
+  EXPECT_EQ(q.tasks(0).wait_reason(), Task::RESOURCES);
+  EXPECT_GE(q.tasks(0).tasks_ahead(), 1);
+
+  traind::v1::CancelJobRequest c;
+  c.set_job_id(queued.id());
+  Job cancelled;
+  auto ctx = Ctx();
+  ASSERT_TRUE(daemon_->stub()->CancelJob(ctx.get(), c, &cancelled).ok());
+  EXPECT_EQ(cancelled.state(), Job::CANCELLED);
+  for (const Task& t : cancelled.tasks()) EXPECT_EQ(t.attempts_size(), 0);
+
+  c.set_job_id(running.id());
+  c.set_force(true);
+  auto ctx2 = Ctx();
+  ASSERT_TRUE(daemon_->stub()->CancelJob(ctx2.get(), c, &cancelled).ok());
+  ASSERT_TRUE(WaitFor(running.id(), [](const Job& j) { return j.state() == Job::CANCELLED; }));
+  traind::v1::ListJobsRequest lreq;
+  traind::v1::ListJobsResponse list;
+  auto ctx3 = Ctx();
+  ASSERT_TRUE(daemon_->stub()->ListJobs(ctx3.get(), lreq, &list).ok());
+  EXPECT_EQ(list.jobs_size(), 2);
+}
+
+TEST_F(FaultTest, SoakOfSmallJobsKeepsMemoryDescriptorsAndChildrenFlat) {
+  StartDaemon({"--cpu-slots=2"});
+  auto spec = IrisSpec(2, 1);
+  auto run_batch = [&](int n) {
+    std::vector<std::string> ids;
+    for (int i = 0; i < n; ++i) ids.push_back(Submit(spec).id());
+    for (const std::string& id : ids) {
+      std::vector<JobEvent> events;
+      ASSERT_TRUE(WatchAll(daemon_->stub(), id, 0, &events, 120).ok());
+      ASSERT_EQ(events.back().job_state().state(), Job::SUCCEEDED) << id;
+    }
+  };
+  run_batch(40);  // warm up: caches, the store, gRPC's threads
+  const int pid = daemon_->pid();
+  const int64_t rss0 = RssKiB(pid);
+  const int fds0 = OpenFds(pid);
+  run_batch(160);
+  usleep(300000);
+  const int64_t rss1 = RssKiB(pid);
+  const int fds1 = OpenFds(pid);
+  auto [children, zombies] = Children(pid);
+  EXPECT_EQ(children, 0);
+  EXPECT_EQ(zombies, 0);
+  EXPECT_LE(fds1, fds0 + 2) << "file descriptors grew from " << fds0 << " to " << fds1;
+  EXPECT_LT(rss1 - rss0, 16 * 1024) << "RSS grew from " << rss0 << " KiB to " << rss1 << " KiB";
+  std::cerr << "soak: 200 jobs, 400 workers; RSS " << rss0 << " -> " << rss1 << " KiB, fds "
+            << fds0 << " -> " << fds1 << "\n";
+}
+
+}  // namespace
+}  // namespace traind::testing
