@@ -79,23 +79,6 @@ Failure::Reason ReasonOf(const absl::Status& s) {
   return Failure::WORKER_CRASHED;
 }
 
-// The rows of `fold`: the same on every run, rank and retry for a given spec.
-engine::FoldRows SplitForTask(const traind::v1::JobSpec& spec, const engine::Dataset& data,
-                              int fold) {
-  if (fold < 0 || !spec.has_cross_validation()) {
-    engine::FoldRows rows;
-    rows.train.resize(data.rows);
-    for (int64_t i = 0; i < data.rows; ++i) rows.train[i] = i;
-    return rows;
-  }
-  const auto& cv = spec.cross_validation();
-  const bool stratified = !cv.has_stratified() || cv.stratified();
-  const bool shuffle = !cv.has_shuffle() || cv.shuffle();
-  auto folds = stratified ? engine::StratifiedKFold(data.y, cv.folds(), shuffle, spec.seed())
-                          : engine::KFold(data.rows, cv.folds(), shuffle, spec.seed());
-  return engine::FoldSplit(folds, fold);
-}
-
 // --------------------------------------------------------------------------
 // Under traind
 // --------------------------------------------------------------------------
@@ -190,6 +173,21 @@ class DaemonSession final : public engine::FitObserver {
            g_stop_signal.load(std::memory_order_relaxed);
   }
 
+  void OnResume(int32_t completed_epochs) override {
+    Log(absl::StrCat("resuming from the checkpoint after epoch ", completed_epochs));
+    traind::v1::ReportEventRequest req;
+    req.mutable_resumed()->set_completed_epochs(completed_epochs);
+    grpc::Status s = Report(req);
+    if (!s.ok()) Log(absl::StrCat("error: cannot report the resume: ", s.error_message()));
+  }
+
+  void OnWarning(absl::string_view message) override {
+    Log(absl::StrCat("warning: ", message));
+    traind::v1::ReportEventRequest req;
+    req.mutable_warning()->set_message(std::string(message));
+    (void)Report(req);  // best effort: the warning is in the log either way
+  }
+
  private:
   std::unique_ptr<traind::v1::WorkerService::Stub> stub_;
   const traind::v1::AttemptCredentials creds_;
@@ -240,9 +238,11 @@ int RunUnderDaemon(const std::string& server, const std::string& job, int task, 
   };
 
   const traind::v1::JobSpec& spec = assignment.spec();
-  absl::StatusOr<engine::Dataset> data = engine::LoadDataset(spec.data());
+  absl::StatusOr<engine::Dataset> data = engine::LoadDataset(spec);
   if (!data.ok()) return fail(data.status());
-  engine::FoldRows rows = SplitForTask(spec, *data, assignment.fold());
+  absl::StatusOr<engine::FoldRows> split = engine::RowsForTask(spec, *data, task);
+  if (!split.ok()) return fail(split.status());
+  const engine::FoldRows& rows = *split;
   {
     traind::v1::ReportEventRequest req;
     traind::v1::TaskStarted* st = req.mutable_started();
@@ -259,9 +259,12 @@ int RunUnderDaemon(const std::string& server, const std::string& job, int task, 
   engine::FitOptions options;
   options.task = task;
   options.attempt = attempt;
+  // Checkpoints outlive the attempt: a retry after a crash or a daemon
+  // restart resumes from the latest one.
+  options.artifacts_dir = assignment.artifacts_dir();
+  options.checkpoint_dir = assignment.artifacts_dir() + "/checkpoints";
   absl::StatusOr<traind::v1::FoldResult> result =
-      engine::Fit(spec, *data, rows, assignment.fold() < 0 ? 0 : assignment.fold(), options,
-                  &session);
+      engine::Fit(spec, *data, rows, task, options, &session);
   if (!result.ok()) return fail(result.status());
   traind::v1::ReportEventRequest req;
   *req.mutable_finished()->mutable_result() = *result;
@@ -292,7 +295,7 @@ class PrintingObserver final : public engine::FitObserver {
   bool StopRequested() override { return g_stop_signal.load(std::memory_order_relaxed); }
 };
 
-int RunStandalone(const std::string& spec_path, int only_fold) {
+int RunStandalone(const std::string& spec_path, int only_fold, const std::string& artifacts) {
   absl::StatusOr<traind::v1::JobSpec> spec = LoadJobSpecFile(spec_path);
   if (!spec.ok()) {
     Log(absl::StrCat("error: ", spec.status().message()));
@@ -303,21 +306,28 @@ int RunStandalone(const std::string& spec_path, int only_fold) {
     Log(absl::StrCat("error: ", spec_path, ": ", s.message()));
     return kUsage;
   }
-  absl::StatusOr<engine::Dataset> data = engine::LoadDataset(spec->data());
+  absl::StatusOr<engine::Dataset> data = engine::LoadDataset(*spec);
   if (!data.ok()) {
     Log(absl::StrCat("error: ", data.status().message()));
     return kFailed;
   }
   const int tasks = engine::TaskCount(*spec);
-  const bool cv = spec->has_cross_validation();
   PrintingObserver observer;
   for (int task = 0; task < tasks; ++task) {
     if (only_fold >= 0 && task != only_fold) continue;
     engine::FitOptions options;
     options.task = task;
-    engine::FoldRows rows = SplitForTask(*spec, *data, cv ? task : -1);
+    if (!artifacts.empty()) {
+      options.artifacts_dir = absl::StrCat(artifacts, "/task-", task);
+      options.checkpoint_dir = options.artifacts_dir + "/checkpoints";
+    }
+    absl::StatusOr<engine::FoldRows> rows = engine::RowsForTask(*spec, *data, task);
+    if (!rows.ok()) {
+      Log(absl::StrCat("error: task ", task, ": ", rows.status().message()));
+      return kFailed;
+    }
     absl::StatusOr<traind::v1::FoldResult> result =
-        engine::Fit(*spec, *data, rows, task, options, &observer);
+        engine::Fit(*spec, *data, *rows, task, options, &observer);
     if (!result.ok()) {
       Log(absl::StrCat("error: fold ", task, ": ", result.status().message()));
       return engine::FailureKindOf(result.status()) == engine::FailureKind::kCancelled
@@ -354,9 +364,12 @@ int main(int argc, char** argv) {
   app.add_option("--task", task, "task index");
   app.add_option("--attempt", attempt, "attempt number");
   app.add_option("--spec", spec, "standalone: a job spec file (YAML or JSON)");
-  app.add_option("--fold", fold, "standalone: run only this fold");
+  app.add_option("--fold", fold, "standalone: run only this task (fold)");
+  std::string artifacts;
+  app.add_option("--artifacts", artifacts,
+                 "standalone: write predictions, checkpoints and models under DIR/task-N");
   CLI11_PARSE(app, argc, argv);
-  if (!spec.empty()) return traind::worker::RunStandalone(spec, fold);
+  if (!spec.empty()) return traind::worker::RunStandalone(spec, fold, artifacts);
   if (server.empty() || job.empty() || task < 0 || attempt < 1) {
     std::fprintf(stderr, "traind-worker: --server, --job, --task and --attempt are required "
                          "(or --spec FILE)\n");

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -203,6 +204,15 @@ absl::StatusOr<Job> Scheduler::Submit(const JobSpec& spec, const SubmitOptions& 
   return view;
 }
 
+bool Scheduler::DependenciesDoneLocked(const LiveJob& lj, int task) {
+  // The refit task trains on all rows once every fold has succeeded.
+  if (!engine::IsRefitTask(lj.job.spec(), task)) return true;
+  for (const Task& t : lj.job.tasks()) {
+    if (t.index() != task && t.state() != Task::SUCCEEDED) return false;
+  }
+  return true;
+}
+
 void Scheduler::EnqueueLocked(const LiveJob& lj, int task) {
   queue_.insert(QueueEntry{lj.job.spec().priority(), lj.order, task, lj.job.id()});
   wake_ = true;
@@ -226,7 +236,9 @@ Job Scheduler::ViewLocked(const LiveJob& lj) {
           view.tasks(e.task).state() == Task::QUEUED) {
         Task* t = view.mutable_tasks(e.task);
         Task::WaitReason why = Task::RESOURCES;
-        if (at_cap) {
+        if (!DependenciesDoneLocked(lj, e.task)) {
+          why = Task::DEPENDENCY;
+        } else if (at_cap) {
           why = Task::JOB_LIMIT;
         } else if (view.spec().resources().device() == traind::v1::GPU && gpus_.AnyDraining()) {
           why = Task::DEVICE_DRAINING;
@@ -409,6 +421,7 @@ void Scheduler::DispatchLocked() {
     LiveJob& lj = *it->second;
     const int cap = lj.job.spec().resources().max_parallel_tasks();
     if (cap > 0 && static_cast<int>(lj.attempts.size()) >= cap) continue;  // stays queued
+    if (!DependenciesDoneLocked(lj, task)) continue;
     std::vector<int> gpus;
     if (lj.job.spec().resources().device() == traind::v1::GPU) {
       if (!gpus_refreshed) {
@@ -700,9 +713,15 @@ void Scheduler::UpdateResultLocked(LiveJob& lj) {
   r->clear_val();
   r->set_selection("val.loss (min)");
   std::map<std::string, std::vector<double>> values;
+  r->clear_refit();
   for (const Task& t : lj.job.tasks()) {
     if (t.state() != Task::SUCCEEDED) continue;
+    if (engine::IsRefitTask(lj.job.spec(), t.index())) {
+      *r->mutable_refit() = t.result();
+      continue;
+    }
     *r->add_folds() = t.result();
+    if (!t.result().selection().empty()) r->set_selection(t.result().selection());
     for (const auto& [name, v] : t.result().val()) values[name].push_back(v);
   }
   for (const auto& [name, vs] : values) {
@@ -718,6 +737,45 @@ void Scheduler::UpdateResultLocked(LiveJob& lj) {
   }
 }
 
+void Scheduler::MergePredictionsLocked(LiveJob& lj) {
+  // One file of every fold's out-of-fold predictions, ordered by row. Each
+  // fold's file has the same header; the first column is the row index.
+  std::vector<std::string> paths;
+  for (const auto& f : lj.job.result().folds()) {
+    if (!f.predictions_path().empty()) paths.push_back(f.predictions_path());
+  }
+  if (paths.empty()) return;
+  std::string header;
+  std::vector<std::pair<int64_t, std::string>> rows;
+  for (const std::string& p : paths) {
+    std::ifstream in(p);
+    std::string line;
+    if (!std::getline(in, line)) {
+      LogWarning("predictions of job=%s: cannot read %s", lj.job.id(), p);
+      return;
+    }
+    if (header.empty()) header = line;
+    while (std::getline(in, line)) {
+      int64_t row = 0;
+      if (!absl::SimpleAtoi(line.substr(0, line.find(',')), &row)) continue;
+      rows.emplace_back(row, line);
+    }
+  }
+  std::sort(rows.begin(), rows.end());
+  const std::string out =
+      (std::filesystem::path(options_.state_dir) / "jobs" / lj.job.id() / "predictions.csv")
+          .string();
+  std::ofstream file(out);
+  file << header << "\n";
+  for (const auto& [row, line] : rows) file << line << "\n";
+  file.close();
+  if (!file) {
+    LogWarning("predictions of job=%s: cannot write %s", lj.job.id(), out);
+    return;
+  }
+  lj.job.mutable_result()->set_predictions_path(out);
+}
+
 void Scheduler::MaybeFinishJobLocked(LiveJob& lj) {
   Job& job = lj.job;
   if (IsTerminal(job.state())) return;
@@ -731,7 +789,10 @@ void Scheduler::MaybeFinishJobLocked(LiveJob& lj) {
                                              : Job::CANCELLED;
   job.set_state(final_state);
   *job.mutable_end_time() = NowProto();
-  if (final_state == Job::SUCCEEDED) job.mutable_result()->set_complete(true);
+  if (final_state == Job::SUCCEEDED) {
+    job.mutable_result()->set_complete(true);
+    MergePredictionsLocked(lj);
+  }
   JobEvent* e = NewEventLocked(lj);
   e->mutable_job_state()->set_state(final_state);
   if (job.has_failure()) *e->mutable_job_state()->mutable_failure() = job.failure();
@@ -847,6 +908,38 @@ absl::StatusOr<bool> Scheduler::ReportEvent(const traind::v1::ReportEventRequest
         m.tasks.push_back(t);
         CommitLocked(lj, m);
       }
+      break;
+    }
+    case traind::v1::ReportEventRequest::kResumed: {
+      // Epochs continue after the checkpoint: the next report is k + 1.
+      const int k = req.resumed().completed_epochs();
+      la->last_epoch = k;
+      Task* t = lj.job.mutable_tasks(task);
+      t->set_epochs_done(k);
+      auto* e = NewEventLocked(lj)->mutable_task_state();
+      e->set_task(task);
+      e->set_attempt(la->number);
+      e->set_state(t->state());
+      e->set_pid(la->pid);
+      e->set_resumed_epochs(k);
+      StoreMutation m;
+      m.tasks.push_back(t);
+      CommitLocked(lj, m);
+      LogInfo("task resumed job=%s task=%d attempt=%d pid=%d after_epoch=%d", lj.job.id(), task,
+              la->number, la->pid, k);
+      break;
+    }
+    case traind::v1::ReportEventRequest::kWarning: {
+      auto* e = NewEventLocked(lj)->mutable_task_state();
+      e->set_task(task);
+      e->set_attempt(la->number);
+      e->set_state(lj.job.tasks(task).state());
+      e->set_pid(la->pid);
+      e->set_warning(req.warning().message());
+      StoreMutation m;
+      CommitLocked(lj, m);
+      LogWarning("task warning job=%s task=%d attempt=%d: %s", lj.job.id(), task, la->number,
+                 req.warning().message());
       break;
     }
     case traind::v1::ReportEventRequest::kFinished:

@@ -168,6 +168,8 @@ class Scheduler final {
   void RemoveQueuedLocked(const std::string& job_id, int task) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   traind::v1::Job ViewLocked(const LiveJob& lj) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void UpdateResultLocked(LiveJob& lj) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void MergePredictionsLocked(LiveJob& lj) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool DependenciesDoneLocked(const LiveJob& lj, int task) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const SchedulerOptions options_;
   JobStore* const store_;

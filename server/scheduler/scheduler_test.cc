@@ -455,6 +455,63 @@ TEST_F(SchedulerTest, SilentWorkerIsKilledAsHungAndRetried) {
   EXPECT_EQ(launcher_->launched()[1].Arg("attempt"), "2");
 }
 
+TEST_F(SchedulerTest, RefitRunsAfterEveryFoldSucceeded) {
+  Close();
+  Open(/*slots=*/4);
+  ASSERT_TRUE(scheduler_->Recover().ok());
+  auto spec = ThreeFoldSpec();
+  spec.mutable_cross_validation()->set_folds(2);
+  spec.mutable_cross_validation()->set_refit(true);
+  auto job = scheduler_->Submit(spec);
+  ASSERT_TRUE(job.ok());
+  ASSERT_EQ(job->tasks_size(), 3);
+  scheduler_->Start();
+  ASSERT_TRUE(launcher_->WaitForLaunches(2));
+  absl::SleepFor(absl::Milliseconds(50));
+  EXPECT_EQ(launcher_->launched().size(), 2u);
+  EXPECT_EQ(scheduler_->GetJob(job->id())->tasks(2).wait_reason(), Task::DEPENDENCY);
+  RunWorker(launcher_->launched()[0], 0.9);
+  absl::SleepFor(absl::Milliseconds(50));
+  EXPECT_EQ(launcher_->launched().size(), 2u) << "the refit waits for every fold";
+  RunWorker(launcher_->launched()[1], 0.7);
+  ASSERT_TRUE(launcher_->WaitForLaunches(3));
+  auto refit = launcher_->launched()[2];
+  EXPECT_EQ(refit.Arg("task"), "2");
+  RunWorker(refit, 0.0);
+  auto done = scheduler_->GetJob(job->id());
+  ASSERT_EQ(done->state(), Job::SUCCEEDED);
+  // The summary is over the folds only; the refit has its own place.
+  EXPECT_EQ(done->result().folds_size(), 2);
+  EXPECT_NEAR(done->result().val().at("accuracy").mean(), 0.8, 1e-12);
+  EXPECT_TRUE(done->result().has_refit());
+}
+
+TEST_F(SchedulerTest, ResumedAttemptContinuesItsEpochCount) {
+  ASSERT_TRUE(scheduler_->Recover().ok());
+  scheduler_->Start();
+  auto job = scheduler_->Submit(ThreeFoldSpec());
+  ASSERT_TRUE(launcher_->WaitForLaunches(1));
+  auto c = Creds(launcher_->launched()[0]);
+  traind::v1::ReportEventRequest resumed;
+  *resumed.mutable_credentials() = c;
+  resumed.mutable_resumed()->set_completed_epochs(7);
+  ASSERT_TRUE(scheduler_->ReportEvent(resumed).ok());
+  traind::v1::EpochMetrics m;
+  m.set_epoch(8);
+  ASSERT_TRUE(scheduler_->ReportEpoch(c, m).ok());
+  m.set_epoch(1);  // before the checkpoint: already reported by an earlier attempt
+  ASSERT_TRUE(scheduler_->ReportEpoch(c, m).ok());
+  EXPECT_EQ(scheduler_->GetJob(job->id())->tasks(0).epochs_done(), 8);
+  auto stored = store_->ReadEpochs(job->id());
+  ASSERT_EQ(stored->size(), 1u);
+  EXPECT_EQ(stored->at(0).epoch(), 8);
+  bool saw_resume = false;
+  for (const auto& e : Events(job->id())) {
+    saw_resume |= e.has_task_state() && e.task_state().resumed_epochs() == 7;
+  }
+  EXPECT_TRUE(saw_resume);
+}
+
 class GpuSchedulerTest : public SchedulerTest {
  protected:
   static constexpr int64_t kGiB = 1ll << 30;
