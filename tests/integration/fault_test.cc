@@ -151,7 +151,8 @@ class FaultTest : public ::testing::Test {
     }
     for (const Task& t : job.tasks()) {
       const int last = t.attempts(t.attempts_size() - 1).number();
-      EXPECT_EQ(seen[{t.index(), last}].size(), static_cast<size_t>(epochs))
+      const size_t reported = seen[std::make_pair(t.index(), last)].size();
+      EXPECT_EQ(reported, static_cast<size_t>(epochs))
           << "task " << t.index() << " attempt " << last;
     }
     for (size_t i = 0; i < events.size(); ++i) {
@@ -289,7 +290,8 @@ TEST_F(FaultTest, QueuedJobCancelsAtOnceAndIdempotentResubmitReturnsTheSameJob) 
 }
 
 TEST_F(FaultTest, SoakOfSmallJobsKeepsMemoryDescriptorsAndChildrenFlat) {
-  StartDaemon({"--cpu-slots=2"});
+  // 160 jobs queue at once: above the default per-user limit of queued jobs.
+  StartDaemon({"--cpu-slots=2", "--max-queued-jobs-per-user=0"});
   auto spec = IrisSpec(2, 1);
   auto run_batch = [&](int n) {
     std::vector<std::string> ids;

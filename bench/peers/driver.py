@@ -1,0 +1,449 @@
+"""Issue 7's CPU benchmark driver: runs traind's engine (build/bin/cpu_bench,
+traind-worker, traind + trainctl) and its peers (PyTorch, scikit-learn) alternately
+on the same data, takes medians, and prints markdown tables with ratios.
+Started by bench/run_cpu_bench.sh with /usr/bin/python3; see docs/benchmarks.md.
+
+  driver.py --bin BUILD/bin --work DIR --openblas-openmp DIR [--repeats 3] [--quick]
+"""
+import argparse
+import json
+import os
+import platform
+import re
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+PEERS = os.path.join(ROOT, "bench", "peers")
+PY = "/usr/bin/python3"
+
+OUT = []
+
+
+def say(line=""):
+    print(line, flush=True)
+    OUT.append(line)
+
+
+def load():
+    return "%.2f" % os.getloadavg()[0]
+
+
+def cpu_model():
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return platform.processor()
+
+
+def run_json(cmd, env, cwd=ROOT, timeout=600):
+    p = subprocess.run(cmd, env=env, cwd=cwd, capture_output=True, text=True, timeout=timeout)
+    if p.returncode != 0:
+        raise RuntimeError("%s failed (%d): %s" % (" ".join(cmd), p.returncode, p.stderr[-2000:]))
+    lines = [l for l in p.stdout.splitlines() if l.startswith("{")]
+    return [json.loads(l) for l in lines]
+
+
+def write_data(path, x, y, classes):
+    with open(path, "wb") as f:
+        f.write(b"TRDB")
+        f.write(np.array([x.shape[0], x.shape[1], classes], dtype=np.int64).tobytes())
+        f.write(np.ascontiguousarray(x, dtype=np.float32).tobytes())
+        f.write(np.ascontiguousarray(y, dtype=np.int32).tobytes())
+
+
+def synthetic(path, rows, features, classes, seed):
+    if os.path.exists(path):
+        return
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((rows, features), dtype=np.float32)
+    w = rng.standard_normal((features, classes), dtype=np.float32)
+    y = np.argmax(x @ w, axis=1)
+    write_data(path, x, y, classes)
+
+
+def samples_per_s(result, skip=1):
+    secs = result["epoch_seconds"][skip:]
+    return result["rows"] * len(secs) / sum(secs)
+
+
+def med(v):
+    return statistics.median(v) if v else float("nan")
+
+
+def fmt(v, d=0):
+    return ("{:,.%df}" % d).format(v)
+
+
+class Envs:
+    def __init__(self, openblas_dir):
+        base = dict(os.environ)
+        self.traind = dict(base, OMP_NUM_THREADS="2")
+        # The peer at its best: OpenBLAS's OpenMP build for torch's libblas.so.3 (this
+        # command only; the system's alternatives are untouched), without the
+        # environment's OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE (they slow OpenBLAS here).
+        best = dict(base)
+        best.pop("OPENBLAS_CORETYPE", None)
+        best.pop("OPENBLAS_L2_SIZE", None)
+        best["LD_LIBRARY_PATH"] = openblas_dir + (":" + base["LD_LIBRARY_PATH"] if base.get("LD_LIBRARY_PATH") else "")
+        self.best = best
+        # As Debian installs it: whatever libblas.so.3 the alternatives select, the environment as is.
+        self.debian = dict(base)
+
+    @staticmethod
+    def threads(env, n):
+        return dict(env, OMP_NUM_THREADS=str(n))
+
+
+def mlp_case(title, data, hidden, batch, epochs, repeats, envs, bin_dir, peer_threads,
+             debian_rows=0, debian_epochs=2, flops_per_sample=None):
+    """Alternates traind / torch-best (/ torch-debian) runs; returns the medians."""
+    say("### %s" % title)
+    say()
+    traind, best = [], {t: [] for t in peer_threads}
+    deb = []
+    loads = [load()]
+    info = {}
+    for r in range(repeats):
+        t = run_json([os.path.join(bin_dir, "cpu_bench"), "fit", "--data", data, "--hidden", hidden,
+                      "--batch", str(batch), "--epochs", str(epochs)], envs.traind)[0]
+        traind.append(samples_per_s(t))
+        info["traind_loss"] = t["epoch_loss"]
+        for th in peer_threads:
+            p = run_json([PY, os.path.join(PEERS, "torch_mlp.py"), "--data", data, "--hidden", hidden,
+                          "--batch", str(batch), "--epochs", str(epochs), "--threads", str(th)],
+                         Envs.threads(envs.best, th))[0]
+            best[th].append(samples_per_s(p))
+            info["best"] = p
+        loads.append(load())
+    if debian_rows >= 0:
+        p = run_json([PY, os.path.join(PEERS, "torch_mlp.py"), "--data", data, "--hidden", hidden,
+                      "--batch", str(batch), "--epochs", str(debian_epochs), "--threads", str(peer_threads[-1]),
+                      "--rows", str(debian_rows)], Envs.threads(envs.debian, peer_threads[-1]))[0]
+        deb.append(samples_per_s(p))
+        info["debian"] = p
+    tm = med(traind)
+    bt = max(peer_threads, key=lambda th: med(best[th]))
+    bm = med(best[bt])
+    say("| engine | config | samples/s (median of %d; runs) | traind ratio |" % repeats)
+    say("| --- | --- | --- | --- |")
+    gf = lambda v: (" = %.0f GFLOP/s" % (v * flops_per_sample / 1e9)) if flops_per_sample else ""
+    say("| traind | oneDNN, OMP_NUM_THREADS=2 | **%s**%s (%s) | 1.00 |" % (
+        fmt(tm), gf(tm), ", ".join(fmt(v) for v in traind)))
+    for th in peer_threads:
+        m = med(best[th])
+        say("| PyTorch %s | best: OpenBLAS-openmp, %d thread%s, OPENBLAS_CORETYPE/L2_SIZE unset | %s%s (%s) | **%.2f** |" % (
+            info["best"]["engine"].split()[-1], th, "s" if th > 1 else "", fmt(m), gf(m),
+            ", ".join(fmt(v) for v in best[th]), tm / m))
+    if deb:
+        d = info["debian"]
+        say("| PyTorch %s | as Debian installs it: %s, %d threads (%s rows, %d epoch%s, 1 run) | %s%s | %.2f |" % (
+            d["engine"].split()[-1], ", ".join(os.path.basename(l) for l in d["blas_loaded"] if "blas" in l),
+            d["threads"], fmt(d["rows"]), debian_epochs - 1, "s" if debian_epochs > 2 else "",
+            fmt(deb[0]), gf(deb[0]), tm / deb[0]))
+    say()
+    say("Peer libraries loaded (best config): %s; torch config: %s. Load average during the case: %s." % (
+        ", ".join(info["best"]["blas_loaded"]), "; ".join(info["best"]["torch_config_blas"]) or "-",
+        " → ".join(loads)))
+    say("Final training loss: traind %.4f, PyTorch %.4f (same data, init scheme, optimizer)." % (
+        info["traind_loss"][-1], info["best"]["epoch_loss"][-1]))
+    say()
+    return {"traind": tm, "peer": bm, "peer_threads": bt, "ratio": tm / bm}
+
+
+def sgemm(bin_dir, envs, m, n, k, reps=10):
+    return run_json([os.path.join(bin_dir, "cpu_bench"), "sgemm", "--m", str(m), "--n", str(n),
+                     "--k", str(k), "--reps", str(reps)], envs.traind)[0]
+
+
+class Daemon:
+    def __init__(self, bin_dir, slots, threads):
+        self.dir = tempfile.mkdtemp(prefix="traind-cpubench-")
+        self.address = "unix:%s/traind.sock" % self.dir
+        self.log = open(os.path.join(self.dir, "traind.log"), "w")
+        self.p = subprocess.Popen(
+            [os.path.join(bin_dir, "traind"), "--state-dir", self.dir, "--listen", self.address,
+             "--cpu-slots", str(slots), "--worker-threads", str(threads), "--data-root", ROOT],
+            stderr=self.log, stdout=self.log, cwd=ROOT)
+        for _ in range(500):
+            if os.path.exists(os.path.join(self.dir, "traind.sock")):
+                break
+            time.sleep(0.01)
+        self.bin_dir = bin_dir
+
+    def submit(self, spec):
+        t0 = time.perf_counter()
+        p = subprocess.run([os.path.join(self.bin_dir, "trainctl"), "--address", self.address, "-o", "json",
+                            "submit", spec, "--wait"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+        wall = time.perf_counter() - t0
+        if p.returncode != 0:
+            raise RuntimeError("trainctl submit failed: %s %s" % (p.stdout[-1000:], p.stderr[-1000:]))
+        job = json.loads(p.stdout)
+        ts = lambda s: _parse_ts(s)
+        server = ts(job["end_time"]) - ts(job["create_time"])
+        return wall, server, job
+
+    def stop(self):
+        self.p.send_signal(signal.SIGTERM)
+        self.p.wait(timeout=30)
+        self.log.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def _parse_ts(s):
+    m = re.match(r"(\d+)-(\d+)-(\d+)T(\d+):(\d+):(\d+)(\.\d+)?Z", s)
+    import calendar
+    y, mo, d, h, mi, se = (int(g) for g in m.groups()[:6])
+    return calendar.timegm((y, mo, d, h, mi, se)) + (float(m.group(7)) if m.group(7) else 0.0)
+
+
+def standalone(bin_dir, spec, env):
+    t0 = time.perf_counter()
+    out = run_json([os.path.join(bin_dir, "traind-worker"), "--spec", spec], env)
+    wall = time.perf_counter() - t0
+    train = sum(o.get("seconds", 0.0) for o in out if "epoch" in o)
+    return wall, train, out
+
+
+def write_spec(path, text):
+    with open(path, "w") as f:
+        f.write(text)
+    return path
+
+
+IRIS_SPEC = """name: iris-cv10
+data: {path: %(root)s/examples/data/iris.csv, label: species, standardize: true}
+%(cv)s
+seed: 42
+model:
+  layers:
+    - dense: {units: 16, activation: relu, init: xavier_uniform}
+    - dense: {units: 3}
+loss: {softmax_cross_entropy: {}}
+optimizer: {adam: {learning_rate: 0.01}}
+training: {%(training)s, batch_size: 16}
+metrics: {train: [loss, accuracy], val: [loss, accuracy]}
+resources: {device: cpu}
+"""
+
+DIGITS_SPEC = """name: digits-cv5
+data: {path: %(root)s/examples/data/digits.csv, label: digit, standardize: true}
+cross_validation: {folds: 5, stratified: true, shuffle: true}
+seed: 42
+model:
+  layers:
+    - dense: {units: 128, activation: relu, init: xavier_uniform}
+    - dense: {units: 10, init: xavier_uniform}
+loss: {softmax_cross_entropy: {}}
+optimizer: {sgd: {learning_rate: 0.01, momentum: 0.9}}
+training: {epochs: 30, batch_size: 32}
+metrics: {train: [loss], val: [loss, accuracy]}
+resources: {device: cpu}
+"""
+
+
+def cv_case(bin_dir, work, envs, repeats):
+    say("### 4. Cross-validation overhead: 10-fold CV of iris (4-16-3, Adam, 60 epochs, batch 16)")
+    say()
+    iris10 = write_spec(os.path.join(work, "iris-cv10.yaml"), IRIS_SPEC % {
+        "root": ROOT, "cv": "cross_validation: {folds: 10, stratified: true, shuffle: true}", "training": "epochs: 60"})
+    one_batch = write_spec(os.path.join(work, "iris-1batch.yaml"), IRIS_SPEC % {
+        "root": ROOT, "cv": "", "training": "batches: 1"})
+    env1 = Envs.threads(envs.traind, 1)
+    peer_env = Envs.threads(envs.best, 1)
+    seq, par = Daemon(bin_dir, 1, 1), Daemon(bin_dir, 2, 1)
+    res = {k: [] for k in ("inproc", "inproc_train", "d1_wall", "d1_srv", "d2_wall", "d2_srv", "py", "py_train")}
+    loads = [load()]
+    try:
+        seq.submit(iris10)  # warm the page cache and SQLite once
+        par.submit(iris10)
+        for _ in range(repeats):
+            w, t, _ = standalone(bin_dir, iris10, env1)
+            res["inproc"].append(w)
+            res["inproc_train"].append(t)
+            w, s, _ = seq.submit(iris10)
+            res["d1_wall"].append(w)
+            res["d1_srv"].append(s)
+            w, s, _ = par.submit(iris10)
+            res["d2_wall"].append(w)
+            res["d2_srv"].append(s)
+            t0 = time.perf_counter()
+            tr = 0.0
+            for fold in range(10):
+                o = run_json([PY, os.path.join(PEERS, "torch_iris_fold.py"), "--csv",
+                              os.path.join(ROOT, "examples/data/iris.csv"), "--folds", "10", "--fold", str(fold),
+                              "--epochs", "60", "--threads", "1"], peer_env)[0]
+                tr += o["train_seconds"]
+            res["py"].append(time.perf_counter() - t0)
+            res["py_train"].append(tr)
+            loads.append(load())
+        # Worker start -> first batch.
+        starts, helps = [], []
+        for _ in range(max(5, repeats)):
+            w, t, _ = standalone(bin_dir, one_batch, env1)
+            starts.append((w - t) * 1000)
+            t0 = time.perf_counter()
+            subprocess.run([os.path.join(bin_dir, "traind-worker"), "--help"], capture_output=True, env=env1)
+            helps.append((time.perf_counter() - t0) * 1000)
+    finally:
+        seq.stop()
+        par.stop()
+    m = {k: med(v) for k, v in res.items()}
+    say("| how | wall s (median of %d) | vs in-process | training time inside |" % repeats)
+    say("| --- | --- | --- | --- |")
+    say("| traind engine in one process: `traind-worker --spec` (10 folds in turn, 1 thread) | %.3f | 1.00 | %.3f s (Σ epoch seconds) |" % (m["inproc"], m["inproc_train"]))
+    say("| daemon, 1 CPU slot × 1 thread (folds in turn: one worker process per fold) | %.3f (server: create→end %.3f) | **%.2f** | |" % (m["d1_wall"], m["d1_srv"], m["d1_wall"] / m["inproc"]))
+    say("| daemon, default 2 CPU slots × 1 thread (2 fold workers at once) | %.3f (server %.3f) | %.2f | |" % (m["d2_wall"], m["d2_srv"], m["d2_wall"] / m["inproc"]))
+    say("| PyTorch, one `/usr/bin/python3` process per fold, in turn (start + import torch + train), 1 thread | %.3f | %.2f | %.3f s (training loops) |" % (m["py"], m["py"] / m["inproc"], m["py_train"]))
+    say()
+    per_fold = (m["d1_wall"] - m["inproc"]) / 10 * 1000
+    say("Daemon per-fold overhead (1 slot): (daemon − in-process) / 10 = **%.1f ms**. Load: %s." % (per_fold, " → ".join(loads)))
+    say()
+    say("Worker start → first batch: wall time of `traind-worker --spec` on a 1-batch iris spec (no CV) minus the "
+        "epoch's own `seconds` (so: exec, dynamic linking, spec parse + validation, CSV load, feature pipeline, "
+        "network build, process exit): median **%.1f ms** (runs: %s); of which `traind-worker --help` "
+        "(exec + dynamic linking + static initializers + exit) is %.1f ms." % (
+            med(starts), ", ".join("%.1f" % v for v in starts), med(helps)))
+    say()
+    return {"per_fold_ms": per_fold, "ratio": m["d1_wall"] / m["inproc"], "start_ms": med(starts),
+            "ratio_par": m["d2_wall"] / m["inproc"]}
+
+
+def digits_cv_case(bin_dir, work, envs, repeats):
+    say("### 4b. Digits 5-fold × 30 epochs (64-128-10, SGD momentum, batch 32): traind's daemon CV beside scikit-learn")
+    say()
+    spec = write_spec(os.path.join(work, "digits-cv5.yaml"), DIGITS_SPEC % {"root": ROOT})
+    env1 = Envs.threads(envs.traind, 1)
+    d = Daemon(bin_dir, 1, 1)
+    d2 = Daemon(bin_dir, 2, 1)
+    res = {k: [] for k in ("inproc", "d1", "d2", "sk")}
+    acc = {}
+    try:
+        d.submit(spec)
+        for _ in range(repeats):
+            w, _, out = standalone(bin_dir, spec, env1)
+            res["inproc"].append(w)
+            w, _, job = d.submit(spec)
+            res["d1"].append(w)
+            w, _, job = d2.submit(spec)
+            res["d2"].append(w)
+            try:
+                acc["traind"] = job["result"]["val_mean"]["accuracy"]
+            except (KeyError, TypeError):
+                acc["traind"] = json.dumps(job.get("result", {}))[:200]
+            o = run_json([PY, os.path.join(PEERS, "sklearn_digits_cv.py"), "--csv",
+                          os.path.join(ROOT, "examples/data/digits.csv")], Envs.threads(envs.best, 1))[0]
+            res["sk"].append(o["cv_seconds"])
+            acc["sk"] = o["mean_val_accuracy"]
+    finally:
+        d.stop()
+        d2.stop()
+    m = {k: med(v) for k, v in res.items()}
+    say("| how | wall s (median of %d) |" % repeats)
+    say("| --- | --- |")
+    say("| traind daemon, 1 slot × 1 thread (trainctl submit --wait) | %.3f |" % m["d1"])
+    say("| traind daemon, 2 slots × 1 thread | %.3f |" % m["d2"])
+    say("| traind engine in one process (`traind-worker --spec`, 1 thread; includes process start) | %.3f |" % m["inproc"])
+    say("| scikit-learn MLPClassifier(sgd), one process (CV loop only, no import) | %.3f |" % m["sk"])
+    say()
+    say("Mean validation accuracy: traind %s, scikit-learn %.4f." % (acc.get("traind"), acc["sk"]))
+    say()
+    return m
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bin", required=True)
+    ap.add_argument("--work", required=True)
+    ap.add_argument("--openblas-openmp", required=True)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--only", default="1,2,3,4")
+    ap.add_argument("--case3-rows", type=int, default=2048)
+    ap.add_argument("--out", default="")
+    a = ap.parse_args()
+    os.makedirs(a.work, exist_ok=True)
+    envs = Envs(a.openblas_openmp)
+    only = set(a.only.split(","))
+    t_start = time.time()
+    blas_alt = os.path.realpath("/usr/lib/x86_64-linux-gnu/libblas.so.3")
+    say("## CPU results (%s)" % time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()))
+    say()
+    say("Machine: %s, %d cores (%s), load average at start %s. traind: OMP_NUM_THREADS=2 (case 4: 1 per worker). "
+        "PyTorch best: `LD_LIBRARY_PATH=%s` (OpenBLAS 0.3.21 OpenMP build; system alternatives untouched), "
+        "OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE unset for the peer's command only (environment had %s), "
+        "`torch.set_num_threads(N)` + OMP_NUM_THREADS=N. PyTorch as Debian installs it: libblas.so.3 → %s. "
+        "Samples/s exclude the first (warm-up) epoch and data loading; runs alternate traind / peer." % (
+            cpu_model(), os.cpu_count(), platform.machine(), load(), a.openblas_openmp,
+            ", ".join("%s=%s" % (k, os.environ[k]) for k in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE") if k in os.environ) or "neither",
+            blas_alt))
+    say()
+    summary = {}
+    if "1" in only:
+        path = os.path.join(a.work, "mnistlike-60000x784.bin")
+        synthetic(path, 60000, 784, 10, 1)
+        fl = 6 * (784 * 512 + 512 * 256 + 256 * 10)
+        summary["1"] = mlp_case("1. MLP 784-512-256-10, batch 128, 60,000 synthetic samples, 3 epochs per run",
+                                path, "512,256", 128, 3, a.repeats, envs, a.bin, [2], debian_rows=7680,
+                                flops_per_sample=fl)
+    if "2" in only:
+        path = os.path.join(a.work, "digits.bin")
+        raw = np.loadtxt(os.path.join(ROOT, "examples/data/digits.csv"), delimiter=",", skiprows=1, dtype=np.float32)
+        write_data(path, raw[:, :-1] / 16.0, raw[:, -1].astype(np.int32), 10)
+        summary["2"] = mlp_case("2. MLP 64-128-10 on digits.csv (1,797 rows, pixels / 16), batch 32, 30 epochs per run",
+                                path, "128", 32, 30, a.repeats, envs, a.bin, [1, 2], debian_rows=0, debian_epochs=5)
+    if "3" in only:
+        path = os.path.join(a.work, "big-%dx1024.bin" % a.case3_rows)
+        synthetic(path, a.case3_rows, 1024, 1024, 3)
+        g = sgemm(a.bin, envs, 2048, 2048, 2048)
+        shapes = [sgemm(a.bin, envs, 256, 4096, 1024, 5), sgemm(a.bin, envs, 256, 4096, 4096, 5)]
+        fl = 6 * (1024 * 4096 + 4096 * 4096 + 4096 * 1024)
+        r = mlp_case("3. MLP 1024-4096-4096-1024, batch 256, %d synthetic samples, 3 epochs per run" % a.case3_rows,
+                     path, "4096,4096", 256, 3, a.repeats, envs, a.bin, [2], debian_rows=-1, flops_per_sample=fl)
+        tg = r["traind"] * fl / 1e9
+        pg = r["peer"] * fl / 1e9
+        say("oneDNN f32 matmul in this run (2 threads): 2048³ best %.0f GFLOP/s (median %.0f, `%s`); layer shapes "
+            "256×1024·1024×4096 %.0f, 256×4096·4096×4096 %.0f GFLOP/s. traind achieves **%.0f GFLOP/s = %.0f%%** of the "
+            "2048³ rate (PyTorch best: %.0f GFLOP/s = %.0f%%)." % (
+                g["best_gflops"], g["median_gflops"], g["impl"], shapes[0]["best_gflops"], shapes[1]["best_gflops"],
+                tg, 100 * tg / g["best_gflops"], pg, 100 * pg / g["best_gflops"]))
+        say()
+        r["sgemm"] = g["best_gflops"]
+        r["fraction"] = tg / g["best_gflops"]
+        summary["3"] = r
+    if "4" in only:
+        summary["4"] = cv_case(a.bin, a.work, envs, a.repeats)
+        summary["4b"] = digits_cv_case(a.bin, a.work, envs, a.repeats)
+    say("### Targets")
+    say()
+    say("| target | measured | met |")
+    say("| --- | --- | --- |")
+    if "1" in summary:
+        s = summary["1"]
+        say("| case 1 ≥ 1.5× PyTorch (best) | %.2f× (%s vs %s samples/s) | %s |" % (s["ratio"], fmt(s["traind"]), fmt(s["peer"]), "yes" if s["ratio"] >= 1.5 else "**no**"))
+    if "2" in summary:
+        s = summary["2"]
+        say("| case 2 ≥ 1.5× PyTorch (best: %d thread%s) | %.2f× (%s vs %s samples/s) | %s |" % (s["peer_threads"], "s" if s["peer_threads"] > 1 else "", s["ratio"], fmt(s["traind"]), fmt(s["peer"]), "yes" if s["ratio"] >= 1.5 else "**no**"))
+    if "3" in summary:
+        s = summary["3"]
+        say("| case 3 ≥ 60%% of oneDNN sgemm | %.0f%% (%.0f of %.0f GFLOP/s) | %s |" % (100 * s["fraction"], s["fraction"] * s["sgemm"], s["sgemm"], "yes" if s["fraction"] >= 0.6 else "**no**"))
+    if "4" in summary:
+        s = summary["4"]
+        say("| case 4 daemon CV ≤ 1.2× in-process (1 slot) | %.2f× (%.1f ms per fold) | %s |" % (s["ratio"], s["per_fold_ms"], "yes" if s["ratio"] <= 1.2 else "**no**"))
+        say("| case 4 worker start → first batch ≤ 20 ms | %.1f ms | %s |" % (s["start_ms"], "yes" if s["start_ms"] <= 20 else "**no**"))
+    say()
+    say("Whole benchmark: %.0f s; load average at the end %s." % (time.time() - t_start, load()))
+    if a.out:
+        with open(a.out, "w") as f:
+            f.write("\n".join(OUT) + "\n")
+
+
+if __name__ == "__main__":
+    main()
