@@ -183,14 +183,15 @@ void BenchWatchers(const std::string& address, TrainingService::Stub* stub,
   // A long job holds the only slot while the watchers attach to the target
   // job, so every epoch event they measure is live, not replayed history.
   traind::v1::JobSpec blocker_spec = spec;
-  blocker_spec.mutable_training()->set_epochs(1000000);
+  blocker_spec.mutable_training()->set_epochs(100000);  // the default limits.max_epochs
   absl::StatusOr<Job> blocker = Submit(stub, blocker_spec);
   traind::v1::JobSpec s = spec;
   s.mutable_cross_validation()->set_folds(2);
   s.mutable_training()->set_epochs(40);
   absl::StatusOr<Job> job = Submit(stub, s);
   if (!job.ok() || !blocker.ok()) {
-    std::printf("submit failed: %s\n", std::string(job.status().message()).c_str());
+    std::printf("submit failed: %s\n",
+                std::string((job.ok() ? blocker.status() : job.status()).message()).c_str());
     return;
   }
   // Several connections, as many clients would open.

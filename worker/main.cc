@@ -14,6 +14,7 @@
 // Exit status: 0 succeeded, 1 failed (the failure was reported), 2 usage,
 // 3 cancelled, 4 the daemon could not be reached.
 #include <signal.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -348,6 +349,14 @@ int RunStandalone(const std::string& spec_path, int only_fold, const std::string
 }  // namespace traind::worker
 
 int main(int argc, char** argv) {
+  // Under traind: die with it. Armed before anything else; if traind is
+  // already gone (it died between spawning us and this line), exit now.
+  if (const char* parent = std::getenv("TRAIND_PARENT_PID"); parent != nullptr) {
+    const int expected = std::atoi(parent);
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != expected) return traind::worker::kUnreachable;
+    unsetenv("TRAIND_PARENT_PID");
+  }
   struct sigaction sa = {};
   sa.sa_handler = traind::worker::OnStopSignal;
   sigemptyset(&sa.sa_mask);

@@ -1,8 +1,8 @@
 #include "server/launch/local_launcher.h"
 
 #include <fcntl.h>
+#include <spawn.h>
 #include <signal.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -30,13 +30,17 @@ void LocalLauncher::SetExitCallback(ExitCallback callback) {
 
 absl::StatusOr<int> LocalLauncher::Launch(const LaunchRequest& request) {
   if (request.argv.empty()) return absl::InvalidArgumentError("launch: empty argv");
-  // Everything the child touches is prepared before fork: after fork only
-  // async-signal-safe calls are allowed.
   std::vector<char*> argv;
   for (const std::string& a : request.argv) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
+  // The child arms its own parent-death signal (PR_SET_PDEATHSIG) first
+  // thing and exits if its parent is no longer this process: posix_spawn
+  // cannot set it, and vfork-style spawning is several times faster than
+  // fork for a daemon with threads and a large address space.
+  std::vector<std::string> env = request.env;
+  env.push_back(absl::StrCat("TRAIND_PARENT_PID=", getpid()));
   std::vector<char*> envp;
-  for (const std::string& e : request.env) envp.push_back(const_cast<char*>(e.c_str()));
+  for (const std::string& e : env) envp.push_back(const_cast<char*>(e.c_str()));
   envp.push_back(nullptr);
 
   int log_fd = open(request.log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
@@ -44,58 +48,36 @@ absl::StatusOr<int> LocalLauncher::Launch(const LaunchRequest& request) {
     return absl::InternalError(
         absl::StrCat(request.log_path, ": cannot open worker log: ", strerror(errno)));
   }
-  int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
-  // A pipe that tells the parent whether exec failed (CLOEXEC: closed by a
-  // successful exec).
-  int exec_pipe[2];
-  if (pipe2(exec_pipe, O_CLOEXEC) != 0) {
-    close(log_fd);
-    close(devnull);
-    return absl::InternalError(absl::StrCat("pipe: ", strerror(errno)));
-  }
-  const pid_t parent = getpid();
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_adddup2(&actions, log_fd, 1);
+  posix_spawn_file_actions_adddup2(&actions, log_fd, 2);
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  // Its own process group, no blocked signals, and the signals traind
+  // ignores or handles back at their defaults.
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK |
+                                      POSIX_SPAWN_SETSIGDEF);
+  posix_spawnattr_setpgroup(&attr, 0);
+  sigset_t none, defaults;
+  sigemptyset(&none);
+  posix_spawnattr_setsigmask(&attr, &none);
+  sigemptyset(&defaults);
+  for (int sig : {SIGPIPE, SIGTERM, SIGINT, SIGHUP, SIGCHLD}) sigaddset(&defaults, sig);
+  posix_spawnattr_setsigdefault(&attr, &defaults);
 
   absl::MutexLock lock(&mu_);
-  pid_t pid = fork();
-  if (pid < 0) {
-    int err = errno;
-    close(log_fd);
-    close(devnull);
-    close(exec_pipe[0]);
-    close(exec_pipe[1]);
-    return absl::ResourceExhaustedError(absl::StrCat("fork: ", strerror(err)));
-  }
-  if (pid == 0) {
-    setpgid(0, 0);
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (getppid() != parent) _exit(127);  // the daemon died before prctl
-    sigset_t all;
-    sigemptyset(&all);
-    sigprocmask(SIG_SETMASK, &all, nullptr);
-    dup2(devnull, 0);
-    dup2(log_fd, 1);
-    dup2(log_fd, 2);
-    execve(argv[0], argv.data(), envp.data());
-    int err = errno;
-    (void)!write(exec_pipe[1], &err, sizeof(err));
-    _exit(127);
-  }
-  setpgid(pid, pid);  // also here, so the group exists before we signal it
+  pid_t pid = 0;
+  int rc = posix_spawn(&pid, argv[0], &actions, &attr, argv.data(), envp.data());
+  posix_spawn_file_actions_destroy(&actions);
+  posix_spawnattr_destroy(&attr);
   close(log_fd);
-  close(devnull);
-  close(exec_pipe[1]);
-  int child_errno = 0;
-  ssize_t n;
-  do {
-    n = read(exec_pipe[0], &child_errno, sizeof(child_errno));
-  } while (n < 0 && errno == EINTR);
-  close(exec_pipe[0]);
-  ++live_;
-  if (n == sizeof(child_errno)) {
-    // exec failed; the reaper collects the child and reports its exit 127.
+  if (rc != 0) {
     return absl::FailedPreconditionError(
-        absl::StrCat(request.argv[0], ": cannot execute: ", strerror(child_errno)));
+        absl::StrCat(request.argv[0], ": cannot execute: ", strerror(rc)));
   }
+  ++live_;
   return pid;
 }
 

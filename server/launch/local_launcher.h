@@ -1,9 +1,12 @@
 // LocalLauncher: fork + exec on this machine.
 //
-// Each child gets its own process group (so a signal reaches the worker and
-// anything it started) and PR_SET_PDEATHSIG=SIGKILL, so workers die with the
-// daemon. The parent-death signal fires when the *thread* that forked exits:
-// call Launch from a thread that lives as long as the daemon.
+// posix_spawn (vfork-style: fast even for a large, threaded daemon). Each
+// child gets its own process group (so a signal reaches the worker and
+// anything it started), no blocked signals, default dispositions, and
+// TRAIND_PARENT_PID in its environment: the worker arms PR_SET_PDEATHSIG
+// itself (ArmParentDeathSignal) so it dies with the daemon. The parent-death
+// signal fires when the *thread* that spawned it exits: call Launch from a
+// thread that lives as long as the daemon.
 //
 // Thread-safety: all methods are thread-safe.
 #ifndef TRAIND_SERVER_LAUNCH_LOCAL_LAUNCHER_H_
