@@ -377,7 +377,16 @@ int main(int argc, char** argv) {
   std::string artifacts;
   app.add_option("--artifacts", artifacts,
                  "standalone: write predictions, checkpoints and models under DIR/task-N");
+  bool capabilities = false;
+  app.add_flag("--capabilities", capabilities,
+               "print the training backends this worker has (\"cpu\", \"cuda\") and exit");
   CLI11_PARSE(app, argc, argv);
+  if (capabilities) {
+    // The engine trains on the CPU (oneDNN); a CUDA backend is listed here
+    // once the engine has one.
+    std::printf("cpu\n");
+    return 0;
+  }
   if (!spec.empty()) return traind::worker::RunStandalone(spec, fold, artifacts);
   if (server.empty() || job.empty() || task < 0 || attempt < 1) {
     std::fprintf(stderr, "traind-worker: --server, --job, --task and --attempt are required "

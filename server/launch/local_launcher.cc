@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 
 namespace traind::server {
 
@@ -120,6 +121,42 @@ void LocalLauncher::ReapLoop() {
     }
     if (callback) callback(exit);
   }
+}
+
+absl::StatusOr<std::vector<std::string>> ProbeWorkerBackends(const std::string& worker_path) {
+  int out[2];
+  if (pipe2(out, O_CLOEXEC) != 0) return absl::InternalError(absl::StrCat("pipe: ", strerror(errno)));
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, out[1], 1);
+  std::string flag = "--capabilities";
+  char* argv[] = {const_cast<char*>(worker_path.c_str()), flag.data(), nullptr};
+  char* envp[] = {const_cast<char*>("PATH=/usr/local/bin:/usr/bin:/bin"), nullptr};
+  pid_t pid = 0;
+  int rc = posix_spawn(&pid, worker_path.c_str(), &actions, nullptr, argv, envp);
+  posix_spawn_file_actions_destroy(&actions);
+  close(out[1]);
+  if (rc != 0) {
+    close(out[0]);
+    return absl::FailedPreconditionError(
+        absl::StrCat(worker_path, ": cannot execute: ", strerror(rc)));
+  }
+  std::string text;
+  char buf[256];
+  ssize_t n;
+  while ((n = read(out[0], buf, sizeof(buf))) > 0 || (n < 0 && errno == EINTR)) {
+    if (n > 0) text.append(buf, n);
+  }
+  close(out[0]);
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(worker_path, " --capabilities failed (status ", status, ")"));
+  }
+  std::vector<std::string> backends = absl::StrSplit(text, absl::ByAnyChar(" \n"), absl::SkipEmpty());
+  return backends;
 }
 
 }  // namespace traind::server

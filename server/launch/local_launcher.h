@@ -12,7 +12,9 @@
 #ifndef TRAIND_SERVER_LAUNCH_LOCAL_LAUNCHER_H_
 #define TRAIND_SERVER_LAUNCH_LOCAL_LAUNCHER_H_
 
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
@@ -38,6 +40,10 @@ class LocalLauncher final : public Launcher {
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::thread reaper_;
 };
+
+// Runs `worker_path --capabilities` and returns the training backends it
+// prints ("cpu", "cuda"): what tasks this daemon can run.
+absl::StatusOr<std::vector<std::string>> ProbeWorkerBackends(const std::string& worker_path);
 
 }  // namespace traind::server
 

@@ -176,7 +176,7 @@ absl::StatusOr<Job> Scheduler::Submit(const JobSpec& spec, const SubmitOptions& 
     }
   }
   if (spec.resources().device() == traind::v1::GPU) {
-    const int usable = gpus_.Usable();
+    const int usable = options_.worker_has_gpu_backend ? gpus_.Usable() : 0;
     if (spec.resources().count() > usable) {
       return absl::InvalidArgumentError(absl::StrCat(
           "spec.resources.count: ", spec.resources().count(), " GPUs per task, but this server has ",
@@ -355,9 +355,20 @@ std::vector<GpuPool::Gpu> Scheduler::Gpus(std::string* unavailable) {
   return gpus_.gpus();
 }
 
-int Scheduler::UsableGpus() {
+int Scheduler::UsableGpus(std::string* why) {
   absl::MutexLock lock(&mu_);
-  return gpus_.Usable();
+  std::string reason;
+  int usable = gpus_.Usable();
+  if (gpus_.gpus().empty()) {
+    reason = gpus_.unavailable();
+  } else if (usable == 0) {
+    reason = "every GPU is UNHEALTHY";
+  } else if (!options_.worker_has_gpu_backend) {
+    reason = "traind-worker has no GPU backend (built without CUDA)";
+    usable = 0;
+  }
+  if (why != nullptr) *why = reason;
+  return usable;
 }
 
 void Scheduler::RefreshGpusLocked(bool force) {

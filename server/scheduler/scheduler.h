@@ -56,6 +56,9 @@ struct SchedulerOptions {
   absl::Duration heartbeat_timeout = absl::Seconds(30);
   // GPUs: none when null. Must outlive the scheduler.
   DeviceProbe* gpu_probe = nullptr;
+  // Whether traind-worker has a GPU backend (`traind-worker --capabilities`
+  // lists "cuda"): without one, GPUs are listed but no GPU job is accepted.
+  bool worker_has_gpu_backend = false;
   GpuPoolOptions gpu;
 };
 
@@ -109,7 +112,9 @@ class Scheduler final {
   SchedulerStats Stats();
   // The GPUs and why there are none.
   std::vector<GpuPool::Gpu> Gpus(std::string* unavailable);
-  int UsableGpus();
+  // GPUs a task may be placed on (0 without a worker GPU backend); `*why`
+  // (if given) says why there are none.
+  int UsableGpus(std::string* why = nullptr);
   // When the dispatch loop last ran (it runs at least every 250 ms while
   // healthy): for liveness checks such as the systemd watchdog.
   absl::Time LastLoopTime();

@@ -527,6 +527,7 @@ class GpuSchedulerTest : public SchedulerTest {
     o.cpu_slots = 4;
     o.stop_grace = absl::Milliseconds(10);
     o.gpu_probe = &probe_;
+    o.worker_has_gpu_backend = true;
     o.gpu.drain_timeout = absl::Milliseconds(800);
     launcher_ = std::make_unique<FakeLauncher>();
     scheduler_ = std::make_unique<Scheduler>(o, store_.get(), launcher_.get());
@@ -635,6 +636,31 @@ TEST_F(GpuSchedulerTest, AGpuThatNeverDrainsIsReportedAndAvoided) {
     }
   }
   EXPECT_TRUE(reported);
+}
+
+TEST_F(SchedulerTest, GpusWithoutAWorkerGpuBackendAcceptNoGpuJob) {
+  FakeDeviceProbe probe;
+  probe.Set({FakeGpu("GPU-0", 80ll << 30, 0)});
+  Close();
+  auto store = JobStore::Open(dir_.path() + "/traind.db");
+  store_ = *std::move(store);
+  SchedulerOptions o;
+  o.state_dir = dir_.path();
+  o.worker_path = "/bin/true";
+  o.gpu_probe = &probe;
+  o.worker_has_gpu_backend = false;
+  o.stop_grace = absl::Milliseconds(10);
+  launcher_ = std::make_unique<FakeLauncher>();
+  scheduler_ = std::make_unique<Scheduler>(o, store_.get(), launcher_.get());
+  ASSERT_TRUE(scheduler_->Recover().ok());
+  std::string why;
+  EXPECT_EQ(scheduler_->UsableGpus(&why), 0);
+  EXPECT_NE(why.find("no GPU backend"), std::string::npos) << why;
+  EXPECT_EQ(scheduler_->Gpus(nullptr).size(), 1u);  // still listed
+  auto spec = ThreeFoldSpec();
+  spec.mutable_resources()->set_device(traind::v1::GPU);
+  spec.mutable_resources()->set_count(1);
+  EXPECT_EQ(scheduler_->Submit(spec).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 TEST_F(SchedulerTest, UnknownJobIsNotFound) {
