@@ -95,7 +95,7 @@ void Scheduler::Stop() {
     absl::MutexLock lock(&mu_);
     if (stopping_) return;
     stopping_ = true;
-    for (const auto& [pid, where] : by_pid_) pids.push_back(pid);
+    for (const auto& [pid, ref] : by_pid_) pids.push_back(pid);
   }
   if (loop_.joinable()) loop_.join();
   // Running attempts stay RUNNING in the store: the next start recovers
@@ -105,7 +105,7 @@ void Scheduler::Stop() {
   absl::MutexLock lock(&mu_);
   auto none_left = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return by_pid_.empty(); };
   if (!mu_.AwaitWithDeadline(absl::Condition(&none_left), deadline)) {
-    for (const auto& [pid, where] : by_pid_) launcher_->Signal(pid, SIGKILL);
+    for (const auto& [pid, ref] : by_pid_) launcher_->Signal(pid, SIGKILL);
     mu_.AwaitWithTimeout(absl::Condition(&none_left), options_.stop_grace);
   }
 }
@@ -491,42 +491,72 @@ absl::Status Scheduler::LaunchLocked(LiveJob& lj, int task, const std::vector<in
   LiveAttempt la;
   la.number = number;
   la.secret = RandomHex(16);
-  LaunchRequest req;
-  req.argv = {options_.worker_path,
-              absl::StrCat("--server=", options_.worker_address),
-              absl::StrCat("--job=", job.id()),
-              absl::StrCat("--task=", task),
-              absl::StrCat("--attempt=", number)};
+  // A multi-GPU task runs one process (rank) per GPU; everything else one.
+  const int world = gpus.size() > 1 ? static_cast<int>(gpus.size()) : 1;
   std::vector<std::string> uuids;
   for (int g : gpus) uuids.push_back(gpus_.gpus()[g].last.uuid);
-  req.env = {absl::StrCat("TRAIND_WORKER_SECRET=", la.secret),
-             absl::StrCat("OMP_NUM_THREADS=", options_.worker_threads),
-             // CPU tasks see no GPU; GPU tasks exactly theirs.
-             absl::StrCat("CUDA_VISIBLE_DEVICES=", absl::StrJoin(uuids, ",")),
-             "CUDA_DEVICE_ORDER=PCI_BUS_ID", "PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8"};
-  req.log_path = (dir / absl::StrCat("attempt-", number, ".log")).string();
-  absl::StatusOr<int> pid = launcher_->Launch(req);
   Attempt* a = t->add_attempts();
   a->set_number(number);
   *a->mutable_start_time() = NowProto();
-  a->set_log_path(req.log_path);
-  if (!pid.ok()) {
-    *a->mutable_end_time() = a->start_time();
-    a->mutable_failure()->set_reason(Failure::WORKER_CRASHED);
-    a->mutable_failure()->set_message(std::string(pid.status().message()));
-    return pid.status();
+  a->set_log_path((dir / absl::StrCat("attempt-", number, ".log")).string());
+  for (int rank = 0; rank < world; ++rank) {
+    LaunchRequest req;
+    req.argv = {options_.worker_path,
+                absl::StrCat("--server=", options_.worker_address),
+                absl::StrCat("--job=", job.id()),
+                absl::StrCat("--task=", task),
+                absl::StrCat("--attempt=", number)};
+    if (world > 1) {
+      req.argv.push_back(absl::StrCat("--rank=", rank));
+      req.argv.push_back(absl::StrCat("--world-size=", world));
+    }
+    // CPU tasks see no GPU; a GPU rank sees exactly its own.
+    const std::string visible = world > 1 ? uuids[rank] : absl::StrJoin(uuids, ",");
+    req.env = {absl::StrCat("TRAIND_WORKER_SECRET=", la.secret),
+               absl::StrCat("OMP_NUM_THREADS=", options_.worker_threads),
+               absl::StrCat("CUDA_VISIBLE_DEVICES=", visible), "CUDA_DEVICE_ORDER=PCI_BUS_ID",
+               "PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8"};
+    req.log_path = rank == 0 ? a->log_path()
+                             : (dir / absl::StrCat("attempt-", number, ".rank-", rank, ".log"))
+                                   .string();
+    absl::StatusOr<int> pid = launcher_->Launch(req);
+    if (!pid.ok()) {
+      if (rank == 0) {
+        *a->mutable_end_time() = a->start_time();
+        a->mutable_failure()->set_reason(Failure::WORKER_CRASHED);
+        a->mutable_failure()->set_message(std::string(pid.status().message()));
+        return pid.status();
+      }
+      // Some ranks run: stop them; the attempt ends when they have exited.
+      Failure f;
+      f.set_reason(Failure::WORKER_CRASHED);
+      f.set_message(absl::StrCat("cannot start rank ", rank, ": ", pid.status().message()));
+      la.failure = f;
+      la.all_exits_clean = false;
+      SignalAttemptLocked(la, SIGKILL);
+      break;
+    }
+    la.rank_pids.push_back(*pid);
+    la.rank_alive.push_back(true);
+    ++la.alive;
+    by_pid_[*pid] = {job.id(), task, rank};
+    if (world > 1) a->add_rank_pids(*pid);
   }
-  la.pid = *pid;
+  const int pid0 = la.rank_pids[0];
+  la.pid = pid0;
   la.last_seen = absl::Now();
-  a->set_pid(*pid);
-  by_pid_[*pid] = {job.id(), task};
+  a->set_pid(pid0);
   la.gpus = gpus;
   if (gpus.empty()) {
     ++running_;
   } else {
-    gpus_.MarkBusy(gpus, *pid);
-    for (int g : gpus) gpu_last_job_[g] = job.id();
+    for (int r = 0; r < static_cast<int>(gpus.size()); ++r) {
+      const int pid = la.rank_pids[std::min<int>(r, la.rank_pids.size() - 1)];
+      gpus_.MarkBusy({gpus[r]}, pid);
+      gpu_last_job_[gpus[r]] = job.id();
+    }
   }
+  const int* pid = &pid0;
   lj.attempts[task] = std::move(la);
   t->set_state(Task::STARTING);
   t->set_epochs_done(0);
@@ -545,7 +575,8 @@ absl::Status Scheduler::LaunchLocked(LiveJob& lj, int task, const std::vector<in
   e->set_state(Task::STARTING);
   e->set_pid(*pid);
   CommitLocked(lj, m);
-  LogInfo("task started job=%s task=%d attempt=%d pid=%d%s", job.id(), task, number, *pid,
+  LogInfo("task started job=%s task=%d attempt=%d pid=%d%s%s", job.id(), task, number, *pid,
+          world > 1 ? absl::StrCat(" ranks=", world) : "",
           uuids.empty() ? "" : absl::StrCat(" gpus=", absl::StrJoin(uuids, ",")));
   return absl::OkStatus();
 }
@@ -563,14 +594,14 @@ void Scheduler::EnforceDeadlinesLocked() {
         la.failure = f;
         LogWarning("task hung job=%s task=%d attempt=%d pid=%d: %s", id, task, la.number, la.pid,
                    f.message());
-        launcher_->Signal(la.pid, SIGKILL);
+        SignalAttemptLocked(la, SIGKILL);
         continue;
       }
       if (la.kill_at.has_value() && now >= *la.kill_at) {
         LogWarning("task kill job=%s task=%d attempt=%d pid=%d: did not stop within the grace "
                    "period",
                    id, task, la.number, la.pid);
-        launcher_->Signal(la.pid, SIGKILL);
+        SignalAttemptLocked(la, SIGKILL);
         la.kill_at.reset();
       }
     }
@@ -593,10 +624,10 @@ void Scheduler::StopTasksLocked(LiveJob& lj, bool force) {
   if (!m.tasks.empty()) CommitLocked(lj, m);
   for (auto& [task, la] : lj.attempts) {
     if (force) {
-      launcher_->Signal(la.pid, SIGKILL);
+      SignalAttemptLocked(la, SIGKILL);
       la.kill_at.reset();
     } else if (!la.stop_requested) {
-      launcher_->Signal(la.pid, SIGTERM);
+      SignalAttemptLocked(la, SIGTERM);
       la.kill_at = absl::Now() + options_.cancel_grace;
     }
     la.stop_requested = true;
@@ -612,25 +643,61 @@ void Scheduler::RemoveQueuedLocked(const std::string& job_id, int task) {
   }
 }
 
+void Scheduler::SignalAttemptLocked(const LiveAttempt& la, int sig) {
+  for (size_t r = 0; r < la.rank_pids.size(); ++r) {
+    if (la.rank_alive[r]) launcher_->Signal(la.rank_pids[r], sig);
+  }
+}
+
 void Scheduler::OnExit(const ProcessExit& exit) {
   absl::MutexLock lock(&mu_);
   auto it = by_pid_.find(exit.pid);
   if (it == by_pid_.end()) return;
-  auto [job_id, task] = it->second;
+  const RankRef ref = it->second;
   by_pid_.erase(it);
   wake_ = true;
-  auto jit = jobs_.find(job_id);
+  auto jit = jobs_.find(ref.job_id);
   if (jit == jobs_.end()) return;
   LiveJob& lj = *jit->second;
+  const int task = ref.task;
   LiveAttempt& la = lj.attempts[task];
-  if (la.gpus.empty()) {
-    --running_;
-  } else {
-    // Not reusable until the probe shows them released.
-    gpus_.Release(la.gpus, absl::Now());
+  la.rank_alive[ref.rank] = false;
+  --la.alive;
+  const bool clean = exit.signal == 0 && exit.exit_code == 0;
+  la.all_exits_clean = la.all_exits_clean && clean;
+  // The GPUs of this rank are not reusable until the probe shows them released.
+  if (!la.gpus.empty()) {
+    if (la.rank_pids.size() > 1) {
+      gpus_.Release({la.gpus[ref.rank]}, absl::Now());
+    } else {
+      gpus_.Release(la.gpus, absl::Now());
+    }
   }
-  if (stopping_) return;  // recovered as LOST on the next start
-  if (la.result.has_value() && exit.signal == 0 && exit.exit_code == 0) {
+  if (stopping_) {  // recovered as LOST on the next start
+    if (la.alive == 0 && la.gpus.empty()) --running_;
+    return;
+  }
+  if (!clean && !la.last_exit.has_value()) la.last_exit = exit;
+  if (la.alive > 0) {
+    // A rank died: the others cannot finish without it. Stop them now rather
+    // than let them wait on a collective.
+    if (!clean && !la.failure.has_value() && !la.stop_requested) {
+      Failure f;
+      f.set_reason(Failure::WORKER_CRASHED);
+      f.set_message(absl::StrCat("rank ", ref.rank, " (pid ", exit.pid, ") ",
+                                 exit.signal != 0
+                                     ? absl::StrCat("killed by signal ", SignalName(exit.signal))
+                                     : absl::StrCat("exited with code ", exit.exit_code)));
+      f.set_exit_code(exit.exit_code);
+      f.set_signal(exit.signal);
+      la.failure = f;
+      SignalAttemptLocked(la, SIGKILL);
+    }
+    return;
+  }
+  if (la.gpus.empty()) --running_;
+  const ProcessExit last = la.last_exit.value_or(exit);
+  if (la.result.has_value() && la.all_exits_clean) {
     FinishAttemptLocked(lj, task, nullptr);
   } else {
     Failure f;
@@ -641,16 +708,18 @@ void Scheduler::OnExit(const ProcessExit& exit) {
       f.set_message("cancelled");
     } else {
       f.set_reason(Failure::WORKER_CRASHED);
-      f.set_message(exit.signal != 0
-                        ? absl::StrCat("worker killed by signal ", SignalName(exit.signal))
-                        : absl::StrCat("worker exited with code ", exit.exit_code,
+      f.set_message(last.signal != 0
+                        ? absl::StrCat("worker killed by signal ", SignalName(last.signal))
+                        : absl::StrCat("worker exited with code ", last.exit_code,
                                        " without reporting a result"));
     }
-    f.set_exit_code(exit.exit_code);
-    f.set_signal(exit.signal);
+    if (f.exit_code() == 0 && f.signal() == 0) {
+      f.set_exit_code(last.exit_code);
+      f.set_signal(last.signal);
+    }
     FinishAttemptLocked(lj, task, &f);
   }
-  if (IsTerminal(lj.job.state())) jobs_.erase(job_id);
+  if (IsTerminal(lj.job.state())) jobs_.erase(ref.job_id);
 }
 
 void Scheduler::FinishAttemptLocked(LiveJob& lj, int task, const Failure* failure) {
@@ -660,6 +729,9 @@ void Scheduler::FinishAttemptLocked(LiveJob& lj, int task, const Failure* failur
   *a->mutable_end_time() = NowProto();
   LiveAttempt la = std::move(lj.attempts[task]);
   lj.attempts.erase(task);
+  for (auto& waiter : la.rendezvous_waiters) {
+    waiter(absl::AbortedError("the attempt ended before rank 0 posted its id"));
+  }
   StoreMutation m;
   m.job = &job;
   m.tasks.push_back(t);
@@ -836,6 +908,7 @@ absl::StatusOr<Scheduler::LiveJob*> Scheduler::AuthLocked(const traind::v1::Atte
   if (it != jobs_.end()) {
     auto ait = it->second->attempts.find(c.task());
     if (ait != it->second->attempts.end() && ait->second.number == c.attempt() &&
+        c.rank() >= 0 && c.rank() < static_cast<int>(ait->second.rank_pids.size()) &&
         ConstantTimeEquals(ait->second.secret, c.secret())) {
       ait->second.last_seen = absl::Now();
       *attempt = &ait->second;
@@ -860,6 +933,8 @@ absl::StatusOr<traind::v1::TaskAssignment> Scheduler::GetTask(
   a.set_attempt(c.attempt());
   *a.mutable_spec() = job.spec();
   a.set_fold(job.spec().has_cross_validation() ? c.task() : -1);
+  a.set_rank(c.rank());
+  a.set_world_size(static_cast<int>(la->rank_pids.size()));
   a.set_artifacts_dir((std::filesystem::path(options_.state_dir) / "jobs" / job.id() /
                        absl::StrCat("task-", c.task()))
                           .string());
@@ -874,6 +949,8 @@ absl::StatusOr<bool> Scheduler::ReportEpoch(const traind::v1::AttemptCredentials
   if (!ljp.ok()) return ljp.status();
   LiveJob& lj = **ljp;
   const bool stop = la->stop_requested || lj.job.state() == Job::CANCELLING;
+  // Ranks agree on their metrics (all-reduced): rank 0 speaks for them.
+  if (c.rank() != 0) return stop;
   if (metrics.epoch() <= la->last_epoch) return stop;  // a repeated report
   if (metrics.epoch() != la->last_epoch + 1) {
     return absl::InvalidArgumentError(absl::StrCat("epoch ", metrics.epoch(), " reported after epoch ",
@@ -900,6 +977,10 @@ absl::StatusOr<bool> Scheduler::ReportEvent(const traind::v1::ReportEventRequest
   if (!ljp.ok()) return ljp.status();
   LiveJob& lj = **ljp;
   const int task = req.credentials().task();
+  if (req.credentials().rank() != 0 && req.kind_case() != traind::v1::ReportEventRequest::kFailed &&
+      req.kind_case() != traind::v1::ReportEventRequest::kWarning) {
+    return la->stop_requested || lj.job.state() == Job::CANCELLING;
+  }
   switch (req.kind_case()) {
     case traind::v1::ReportEventRequest::kStarted: {
       Task* t = lj.job.mutable_tasks(task);
@@ -958,7 +1039,13 @@ absl::StatusOr<bool> Scheduler::ReportEvent(const traind::v1::ReportEventRequest
       la->result->set_fold(task);
       break;
     case traind::v1::ReportEventRequest::kFailed:
-      la->failure = req.failed().failure();
+      if (!la->failure.has_value()) {
+        la->failure = req.failed().failure();
+        if (la->rank_pids.size() > 1) {
+          la->failure->set_message(absl::StrCat("rank ", req.credentials().rank(), ": ",
+                                                la->failure->message()));
+        }
+      }
       break;
     case traind::v1::ReportEventRequest::KIND_NOT_SET:
       return absl::InvalidArgumentError("report: no event set");
@@ -972,6 +1059,39 @@ absl::StatusOr<bool> Scheduler::Heartbeat(const traind::v1::AttemptCredentials& 
   absl::StatusOr<LiveJob*> lj = AuthLocked(c, &la);
   if (!lj.ok()) return lj.status();
   return la->stop_requested || (*lj)->job.state() == Job::CANCELLING;
+}
+
+void Scheduler::Rendezvous(const traind::v1::AttemptCredentials& c, int world_size,
+                           const std::string& unique_id,
+                           std::function<void(absl::StatusOr<std::string>)> done) {
+  absl::MutexLock lock(&mu_);
+  LiveAttempt* la = nullptr;
+  absl::StatusOr<LiveJob*> lj = AuthLocked(c, &la);
+  if (!lj.ok()) {
+    done(lj.status());
+    return;
+  }
+  if (world_size != static_cast<int>(la->rank_pids.size())) {
+    done(absl::InvalidArgumentError(absl::StrCat("world_size ", world_size, ", but the attempt has ",
+                                                 la->rank_pids.size(), " ranks")));
+    return;
+  }
+  if (c.rank() == 0) {
+    if (unique_id.empty()) {
+      done(absl::InvalidArgumentError("unique_id: rank 0 must post the communicator id"));
+      return;
+    }
+    la->unique_id = unique_id;
+    for (auto& waiter : la->rendezvous_waiters) waiter(unique_id);
+    la->rendezvous_waiters.clear();
+    done(unique_id);
+    return;
+  }
+  if (!la->unique_id.empty()) {
+    done(la->unique_id);
+    return;
+  }
+  la->rendezvous_waiters.push_back(std::move(done));
 }
 
 // --------------------------------------------------------------------------

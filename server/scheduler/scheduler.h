@@ -10,6 +10,7 @@
 #define TRAIND_SERVER_SCHEDULER_SCHEDULER_H_
 
 #include <deque>
+#include <functional>
 #include <set>
 #include <map>
 #include <memory>
@@ -126,6 +127,12 @@ class Scheduler final {
                                    const traind::v1::EpochMetrics& metrics);
   absl::StatusOr<bool> ReportEvent(const traind::v1::ReportEventRequest& req);
   absl::StatusOr<bool> Heartbeat(const traind::v1::AttemptCredentials& c);
+  // Multi-GPU attempts: rank 0 posts `unique_id`; `done` gets it once it is
+  // there (at once for rank 0), or an error when the attempt ends first. Called
+  // with the scheduler's lock held: it must not block or call back.
+  void Rendezvous(const traind::v1::AttemptCredentials& c, int world_size,
+                  const std::string& unique_id,
+                  std::function<void(absl::StatusOr<std::string>)> done);
 
   EventHub* hub() { return &hub_; }
   JobStore* store() { return store_; }
@@ -141,7 +148,15 @@ class Scheduler final {
     std::optional<traind::v1::FoldResult> result;
     std::optional<traind::v1::Failure> failure;
     absl::Time last_seen;
-    std::vector<int> gpus;  // GPU tasks: the GPUs it holds
+    std::vector<int> gpus;  // GPU tasks: the GPUs it holds (gpus[r] for rank r)
+    // One process per rank (one rank unless a multi-GPU task).
+    std::vector<int> rank_pids;
+    std::vector<bool> rank_alive;
+    int alive = 0;
+    bool all_exits_clean = true;
+    std::optional<ProcessExit> last_exit;
+    std::string unique_id;  // posted by rank 0
+    std::vector<std::function<void(absl::StatusOr<std::string>)>> rendezvous_waiters;
   };
   struct LiveJob {
     traind::v1::Job job;
@@ -199,7 +214,14 @@ class Scheduler final {
   void EnqueueLocked(const LiveJob& lj, int task) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::set<QueueEntry> queue_ ABSL_GUARDED_BY(mu_);
   uint64_t next_order_ ABSL_GUARDED_BY(mu_) = 1;
-  std::map<int, std::pair<std::string, int>> by_pid_ ABSL_GUARDED_BY(mu_);
+  struct RankRef {
+    std::string job_id;
+    int task;
+    int rank;
+  };
+  std::map<int, RankRef> by_pid_ ABSL_GUARDED_BY(mu_);
+  // Sends `sig` to every live rank of the attempt.
+  void SignalAttemptLocked(const LiveAttempt& la, int sig) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::deque<traind::v1::JobEvent> pending_events_ ABSL_GUARDED_BY(mu_);  // stable addresses
   int running_ ABSL_GUARDED_BY(mu_) = 0;  // CPU tasks
   GpuPool gpus_ ABSL_GUARDED_BY(mu_);

@@ -638,6 +638,95 @@ TEST_F(GpuSchedulerTest, AGpuThatNeverDrainsIsReportedAndAvoided) {
   EXPECT_TRUE(reported);
 }
 
+TEST_F(GpuSchedulerTest, MultiGpuTaskRunsOneRankPerGpuAndMeetsAtRendezvous) {
+  SubmitOptions o;
+  o.gpu_memory_bytes = kGiB;
+  auto spec = GpuSpec(2);
+  spec.mutable_resources()->set_count(2);
+  auto job = scheduler_->Submit(spec, o);
+  ASSERT_TRUE(job.ok()) << job.status();
+  scheduler_->Start();
+  ASSERT_TRUE(launcher_->WaitForLaunches(2));
+  absl::SleepFor(absl::Milliseconds(50));
+  ASSERT_EQ(launcher_->launched().size(), 2u) << "task 1 waits for both GPUs";
+  auto r0 = launcher_->launched()[0], r1 = launcher_->launched()[1];
+  EXPECT_EQ(r0.Arg("rank"), "0");
+  EXPECT_EQ(r1.Arg("rank"), "1");
+  EXPECT_EQ(r1.Arg("world-size"), "2");
+  EXPECT_EQ(r0.Arg("task"), r1.Arg("task"));
+  EXPECT_EQ(Env(r0, "CUDA_VISIBLE_DEVICES"), "GPU-0");
+  EXPECT_EQ(Env(r1, "CUDA_VISIBLE_DEVICES"), "GPU-1");
+  EXPECT_EQ(r0.Secret(), r1.Secret());
+  auto c0 = Creds(r0), c1 = Creds(r1);
+  c1.set_rank(1);
+  auto assignment = scheduler_->GetTask(c1);
+  ASSERT_TRUE(assignment.ok());
+  EXPECT_EQ(assignment->rank(), 1);
+  EXPECT_EQ(assignment->world_size(), 2);
+  auto bad = c1;
+  bad.set_rank(2);
+  EXPECT_EQ(scheduler_->GetTask(bad).status().code(), absl::StatusCode::kPermissionDenied);
+
+  // Rank 1 asks first and waits; rank 0 posts; both get the id.
+  absl::StatusOr<std::string> got1 = absl::UnknownError("not called");
+  bool called1 = false;
+  scheduler_->Rendezvous(c1, 2, "", [&](absl::StatusOr<std::string> id) {
+    called1 = true;
+    got1 = id;
+  });
+  EXPECT_FALSE(called1);
+  absl::StatusOr<std::string> got0 = absl::UnknownError("not called");
+  scheduler_->Rendezvous(c0, 2, "nccl-id-bytes", [&](absl::StatusOr<std::string> id) { got0 = id; });
+  ASSERT_TRUE(called1);
+  EXPECT_EQ(*got1, "nccl-id-bytes");
+  EXPECT_EQ(*got0, "nccl-id-bytes");
+
+  // Only rank 0's metrics are stored.
+  traind::v1::EpochMetrics m;
+  m.set_epoch(1);
+  ASSERT_TRUE(scheduler_->ReportEpoch(c1, m).ok());
+  EXPECT_EQ(store_->ReadEpochs(job->id())->size(), 0u);
+  RunWorker(r0, 0.9);  // rank 0 reports and exits
+  absl::SleepFor(absl::Milliseconds(50));
+  EXPECT_EQ(scheduler_->GetJob(job->id())->tasks(0).state(), Task::RUNNING)
+      << "the attempt ends when every rank has exited";
+  launcher_->Exit(r1.pid, 0);
+  auto view = scheduler_->GetJob(job->id());
+  EXPECT_EQ(view->tasks(0).state(), Task::SUCCEEDED);
+  EXPECT_EQ(view->tasks(0).attempts(0).rank_pids_size(), 2);
+  // Both GPUs drain (no process, memory at baseline): task 1 gets both.
+  ASSERT_TRUE(launcher_->WaitForLaunches(4));
+  EXPECT_EQ(launcher_->launched()[2].Arg("task"), "1");
+}
+
+TEST_F(GpuSchedulerTest, ADeadRankStopsItsPeersAndTheAttemptIsRetried) {
+  SubmitOptions o;
+  o.gpu_memory_bytes = kGiB;
+  auto spec = GpuSpec(2);
+  spec.mutable_resources()->set_count(2);
+  auto job = scheduler_->Submit(spec, o);
+  scheduler_->Start();
+  ASSERT_TRUE(launcher_->WaitForLaunches(2));
+  auto r0 = launcher_->launched()[0], r1 = launcher_->launched()[1];
+  auto c1 = Creds(r1);
+  c1.set_rank(1);
+  bool aborted = false;
+  scheduler_->Rendezvous(c1, 2, "", [&](absl::StatusOr<std::string> id) { aborted = !id.ok(); });
+  launcher_->Exit(r1.pid, 0, SIGSEGV);
+  auto signals = launcher_->signals();
+  ASSERT_FALSE(signals.empty());
+  EXPECT_EQ(signals.back(), std::make_pair(r0.pid, SIGKILL)) << "the surviving rank is stopped";
+  launcher_->Exit(r0.pid, 0, SIGKILL);
+  EXPECT_TRUE(aborted) << "a rank waiting at the rendezvous is released";
+  auto view = scheduler_->GetJob(job->id());
+  const auto& f = view->tasks(0).attempts(0).failure();
+  EXPECT_EQ(f.reason(), Failure::WORKER_CRASHED);
+  EXPECT_NE(f.message().find("rank 1"), std::string::npos) << f.message();
+  EXPECT_EQ(f.signal(), SIGSEGV);
+  ASSERT_TRUE(launcher_->WaitForLaunches(4));
+  EXPECT_EQ(launcher_->launched()[2].Arg("attempt"), "2");
+}
+
 TEST_F(SchedulerTest, GpusWithoutAWorkerGpuBackendAcceptNoGpuJob) {
   FakeDeviceProbe probe;
   probe.Set({FakeGpu("GPU-0", 80ll << 30, 0)});

@@ -18,8 +18,8 @@ using traind::v1::Job;
 using traind::v1::Task;
 
 // Schema 1: the first release (no user_version). Schema 2: jobs.owner and
-// jobs.idem_key.
-constexpr int64_t kSchemaVersion = 2;
+// jobs.idem_key. Schema 3: attempts.detail (the whole Attempt message).
+constexpr int64_t kSchemaVersion = 3;
 
 constexpr const char* kSchema = R"sql(
 CREATE TABLE IF NOT EXISTS jobs (
@@ -56,6 +56,7 @@ CREATE TABLE IF NOT EXISTS attempts (
   end_us    INTEGER,
   failure   BLOB,
   log_path  TEXT NOT NULL,
+  detail    BLOB,
   PRIMARY KEY (job_id, task_idx, number)
 );
 CREATE TABLE IF NOT EXISTS epochs (
@@ -214,6 +215,15 @@ absl::Status JobStore::Migrate() {
       STORE_RETURN_IF_ERROR(
           Exec("CREATE UNIQUE INDEX IF NOT EXISTS jobs_idem ON jobs (owner, idem_key)"));
     }
+    if (legacy || version == 2) {
+      bool has_attempts = false;
+      Stmt st(db_, "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'attempts'");
+      STORE_RETURN_IF_ERROR(st.status());
+      absl::StatusOr<bool> row = st.Step();
+      if (!row.ok()) return row.status();
+      has_attempts = *row;
+      if (has_attempts) STORE_RETURN_IF_ERROR(Exec("ALTER TABLE attempts ADD COLUMN detail BLOB"));
+    }
     STORE_RETURN_IF_ERROR(Exec(kSchema));
     return Exec(absl::StrCat("PRAGMA user_version = ", kSchemaVersion).c_str());
   }();
@@ -282,10 +292,10 @@ absl::Status JobStore::WriteTaskRow(const std::string& job_id, const Task& task)
   for (const traind::v1::Attempt& a : task.attempts()) {
     Stmt at(db_,
             "INSERT INTO attempts (job_id, task_idx, number, pid, start_us, end_us, failure, "
-            "log_path) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) "
+            "log_path, detail) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) "
             "ON CONFLICT (job_id, task_idx, number) DO UPDATE SET pid = excluded.pid, "
             "start_us = excluded.start_us, end_us = excluded.end_us, "
-            "failure = excluded.failure, log_path = excluded.log_path");
+            "failure = excluded.failure, log_path = excluded.log_path, detail = excluded.detail");
     STORE_RETURN_IF_ERROR(at.status());
     at.Bind(1, job_id);
     at.Bind(2, task.index());
@@ -295,6 +305,7 @@ absl::Status JobStore::WriteTaskRow(const std::string& job_id, const Task& task)
     at.BindTime(6, a.end_time(), a.has_end_time());
     at.BindMessage(7, a.failure(), a.has_failure());
     at.Bind(8, a.log_path());
+    at.BindBlob(9, a.SerializeAsString());
     STORE_RETURN_IF_ERROR(at.Run());
   }
   return absl::OkStatus();
@@ -389,8 +400,8 @@ absl::StatusOr<Job> JobStore::LoadJobLocked(const std::string& job_id) {
   }
   {
     Stmt st(db_,
-            "SELECT task_idx, number, pid, start_us, end_us, failure, log_path FROM attempts "
-            "WHERE job_id = ?1 ORDER BY task_idx, number");
+            "SELECT task_idx, number, pid, start_us, end_us, failure, log_path, detail "
+            "FROM attempts WHERE job_id = ?1 ORDER BY task_idx, number");
     STORE_RETURN_IF_ERROR(st.status());
     st.Bind(1, job_id);
     for (;;) {
@@ -400,6 +411,7 @@ absl::StatusOr<Job> JobStore::LoadJobLocked(const std::string& job_id) {
       int idx = static_cast<int>(st.Int(0));
       if (idx < 0 || idx >= job.tasks_size()) continue;
       traind::v1::Attempt* a = job.mutable_tasks(idx)->add_attempts();
+      if (st.Message(7, a)) continue;  // schema 3: the whole message
       a->set_number(static_cast<int32_t>(st.Int(1)));
       a->set_pid(static_cast<int32_t>(st.Int(2)));
       if (!st.IsNull(3)) st.Time(3, a->mutable_start_time());
