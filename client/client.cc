@@ -1,6 +1,14 @@
 #include "client/client.h"
 
+#include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
+
+#include <cerrno>
+#include <condition_variable>
+#include <cstring>
+#include <fstream>
+#include <mutex>
+#include <sstream>
 
 #include <algorithm>
 #include <chrono>
@@ -29,10 +37,23 @@ bool IsTerminal(traind::v1::Job::State state) {
          state == traind::v1::Job::CANCELLED;
 }
 
+bool ReadFile(const std::string& path, std::string* out, absl::Status* error) {
+  std::ifstream in(path);
+  if (!in) {
+    *error = absl::InvalidArgumentError(absl::StrCat(path, ": ", std::strerror(errno)));
+    return false;
+  }
+  std::stringstream ss;
+  ss << in.rdbuf();
+  *out = ss.str();
+  return true;
+}
+
 }  // namespace
 
 struct TraindClient::Impl {
   ClientOptions options;
+  absl::Status setup_error;  // reading TLS files failed
   std::shared_ptr<grpc::Channel> channel;
   std::unique_ptr<traind::v1::TrainingService::Stub> stub;
 
@@ -73,10 +94,18 @@ struct TraindClient::Impl {
                         message);
   }
 
+  void Authorize(grpc::ClientContext* context) const {
+    if (!options.token.empty()) {
+      context->AddMetadata("authorization", "Bearer " + options.token);
+    }
+  }
+
   template <typename Request, typename Response, typename Method>
   absl::StatusOr<Response> Unary(Method method, const Request& request) {
+    if (!setup_error.ok()) return setup_error;
     grpc::ClientContext context;
     context.set_deadline(Deadline());
+    Authorize(&context);
     Response response;
     grpc::Status status = (stub.get()->*method)(&context, request, &response);
     if (!status.ok()) return ToStatus(status);
@@ -110,8 +139,24 @@ TraindClient::TraindClient(ClientOptions options)
   impl_->options = std::move(options);
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(64 << 20);
-  impl_->channel = grpc::CreateCustomChannel(
-      impl_->options.address, grpc::InsecureChannelCredentials(), args);
+  std::shared_ptr<grpc::ChannelCredentials> credentials =
+      grpc::InsecureChannelCredentials();
+  const ClientOptions& o = impl_->options;
+  if (o.tls) {
+    grpc::SslCredentialsOptions ssl;
+    absl::Status error;
+    if ((!o.tls_ca.empty() && !ReadFile(o.tls_ca, &ssl.pem_root_certs, &error)) ||
+        (!o.tls_cert.empty() && !ReadFile(o.tls_cert, &ssl.pem_cert_chain, &error)) ||
+        (!o.tls_key.empty() && !ReadFile(o.tls_key, &ssl.pem_private_key, &error))) {
+      impl_->setup_error = error;
+    }
+    credentials = grpc::SslCredentials(ssl);
+    if (!o.tls_server_name.empty()) {
+      args.SetSslTargetNameOverride(o.tls_server_name);
+    }
+  }
+  impl_->channel =
+      grpc::CreateCustomChannel(impl_->options.address, credentials, args);
   impl_->stub = traind::v1::TrainingService::NewStub(impl_->channel);
 }
 
@@ -170,9 +215,60 @@ absl::StatusOr<traind::v1::ServerInfo> TraindClient::GetServerInfo() {
       traind::v1::GetServerInfoRequest());
 }
 
+absl::StatusOr<std::string> TraindClient::Health() {
+  if (!impl_->setup_error.ok()) return impl_->setup_error;
+  // grpc.health.v1 is not shipped with Debian's gRPC: speak it by hand.
+  // HealthCheckRequest{service: ""} is the empty message; the response is
+  // HealthCheckResponse{ServingStatus status = 1}.
+  grpc::GenericStub generic(impl_->channel);
+  grpc::ClientContext context;
+  context.set_deadline(impl_->Deadline());
+  impl_->Authorize(&context);
+  grpc::ByteBuffer request, response;
+  grpc::Slice empty("");
+  request = grpc::ByteBuffer(&empty, 1);
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
+  grpc::Status status;
+  generic.UnaryCall(&context, "/grpc.health.v1.Health/Check",
+                    grpc::StubOptions(), &request, &response,
+                    [&](grpc::Status s) {
+                      std::lock_guard<std::mutex> lock(mu);
+                      status = std::move(s);
+                      done = true;
+                      cv.notify_one();
+                    });
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait(lock, [&] { return done; });
+  }
+  if (!status.ok()) return impl_->ToStatus(status);
+  std::vector<grpc::Slice> slices;
+  std::string bytes;
+  if (response.Dump(&slices).ok()) {
+    for (const grpc::Slice& slice : slices) {
+      bytes.append(reinterpret_cast<const char*>(slice.begin()), slice.size());
+    }
+  }
+  int value = 0;  // field 1 (varint) absent: UNKNOWN
+  if (bytes.size() >= 2 && bytes[0] == 0x08) value = bytes[1];
+  switch (value) {
+    case 1:
+      return std::string("SERVING");
+    case 2:
+      return std::string("NOT_SERVING");
+    case 3:
+      return std::string("SERVICE_UNKNOWN");
+    default:
+      return std::string("UNKNOWN");
+  }
+}
+
 absl::Status TraindClient::WatchJob(
     const std::string& job_id, int64_t after_sequence,
     const std::function<void(const traind::v1::JobEvent&)>& on_event) {
+  if (!impl_->setup_error.ok()) return impl_->setup_error;
   int64_t last_sequence = after_sequence;
   int failures = 0;  // consecutive broken streams without a new event
   bool first_connection = true;
@@ -193,6 +289,7 @@ absl::Status TraindClient::WatchJob(
     first_connection = false;
 
     grpc::ClientContext context;  // no deadline: jobs run for hours
+    impl_->Authorize(&context);
     traind::v1::WatchJobRequest request;
     request.set_job_id(job_id);
     request.set_after_sequence(last_sequence);

@@ -32,11 +32,25 @@ struct ClientOptions {
   // its last event; each waits 0.2 s, 0.4 s, ... (at most 5 s) first. The count
   // restarts whenever an event arrives.
   int watch_retries = 5;
+  // Bearer token sent as `authorization: Bearer TOKEN` on every call (TCP
+  // addresses need one; the unix socket ignores it). Empty: none.
+  std::string token;
+  // TLS: use it (for HOST:PORT addresses); tls_ca is a PEM bundle to trust
+  // (empty: the system's roots); tls_cert/tls_key a client certificate for
+  // mutual TLS; tls_server_name overrides the name checked in the server's
+  // certificate.
+  bool tls = false;
+  std::string tls_ca;
+  std::string tls_cert;
+  std::string tls_key;
+  std::string tls_server_name;
 };
 
 class TraindClient final {
  public:
   // Connecting is lazy: this never fails; calls report UNAVAILABLE instead.
+  // Reading the TLS files can fail: then every call returns that error
+  // (INVALID_ARGUMENT naming the file).
   explicit TraindClient(ClientOptions options);
   ~TraindClient();
   TraindClient(const TraindClient&) = delete;
@@ -51,6 +65,9 @@ class TraindClient final {
   absl::StatusOr<traind::v1::JobResult> GetJobResult(const std::string& job_id);
   absl::StatusOr<traind::v1::ListDevicesResponse> ListDevices();
   absl::StatusOr<traind::v1::ServerInfo> GetServerInfo();
+  // grpc.health.v1.Health/Check of the whole server: "SERVING",
+  // "NOT_SERVING", "UNKNOWN" or "SERVICE_UNKNOWN".
+  absl::StatusOr<std::string> Health();
 
   // Streams the job's events with sequence > after_sequence to `on_event`, in
   // order, until the event marked `last` (returns OK after delivering it),

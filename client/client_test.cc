@@ -465,13 +465,22 @@ TEST_F(TrainctlTest, UnreachableServerExitsWith4) {
   EXPECT_EQ(r.out, "");
 }
 
+TEST_F(TrainctlTest, YamlOutput) {
+  RunResult r = Run("get job-ok -o yaml");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("id: job-ok\n"));
+}
+
 TEST_F(TrainctlTest, UsageErrorsExitWith2) {
   EXPECT_EQ(Run("").exit_code, 2);
   RunResult r = Run("stauts");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_EQ(r.err,
             "trainctl: unknown command \"stauts\" (see trainctl --help)\n");
-  EXPECT_EQ(Run("get job-ok -o yaml").exit_code, 2);
+  EXPECT_EQ(Run("get job-ok -o xml").exit_code, 2);
+  EXPECT_EQ(Run("submit x.yaml --priority high").exit_code, 2);
+  EXPECT_EQ(Run("get job-ok --tls-cert c.pem").exit_code, 2)
+      << "--tls-cert needs --tls-key";
   EXPECT_EQ(Run("list --state bogus").exit_code, 2);
   EXPECT_EQ(Run("get job-ok", "nocolon").exit_code, 2);
   r = Run("--help");

@@ -11,12 +11,17 @@
 //   5  permission denied (PERMISSION_DENIED, UNAUTHENTICATED)
 // Errors print one line to stderr: "trainctl: <message>".
 
+#include <sys/ioctl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <cstdint>
+#include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <limits>
 #include <memory>
@@ -30,7 +35,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
+#include "absl/strings/strip.h"
 #include "client/client.h"
+#include "client/live_view.h"
 #include "client/render.h"
 #include "traind/spec_file.h"
 
@@ -58,8 +65,15 @@ Address (--address): unix:PATH or HOST:PORT. Default: $TRAIND_ADDRESS if set;
 else unix:$TRAIND_STATE_DIR/traind.sock if TRAIND_STATE_DIR is set; else
 unix:.traind/traind.sock if that socket exists; else 127.0.0.1:7070.
 
-Output (-o): table (for people) or json (protobuf JSON, proto field names;
-`watch -o json` prints one JobEvent per line). Folds are numbered from 0.
+Output (-o): table (for people), json (protobuf JSON, proto field names;
+`watch -o json` prints one JobEvent per line) or yaml (the same as YAML;
+`watch -o yaml` prints one document per event). Folds are numbered from 0.
+`watch` on a terminal redraws a live view (a progress bar per fold, the
+latest metrics); piped, it prints one line per event.
+
+Authentication: TCP addresses need a bearer token: --token, --token-file
+or $TRAIND_TOKEN (in that order). The unix socket needs none. TLS: --tls
+(system roots), or --tls-ca FILE; mutual TLS adds --tls-cert and --tls-key.
 
 Exit codes:
   0  success (submit --wait/--watch, watch: the job SUCCEEDED)
@@ -132,8 +146,20 @@ struct GlobalOptions {
   std::string address;
   std::string output = "table";
   double timeout_seconds = 10;
+  std::string token;
+  std::string token_file;
+  bool tls = false;
+  std::string tls_ca, tls_cert, tls_key, tls_server_name;
 
   bool json() const { return output == "json"; }
+  bool yaml() const { return output == "yaml"; }
+  // json or yaml: machine-readable output.
+  bool structured() const { return json() || yaml(); }
+  // A message in the chosen structured format (pretty: one document).
+  std::string Encode(const google::protobuf::Message& m, bool pretty) const {
+    if (yaml()) return pretty ? ToYaml(m) : absl::StrCat("---\n", ToYaml(m));
+    return ToJson(m, pretty);
+  }
 };
 
 class Commands {
@@ -142,7 +168,8 @@ class Commands {
 
   // submit FILE [--watch | --wait] [--name NAME] [--set PATH=VALUE]...
   int Submit(const std::string& file, bool watch, bool wait,
-             const std::string& name, const std::vector<std::string>& sets) {
+             const std::string& name, const std::vector<std::string>& sets,
+             std::optional<int> priority) {
     absl::StatusOr<v1::JobSpec> spec = LoadJobSpecFile(file);
     if (!spec.ok()) return Fail(spec.status());
     for (const std::string& assignment : sets) {
@@ -156,6 +183,7 @@ class Commands {
       if (!set.ok()) return UsageError(absl::StrCat("--set ", set.message()));
     }
     if (!name.empty()) spec->set_name(name);
+    if (priority.has_value()) spec->set_priority(*priority);
     // The daemon may run in another directory: resolve data.path here.
     const std::string& data_path = spec->data().path();
     if (!data_path.empty() && std::filesystem::path(data_path).is_relative()) {
@@ -167,16 +195,16 @@ class Commands {
     absl::StatusOr<Job> job = client().SubmitJob(*spec);
     if (!job.ok()) return Fail(job.status());
     if (wait) return Follow(*job, /*after_sequence=*/0, /*quiet=*/true);
-    if (!global_.json()) Print(RenderSubmitted(*job));
+    if (!global_.structured()) Print(RenderSubmitted(*job));
     if (watch) return Follow(*job, /*after_sequence=*/0, /*quiet=*/false);
-    if (global_.json()) Print(ToJson(*job, /*pretty=*/true));
+    if (global_.structured()) Print(global_.Encode(*job, /*pretty=*/true));
     return kExitOk;
   }
 
   int Get(const std::string& job_id) {
     absl::StatusOr<Job> job = client().GetJob(job_id);
     if (!job.ok()) return Fail(job.status());
-    Print(global_.json() ? ToJson(*job, true) : RenderJob(*job));
+    Print(global_.structured() ? global_.Encode(*job, true) : RenderJob(*job));
     return kExitOk;
   }
 
@@ -199,14 +227,14 @@ class Commands {
     request.set_page_token(page_token);
     absl::StatusOr<v1::ListJobsResponse> response = client().ListJobs(request);
     if (!response.ok()) return Fail(response.status());
-    Print(global_.json() ? ToJson(*response, true) : RenderJobList(*response));
+    Print(global_.structured() ? global_.Encode(*response, true) : RenderJobList(*response));
     return kExitOk;
   }
 
   int Watch(const std::string& job_id, int64_t after_sequence) {
     Job job;
     job.set_id(job_id);
-    if (!global_.json()) {
+    if (!global_.structured()) {
       // The spec gives the epoch total and whether tasks are folds.
       absl::StatusOr<Job> got = client().GetJob(job_id);
       if (!got.ok()) return Fail(got.status());
@@ -218,15 +246,15 @@ class Commands {
   int Cancel(const std::string& job_id, bool force) {
     absl::StatusOr<Job> job = client().CancelJob(job_id, force);
     if (!job.ok()) return Fail(job.status());
-    Print(global_.json() ? ToJson(*job, true) : RenderJobState(*job));
+    Print(global_.structured() ? global_.Encode(*job, true) : RenderJobState(*job));
     return kExitOk;
   }
 
   int Result(const std::string& job_id) {
     absl::StatusOr<v1::JobResult> result = client().GetJobResult(job_id);
     if (!result.ok()) return Fail(result.status());
-    if (global_.json()) {
-      Print(ToJson(*result, true));
+    if (global_.structured()) {
+      Print(global_.Encode(*result, true));
     } else {
       std::string text = RenderResult(*result);
       Print(text.empty() ? "no fold has finished yet\n" : text);
@@ -237,14 +265,27 @@ class Commands {
   int Devices() {
     absl::StatusOr<v1::ListDevicesResponse> devices = client().ListDevices();
     if (!devices.ok()) return Fail(devices.status());
-    Print(global_.json() ? ToJson(*devices, true) : RenderDevices(*devices));
+    Print(global_.structured() ? global_.Encode(*devices, true) : RenderDevices(*devices));
     return kExitOk;
+  }
+
+  int Health() {
+    absl::StatusOr<std::string> status = client().Health();
+    if (!status.ok()) return Fail(status.status());
+    if (global_.json()) {
+      Print(absl::StrCat("{\"status\": \"", *status, "\"}\n"));
+    } else if (global_.yaml()) {
+      Print(absl::StrCat("status: ", *status, "\n"));
+    } else {
+      Print(*status + "\n");
+    }
+    return *status == "SERVING" ? kExitOk : kExitFailed;
   }
 
   int Info() {
     absl::StatusOr<v1::ServerInfo> info = client().GetServerInfo();
     if (!info.ok()) return Fail(info.status());
-    Print(global_.json() ? ToJson(*info, true) : RenderServerInfo(*info));
+    Print(global_.structured() ? global_.Encode(*info, true) : RenderServerInfo(*info));
     return kExitOk;
   }
 
@@ -254,6 +295,12 @@ class Commands {
       ClientOptions options;
       options.address = global_.address;
       options.timeout_seconds = global_.timeout_seconds;
+      options.token = global_.token;
+      options.tls = global_.tls;
+      options.tls_ca = global_.tls_ca;
+      options.tls_cert = global_.tls_cert;
+      options.tls_key = global_.tls_key;
+      options.tls_server_name = global_.tls_server_name;
       client_ = std::make_unique<TraindClient>(options);
     }
     return *client_;
@@ -271,20 +318,42 @@ class Commands {
   // Returns the exit code for the job's final state.
   int Follow(const Job& job, int64_t after_sequence, bool quiet) {
     std::optional<Job::State> final_state;
+    // A terminal gets the live view, redrawn in place (at most 10 times a
+    // second, and once at the end); a pipe gets one line per event.
+    const bool live = !quiet && !global_.structured() && isatty(STDOUT_FILENO) &&
+                      std::getenv("TERM") != nullptr &&
+                      std::string(std::getenv("TERM")) != "dumb";
+    LiveView view(job);
+    int drawn_lines = 0;
+    auto last_draw = std::chrono::steady_clock::time_point();
+    auto draw = [&](bool force) {
+      const auto now = std::chrono::steady_clock::now();
+      if (!force && now - last_draw < std::chrono::milliseconds(100)) return;
+      last_draw = now;
+      struct winsize ws {};
+      int width = ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0 ? ws.ws_col : 80;
+      std::string frame = view.Render(width);
+      std::cout << LiveView::Rewind(drawn_lines) << frame << std::flush;
+      drawn_lines = static_cast<int>(std::count(frame.begin(), frame.end(), '\n'));
+    };
     absl::Status watched =
         client().WatchJob(job.id(), after_sequence, [&](const JobEvent& event) {
           if (event.last() && event.has_job_state()) {
             final_state = event.job_state().state();
           }
           if (quiet) return;
-          if (global_.json()) {
-            std::string line = ToJson(event, /*pretty=*/false);
+          if (global_.structured()) {
+            std::string line = global_.Encode(event, /*pretty=*/false);
             line.pop_back();  // PrintLine adds the newline and flushes
             PrintLine(line);
+          } else if (live) {
+            view.Update(event);
+            draw(event.last() || !event.has_epoch());
           } else {
             PrintLine(RenderEvent(event, job.spec()));
           }
         });
+    if (live) draw(true);
     if (!watched.ok()) return Fail(watched);
 
     if (quiet) {
@@ -296,7 +365,7 @@ class Commands {
           *done->mutable_result() = *std::move(result);
         }
       }
-      Print(global_.json() ? ToJson(*done, true) : RenderJob(*done));
+      Print(global_.structured() ? global_.Encode(*done, true) : RenderJob(*done));
       return ExitCodeFor(done->state());
     }
 
@@ -306,7 +375,7 @@ class Commands {
       if (!done.ok()) return Fail(done.status());
       final_state = done->state();
     }
-    if (global_.json()) return ExitCodeFor(*final_state);
+    if (global_.structured()) return ExitCodeFor(*final_state);
 
     absl::StatusOr<v1::JobResult> result = client().GetJobResult(job.id());
     if (!result.ok()) {
@@ -332,7 +401,9 @@ std::optional<std::string> UnknownCommand(const CLI::App& app, int argc,
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg == "--address" || arg == "-o" || arg == "--output" ||
-        arg == "--timeout") {
+        arg == "--timeout" || arg == "--token" || arg == "--token-file" ||
+        arg == "--tls-ca" || arg == "--tls-cert" || arg == "--tls-key" ||
+        arg == "--tls-server-name") {
       ++i;  // skip the value
       continue;
     }
@@ -360,8 +431,9 @@ int Main(int argc, char** argv) {
   app.add_option("--address", global.address,
                  "traind's address: unix:PATH or HOST:PORT (default: see "
                  "below)");
-  app.add_option("-o,--output", global.output, "Output format: table or json")
-      ->check(CLI::IsMember({"table", "json"}))
+  app.add_option("-o,--output", global.output,
+                 "Output format: table, json or yaml")
+      ->check(CLI::IsMember({"table", "json", "yaml"}))
       ->capture_default_str();
   app.add_option("--timeout", global.timeout_seconds,
                  "Deadline of each call in seconds; WatchJob streams have "
@@ -369,7 +441,32 @@ int Main(int argc, char** argv) {
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
 
+  app.add_option("--token", global.token,
+                 "Bearer token for TCP addresses (default: --token-file, else "
+                 "$TRAIND_TOKEN)")
+      ->type_name("TOKEN");
+  app.add_option("--token-file", global.token_file,
+                 "File holding the bearer token (first line)")
+      ->type_name("FILE");
+  app.add_flag("--tls", global.tls,
+               "Use TLS (implied by --tls-ca, --tls-cert and --tls-key)");
+  app.add_option("--tls-ca", global.tls_ca,
+                 "PEM CA bundle to trust for the server's certificate "
+                 "(default: the system's roots)")
+      ->type_name("FILE");
+  app.add_option("--tls-cert", global.tls_cert,
+                 "PEM client certificate, for mutual TLS")
+      ->type_name("FILE");
+  app.add_option("--tls-key", global.tls_key,
+                 "PEM private key of --tls-cert")
+      ->type_name("FILE");
+  app.add_option("--tls-server-name", global.tls_server_name,
+                 "Name to check in the server's certificate (default: the "
+                 "address's host)")
+      ->type_name("NAME");
+
   std::string file, job_id, name, page_token;
+  std::optional<int> priority;
   std::vector<std::string> sets, states;
   bool watch = false, wait = false, force = false;
   int limit = 0;
@@ -391,6 +488,10 @@ int Main(int argc, char** argv) {
       "exit 0 only if it SUCCEEDED");
   watch_flag->excludes(wait_flag);
   submit->add_option("--name", name, "Job name (overrides the spec's name)");
+  submit->add_option("--priority", priority,
+                     "Job priority (overrides the spec's; higher runs first, "
+                     "default 0)")
+      ->type_name("N");
   submit
       ->add_option("--set", sets,
                    "Override a spec field, e.g. --set training.epochs=5 or "
@@ -440,6 +541,10 @@ int Main(int argc, char** argv) {
   CLI::App* devices =
       app.add_subcommand("devices", "List the server's CPU and GPU devices");
   CLI::App* info = app.add_subcommand("info", "Show the server's status");
+  CLI::App* health = app.add_subcommand(
+      "health",
+      "Ask the server's grpc.health.v1 service; print SERVING (exit 0) or "
+      "another status (exit 1); exit 4 when unreachable");
 
   try {
     app.parse(argc, argv);
@@ -458,8 +563,29 @@ int Main(int argc, char** argv) {
                                    ": expected unix:PATH or HOST:PORT"));
   }
 
+  if (global.token.empty() && !global.token_file.empty()) {
+    std::ifstream in(global.token_file);
+    if (!in) {
+      return UsageError(absl::StrCat("--token-file ", global.token_file,
+                                     ": cannot read it"));
+    }
+    std::getline(in, global.token);
+  }
+  if (global.token.empty()) {
+    const char* token = std::getenv("TRAIND_TOKEN");
+    if (token != nullptr) global.token = token;
+  }
+  global.token = std::string(absl::StripAsciiWhitespace(global.token));
+  if (!global.tls_ca.empty() || !global.tls_cert.empty() ||
+      !global.tls_key.empty()) {
+    global.tls = true;
+  }
+  if (global.tls_cert.empty() != global.tls_key.empty()) {
+    return UsageError("--tls-cert and --tls-key go together");
+  }
+
   Commands commands(global);
-  if (*submit) return commands.Submit(file, watch, wait, name, sets);
+  if (*submit) return commands.Submit(file, watch, wait, name, sets, priority);
   if (*get) return commands.Get(job_id);
   if (*list) return commands.List(states, name, limit, page_token);
   if (*watch_cmd) return commands.Watch(job_id, after);
@@ -467,6 +593,7 @@ int Main(int argc, char** argv) {
   if (*result) return commands.Result(job_id);
   if (*devices) return commands.Devices();
   if (*info) return commands.Info();
+  if (*health) return commands.Health();
   return UsageError("no command given (see trainctl --help)");
 }
 

@@ -8,6 +8,7 @@
 #include "absl/strings/str_join.h"
 #include "client/format.h"
 #include "google/protobuf/util/json_util.h"
+#include "yaml-cpp/yaml.h"
 
 namespace traind::client {
 namespace {
@@ -63,6 +64,33 @@ std::string ToJson(const google::protobuf::Message& message, bool pretty) {
   while (!out.empty() && out.back() == '\n') out.pop_back();
   out += '\n';
   return out;
+}
+
+namespace {
+// Block style all the way down (JSON parses as flow style).
+void Blockify(YAML::Node node) {
+  node.SetStyle(YAML::EmitterStyle::Block);
+  if (node.IsMap()) {
+    for (auto kv : node) Blockify(kv.second);
+  } else if (node.IsSequence()) {
+    for (auto item : node) Blockify(item);
+  }
+}
+}  // namespace
+
+std::string ToYaml(const google::protobuf::Message& message) {
+  const std::string json = ToJson(message, /*pretty=*/false);
+  try {
+    YAML::Node node = YAML::Load(json);
+    Blockify(node);
+    YAML::Emitter out;
+    out << node;
+    std::string text = out.c_str();
+    if (text == "{}" || text.empty()) return "{}\n";
+    return text + "\n";
+  } catch (const YAML::Exception&) {
+    return json;  // JSON is YAML too
+  }
 }
 
 std::string JobStateName(Job::State state) {
@@ -204,6 +232,14 @@ std::string RenderResult(const JobResult& result) {
   if (!result.complete()) {
     absl::StrAppend(&out, "(incomplete: folds still running)\n");
   }
+  // Out-of-fold predictions, when the server wrote them.
+  bool any_predictions = false;
+  for (const auto& fold : result.folds()) {
+    if (fold.predictions_path().empty()) continue;
+    if (!any_predictions) absl::StrAppend(&out, "out-of-fold predictions:\n");
+    any_predictions = true;
+    absl::StrAppend(&out, "  fold ", fold.fold(), "  ", fold.predictions_path(), "\n");
+  }
   return out;
 }
 
@@ -211,6 +247,7 @@ std::string RenderJob(const Job& job) {
   Table fields({"", ""});
   fields.AddRow({"id:", job.id()});
   fields.AddRow({"name:", job.spec().name()});
+  if (!job.owner().empty()) fields.AddRow({"owner:", job.owner()});
   fields.AddRow({"state:", JobStateName(job.state())});
   fields.AddRow({"created:", Time(job.create_time())});
   fields.AddRow({"started:", Time(job.start_time())});

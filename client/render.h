@@ -21,6 +21,9 @@ namespace traind::client {
 // Always ends with '\n'.
 std::string ToJson(const google::protobuf::Message& message, bool pretty);
 
+// The same as YAML (block style, proto field names). Ends with '\n'.
+std::string ToYaml(const google::protobuf::Message& message);
+
 // "RUNNING"; "-" for STATE_UNSPECIFIED.
 std::string JobStateName(traind::v1::Job::State state);
 std::string TaskStateName(traind::v1::Task::State state);

@@ -11,10 +11,10 @@ build_pkgs=(
   cmake ninja-build g++ pkg-config ccache
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libdnnl-dev libabsl-dev libgtest-dev libgmock-dev libsqlite3-dev
-  libyaml-cpp-dev libsystemd-dev ocl-icd-opencl-dev libcli11-dev
+  libyaml-cpp-dev libsystemd-dev ocl-icd-opencl-dev libcli11-dev libssl-dev openssl
 )
 runtime_pkgs=(
-  libgrpc++1.51 libprotobuf32 libdnnl2.6 libsqlite3-0 libyaml-cpp0.7 libsystemd0
+  libgrpc++1.51 libprotobuf32 libdnnl2.6 libsqlite3-0 libyaml-cpp0.7 libsystemd0 libssl3
 )
 
 pkgs=("${build_pkgs[@]}")

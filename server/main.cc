@@ -1,34 +1,50 @@
 // traind: the training daemon.
 //
-//   traind [--state-dir DIR] [--listen ADDR]... [--cpu-slots N] [--worker-threads N]
+//   traind [--config FILE] [--state-dir DIR] [--listen ADDR]... [--cpu-slots N] ...
 //
 // Serves the public TrainingService (plus grpc.health.v1 and reflection) on
-// every --listen address and the internal WorkerService on a unix socket in
-// the state directory. SIGINT/SIGTERM stop it; unfinished tasks resume on
-// the next start.
+// every listen address and the internal WorkerService on a unix socket in
+// the state directory. Settings come from defaults, then the YAML config
+// file, then flags (docs/operations.md lists every key and its default).
+// Under systemd (Type=notify) it reports READY=1 once the store is recovered
+// and the servers listen, and pings the watchdog while the scheduler's loop
+// is alive. SIGINT/SIGTERM stop it; unfinished tasks resume on the next
+// start.
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <systemd/sd-daemon.h>
+
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <memory>
+#include <sstream>
 #include <string>
+#include <thread>
+#include <tuple>
 #include <vector>
 
 #include "CLI/CLI.hpp"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/synchronization/notification.h"
+#include "server/api/auth.h"
+#include "server/api/policy.h"
+#include "server/config.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "server/api/services.h"
 #include "server/devices/cpu_info.h"
+#include "server/devices/device_probe.h"
 #include "server/launch/local_launcher.h"
 #include "server/log.h"
 #include "server/scheduler/scheduler.h"
@@ -43,17 +59,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct Flags {
-  std::string state_dir;
-  std::vector<std::string> listen;
-  int cpu_slots = 0;
-  int worker_threads = 1;
-  std::string worker;
-  double cancel_grace_s = 10;
-  double stop_grace_s = 10;
-  double heartbeat_timeout_s = 30;
-  int max_restarts = 2;
-};
 
 std::string SelfDir() {
   std::error_code ec;
@@ -91,7 +96,81 @@ void RemoveStaleSocket(const std::string& address) {
   }
 }
 
-int Run(const Flags& flags) {
+std::optional<std::string> ReadFile(const std::string& path, std::string* error) {
+  std::ifstream in(path);
+  if (!in) {
+    *error = absl::StrCat(path, ": ", strerror(errno));
+    return std::nullopt;
+  }
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// TLS credentials for TCP listeners (mutual TLS when client_ca is set).
+std::shared_ptr<grpc::ServerCredentials> TlsCredentials(const TlsConfig& tls, std::string* error) {
+  std::optional<std::string> cert = ReadFile(tls.cert, error);
+  if (!cert) return nullptr;
+  std::optional<std::string> key = ReadFile(tls.key, error);
+  if (!key) return nullptr;
+  grpc::SslServerCredentialsOptions options;
+  options.pem_key_cert_pairs.push_back({*key, *cert});
+  if (!tls.client_ca.empty()) {
+    std::optional<std::string> ca = ReadFile(tls.client_ca, error);
+    if (!ca) return nullptr;
+    options.pem_root_certs = *ca;
+    options.client_certificate_request =
+        GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY;
+  } else {
+    options.client_certificate_request = GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE;
+  }
+  return grpc::SslServerCredentials(options);
+}
+
+// "127.0.0.1:0" with the port the kernel chose.
+std::string WithPort(const std::string& address, int port) {
+  if (IsUnixAddress(address)) return address;
+  size_t colon = address.rfind(':');
+  return absl::StrCat(address.substr(0, colon), ":", port);
+}
+
+// Pings the systemd watchdog at half its interval while the scheduler's loop
+// keeps running; a stuck loop stops the pings and systemd restarts traind.
+class Watchdog final {
+ public:
+  explicit Watchdog(Scheduler* scheduler) : scheduler_(scheduler) {
+    uint64_t usec = 0;
+    if (sd_watchdog_enabled(0, &usec) <= 0 || usec == 0) return;
+    const absl::Duration interval = absl::Microseconds(usec) / 2;
+    const absl::Duration stale = std::max(interval, absl::Seconds(1));
+    LogInfo("systemd watchdog enabled interval=%s", absl::FormatDuration(interval));
+    thread_ = std::thread([this, interval, stale] {
+      bool warned = false;
+      while (!stop_.WaitForNotificationWithTimeout(interval)) {
+        const absl::Duration age = absl::Now() - scheduler_->LastLoopTime();
+        if (age <= stale) {
+          sd_notify(0, "WATCHDOG=1");
+          warned = false;
+        } else if (!warned) {
+          LogError("scheduler loop silent for %s: not pinging the systemd watchdog",
+                   absl::FormatDuration(age));
+          warned = true;
+        }
+      }
+    });
+  }
+  ~Watchdog() {
+    stop_.Notify();
+    if (thread_.joinable()) thread_.join();
+  }
+
+ private:
+  Scheduler* const scheduler_;
+  absl::Notification stop_;
+  std::thread thread_;
+};
+
+int Run(ServerConfig flags) {
   std::error_code ec;
   fs::create_directories(flags.state_dir, ec);
   if (ec) {
@@ -102,6 +181,35 @@ int Run(const Flags& flags) {
   int lock_fd = LockStateDir(state_dir);
   if (lock_fd < 0) return 1;
 
+  std::error_code cwd_ec;
+  if (flags.data_roots.empty()) flags.data_roots = {fs::current_path(cwd_ec).string()};
+  absl::StatusOr<DataRoots> data_roots = DataRoots::Create(flags.data_roots);
+  if (!data_roots.ok()) {
+    LogError("%s", data_roots.status().message());
+    return 1;
+  }
+  for (const std::string& root : data_roots->roots()) {
+    if (root == "/") LogWarning("data root / lets jobs read any file traind can read");
+  }
+  std::shared_ptr<const TokenStore> tokens = std::make_shared<TokenStore>();
+  if (!flags.tokens_file.empty()) {
+    absl::StatusOr<std::shared_ptr<const TokenStore>> loaded = TokenStore::Load(flags.tokens_file);
+    if (!loaded.ok()) {
+      LogError("%s", loaded.status().message());
+      return 1;
+    }
+    tokens = *loaded;
+  }
+  std::shared_ptr<grpc::ServerCredentials> tcp_credentials = grpc::InsecureServerCredentials();
+  if (flags.tls.enabled()) {
+    std::string error;
+    tcp_credentials = TlsCredentials(flags.tls, &error);
+    if (!tcp_credentials) {
+      LogError("tls: %s", error);
+      return 1;
+    }
+  }
+
   const std::string worker_path =
       flags.worker.empty() ? (fs::path(SelfDir()) / "traind-worker").string() : flags.worker;
   if (access(worker_path.c_str(), X_OK) != 0) {
@@ -110,10 +218,6 @@ int Run(const Flags& flags) {
   }
 
   std::vector<std::string> listen = flags.listen;
-  if (listen.empty()) {
-    listen = {absl::StrCat("unix:", (fs::path(state_dir) / "traind.sock").string()),
-              "127.0.0.1:7070"};
-  }
   const std::string worker_address =
       absl::StrCat("unix:", (fs::path(state_dir) / "worker.sock").string());
 
@@ -132,9 +236,30 @@ int Run(const Flags& flags) {
   so.cpu_slots = flags.cpu_slots > 0 ? flags.cpu_slots : std::max(1, cpu.cores);
   so.worker_threads = flags.worker_threads;
   so.max_restarts = flags.max_restarts;
-  so.cancel_grace = absl::Seconds(flags.cancel_grace_s);
-  so.stop_grace = absl::Seconds(flags.stop_grace_s);
-  so.heartbeat_timeout = absl::Seconds(flags.heartbeat_timeout_s);
+  so.cancel_grace = flags.cancel_grace;
+  so.stop_grace = flags.stop_grace;
+  so.heartbeat_timeout = flags.heartbeat_timeout;
+
+  // What the worker can train on, and which GPUs there are.
+  absl::StatusOr<std::vector<std::string>> backends = ProbeWorkerBackends(worker_path);
+  if (!backends.ok()) {
+    LogError("%s", backends.status().message());
+    return 1;
+  }
+  so.worker_has_gpu_backend =
+      std::find(backends->begin(), backends->end(), "cuda") != backends->end();
+  std::unique_ptr<DeviceProbe> gpu_probe;
+  if (flags.gpu_probe == "nvml") {
+    gpu_probe = NewNvmlProbe();
+  } else if (absl::StartsWith(flags.gpu_probe, "file:")) {
+    gpu_probe = NewFileProbe(flags.gpu_probe.substr(5));
+  } else if (flags.gpu_probe != "none") {
+    LogError("gpu_probe: \"%s\" is not nvml, none or file:PATH", flags.gpu_probe);
+    return 2;
+  }
+  so.gpu_probe = gpu_probe.get();
+  so.gpu.drain_timeout = flags.gpu_drain_timeout;
+  LogInfo("worker backends=%s", absl::StrJoin(*backends, ","));
 
   LocalLauncher launcher;
   Scheduler scheduler(so, store->get(), &launcher);
@@ -166,14 +291,22 @@ int Run(const Flags& flags) {
   desc.cpu_slots = so.cpu_slots;
   desc.worker_threads = so.worker_threads;
   desc.start_time = absl::Now();
-  TrainingServiceImpl training_service(&scheduler, desc);
+  AccessPolicy policy;
+  policy.authenticator = std::make_shared<Authenticator>(tokens);
+  policy.data_roots = *data_roots;
+  policy.limits = flags.limits;
   grpc::ServerBuilder pb;
   std::vector<int> ports(listen.size(), 0);
   for (size_t i = 0; i < listen.size(); ++i) {
     RemoveStaleSocket(listen[i]);
-    pb.AddListeningPort(listen[i], grpc::InsecureServerCredentials(), &ports[i]);
+    pb.AddListeningPort(listen[i],
+                        IsUnixAddress(listen[i]) ? grpc::InsecureServerCredentials()
+                                                 : tcp_credentials,
+                        &ports[i]);
   }
-  pb.RegisterService(&training_service);
+  pb.SetMaxReceiveMessageSize(static_cast<int>(flags.limits.max_request_bytes));
+  auto training_service = std::make_unique<TrainingServiceImpl>(&scheduler, desc, policy);
+  pb.RegisterService(training_service.get());
   std::unique_ptr<grpc::Server> public_server = pb.BuildAndStart();
   if (!public_server) {
     LogError("cannot listen on %s", absl::StrJoin(listen, ", "));
@@ -189,12 +322,25 @@ int Run(const Flags& flags) {
       if (absl::StartsWith(path, "//")) path = path.substr(2);
       chmod(path.c_str(), 0660);
     }
+    const std::string actual = WithPort(listen[i], ports[i]);
+    LogInfo("listening on %s%s", actual,
+            IsUnixAddress(listen[i]) ? " (unix socket: trusted, mode 0660)"
+            : flags.tls.enabled()
+                ? (flags.tls.client_ca.empty() ? " (TLS, bearer tokens)"
+                                               : " (mutual TLS, bearer tokens)")
+                : " (plaintext, bearer tokens)");
+    listen[i] = actual;
   }
 
+  training_service->SetListenAddresses(listen);
   scheduler.Start();
-  LogInfo("traind ready version=%s state_dir=%s listen=%s cpu_slots=%d worker_threads=%d",
+  LogInfo("traind ready version=%s state_dir=%s listen=%s cpu_slots=%d worker_threads=%d "
+          "data_roots=%s tokens=%d",
           TRAIND_VERSION, state_dir, absl::StrJoin(listen, ","), so.cpu_slots,
-          so.worker_threads);
+          so.worker_threads, absl::StrJoin(data_roots->roots(), ","), tokens->size());
+  sd_notifyf(0, "READY=1\nSTATUS=serving on %s\nMAINPID=%d",
+             absl::StrJoin(listen, ", ").c_str(), static_cast<int>(getpid()));
+  auto watchdog = std::make_unique<Watchdog>(&scheduler);
 
   sigset_t set;
   sigemptyset(&set);
@@ -203,9 +349,11 @@ int Run(const Flags& flags) {
   int sig = 0;
   sigwait(&set, &sig);
   LogInfo("traind stopping signal=%s", sigabbrev_np(sig) ? sigabbrev_np(sig) : "?");
+  sd_notify(0, "STOPPING=1\nSTATUS=stopping: draining workers");
   public_server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   scheduler.Stop();
   worker_server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+  watchdog.reset();
   LogInfo("traind stopped");
   close(lock_fd);
   return 0;
@@ -223,33 +371,118 @@ int main(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
-  traind::server::Flags flags;
-  const char* env_state = std::getenv("TRAIND_STATE_DIR");
-  flags.state_dir = env_state && *env_state ? env_state : ".traind";
-  CLI::App app{"traind: the training daemon"};
-  app.add_option("--state-dir", flags.state_dir,
-                 "directory for the job store, sockets, logs and artifacts "
-                 "(env TRAIND_STATE_DIR; default ./.traind)");
-  app.add_option("--listen", flags.listen,
-                 "public API address, unix:PATH or HOST:PORT; repeatable "
-                 "(default unix:<state-dir>/traind.sock and 127.0.0.1:7070)");
-  app.add_option("--cpu-slots", flags.cpu_slots,
-                 "tasks that may run at once on the CPU (default: the number of cores)");
-  app.add_option("--worker-threads", flags.worker_threads,
-                 "threads of each CPU worker (OMP_NUM_THREADS; default 1)")
+  using traind::server::ServerConfig;
+  ServerConfig defaults;
+  std::string config_file;
+  // Flag values; applied over the config file only when given.
+  ServerConfig f;
+  std::string cancel_grace, stop_grace, heartbeat_timeout, gpu_drain_timeout;
+  CLI::App app{"traind: the training daemon. Settings: defaults < --config FILE < flags "
+               "(docs/operations.md lists every key with its default)."};
+  app.add_option("--config", config_file, "YAML config file (keys as in deploy/traind.yaml)");
+  auto opt = [&](const std::string& name, auto& var, const std::string& help) {
+    CLI::Option* o = app.add_option(name, var, help);
+    return o;
+  };
+  opt("--state-dir", f.state_dir,
+      "state_dir: job store, sockets, logs and artifacts (default $TRAIND_STATE_DIR, else "
+      "./.traind)");
+  opt("--listen", f.listen,
+      "listen: public API address, unix:PATH or HOST:PORT; repeatable; replaces the config's "
+      "list (default unix:<state-dir>/traind.sock and 127.0.0.1:7070)");
+  opt("--cpu-slots", f.cpu_slots, "cpu_slots: CPU tasks at once (default 0: the number of cores)")
+      ->check(CLI::NonNegativeNumber);
+  opt("--worker-threads", f.worker_threads,
+      "worker_threads: OMP_NUM_THREADS of each CPU worker (default 1)")
       ->check(CLI::PositiveNumber);
-  app.add_option("--worker", flags.worker,
-                 "path of traind-worker (default: beside traind)");
-  app.add_option("--cancel-grace", flags.cancel_grace_s,
-                 "seconds a cancelled worker gets to stop before it is killed (default 10)");
-  app.add_option("--stop-grace", flags.stop_grace_s,
-                 "on SIGTERM, seconds running workers get to checkpoint and exit before they "
-                 "are killed (default 10)");
-  app.add_option("--heartbeat-timeout", flags.heartbeat_timeout_s,
-                 "seconds of silence after which a worker is killed as hung (default 30)");
-  app.add_option("--max-restarts", flags.max_restarts,
-                 "retries of a task whose worker crashed (default 2)");
+  opt("--worker", f.worker, "worker: path of traind-worker (default: beside traind)");
+  opt("--cancel-grace", cancel_grace,
+      "cancel_grace: time a cancelled worker gets before SIGKILL (default 10s)");
+  opt("--stop-grace", stop_grace,
+      "stop_grace: on SIGTERM, time running workers get to checkpoint and exit (default 10s)");
+  opt("--heartbeat-timeout", heartbeat_timeout,
+      "heartbeat_timeout: silence after which a worker is killed as hung (default 30s)");
+  opt("--max-restarts", f.max_restarts,
+      "max_restarts: retries of a task whose worker crashed (default 2)")
+      ->check(CLI::NonNegativeNumber);
+  opt("--gpu-probe", f.gpu_probe,
+      "gpu_probe: GPU inventory from nvml (default), none, or file:PATH (rehearsals, tests)");
+  opt("--gpu-drain-timeout", gpu_drain_timeout,
+      "gpu_drain_timeout: time a GPU gets after its worker exits to show its memory released "
+      "before it is marked UNHEALTHY (default 60s)");
+  opt("--data-root", f.data_roots,
+      "data_roots: directory job data must resolve into; repeatable; replaces the config's "
+      "list (default: traind's working directory)");
+  opt("--tls-cert", f.tls.cert, "tls.cert: PEM certificate chain for TCP listeners");
+  opt("--tls-key", f.tls.key, "tls.key: PEM private key for TCP listeners");
+  opt("--tls-client-ca", f.tls.client_ca,
+      "tls.client_ca: PEM CA bundle; TCP clients must present a certificate it signed (mTLS)");
+  opt("--tokens-file", f.tokens_file, "tokens_file: bearer tokens (name, role, sha256)");
+  app.add_flag("--insecure", f.insecure,
+               "insecure: allow plaintext TCP on a non-loopback address");
+  opt("--max-request-bytes", f.limits.max_request_bytes,
+      "limits.max_request_bytes (default 4194304)");
+  opt("--max-queued-jobs-per-user", f.limits.max_queued_jobs_per_user,
+      "limits.max_queued_jobs_per_user (default 100; 0: none)");
+  opt("--max-layers", f.limits.max_layers, "limits.max_layers (default 64)");
+  opt("--max-units", f.limits.max_units, "limits.max_units (default 65536)");
+  opt("--max-epochs", f.limits.max_epochs, "limits.max_epochs (default 100000)");
   app.set_version_flag("--version", TRAIND_VERSION);
   CLI11_PARSE(app, argc, argv);
-  return traind::server::Run(flags);
+
+  ServerConfig config = defaults;
+  if (!config_file.empty()) {
+    if (absl::Status s = traind::server::LoadConfigFile(config_file, &config); !s.ok()) {
+      traind::server::LogError("%s", s.message());
+      return 2;
+    }
+  }
+  auto given_flag = [&](const char* name) { return app.count(name) > 0; };
+  if (given_flag("--state-dir")) config.state_dir = f.state_dir;
+  if (given_flag("--listen")) config.listen = f.listen;
+  if (given_flag("--cpu-slots")) config.cpu_slots = f.cpu_slots;
+  if (given_flag("--worker-threads")) config.worker_threads = f.worker_threads;
+  if (given_flag("--worker")) config.worker = f.worker;
+  if (given_flag("--max-restarts")) config.max_restarts = f.max_restarts;
+  if (given_flag("--data-root")) config.data_roots = f.data_roots;
+  if (given_flag("--gpu-probe")) config.gpu_probe = f.gpu_probe;
+  if (given_flag("--tls-cert")) config.tls.cert = f.tls.cert;
+  if (given_flag("--tls-key")) config.tls.key = f.tls.key;
+  if (given_flag("--tls-client-ca")) config.tls.client_ca = f.tls.client_ca;
+  if (given_flag("--tokens-file")) config.tokens_file = f.tokens_file;
+  if (given_flag("--insecure")) config.insecure = f.insecure;
+  if (given_flag("--max-request-bytes")) config.limits.max_request_bytes = f.limits.max_request_bytes;
+  if (given_flag("--max-queued-jobs-per-user")) {
+    config.limits.max_queued_jobs_per_user = f.limits.max_queued_jobs_per_user;
+  }
+  if (given_flag("--max-layers")) config.limits.max_layers = f.limits.max_layers;
+  if (given_flag("--max-units")) config.limits.max_units = f.limits.max_units;
+  if (given_flag("--max-epochs")) config.limits.max_epochs = f.limits.max_epochs;
+  for (auto [name, text, out] :
+       {std::tuple{"--cancel-grace", &cancel_grace, &config.cancel_grace},
+        std::tuple{"--stop-grace", &stop_grace, &config.stop_grace},
+        std::tuple{"--heartbeat-timeout", &heartbeat_timeout, &config.heartbeat_timeout},
+        std::tuple{"--gpu-drain-timeout", &gpu_drain_timeout, &config.gpu_drain_timeout}}) {
+    if (!given_flag(name)) continue;
+    absl::StatusOr<absl::Duration> d = traind::server::ParseDurationText(*text);
+    if (!d.ok()) {
+      traind::server::LogError("%s: %s", name, d.status().message());
+      return 2;
+    }
+    *out = *d;
+  }
+  if (config.state_dir.empty()) {
+    const char* env_state = std::getenv("TRAIND_STATE_DIR");
+    config.state_dir = env_state && *env_state ? env_state : ".traind";
+  }
+  if (config.listen.empty()) {
+    const std::filesystem::path dir =
+        std::filesystem::absolute(config.state_dir).lexically_normal();
+    config.listen = {absl::StrCat("unix:", (dir / "traind.sock").string()), "127.0.0.1:7070"};
+  }
+  if (absl::Status s = traind::server::ValidateConfig(config); !s.ok()) {
+    traind::server::LogError("%s%s", config_file.empty() ? "" : config_file + ": ", s.message());
+    return 2;
+  }
+  return traind::server::Run(std::move(config));
 }

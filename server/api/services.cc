@@ -1,8 +1,10 @@
 #include "server/api/services.h"
 
 #include <deque>
+#include <optional>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/synchronization/mutex.h"
 #include "google/protobuf/util/time_util.h"
 #include "server/devices/cpu_info.h"
@@ -79,6 +81,10 @@ class WatchReactor final : public grpc::ServerWriteReactor<traind::v1::JobEvent>
       FinishLocked(grpc::Status::OK);
       return;
     }
+    if (finishing_) {  // cancelled while this write was in flight
+      FinishLocked(grpc::Status::CANCELLED);
+      return;
+    }
     PumpLocked();
   }
 
@@ -144,30 +150,76 @@ class FinishedWriter final : public grpc::ServerWriteReactor<traind::v1::JobEven
 
 }  // namespace
 
-TrainingServiceImpl::TrainingServiceImpl(Scheduler* scheduler, ServerDescription description)
-    : scheduler_(scheduler), description_(std::move(description)) {}
+TrainingServiceImpl::TrainingServiceImpl(Scheduler* scheduler, ServerDescription description,
+                                         AccessPolicy policy)
+    : scheduler_(scheduler), description_(std::move(description)), policy_(std::move(policy)) {
+  listen_addresses_ = description_.listen_addresses;
+  for (const std::string& a : listen_addresses_) {
+    if (absl::EndsWith(a, ":0") && !absl::StartsWith(a, "unix")) listen_addresses_known_ = false;
+  }
+}
+
+void TrainingServiceImpl::SetListenAddresses(std::vector<std::string> addresses) {
+  absl::MutexLock lock(&info_mu_);
+  listen_addresses_ = std::move(addresses);
+  listen_addresses_known_ = true;
+}
+
+absl::StatusOr<Caller> TrainingServiceImpl::Authorize(CallbackServerContext* ctx, Rpc rpc) const {
+  std::optional<absl::string_view> authorization;
+  const auto& metadata = ctx->client_metadata();
+  auto it = metadata.find("authorization");
+  if (it != metadata.end()) authorization = absl::string_view(it->second.data(), it->second.size());
+  return policy_.authenticator->Authorize(ctx->peer(), authorization, rpc);
+}
 
 ServerUnaryReactor* TrainingServiceImpl::SubmitJob(CallbackServerContext* ctx,
                                                    const traind::v1::SubmitJobRequest* req,
                                                    traind::v1::Job* resp) {
+  absl::StatusOr<Caller> caller = Authorize(ctx, Rpc::kSubmitJob);
+  if (!caller.ok()) return Reply(ctx, caller.status());
   if (!req->has_spec()) return Reply(ctx, absl::InvalidArgumentError("spec: required"));
-  engine::ValidationContext vc;
-  vc.gpus = 0;
-  absl::Status valid = engine::ValidateJobSpec(req->spec(), vc);
-  if (!valid.ok()) {
-    return Reply(ctx, absl::InvalidArgumentError(absl::StrCat("spec.", valid.message())));
-  }
   if (req->idempotency_key().size() > 128) {
     return Reply(ctx, absl::InvalidArgumentError("idempotency_key: longer than 128 characters"));
   }
+  // Sizes first (cheap), then confinement: the engine's validation reads the
+  // data file, so it must only ever see paths inside the data roots.
+  if (absl::Status s = CheckSpecLimits(req->spec(), policy_.limits); !s.ok()) {
+    return Reply(ctx, s);
+  }
+  traind::v1::JobSpec spec = req->spec();
+  if (absl::Status s = policy_.data_roots.ConfineSpec(&spec); !s.ok()) return Reply(ctx, s);
+  engine::ValidationContext vc;
+  std::string no_gpu;
+  vc.gpus = scheduler_->UsableGpus(&no_gpu);
+  if (spec.resources().device() == traind::v1::GPU && vc.gpus == 0) {
+    return Reply(ctx, absl::InvalidArgumentError(
+                          absl::StrCat("spec.resources.device: gpu requested, but ", no_gpu)));
+  }
+  absl::Status valid = engine::ValidateJobSpec(spec, vc);
+  if (!valid.ok()) {
+    return Reply(ctx, absl::InvalidArgumentError(absl::StrCat("spec.", valid.message())));
+  }
   SubmitOptions options;
+  options.owner = caller->name;
   options.idempotency_key = req->idempotency_key();
-  return ReplyWith(ctx, scheduler_->Submit(req->spec(), options), resp);
+  absl::MutexLock lock(&submit_mu_);
+  const int limit = policy_.limits.max_queued_jobs_per_user;
+  if (limit > 0 && scheduler_->QueuedJobs(options.owner) >= limit) {
+    return Reply(ctx, absl::ResourceExhaustedError(absl::StrCat(
+                          options.owner, " already has ", limit,
+                          " queued jobs (limits.max_queued_jobs_per_user): wait for one to "
+                          "start or cancel one")));
+  }
+  return ReplyWith(ctx, scheduler_->Submit(spec, options), resp);
 }
 
 ServerUnaryReactor* TrainingServiceImpl::GetJob(CallbackServerContext* ctx,
                                                 const traind::v1::GetJobRequest* req,
                                                 traind::v1::Job* resp) {
+  if (absl::StatusOr<Caller> c = Authorize(ctx, Rpc::kGetJob); !c.ok()) {
+    return Reply(ctx, c.status());
+  }
   if (absl::Status s = RequireJobId(req->job_id()); !s.ok()) return Reply(ctx, s);
   return ReplyWith(ctx, scheduler_->GetJob(req->job_id()), resp);
 }
@@ -175,18 +227,33 @@ ServerUnaryReactor* TrainingServiceImpl::GetJob(CallbackServerContext* ctx,
 ServerUnaryReactor* TrainingServiceImpl::ListJobs(CallbackServerContext* ctx,
                                                   const traind::v1::ListJobsRequest* req,
                                                   traind::v1::ListJobsResponse* resp) {
+  if (absl::StatusOr<Caller> c = Authorize(ctx, Rpc::kListJobs); !c.ok()) {
+    return Reply(ctx, c.status());
+  }
   return ReplyWith(ctx, scheduler_->ListJobs(*req), resp);
 }
 
 ServerUnaryReactor* TrainingServiceImpl::CancelJob(CallbackServerContext* ctx,
                                                    const traind::v1::CancelJobRequest* req,
                                                    traind::v1::Job* resp) {
+  absl::StatusOr<Caller> caller = Authorize(ctx, Rpc::kCancelJob);
+  if (!caller.ok()) return Reply(ctx, caller.status());
   if (absl::Status s = RequireJobId(req->job_id()); !s.ok()) return Reply(ctx, s);
+  if (caller->role != Role::kAdmin) {
+    absl::StatusOr<traind::v1::Job> job = scheduler_->GetJob(req->job_id());
+    if (!job.ok()) return Reply(ctx, job.status());
+    if (absl::Status s = MayCancel(*caller, job->owner(), job->id()); !s.ok()) {
+      return Reply(ctx, s);
+    }
+  }
   return ReplyWith(ctx, scheduler_->Cancel(req->job_id(), req->force()), resp);
 }
 
 grpc::ServerWriteReactor<traind::v1::JobEvent>* TrainingServiceImpl::WatchJob(
     CallbackServerContext* ctx, const traind::v1::WatchJobRequest* req) {
+  if (absl::StatusOr<Caller> c = Authorize(ctx, Rpc::kWatchJob); !c.ok()) {
+    return new FinishedWriter(ToGrpc(c.status()));
+  }
   if (req->job_id().empty()) {
     return new FinishedWriter(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "job_id: required"));
   }
@@ -206,6 +273,9 @@ grpc::ServerWriteReactor<traind::v1::JobEvent>* TrainingServiceImpl::WatchJob(
 ServerUnaryReactor* TrainingServiceImpl::GetJobResult(CallbackServerContext* ctx,
                                                       const traind::v1::GetJobResultRequest* req,
                                                       traind::v1::JobResult* resp) {
+  if (absl::StatusOr<Caller> c = Authorize(ctx, Rpc::kGetJobResult); !c.ok()) {
+    return Reply(ctx, c.status());
+  }
   if (absl::Status s = RequireJobId(req->job_id()); !s.ok()) return Reply(ctx, s);
   return ReplyWith(ctx, scheduler_->GetResult(req->job_id()), resp);
 }
@@ -213,6 +283,9 @@ ServerUnaryReactor* TrainingServiceImpl::GetJobResult(CallbackServerContext* ctx
 ServerUnaryReactor* TrainingServiceImpl::ListDevices(CallbackServerContext* ctx,
                                                      const traind::v1::ListDevicesRequest* req,
                                                      traind::v1::ListDevicesResponse* resp) {
+  if (absl::StatusOr<Caller> c = Authorize(ctx, Rpc::kListDevices); !c.ok()) {
+    return Reply(ctx, c.status());
+  }
   CpuInfo cpu = ReadCpuInfo();
   SchedulerStats stats = scheduler_->Stats();
   traind::v1::Device* d = resp->add_devices();
@@ -225,19 +298,56 @@ ServerUnaryReactor* TrainingServiceImpl::ListDevices(CallbackServerContext* ctx,
   d->set_cores(cpu.cores);
   d->set_memory_total_bytes(cpu.memory_total_bytes);
   d->set_memory_available_bytes(cpu.memory_available_bytes);
-  resp->set_gpu_note("this traind schedules CPU tasks only; GPU inventory is not probed");
+  std::string unavailable;
+  for (const GpuPool::Gpu& g : scheduler_->Gpus(&unavailable)) {
+    traind::v1::Device* gd = resp->add_devices();
+    gd->set_id(absl::StrCat("gpu", g.index));
+    gd->set_kind(traind::v1::GPU);
+    gd->set_name(g.last.name);
+    gd->set_uuid(g.last.uuid);
+    gd->set_memory_total_bytes(g.last.total_bytes);
+    gd->set_memory_available_bytes(g.last.total_bytes - g.last.used_bytes);
+    switch (g.state) {
+      case GpuPool::State::kIdle:
+        gd->set_state(traind::v1::Device::IDLE);
+        break;
+      case GpuPool::State::kBusy:
+        gd->set_state(traind::v1::Device::BUSY);
+        gd->set_worker_pid(g.pid);
+        break;
+      case GpuPool::State::kDraining:
+        gd->set_state(traind::v1::Device::DRAINING);
+        gd->set_worker_pid(g.pid);
+        break;
+      case GpuPool::State::kUnhealthy:
+        gd->set_state(traind::v1::Device::UNHEALTHY);
+        gd->set_note(g.note);
+        break;
+    }
+  }
+  std::string why;
+  if (scheduler_->UsableGpus(&why) == 0) resp->set_gpu_note(why);
   return Reply(ctx, absl::OkStatus());
 }
 
 ServerUnaryReactor* TrainingServiceImpl::GetServerInfo(CallbackServerContext* ctx,
                                                        const traind::v1::GetServerInfoRequest* req,
                                                        traind::v1::ServerInfo* resp) {
+  if (absl::StatusOr<Caller> c = Authorize(ctx, Rpc::kGetServerInfo); !c.ok()) {
+    return Reply(ctx, c.status());
+  }
   SchedulerStats stats = scheduler_->Stats();
   resp->set_version(description_.version);
   *resp->mutable_start_time() =
       TimeUtil::MicrosecondsToTimestamp(absl::ToUnixMicros(description_.start_time));
   resp->set_state_dir(description_.state_dir);
-  for (const std::string& a : description_.listen_addresses) resp->add_listen_addresses(a);
+  {
+    // Between BuildAndStart and SetListenAddresses (microseconds at start
+    // up) the ports of ":0" addresses are not known yet: wait for them.
+    absl::MutexLock lock(&info_mu_);
+    info_mu_.AwaitWithTimeout(absl::Condition(&listen_addresses_known_), absl::Seconds(2));
+    for (const std::string& a : listen_addresses_) resp->add_listen_addresses(a);
+  }
   resp->set_cpu_slots(description_.cpu_slots);
   resp->set_worker_threads(description_.worker_threads);
   resp->set_jobs_active(stats.jobs_active);
@@ -276,6 +386,19 @@ ServerUnaryReactor* WorkerServiceImpl::Heartbeat(CallbackServerContext* ctx,
   absl::StatusOr<bool> stop = scheduler_->Heartbeat(req->credentials());
   if (stop.ok()) resp->set_stop(*stop);
   return Reply(ctx, stop.status());
+}
+
+ServerUnaryReactor* WorkerServiceImpl::Rendezvous(CallbackServerContext* ctx,
+                                                  const traind::v1::RendezvousRequest* req,
+                                                  traind::v1::RendezvousResponse* resp) {
+  // Waits (without holding a thread) until rank 0 has posted its id.
+  ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  scheduler_->Rendezvous(req->credentials(), req->world_size(), req->unique_id(),
+                         [reactor, resp](absl::StatusOr<std::string> id) {
+                           if (id.ok()) resp->set_unique_id(*id);
+                           reactor->Finish(ToGrpc(id.status()));
+                         });
+  return reactor;
 }
 
 }  // namespace traind::server

@@ -3,10 +3,15 @@
 #ifndef TRAIND_SERVER_API_SERVICES_H_
 #define TRAIND_SERVER_API_SERVICES_H_
 
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "server/api/auth.h"
+#include "server/api/policy.h"
+#include "server/config.h"
 #include "server/scheduler/scheduler.h"
 #include "traind/v1/training_service.grpc.pb.h"
 #include "traind/v1/worker_service.grpc.pb.h"
@@ -22,9 +27,19 @@ struct ServerDescription {
   absl::Time start_time;
 };
 
+// What the public API enforces besides the engine's spec validation.
+struct AccessPolicy {
+  // Who may call what (unix-socket callers are the admin "local").
+  std::shared_ptr<const Authenticator> authenticator =
+      std::make_shared<Authenticator>(std::make_shared<TokenStore>());
+  // Data paths of a spec must resolve inside these.
+  DataRoots data_roots;
+  LimitsConfig limits;
+};
+
 class TrainingServiceImpl final : public traind::v1::TrainingService::CallbackService {
  public:
-  TrainingServiceImpl(Scheduler* scheduler, ServerDescription description);
+  TrainingServiceImpl(Scheduler* scheduler, ServerDescription description, AccessPolicy policy);
 
   grpc::ServerUnaryReactor* SubmitJob(grpc::CallbackServerContext* ctx,
                                       const traind::v1::SubmitJobRequest* req,
@@ -50,9 +65,22 @@ class TrainingServiceImpl final : public traind::v1::TrainingService::CallbackSe
                                           const traind::v1::GetServerInfoRequest* req,
                                           traind::v1::ServerInfo* resp) override;
 
+  // The listen addresses GetServerInfo reports, with the ports the kernel
+  // chose for ":0" (known only once the server listens).
+  void SetListenAddresses(std::vector<std::string> addresses);
+
  private:
+  // The caller of `ctx`, if it may call `rpc`.
+  absl::StatusOr<Caller> Authorize(grpc::CallbackServerContext* ctx, Rpc rpc) const;
+
   Scheduler* const scheduler_;
   const ServerDescription description_;
+  const AccessPolicy policy_;
+  absl::Mutex info_mu_;
+  std::vector<std::string> listen_addresses_ ABSL_GUARDED_BY(info_mu_);
+  bool listen_addresses_known_ ABSL_GUARDED_BY(info_mu_) = true;
+  // Makes the per-owner queued-jobs check and the submit one step.
+  absl::Mutex submit_mu_;
 };
 
 class WorkerServiceImpl final : public traind::v1::WorkerService::CallbackService {
@@ -71,6 +99,9 @@ class WorkerServiceImpl final : public traind::v1::WorkerService::CallbackServic
   grpc::ServerUnaryReactor* Heartbeat(grpc::CallbackServerContext* ctx,
                                       const traind::v1::HeartbeatRequest* req,
                                       traind::v1::ReportResponse* resp) override;
+  grpc::ServerUnaryReactor* Rendezvous(grpc::CallbackServerContext* ctx,
+                                       const traind::v1::RendezvousRequest* req,
+                                       traind::v1::RendezvousResponse* resp) override;
 
  private:
   Scheduler* const scheduler_;

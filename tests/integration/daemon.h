@@ -14,6 +14,7 @@
 #include <memory>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "grpcpp/grpcpp.h"
@@ -55,12 +56,23 @@ class Daemon {
     address_ = "unix:" + state_dir_ + "/traind.sock";
     std::vector<std::string> args = {BinDir() + "/traind", "--state-dir=" + state_dir_,
                                      "--listen=" + address_};
+    // Tests read data under the source tree and /tmp: those are the data
+    // roots unless a test chooses its own (--data-root or --config).
+    bool roots_given = false;
+    for (const auto& a : extra_args_) {
+      roots_given = roots_given || a.rfind("--data-root", 0) == 0 || a.rfind("--config", 0) == 0;
+    }
+    if (!roots_given) {
+      args.push_back("--data-root=" + SourceDir());
+      args.push_back("--data-root=/tmp");
+    }
     for (const auto& a : extra_args_) args.push_back(a);
     std::string log = state_dir_ + "/traind.log";
     pid_ = fork();
     if (pid_ == 0) {
       FILE* f = freopen(log.c_str(), "a", stderr);
       (void)f;
+      for (const auto& [name, value] : env_) setenv(name.c_str(), value.c_str(), 1);
       std::vector<char*> argv;
       for (auto& a : args) argv.push_back(a.data());
       argv.push_back(nullptr);
@@ -118,6 +130,9 @@ class Daemon {
     return status;
   }
 
+  // Sets an environment variable of the traind process (before Start()).
+  void SetEnv(const std::string& name, const std::string& value) { env_.emplace_back(name, value); }
+
   traind::v1::TrainingService::Stub* stub() { return stub_.get(); }
   std::shared_ptr<grpc::Channel> channel() { return channel_; }
   const std::string& address() const { return address_; }
@@ -133,6 +148,7 @@ class Daemon {
  private:
   std::string state_dir_;
   std::vector<std::string> extra_args_;
+  std::vector<std::pair<std::string, std::string>> env_;
   std::string address_;
   pid_t pid_ = -1;
   std::shared_ptr<grpc::Channel> channel_;

@@ -321,3 +321,69 @@ TEST_F(FaultTest, SoakOfSmallJobsKeepsMemoryDescriptorsAndChildrenFlat) {
 
 }  // namespace
 }  // namespace traind::testing
+
+namespace traind::testing {
+namespace {
+
+// The real daemon with GPUs read from a file (--gpu-probe=file:PATH) and a
+// stand-in worker: a GPU whose memory never comes back is not used again.
+TEST_F(FaultTest, AGpuThatNeverDrainsIsMarkedUnhealthyAndNotUsed) {
+  const int64_t gib = 1ll << 30;
+  const std::string gpus = dir_.path() + "/gpus.txt";
+  auto write_gpus = [&](int64_t used, const std::string& processes) {
+    std::ofstream(gpus) << "GPU-fake-0 " << 80 * gib << " " << used << " " << processes << "\n";
+  };
+  write_gpus(gib / 2, "");
+  StartDaemon({"--gpu-probe=file:" + gpus, "--gpu-drain-timeout=1",
+               "--worker=" + SourceDir() + "/tests/integration/fake_gpu_worker.sh",
+               "--max-restarts=0"});
+  traind::v1::ListDevicesResponse devices;
+  {
+    auto ctx = Ctx();
+    ASSERT_TRUE(daemon_->stub()->ListDevices(ctx.get(), {}, &devices).ok());
+  }
+  ASSERT_EQ(devices.devices_size(), 2);
+  EXPECT_EQ(devices.devices(1).id(), "gpu0");
+  EXPECT_EQ(devices.devices(1).uuid(), "GPU-fake-0");
+  EXPECT_EQ(devices.devices(1).state(), traind::v1::Device::IDLE);
+
+  auto spec = IrisSpec(2, 5);
+  spec.mutable_resources()->set_device(traind::v1::GPU);
+  spec.mutable_resources()->set_count(1);
+  Job job = Submit(spec);
+  ASSERT_TRUE(WaitFor(job.id(), [](const Job& j) {
+    return j.tasks(0).attempts_size() > 0 && j.tasks(0).attempts(0).pid() > 0;
+  }));
+  const int worker = Get(job.id()).tasks(0).attempts(0).pid();
+  // The worker holds 20 GiB; after it exits the memory stays in use.
+  write_gpus(20 * gib, std::to_string(worker) + ":" + std::to_string(19 * gib));
+  ASSERT_TRUE(WaitFor(job.id(), [](const Job& j) { return j.state() == Job::FAILED; }));
+  write_gpus(20 * gib, "");  // the process is gone; its memory is not back
+  traind::v1::Device gpu;
+  for (int i = 0; i < 150; ++i) {
+    auto ctx = Ctx();
+    devices.Clear();
+    ASSERT_TRUE(daemon_->stub()->ListDevices(ctx.get(), {}, &devices).ok());
+    gpu = devices.devices(1);
+    if (gpu.state() == traind::v1::Device::UNHEALTHY) break;
+    usleep(20000);
+  }
+  ASSERT_EQ(gpu.state(), traind::v1::Device::UNHEALTHY) << gpu.DebugString();
+  EXPECT_NE(gpu.note().find("did not drain"), std::string::npos) << gpu.note();
+  EXPECT_NE(devices.gpu_note().find("UNHEALTHY"), std::string::npos) << devices.gpu_note();
+  EXPECT_NE(daemon_->Log().find("gpu0 UNHEALTHY"), std::string::npos);
+  // Only one task ever ran on it: the second fold was not placed there.
+  Job done = Get(job.id());
+  EXPECT_EQ(done.tasks(1).attempts_size(), 0);
+  // A new GPU job is refused, saying why.
+  traind::v1::SubmitJobRequest req;
+  *req.mutable_spec() = spec;
+  Job refused;
+  auto ctx = Ctx();
+  grpc::Status s = daemon_->stub()->SubmitJob(ctx.get(), req, &refused);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(s.error_message().find("UNHEALTHY"), std::string::npos) << s.error_message();
+}
+
+}  // namespace
+}  // namespace traind::testing

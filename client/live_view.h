@@ -1,0 +1,54 @@
+// The live view of `trainctl watch` on a terminal: a progress bar per fold
+// (epoch k of n, ETA) and a table of each fold's latest train and
+// validation metrics, redrawn in place. Piped output gets plain lines
+// instead (RenderEvent); this class only builds the frames.
+//
+// Pure: no I/O, no clock (callers pass the time), unit-tested.
+// Thread-safety: not thread-safe.
+#ifndef TRAIND_CLIENT_LIVE_VIEW_H_
+#define TRAIND_CLIENT_LIVE_VIEW_H_
+
+#include <map>
+#include <string>
+
+#include "traind/v1/job.pb.h"
+
+namespace traind::client {
+
+class LiveView final {
+ public:
+  // `job` gives the id, name, tasks and epoch totals (from GetJob or
+  // SubmitJob; an empty job is fine).
+  explicit LiveView(const traind::v1::Job& job);
+
+  void Update(const traind::v1::JobEvent& event);
+
+  // The whole frame, ending with '\n'; `width` is the terminal's width.
+  std::string Render(int width = 80) const;
+
+  // Escape codes that move the cursor to the top of a frame of `lines`
+  // lines drawn before and clear it: "\x1b[<lines>A\r\x1b[J" ("" for 0).
+  static std::string Rewind(int lines);
+
+ private:
+  struct Fold {
+    std::string state = "QUEUED";
+    int attempt = 0;
+    int epoch = 0;
+    int total = 0;
+    double seconds = 0;  // summed epoch seconds of the current attempt
+    std::map<std::string, double> train, val;
+  };
+  Fold& At(int task);
+
+  std::string job_id_;
+  std::string name_;
+  std::string state_;
+  bool folds_ = true;
+  int epochs_total_ = 0;
+  std::map<int, Fold> folds_by_task_;
+};
+
+}  // namespace traind::client
+
+#endif  // TRAIND_CLIENT_LIVE_VIEW_H_

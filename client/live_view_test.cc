@@ -1,0 +1,59 @@
+#include "client/live_view.h"
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace traind::client {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+traind::v1::JobEvent Epoch(int task, int epoch, double loss, double val_acc, double seconds) {
+  traind::v1::JobEvent e;
+  e.set_job_id("j1");
+  auto* m = e.mutable_epoch();
+  m->set_task(task);
+  m->set_attempt(1);
+  m->set_epoch(epoch);
+  (*m->mutable_train())["loss"] = loss;
+  (*m->mutable_val())["accuracy"] = val_acc;
+  m->set_seconds(seconds);
+  return e;
+}
+
+TEST(LiveViewTest, BarsEtaAndLatestMetrics) {
+  traind::v1::Job job;
+  job.set_id("j1");
+  job.set_state(traind::v1::Job::RUNNING);
+  job.mutable_spec()->set_name("iris-cv");
+  job.mutable_spec()->mutable_cross_validation()->set_folds(2);
+  job.mutable_spec()->mutable_training()->set_epochs(10);
+  for (int i = 0; i < 2; ++i) job.add_tasks()->set_index(i);
+  LiveView view(job);
+  view.Update(Epoch(0, 1, 0.9, 0.5, 0.5));
+  view.Update(Epoch(0, 5, 0.4, 0.75, 0.5));
+  std::string frame = view.Render(80);
+  EXPECT_THAT(frame, HasSubstr("job j1 (iris-cv)  RUNNING\n"));
+  // Fold 0: 5 of 10 epochs, 1 s over 5 epochs -> 0.2 s each -> ETA 1.00s.
+  EXPECT_THAT(frame, HasSubstr("fold 0  [###############---------------] 5/10  RUNNING  ETA 1.00s\n"));
+  EXPECT_THAT(frame, HasSubstr("fold 1  [------------------------------] 0/10  QUEUED\n"));
+  EXPECT_THAT(frame, HasSubstr("FOLD  EPOCH  TRAIN_LOSS  VAL_ACCURACY\n"));
+  EXPECT_THAT(frame, HasSubstr("   0      5      0.4000        0.7500\n"));
+
+  traind::v1::JobEvent done;
+  done.mutable_task_state()->set_task(0);
+  done.mutable_task_state()->set_attempt(1);
+  done.mutable_task_state()->set_state(traind::v1::Task::SUCCEEDED);
+  view.Update(done);
+  EXPECT_THAT(view.Render(80), Not(HasSubstr("ETA")));
+  EXPECT_THAT(view.Render(80), HasSubstr("SUCCEEDED"));
+}
+
+TEST(LiveViewTest, Rewind) {
+  EXPECT_EQ(LiveView::Rewind(0), "");
+  EXPECT_EQ(LiveView::Rewind(3), "\x1b[3A\r\x1b[J");
+}
+
+}  // namespace
+}  // namespace traind::client

@@ -1,0 +1,108 @@
+#include "server/api/policy.h"
+
+#include <limits.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstring>
+#include <memory>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+
+namespace traind::server {
+namespace {
+
+// realpath(3); errno on failure.
+bool RealPath(const std::string& path, std::string* out) {
+  std::unique_ptr<char, decltype(&free)> resolved(realpath(path.c_str(), nullptr), &free);
+  if (!resolved) return false;
+  *out = resolved.get();
+  return true;
+}
+
+bool Inside(const std::string& path, const std::string& root) {
+  if (root == "/") return true;
+  return path == root || (absl::StartsWith(path, root) && path[root.size()] == '/');
+}
+
+}  // namespace
+
+absl::StatusOr<DataRoots> DataRoots::Create(const std::vector<std::string>& roots) {
+  DataRoots d;
+  for (const std::string& root : roots) {
+    std::string resolved;
+    if (root.empty() || !RealPath(root, &resolved)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("data_roots: ", root, ": ", root.empty() ? "empty path" : strerror(errno)));
+    }
+    struct stat st;
+    if (stat(resolved.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+      return absl::InvalidArgumentError(absl::StrCat("data_roots: ", root, ": not a directory"));
+    }
+    d.roots_.push_back(resolved);
+  }
+  return d;
+}
+
+absl::StatusOr<std::string> DataRoots::Confine(const std::string& field,
+                                               const std::string& path) const {
+  std::string resolved;
+  if (!RealPath(path, &resolved)) {
+    const int err = errno;
+    if (err == ENOENT || err == ENOTDIR) {
+      // Existence is not secret; contents are. Nothing is opened.
+      return absl::InvalidArgumentError(absl::StrCat(field, ": ", path, ": no such file"));
+    }
+    return absl::PermissionDeniedError(
+        absl::StrCat(field, ": ", path, ": cannot resolve: ", strerror(err)));
+  }
+  for (const std::string& root : roots_) {
+    if (Inside(resolved, root)) return resolved;
+  }
+  std::string shown = resolved == path ? path : absl::StrCat(path, " (resolves to ", resolved, ")");
+  return absl::PermissionDeniedError(
+      absl::StrCat(field, ": ", shown, " is outside the data roots of this traind"));
+}
+
+absl::Status DataRoots::ConfineSpec(traind::v1::JobSpec* spec) const {
+  if (!spec->data().path().empty()) {
+    absl::StatusOr<std::string> p = Confine("spec.data.path", spec->data().path());
+    if (!p.ok()) return p.status();
+    spec->mutable_data()->set_path(*p);
+  }
+  if (spec->has_cross_validation() && !spec->cross_validation().validation_path().empty()) {
+    absl::StatusOr<std::string> p = Confine("spec.cross_validation.validation_path",
+                                            spec->cross_validation().validation_path());
+    if (!p.ok()) return p.status();
+    spec->mutable_cross_validation()->set_validation_path(*p);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckSpecLimits(const traind::v1::JobSpec& spec, const LimitsConfig& limits) {
+  const int layers = spec.model().layers_size();
+  if (layers > limits.max_layers) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("spec.model.layers: ", layers, " layers, more than this traind allows (",
+                     limits.max_layers, ", limits.max_layers)"));
+  }
+  for (int i = 0; i < layers; ++i) {
+    const traind::v1::Layer& layer = spec.model().layers(i);
+    if (layer.has_dense() && layer.dense().units() > limits.max_units) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "spec.model.layers[", i, "].dense.units: ", layer.dense().units(),
+          " units, more than this traind allows (", limits.max_units, ", limits.max_units)"));
+    }
+  }
+  if (spec.training().epochs() > limits.max_epochs) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("spec.training.epochs: ", spec.training().epochs(),
+                     " epochs, more than this traind allows (", limits.max_epochs,
+                     ", limits.max_epochs)"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace traind::server

@@ -1,0 +1,303 @@
+#include "server/config.h"
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <limits>
+#include <map>
+#include <sstream>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
+#include "yaml-cpp/yaml.h"
+
+namespace traind::server {
+namespace {
+
+// Where a node is, for errors: "FILE:LINE".
+std::string Where(const std::string& source, const YAML::Node& node) {
+  const YAML::Mark mark = node.Mark();
+  if (mark.line < 0) return source;
+  return absl::StrCat(source, ":", mark.line + 1);
+}
+
+class Reader {
+ public:
+  explicit Reader(std::string source) : source_(std::move(source)) {}
+
+  absl::Status Error(const YAML::Node& node, const std::string& key,
+                     const std::string& what) const {
+    return absl::InvalidArgumentError(absl::StrCat(Where(source_, node), ": ", key, ": ", what));
+  }
+
+  absl::Status Scalar(const YAML::Node& node, const std::string& key, std::string* out) const {
+    if (!node.IsScalar()) return Error(node, key, "expected a single value");
+    *out = node.Scalar();
+    return absl::OkStatus();
+  }
+
+  absl::Status Int(const YAML::Node& node, const std::string& key, int64_t min, int64_t max,
+                   int64_t* out) const {
+    std::string text;
+    if (absl::Status s = Scalar(node, key, &text); !s.ok()) return s;
+    int64_t v;
+    if (!absl::SimpleAtoi(text, &v)) return Error(node, key, absl::StrCat("\"", text, "\" is not an integer"));
+    if (v < min || v > max) {
+      return Error(node, key, absl::StrCat(v, " is out of range [", min, ", ", max, "]"));
+    }
+    *out = v;
+    return absl::OkStatus();
+  }
+
+  absl::Status Int32(const YAML::Node& node, const std::string& key, int min, int* out) const {
+    int64_t v;
+    if (absl::Status s = Int(node, key, min, std::numeric_limits<int>::max(), &v); !s.ok()) {
+      return s;
+    }
+    *out = static_cast<int>(v);
+    return absl::OkStatus();
+  }
+
+  absl::Status Bool(const YAML::Node& node, const std::string& key, bool* out) const {
+    std::string text;
+    if (absl::Status s = Scalar(node, key, &text); !s.ok()) return s;
+    text = absl::AsciiStrToLower(text);
+    if (text == "true" || text == "yes" || text == "on") {
+      *out = true;
+    } else if (text == "false" || text == "no" || text == "off") {
+      *out = false;
+    } else {
+      return Error(node, key, absl::StrCat("\"", node.Scalar(), "\" is not true or false"));
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status Duration(const YAML::Node& node, const std::string& key,
+                        absl::Duration* out) const {
+    std::string text;
+    if (absl::Status s = Scalar(node, key, &text); !s.ok()) return s;
+    absl::StatusOr<absl::Duration> d = ParseDurationText(text);
+    if (!d.ok()) return Error(node, key, std::string(d.status().message()));
+    *out = *d;
+    return absl::OkStatus();
+  }
+
+  absl::Status StringList(const YAML::Node& node, const std::string& key,
+                          std::vector<std::string>* out) const {
+    out->clear();
+    if (node.IsNull()) return absl::OkStatus();
+    if (node.IsScalar()) {  // a single value is a list of one
+      out->push_back(node.Scalar());
+      return absl::OkStatus();
+    }
+    if (!node.IsSequence()) return Error(node, key, "expected a list");
+    for (size_t i = 0; i < node.size(); ++i) {
+      std::string v;
+      if (absl::Status s = Scalar(node[i], absl::StrCat(key, "[", i, "]"), &v); !s.ok()) return s;
+      out->push_back(v);
+    }
+    return absl::OkStatus();
+  }
+
+  // Calls `handlers[key]` for each key of the map `node`; an unknown key is
+  // an error that lists the known ones.
+  absl::Status Map(const YAML::Node& node, const std::string& prefix,
+                   const std::map<std::string, std::function<absl::Status(const YAML::Node&,
+                                                                           const std::string&)>>&
+                       handlers) const {
+    if (node.IsNull()) return absl::OkStatus();
+    if (!node.IsMap()) {
+      return Error(node, prefix.empty() ? "config" : prefix, "expected a mapping of keys");
+    }
+    for (const auto& kv : node) {
+      const std::string key = kv.first.Scalar();
+      const std::string path = prefix.empty() ? key : absl::StrCat(prefix, ".", key);
+      auto it = handlers.find(key);
+      if (it == handlers.end()) {
+        std::vector<std::string> known;
+        for (const auto& h : handlers) known.push_back(h.first);
+        return Error(kv.first, path,
+                     absl::StrCat("unknown key (known: ", absl::StrJoin(known, ", "), ")"));
+      }
+      if (absl::Status s = it->second(kv.second, path); !s.ok()) return s;
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  std::string source_;
+};
+
+bool ValidHostPort(const std::string& address) {
+  size_t colon = address.rfind(':');
+  if (colon == std::string::npos || colon == 0) return false;
+  int port;
+  return absl::SimpleAtoi(address.substr(colon + 1), &port) && port >= 0 && port <= 65535;
+}
+
+}  // namespace
+
+absl::StatusOr<absl::Duration> ParseDurationText(const std::string& text) {
+  double seconds;
+  if (absl::SimpleAtod(text, &seconds)) {
+    if (!(seconds >= 0) || seconds > 1e9) {
+      return absl::InvalidArgumentError(absl::StrCat("\"", text, "\" is not a duration >= 0"));
+    }
+    return absl::Seconds(seconds);
+  }
+  absl::Duration d;
+  if (!absl::ParseDuration(text, &d) || d < absl::ZeroDuration() ||
+      d == absl::InfiniteDuration()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("\"", text, "\" is not a duration (e.g. 10s, 1m30s, 250ms, or seconds)"));
+  }
+  return d;
+}
+
+absl::Status ParseConfig(const std::string& text, const std::string& source,
+                         ServerConfig* config) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(text);
+  } catch (const YAML::Exception& e) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(source, ":", e.mark.line + 1, ": not valid YAML: ", e.msg));
+  }
+  Reader r(source);
+  ServerConfig c = *config;
+  using Handler = std::function<absl::Status(const YAML::Node&, const std::string&)>;
+  auto str = [&](std::string* out) -> Handler {
+    return [&r, out](const YAML::Node& n, const std::string& k) { return r.Scalar(n, k, out); };
+  };
+  auto int32 = [&](int* out, int min) -> Handler {
+    return [&r, out, min](const YAML::Node& n, const std::string& k) {
+      return r.Int32(n, k, min, out);
+    };
+  };
+  auto dur = [&](absl::Duration* out) -> Handler {
+    return [&r, out](const YAML::Node& n, const std::string& k) { return r.Duration(n, k, out); };
+  };
+  auto list = [&](std::vector<std::string>* out) -> Handler {
+    return [&r, out](const YAML::Node& n, const std::string& k) {
+      return r.StringList(n, k, out);
+    };
+  };
+  std::map<std::string, Handler> tls = {
+      {"cert", str(&c.tls.cert)},
+      {"key", str(&c.tls.key)},
+      {"client_ca", str(&c.tls.client_ca)},
+  };
+  std::map<std::string, Handler> limits = {
+      {"max_request_bytes",
+       [&](const YAML::Node& n, const std::string& k) {
+         return r.Int(n, k, 1024, std::numeric_limits<int32_t>::max(),
+                      &c.limits.max_request_bytes);
+       }},
+      {"max_queued_jobs_per_user", int32(&c.limits.max_queued_jobs_per_user, 0)},
+      {"max_layers", int32(&c.limits.max_layers, 1)},
+      {"max_units", int32(&c.limits.max_units, 1)},
+      {"max_epochs", int32(&c.limits.max_epochs, 1)},
+  };
+  std::map<std::string, Handler> top = {
+      {"state_dir", str(&c.state_dir)},
+      {"listen", list(&c.listen)},
+      {"cpu_slots", int32(&c.cpu_slots, 0)},
+      {"worker_threads", int32(&c.worker_threads, 1)},
+      {"worker", str(&c.worker)},
+      {"cancel_grace", dur(&c.cancel_grace)},
+      {"stop_grace", dur(&c.stop_grace)},
+      {"heartbeat_timeout", dur(&c.heartbeat_timeout)},
+      {"max_restarts", int32(&c.max_restarts, 0)},
+      {"gpu_probe", str(&c.gpu_probe)},
+      {"gpu_drain_timeout", dur(&c.gpu_drain_timeout)},
+      {"data_roots", list(&c.data_roots)},
+      {"tls", [&](const YAML::Node& n, const std::string& k) { return r.Map(n, k, tls); }},
+      {"tokens_file", str(&c.tokens_file)},
+      {"insecure",
+       [&](const YAML::Node& n, const std::string& k) { return r.Bool(n, k, &c.insecure); }},
+      {"limits", [&](const YAML::Node& n, const std::string& k) { return r.Map(n, k, limits); }},
+  };
+  if (absl::Status s = r.Map(root, "", top); !s.ok()) return s;
+  *config = std::move(c);
+  return absl::OkStatus();
+}
+
+absl::Status LoadConfigFile(const std::string& path, ServerConfig* config) {
+  std::ifstream in(path);
+  if (!in) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("config file ", path, ": ", std::strerror(errno)));
+  }
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ParseConfig(ss.str(), path, config);
+}
+
+bool IsUnixAddress(const std::string& address) {
+  return absl::StartsWith(address, "unix:") || absl::StartsWith(address, "unix-abstract:");
+}
+
+bool IsLoopbackAddress(const std::string& address) {
+  if (IsUnixAddress(address)) return false;
+  std::string host = address;
+  size_t colon = host.rfind(':');
+  if (colon != std::string::npos) host = host.substr(0, colon);
+  if (absl::StartsWith(host, "ipv4:")) host = host.substr(5);
+  if (absl::StartsWith(host, "ipv6:")) host = host.substr(5);
+  if (host == "localhost" || host == "[::1]" || host == "::1") return true;
+  // 127.0.0.0/8
+  if (!absl::StartsWith(host, "127.")) return false;
+  int dots = 0;
+  for (char ch : host) {
+    if (ch == '.') {
+      ++dots;
+    } else if (!absl::ascii_isdigit(static_cast<unsigned char>(ch))) {
+      return false;
+    }
+  }
+  return dots == 3;
+}
+
+absl::Status ValidateConfig(const ServerConfig& c) {
+  if (c.state_dir.empty()) return absl::InvalidArgumentError("state_dir: must not be empty");
+  if (c.listen.empty()) return absl::InvalidArgumentError("listen: at least one address");
+  for (const std::string& a : c.listen) {
+    if (IsUnixAddress(a)) {
+      if (a == "unix:" || a == "unix-abstract:") {
+        return absl::InvalidArgumentError(absl::StrCat("listen: \"", a, "\" has no path"));
+      }
+      continue;
+    }
+    if (!ValidHostPort(a)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("listen: \"", a, "\" is neither unix:PATH nor HOST:PORT"));
+    }
+    if (!IsLoopbackAddress(a) && !c.tls.enabled() && !c.insecure) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "listen: ", a,
+          " is not a loopback address: serving it needs TLS (tls.cert and tls.key), "
+          "or an explicit insecure: true / --insecure"));
+    }
+  }
+  if (c.tls.cert.empty() != c.tls.key.empty()) {
+    return absl::InvalidArgumentError("tls: cert and key go together (one is missing)");
+  }
+  if (!c.tls.client_ca.empty() && !c.tls.enabled()) {
+    return absl::InvalidArgumentError("tls.client_ca: needs tls.cert and tls.key");
+  }
+  if (c.worker_threads < 1) return absl::InvalidArgumentError("worker_threads: must be >= 1");
+  if (c.cpu_slots < 0) return absl::InvalidArgumentError("cpu_slots: must be >= 0");
+  if (c.max_restarts < 0) return absl::InvalidArgumentError("max_restarts: must be >= 0");
+  if (c.limits.max_request_bytes < 1024) {
+    return absl::InvalidArgumentError("limits.max_request_bytes: must be >= 1024");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace traind::server

@@ -1,0 +1,104 @@
+// traind's configuration: a YAML file (--config FILE) plus command-line flags
+// that override it. Every key and its default is documented in
+// docs/operations.md and deploy/traind.yaml; the defaults below are the
+// source of truth.
+//
+// No gRPC here: the config is plain data, unit-tested in config_test.cc.
+#ifndef TRAIND_SERVER_CONFIG_H_
+#define TRAIND_SERVER_CONFIG_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace traind::server {
+
+struct TlsConfig {
+  // PEM server certificate chain and private key. Both or neither; when set,
+  // every TCP listen address serves TLS (unix sockets never do).
+  std::string cert;
+  std::string key;
+  // PEM CA bundle. When set, clients on TCP must present a certificate signed
+  // by it (mutual TLS). Requires cert and key.
+  std::string client_ca;
+
+  bool enabled() const { return !cert.empty(); }
+};
+
+struct LimitsConfig {
+  // Largest request message the public API accepts (RESOURCE_EXHAUSTED above).
+  int64_t max_request_bytes = 4 << 20;
+  // Jobs one owner may have waiting for their first task to start
+  // (RESOURCE_EXHAUSTED above; 0: no limit).
+  int max_queued_jobs_per_user = 100;
+  // Spec sizes (INVALID_ARGUMENT above).
+  int max_layers = 64;           // model.layers
+  int max_units = 65536;         // units of one dense layer
+  int max_epochs = 100000;       // training.epochs
+};
+
+struct ServerConfig {
+  // Directory for the job store, sockets, logs and artifacts. Empty: the
+  // caller fills in $TRAIND_STATE_DIR, else ./.traind.
+  std::string state_dir;
+  // Public API addresses, unix:PATH or HOST:PORT. Empty: the caller fills in
+  // unix:<state_dir>/traind.sock and 127.0.0.1:7070.
+  std::vector<std::string> listen;
+  // CPU tasks that run at once (0: the number of cores).
+  int cpu_slots = 0;
+  // OMP_NUM_THREADS of each CPU worker.
+  int worker_threads = 1;
+  // Path of traind-worker (empty: beside traind).
+  std::string worker;
+  absl::Duration cancel_grace = absl::Seconds(10);
+  absl::Duration stop_grace = absl::Seconds(10);
+  absl::Duration heartbeat_timeout = absl::Seconds(30);
+  int max_restarts = 2;
+  // Where the GPU inventory comes from: "nvml" (the driver's library, loaded
+  // at run time; no driver means no GPUs), "none", or "file:PATH" (GPU
+  // states read from a file, for rehearsals and tests).
+  std::string gpu_probe = "nvml";
+  // Time a GPU gets after its worker exits to show its memory released
+  // before it is marked UNHEALTHY.
+  absl::Duration gpu_drain_timeout = absl::Seconds(60);
+  // Directories a job's data paths must resolve into (realpath, symlinks
+  // followed). Empty: the daemon's working directory.
+  std::vector<std::string> data_roots;
+  TlsConfig tls;
+  // YAML file of bearer tokens (name, role, sha256). Empty: no tokens, so
+  // every TCP request is refused as UNAUTHENTICATED; the unix socket works.
+  std::string tokens_file;
+  // Allow plaintext TCP on a non-loopback address.
+  bool insecure = false;
+  LimitsConfig limits;
+};
+
+// Reads the YAML file at `path` and sets every key it holds in `*config`
+// (keys it does not hold keep their values). An unknown key, a wrong type or
+// a bad value is an error naming the key and `path:line`.
+absl::Status LoadConfigFile(const std::string& path, ServerConfig* config);
+
+// Same, from text; `source` names it in errors.
+absl::Status ParseConfig(const std::string& text, const std::string& source,
+                         ServerConfig* config);
+
+// Checks values and combinations that no single key can: ranges, TLS files
+// given in pairs, and that a TCP address off loopback has TLS unless
+// `insecure`. Call after flags were applied and defaults filled in.
+absl::Status ValidateConfig(const ServerConfig& config);
+
+// True for unix: addresses (unix:PATH, unix-abstract:NAME).
+bool IsUnixAddress(const std::string& address);
+// True for a TCP address on loopback: 127.0.0.0/8, [::1], localhost.
+bool IsLoopbackAddress(const std::string& address);
+
+// "10s", "1m30s", "250ms" (absl durations) or a number of seconds.
+absl::StatusOr<absl::Duration> ParseDurationText(const std::string& text);
+
+}  // namespace traind::server
+
+#endif  // TRAIND_SERVER_CONFIG_H_

@@ -1,0 +1,169 @@
+#include "server/config.h"
+
+#include "gtest/gtest.h"
+
+namespace traind::server {
+namespace {
+
+TEST(ConfigTest, DefaultsAreDocumentedValues) {
+  ServerConfig c;
+  EXPECT_EQ(c.cpu_slots, 0);
+  EXPECT_EQ(c.worker_threads, 1);
+  EXPECT_EQ(c.cancel_grace, absl::Seconds(10));
+  EXPECT_EQ(c.stop_grace, absl::Seconds(10));
+  EXPECT_EQ(c.heartbeat_timeout, absl::Seconds(30));
+  EXPECT_EQ(c.max_restarts, 2);
+  EXPECT_FALSE(c.insecure);
+  EXPECT_EQ(c.limits.max_request_bytes, 4 << 20);
+  EXPECT_EQ(c.limits.max_queued_jobs_per_user, 100);
+  EXPECT_EQ(c.limits.max_layers, 64);
+  EXPECT_EQ(c.limits.max_units, 65536);
+  EXPECT_EQ(c.limits.max_epochs, 100000);
+}
+
+TEST(ConfigTest, ParsesEveryKey) {
+  ServerConfig c;
+  ASSERT_TRUE(ParseConfig(R"(
+state_dir: /var/lib/traind
+listen: [unix:/run/traind/traind.sock, "0.0.0.0:7443"]
+cpu_slots: 8
+worker_threads: 2
+worker: /usr/lib/traind/traind-worker
+cancel_grace: 5s
+stop_grace: 1m
+heartbeat_timeout: 45
+max_restarts: 3
+data_roots: [/srv/data, /home/shared]
+tls: {cert: /etc/traind/cert.pem, key: /etc/traind/key.pem, client_ca: /etc/traind/ca.pem}
+tokens_file: /etc/traind/tokens.yaml
+insecure: false
+limits:
+  max_request_bytes: 1048576
+  max_queued_jobs_per_user: 10
+  max_layers: 16
+  max_units: 4096
+  max_epochs: 1000
+)",
+                          "t.yaml", &c)
+                  .ok());
+  EXPECT_EQ(c.state_dir, "/var/lib/traind");
+  ASSERT_EQ(c.listen.size(), 2u);
+  EXPECT_EQ(c.listen[1], "0.0.0.0:7443");
+  EXPECT_EQ(c.cpu_slots, 8);
+  EXPECT_EQ(c.worker_threads, 2);
+  EXPECT_EQ(c.worker, "/usr/lib/traind/traind-worker");
+  EXPECT_EQ(c.cancel_grace, absl::Seconds(5));
+  EXPECT_EQ(c.stop_grace, absl::Minutes(1));
+  EXPECT_EQ(c.heartbeat_timeout, absl::Seconds(45));
+  EXPECT_EQ(c.max_restarts, 3);
+  EXPECT_EQ(c.data_roots, (std::vector<std::string>{"/srv/data", "/home/shared"}));
+  EXPECT_EQ(c.tls.client_ca, "/etc/traind/ca.pem");
+  EXPECT_EQ(c.tokens_file, "/etc/traind/tokens.yaml");
+  EXPECT_EQ(c.limits.max_request_bytes, 1048576);
+  EXPECT_EQ(c.limits.max_queued_jobs_per_user, 10);
+  EXPECT_EQ(c.limits.max_layers, 16);
+  EXPECT_EQ(c.limits.max_units, 4096);
+  EXPECT_EQ(c.limits.max_epochs, 1000);
+  EXPECT_TRUE(ValidateConfig(c).ok()) << ValidateConfig(c);
+}
+
+TEST(ConfigTest, KeysNotInTheFileKeepTheirValues) {
+  ServerConfig c;
+  c.cpu_slots = 3;
+  ASSERT_TRUE(ParseConfig("worker_threads: 4\n", "t.yaml", &c).ok());
+  EXPECT_EQ(c.cpu_slots, 3);
+  EXPECT_EQ(c.worker_threads, 4);
+  ASSERT_TRUE(ParseConfig("", "empty.yaml", &c).ok());
+}
+
+TEST(ConfigTest, ErrorsNameTheKeyAndFileLine) {
+  struct Case {
+    std::string text;
+    std::string expect;
+  };
+  for (const Case& k : std::vector<Case>{
+           {"cpu_slots: 2\ncpu_slot: 3\n", "t.yaml:2: cpu_slot: unknown key"},
+           {"limits:\n  max_layer: 3\n", "t.yaml:2: limits.max_layer: unknown key"},
+           {"tls:\n  cert: a\n  ca: b\n", "t.yaml:3: tls.ca: unknown key"},
+           {"cpu_slots: many\n", "t.yaml:1: cpu_slots: \"many\" is not an integer"},
+           {"worker_threads: 0\n", "t.yaml:1: worker_threads: 0 is out of range"},
+           {"stop_grace: soon\n", "t.yaml:1: stop_grace: \"soon\" is not a duration"},
+           {"insecure: maybe\n", "t.yaml:1: insecure: \"maybe\" is not true or false"},
+           {"listen: {a: b}\n", "t.yaml:1: listen: expected a list"},
+           {"limits: 3\n", "t.yaml:1: limits: expected a mapping"},
+           {"a: [\n", "t.yaml:"},
+       }) {
+    ServerConfig c;
+    c.cpu_slots = 7;
+    absl::Status s = ParseConfig(k.text, "t.yaml", &c);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << k.text;
+    EXPECT_EQ(s.message().rfind(k.expect, 0), 0u) << s.message();
+    EXPECT_EQ(c.cpu_slots, 7) << "a failed parse changes nothing";
+  }
+}
+
+TEST(ConfigTest, MissingFileIsAnError) {
+  ServerConfig c;
+  absl::Status s = LoadConfigFile("/nonexistent/traind.yaml", &c);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("/nonexistent/traind.yaml"), std::string::npos);
+}
+
+TEST(ConfigTest, LoopbackAddresses) {
+  EXPECT_TRUE(IsLoopbackAddress("127.0.0.1:7070"));
+  EXPECT_TRUE(IsLoopbackAddress("127.1.2.3:0"));
+  EXPECT_TRUE(IsLoopbackAddress("localhost:7070"));
+  EXPECT_TRUE(IsLoopbackAddress("[::1]:7070"));
+  EXPECT_FALSE(IsLoopbackAddress("0.0.0.0:7070"));
+  EXPECT_FALSE(IsLoopbackAddress("[::]:7070"));
+  EXPECT_FALSE(IsLoopbackAddress("10.0.0.1:7070"));
+  EXPECT_FALSE(IsLoopbackAddress("127.evil.com:7070"));
+  EXPECT_FALSE(IsLoopbackAddress("unix:/tmp/x.sock"));
+  EXPECT_TRUE(IsUnixAddress("unix:/tmp/x.sock"));
+}
+
+TEST(ConfigTest, NonLoopbackTcpNeedsTlsOrInsecure) {
+  ServerConfig c;
+  c.state_dir = "/tmp/s";
+  c.listen = {"0.0.0.0:7070"};
+  absl::Status s = ValidateConfig(c);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("0.0.0.0:7070"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("TLS"), std::string::npos) << s.message();
+  c.insecure = true;
+  EXPECT_TRUE(ValidateConfig(c).ok());
+  c.insecure = false;
+  c.tls.cert = "c.pem";
+  c.tls.key = "k.pem";
+  EXPECT_TRUE(ValidateConfig(c).ok());
+  c.listen = {"127.0.0.1:7070", "unix:/tmp/s/traind.sock"};
+  c.tls = {};
+  EXPECT_TRUE(ValidateConfig(c).ok());
+}
+
+TEST(ConfigTest, TlsFilesGoTogether) {
+  ServerConfig c;
+  c.state_dir = "/tmp/s";
+  c.listen = {"127.0.0.1:7070"};
+  c.tls.cert = "c.pem";
+  EXPECT_FALSE(ValidateConfig(c).ok());
+  c.tls = {};
+  c.tls.client_ca = "ca.pem";
+  EXPECT_FALSE(ValidateConfig(c).ok());
+  c.listen = {"nonsense"};
+  c.tls = {};
+  EXPECT_FALSE(ValidateConfig(c).ok());
+}
+
+TEST(ConfigTest, Durations) {
+  EXPECT_EQ(*ParseDurationText("10"), absl::Seconds(10));
+  EXPECT_EQ(*ParseDurationText("2.5"), absl::Milliseconds(2500));
+  EXPECT_EQ(*ParseDurationText("250ms"), absl::Milliseconds(250));
+  EXPECT_EQ(*ParseDurationText("1m30s"), absl::Seconds(90));
+  EXPECT_FALSE(ParseDurationText("-1").ok());
+  EXPECT_FALSE(ParseDurationText("-1s").ok());
+  EXPECT_FALSE(ParseDurationText("inf").ok());
+}
+
+}  // namespace
+}  // namespace traind::server

@@ -1,0 +1,740 @@
+// Security of the public API, end to end against the real traind: the
+// authorization matrix (each role x each RPC), TLS and mutual TLS with
+// certificates made at test time by openssl, data-root confinement,
+// limits, and trainctl's TLS and token options.
+//
+// Network: loopback TCP (port 0, the kernel picks) and unix sockets only.
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "grpcpp/generic/generic_stub.h"
+#include "gtest/gtest.h"
+#include "server/api/auth.h"
+#include "tests/integration/daemon.h"
+#include "traind/spec_file.h"
+
+namespace traind::testing {
+namespace {
+
+using traind::v1::Job;
+
+std::string ReadText(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// A quick job: 2 folds of iris, few epochs.
+traind::v1::JobSpec SmallSpec(int epochs = 2) {
+  auto spec = LoadJobSpecFile(SourceDir() + "/examples/iris-cv.yaml");
+  EXPECT_TRUE(spec.ok()) << spec.status();
+  spec->mutable_data()->set_path(SourceDir() + "/examples/data/iris.csv");
+  spec->mutable_cross_validation()->set_folds(2);
+  spec->mutable_training()->set_epochs(epochs);
+  return *spec;
+}
+
+const char* kViewerToken = "viewer-token-0123456789abcdef";
+const char* kSubmitterToken = "submitter-token-0123456789abcdef";
+const char* kAdminToken = "admin-token-0123456789abcdef";
+
+std::string WriteTokens(const TempDir& dir) {
+  using traind::server::Sha256Hex;
+  return dir.Write("tokens.yaml",
+                   absl::StrCat("tokens:\n",
+                                "  - {name: vera, role: viewer, sha256: ", Sha256Hex(kViewerToken),
+                                "}\n", "  - {name: sam, role: submitter, sha256: ",
+                                Sha256Hex(kSubmitterToken), "}\n",
+                                "  - {name: ada, role: admin, sha256: ", Sha256Hex(kAdminToken),
+                                "}\n"));
+}
+
+// The TCP address the daemon listens on (asked over the unix socket).
+std::string TcpAddress(Daemon& d) {
+  traind::v1::ServerInfo info;
+  auto ctx = Ctx();
+  grpc::Status s = d.stub()->GetServerInfo(ctx.get(), traind::v1::GetServerInfoRequest(), &info);
+  EXPECT_TRUE(s.ok()) << s.error_message();
+  for (const std::string& a : info.listen_addresses()) {
+    if (a.rfind("unix:", 0) != 0) return a;
+  }
+  ADD_FAILURE() << "no TCP address in " << info.DebugString();
+  return "";
+}
+
+std::unique_ptr<grpc::ClientContext> TokenCtx(const std::string& token, int seconds = 10) {
+  auto ctx = Ctx(seconds);
+  if (!token.empty()) ctx->AddMetadata("authorization", "Bearer " + token);
+  return ctx;
+}
+
+std::shared_ptr<grpc::Channel> Channel(const std::string& address,
+                                       std::shared_ptr<grpc::ChannelCredentials> creds) {
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 50);
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 50);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 200);
+  return grpc::CreateCustomChannel(address, creds, args);
+}
+
+int JobCount(Daemon& d) {
+  traind::v1::ListJobsResponse resp;
+  auto ctx = Ctx();
+  EXPECT_TRUE(d.stub()->ListJobs(ctx.get(), traind::v1::ListJobsRequest(), &resp).ok());
+  return resp.jobs_size();
+}
+
+// ---------------------------------------------------------------------------
+// Authorization matrix
+// ---------------------------------------------------------------------------
+
+class AuthorizationTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    daemon_ = std::make_unique<Daemon>(
+        dir_.path() + "/state",
+        std::vector<std::string>{"--cpu-slots=1", "--listen=127.0.0.1:0",
+                                 "--tokens-file=" + WriteTokens(dir_)});
+    ASSERT_TRUE(daemon_->Start()) << daemon_->Log();
+    tcp_ = traind::v1::TrainingService::NewStub(
+        Channel(TcpAddress(*daemon_), grpc::InsecureChannelCredentials()));
+  }
+  void TearDown() override {
+    daemon_->Stop();
+    if (HasFailure()) std::cerr << "--- traind log ---\n" << daemon_->Log();
+  }
+
+  grpc::Status Submit(const std::string& token, Job* job) {
+    traind::v1::SubmitJobRequest req;
+    *req.mutable_spec() = SmallSpec(200);
+    auto ctx = TokenCtx(token);
+    return tcp_->SubmitJob(ctx.get(), req, job);
+  }
+
+  TempDir dir_;
+  std::unique_ptr<Daemon> daemon_;
+  std::unique_ptr<traind::v1::TrainingService::Stub> tcp_;
+};
+
+TEST_F(AuthorizationTest, EachRoleTimesEachRpc) {
+  // A job of the admin, one of the submitter, submitted over TCP.
+  Job ada_job, sam_job;
+  ASSERT_TRUE(Submit(kAdminToken, &ada_job).ok());
+  ASSERT_TRUE(Submit(kSubmitterToken, &sam_job).ok());
+  EXPECT_EQ(ada_job.owner(), "ada");
+  EXPECT_EQ(sam_job.owner(), "sam");
+
+  enum Expect { kAllowed, kDenied, kUnauthenticated };
+  struct Role {
+    std::string name;
+    std::string token;
+  };
+  const std::vector<Role> roles = {{"none", ""},
+                                   {"bad token", "not-a-token"},
+                                   {"viewer", kViewerToken},
+                                   {"submitter", kSubmitterToken},
+                                   {"admin", kAdminToken}};
+  using Call = std::function<grpc::Status(const std::string& token)>;
+  auto* stub = tcp_.get();
+  std::vector<std::pair<std::string, Call>> rpcs = {
+      {"SubmitJob",
+       [&](const std::string& t) {
+         Job j;
+         grpc::Status s = Submit(t, &j);
+         if (s.ok()) {  // keep the daemon idle: cancel what was accepted
+           traind::v1::CancelJobRequest c;
+           c.set_job_id(j.id());
+           c.set_force(true);
+           auto ctx = TokenCtx(kAdminToken);
+           stub->CancelJob(ctx.get(), c, &j);
+         }
+         return s;
+       }},
+      {"GetJob",
+       [&](const std::string& t) {
+         traind::v1::GetJobRequest r;
+         r.set_job_id(ada_job.id());
+         Job j;
+         auto ctx = TokenCtx(t);
+         return stub->GetJob(ctx.get(), r, &j);
+       }},
+      {"ListJobs",
+       [&](const std::string& t) {
+         traind::v1::ListJobsResponse r;
+         auto ctx = TokenCtx(t);
+         return stub->ListJobs(ctx.get(), traind::v1::ListJobsRequest(), &r);
+       }},
+      {"WatchJob",
+       [&](const std::string& t) {
+         traind::v1::WatchJobRequest r;
+         r.set_job_id(ada_job.id());
+         auto ctx = TokenCtx(t, 1);
+         auto reader = stub->WatchJob(ctx.get(), r);
+         traind::v1::JobEvent e;
+         if (reader->Read(&e)) {
+           ctx->TryCancel();
+           reader->Finish();
+           return grpc::Status::OK;
+         }
+         return reader->Finish();
+       }},
+      {"GetJobResult",
+       [&](const std::string& t) {
+         traind::v1::GetJobResultRequest r;
+         r.set_job_id(ada_job.id());
+         traind::v1::JobResult res;
+         auto ctx = TokenCtx(t);
+         return stub->GetJobResult(ctx.get(), r, &res);
+       }},
+      {"ListDevices",
+       [&](const std::string& t) {
+         traind::v1::ListDevicesResponse r;
+         auto ctx = TokenCtx(t);
+         return stub->ListDevices(ctx.get(), traind::v1::ListDevicesRequest(), &r);
+       }},
+      {"GetServerInfo",
+       [&](const std::string& t) {
+         traind::v1::ServerInfo r;
+         auto ctx = TokenCtx(t);
+         return stub->GetServerInfo(ctx.get(), traind::v1::GetServerInfoRequest(), &r);
+       }},
+      {"CancelJob (another's job)",
+       [&](const std::string& t) {
+         // A fresh admin job each time, so an allowed cancel is observable.
+         Job victim;
+         EXPECT_TRUE(Submit(kAdminToken, &victim).ok());
+         traind::v1::CancelJobRequest r;
+         r.set_job_id(victim.id());
+         Job j;
+         auto ctx = TokenCtx(t);
+         grpc::Status s = stub->CancelJob(ctx.get(), r, &j);
+         if (!s.ok()) {
+           auto c2 = TokenCtx(kAdminToken);
+           r.set_force(true);
+           stub->CancelJob(c2.get(), r, &j);
+         }
+         return s;
+       }},
+      {"CancelJob (own job)",
+       [&](const std::string& t) {
+         Job own;
+         grpc::Status submitted = Submit(t, &own);
+         if (!submitted.ok()) return submitted;  // cannot own a job
+         traind::v1::CancelJobRequest r;
+         r.set_job_id(own.id());
+         r.set_force(true);
+         Job j;
+         auto ctx = TokenCtx(t);
+         return stub->CancelJob(ctx.get(), r, &j);
+       }},
+  };
+  // Rows: roles; columns: RPCs.
+  const std::map<std::string, std::vector<Expect>> expected = {
+      // Submit Get List Watch Result Devices Info Cancel(other) Cancel(own)
+      {"none", {kUnauthenticated, kUnauthenticated, kUnauthenticated, kUnauthenticated,
+                kUnauthenticated, kUnauthenticated, kUnauthenticated, kUnauthenticated,
+                kUnauthenticated}},
+      {"bad token", {kUnauthenticated, kUnauthenticated, kUnauthenticated, kUnauthenticated,
+                     kUnauthenticated, kUnauthenticated, kUnauthenticated, kUnauthenticated,
+                     kUnauthenticated}},
+      {"viewer", {kDenied, kAllowed, kAllowed, kAllowed, kAllowed, kAllowed, kAllowed, kDenied,
+                  kDenied}},
+      {"submitter", {kAllowed, kAllowed, kAllowed, kAllowed, kAllowed, kAllowed, kAllowed,
+                     kDenied, kAllowed}},
+      {"admin", {kAllowed, kAllowed, kAllowed, kAllowed, kAllowed, kAllowed, kAllowed, kAllowed,
+                 kAllowed}},
+  };
+  for (const Role& role : roles) {
+    for (size_t i = 0; i < rpcs.size(); ++i) {
+      const int before = JobCount(*daemon_);
+      grpc::Status s = rpcs[i].second(role.token);
+      const Expect want = expected.at(role.name)[i];
+      const std::string where = absl::StrCat(role.name, " x ", rpcs[i].first, ": ",
+                                             s.error_code(), " ", s.error_message());
+      switch (want) {
+        case kAllowed:
+          EXPECT_NE(s.error_code(), grpc::StatusCode::PERMISSION_DENIED) << where;
+          EXPECT_NE(s.error_code(), grpc::StatusCode::UNAUTHENTICATED) << where;
+          EXPECT_TRUE(s.ok()) << where;
+          break;
+        case kDenied:
+          EXPECT_EQ(s.error_code(), grpc::StatusCode::PERMISSION_DENIED) << where;
+          break;
+        case kUnauthenticated:
+          EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAUTHENTICATED) << where;
+          break;
+      }
+      if (rpcs[i].first == "SubmitJob" && want != kAllowed) {
+        EXPECT_EQ(JobCount(*daemon_), before) << where << ": nothing stored";
+      }
+    }
+  }
+}
+
+TEST_F(AuthorizationTest, UnixSocketIsTheLocalAdmin) {
+  traind::v1::SubmitJobRequest req;
+  *req.mutable_spec() = SmallSpec();
+  Job job;
+  auto ctx = Ctx();
+  ASSERT_TRUE(daemon_->stub()->SubmitJob(ctx.get(), req, &job).ok());
+  EXPECT_EQ(job.owner(), "local");
+  // A submitter cannot cancel local's job; the unix socket can cancel sam's.
+  traind::v1::CancelJobRequest c;
+  c.set_job_id(job.id());
+  Job out;
+  auto c1 = TokenCtx(kSubmitterToken);
+  grpc::Status denied = tcp_->CancelJob(c1.get(), c, &out);
+  EXPECT_EQ(denied.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_NE(denied.error_message().find("sam"), std::string::npos) << denied.error_message();
+  Job sams;
+  ASSERT_TRUE(Submit(kSubmitterToken, &sams).ok());
+  c.set_job_id(sams.id());
+  auto c2 = Ctx();
+  EXPECT_TRUE(daemon_->stub()->CancelJob(c2.get(), c, &out).ok());
+}
+
+TEST_F(AuthorizationTest, HealthNeedsNoToken) {
+  auto channel = Channel(TcpAddress(*daemon_), grpc::InsecureChannelCredentials());
+  grpc::GenericStub generic(channel);
+  // grpc.health.v1.HealthCheckRequest{} is the empty message.
+  grpc::ByteBuffer request, response;
+  grpc::Slice empty("");
+  request = grpc::ByteBuffer(&empty, 1);
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
+  grpc::Status status;
+  generic.UnaryCall(&ctx, "/grpc.health.v1.Health/Check", grpc::StubOptions(), &request,
+                    &response, [&](grpc::Status s) {
+                      std::lock_guard<std::mutex> l(mu);
+                      status = s;
+                      done = true;
+                      cv.notify_one();
+                    });
+  std::unique_lock<std::mutex> l(mu);
+  cv.wait(l, [&] { return done; });
+  EXPECT_TRUE(status.ok()) << status.error_message();
+}
+
+// trainctl: token options and exit code 5.
+TEST_F(AuthorizationTest, TrainctlTokensAndExitCodes) {
+  const std::string address = TcpAddress(*daemon_);
+  const std::string token_file = dir_.Write("viewer.token", std::string(kViewerToken) + "\n");
+  const std::string trainctl = BinDir() + "/trainctl --address " + address;
+  std::string out;
+  EXPECT_EQ(RunCommand(trainctl + " info -o json 2>&1", &out), 5) << out;
+  EXPECT_NE(out.find("bearer token"), std::string::npos) << out;
+  EXPECT_EQ(RunCommand(trainctl + " --token-file " + token_file + " list -o json", &out), 0)
+      << out;
+  EXPECT_EQ(RunCommand("TRAIND_TOKEN=" + std::string(kViewerToken) + " " + trainctl +
+                           " info -o json",
+                       &out),
+            0)
+      << out;
+  EXPECT_NE(out.find("\"version\""), std::string::npos) << out;
+  // A viewer may not submit: exit 5, the server's message.
+  EXPECT_EQ(RunCommand(trainctl + " --token-file " + token_file + " submit " + SourceDir() +
+                           "/examples/iris-cv.yaml 2>&1",
+                       &out),
+            5)
+      << out;
+  EXPECT_NE(out.find("trainctl: vera (viewer) may not call SubmitJob"), std::string::npos) << out;
+  EXPECT_EQ(RunCommand(trainctl + " --token bogus info 2>&1", &out), 5) << out;
+  EXPECT_NE(out.find("invalid token"), std::string::npos) << out;
+}
+
+// ---------------------------------------------------------------------------
+// TLS and mutual TLS
+// ---------------------------------------------------------------------------
+
+// A CA, a server certificate for 127.0.0.1/localhost, a client certificate
+// from the CA, and a client certificate from another ("rogue") CA.
+class Certs {
+ public:
+  explicit Certs(const std::string& dir) : dir_(dir) {}
+  bool Make(std::string* log) {
+    const std::string d = dir_;
+    const std::string ec = "-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes";
+    std::vector<std::string> cmds = {
+        "openssl req -x509 " + ec + " -days 2 -subj /CN=traind-test-ca -keyout " + d +
+            "/ca.key -out " + d + "/ca.pem",
+        "openssl req -x509 " + ec + " -days 2 -subj /CN=rogue-ca -keyout " + d +
+            "/rogue.key -out " + d + "/rogue.pem",
+        "printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\\n' > " + d + "/san.ext",
+        "openssl req " + ec + " -subj /CN=localhost -keyout " + d + "/server.key -out " + d +
+            "/server.csr",
+        "openssl x509 -req -days 2 -in " + d + "/server.csr -CA " + d + "/ca.pem -CAkey " + d +
+            "/ca.key -CAcreateserial -extfile " + d + "/san.ext -out " + d + "/server.pem",
+        "openssl req " + ec + " -subj /CN=client -keyout " + d + "/client.key -out " + d +
+            "/client.csr",
+        "openssl x509 -req -days 2 -in " + d + "/client.csr -CA " + d + "/ca.pem -CAkey " + d +
+            "/ca.key -CAcreateserial -out " + d + "/client.pem",
+        "openssl req " + ec + " -subj /CN=rogue-client -keyout " + d + "/rogue-client.key -out " +
+            d + "/rogue-client.csr",
+        "openssl x509 -req -days 2 -in " + d + "/rogue-client.csr -CA " + d + "/rogue.pem -CAkey " +
+            d + "/rogue.key -CAcreateserial -out " + d + "/rogue-client.pem",
+    };
+    for (const std::string& c : cmds) {
+      std::string out;
+      if (RunCommand(c + " 2>&1", &out) != 0) {
+        *log = c + "\n" + out;
+        return false;
+      }
+    }
+    return true;
+  }
+  std::string Path(const std::string& name) const { return dir_ + "/" + name; }
+  std::string Pem(const std::string& name) const { return ReadText(Path(name)); }
+
+ private:
+  std::string dir_;
+};
+
+class TlsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string out;
+    if (RunCommand("command -v openssl", &out) != 0) GTEST_SKIP() << "openssl is not installed";
+    std::filesystem::create_directories(dir_.path() + "/certs");
+    certs_ = std::make_unique<Certs>(dir_.path() + "/certs");
+    ASSERT_TRUE(certs_->Make(&out)) << out;
+  }
+  void TearDown() override {
+    if (daemon_ && HasFailure()) std::cerr << "--- traind log ---\n" << daemon_->Log();
+  }
+
+  void StartDaemon(bool mutual) {
+    std::vector<std::string> args = {"--listen=127.0.0.1:0", "--tokens-file=" + WriteTokens(dir_),
+                                     "--tls-cert=" + certs_->Path("server.pem"),
+                                     "--tls-key=" + certs_->Path("server.key")};
+    if (mutual) args.push_back("--tls-client-ca=" + certs_->Path("ca.pem"));
+    daemon_ = std::make_unique<Daemon>(dir_.path() + "/state", args);
+    ASSERT_TRUE(daemon_->Start()) << daemon_->Log();
+    address_ = TcpAddress(*daemon_);
+  }
+
+  // GetServerInfo over TCP with `creds` and the viewer token.
+  grpc::Status Info(std::shared_ptr<grpc::ChannelCredentials> creds) {
+    auto stub = traind::v1::TrainingService::NewStub(Channel(address_, creds));
+    traind::v1::ServerInfo info;
+    auto ctx = TokenCtx(kViewerToken, 5);
+    return stub->GetServerInfo(ctx.get(), traind::v1::GetServerInfoRequest(), &info);
+  }
+
+  std::shared_ptr<grpc::ChannelCredentials> Ssl(const std::string& ca, const std::string& cert,
+                                                const std::string& key) {
+    grpc::SslCredentialsOptions o;
+    o.pem_root_certs = certs_->Pem(ca);
+    if (!cert.empty()) {
+      o.pem_cert_chain = certs_->Pem(cert);
+      o.pem_private_key = certs_->Pem(key);
+    }
+    return grpc::SslCredentials(o);
+  }
+
+  TempDir dir_;
+  std::unique_ptr<Certs> certs_;
+  std::unique_ptr<Daemon> daemon_;
+  std::string address_;
+};
+
+TEST_F(TlsTest, ServerTls) {
+  StartDaemon(/*mutual=*/false);
+  grpc::Status ok = Info(Ssl("ca.pem", "", ""));
+  EXPECT_TRUE(ok.ok()) << ok.error_message();
+  // Plaintext against a TLS port: no handshake.
+  EXPECT_EQ(Info(grpc::InsecureChannelCredentials()).error_code(), grpc::StatusCode::UNAVAILABLE);
+  // A client that trusts another CA refuses the server.
+  EXPECT_EQ(Info(Ssl("rogue.pem", "", "")).error_code(), grpc::StatusCode::UNAVAILABLE);
+  // TLS does not replace the token.
+  auto stub = traind::v1::TrainingService::NewStub(Channel(address_, Ssl("ca.pem", "", "")));
+  traind::v1::ServerInfo info;
+  auto ctx = Ctx(5);
+  EXPECT_EQ(stub->GetServerInfo(ctx.get(), traind::v1::GetServerInfoRequest(), &info).error_code(),
+            grpc::StatusCode::UNAUTHENTICATED);
+  // The unix socket is unchanged.
+  traind::v1::ServerInfo local;
+  auto lctx = Ctx();
+  EXPECT_TRUE(daemon_->stub()->GetServerInfo(lctx.get(), {}, &local).ok());
+
+  // trainctl over TLS.
+  const std::string trainctl = BinDir() + "/trainctl --address " + address_ + " --token " +
+                               kViewerToken;
+  std::string out;
+  EXPECT_EQ(RunCommand(trainctl + " --tls-ca " + certs_->Path("ca.pem") + " info -o json 2>&1",
+                       &out),
+            0)
+      << out;
+  EXPECT_EQ(RunCommand(trainctl + " --timeout 3 info 2>&1", &out), 4)
+      << "plaintext to a TLS port is unreachable: " << out;
+}
+
+TEST_F(TlsTest, MutualTls) {
+  StartDaemon(/*mutual=*/true);
+  grpc::Status ok = Info(Ssl("ca.pem", "client.pem", "client.key"));
+  EXPECT_TRUE(ok.ok()) << ok.error_message();
+  EXPECT_EQ(Info(Ssl("ca.pem", "", "")).error_code(), grpc::StatusCode::UNAVAILABLE)
+      << "no client certificate";
+  EXPECT_EQ(Info(Ssl("ca.pem", "rogue-client.pem", "rogue-client.key")).error_code(),
+            grpc::StatusCode::UNAVAILABLE)
+      << "a client certificate from another CA";
+  const std::string trainctl = BinDir() + "/trainctl --address " + address_ + " --token " +
+                               kViewerToken + " --tls-ca " + certs_->Path("ca.pem");
+  std::string out;
+  EXPECT_EQ(RunCommand(trainctl + " --tls-cert " + certs_->Path("client.pem") + " --tls-key " +
+                           certs_->Path("client.key") + " health 2>&1",
+                       &out),
+            0)
+      << out;
+  EXPECT_EQ(RunCommand(trainctl + " --timeout 3 info 2>&1", &out), 4) << out;
+}
+
+TEST(TlsConfigTest, NonLoopbackPlaintextRefusesToStart) {
+  TempDir dir;
+  std::string out;
+  int code = RunCommand(BinDir() + "/traind --state-dir " + dir.path() +
+                            "/state --listen 0.0.0.0:0 2>&1",
+                        &out);
+  EXPECT_EQ(code, 2) << out;
+  EXPECT_NE(out.find("0.0.0.0:0 is not a loopback address"), std::string::npos) << out;
+  EXPECT_NE(out.find("--insecure"), std::string::npos) << out;
+}
+
+TEST(ConfigFileTest, UnknownKeyIsRefusedNamingFileAndLine) {
+  TempDir dir;
+  std::string config = dir.Write("traind.yaml", "cpu_slots: 1\nlimits:\n  max_layerz: 3\n");
+  std::string out;
+  int code = RunCommand(BinDir() + "/traind --config " + config + " --state-dir " + dir.path() +
+                            "/state 2>&1",
+                        &out);
+  EXPECT_EQ(code, 2) << out;
+  EXPECT_NE(out.find(config + ":3: limits.max_layerz: unknown key"), std::string::npos) << out;
+}
+
+TEST(ConfigFileTest, ConfigFileIsReadAndFlagsOverrideIt) {
+  TempDir dir;
+  std::string config =
+      dir.Write("traind.yaml", absl::StrCat("cpu_slots: 3\nworker_threads: 2\ndata_roots: [",
+                                            SourceDir(), "]\nlimits: {max_layers: 5}\n"));
+  Daemon d(dir.path() + "/state", {"--config=" + config, "--cpu-slots=4"});
+  ASSERT_TRUE(d.Start()) << d.Log();
+  traind::v1::ServerInfo info;
+  auto ctx = Ctx();
+  ASSERT_TRUE(d.stub()->GetServerInfo(ctx.get(), {}, &info).ok());
+  EXPECT_EQ(info.cpu_slots(), 4) << "the flag wins";
+  EXPECT_EQ(info.worker_threads(), 2) << "from the file";
+  traind::v1::SubmitJobRequest req;
+  *req.mutable_spec() = SmallSpec();
+  for (int i = 0; i < 5; ++i) req.mutable_spec()->mutable_model()->add_layers()->mutable_dropout();
+  Job job;
+  auto c2 = Ctx();
+  grpc::Status s = d.stub()->SubmitJob(c2.get(), req, &job);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(s.error_message().find("limits.max_layers"), std::string::npos) << s.error_message();
+}
+
+// ---------------------------------------------------------------------------
+// Data confinement and limits (over the unix socket: the local admin)
+// ---------------------------------------------------------------------------
+
+class ConfinementTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    namespace fs = std::filesystem;
+    root_ = dir_.path() + "/data";
+    fs::create_directories(root_ + "/sub");
+    fs::create_directories(dir_.path() + "/outside");
+    fs::copy_file(SourceDir() + "/examples/data/iris.csv", root_ + "/sub/iris.csv");
+    fs::copy_file(SourceDir() + "/examples/data/iris.csv", dir_.path() + "/outside/iris.csv");
+    fs::create_symlink(dir_.path() + "/outside/iris.csv", root_ + "/out-link.csv");
+    fs::create_symlink(dir_.path() + "/outside", root_ + "/out-dir");
+    fs::create_symlink(root_ + "/sub/iris.csv", root_ + "/in-link.csv");
+    daemon_ = std::make_unique<Daemon>(
+        dir_.path() + "/state",
+        std::vector<std::string>{"--cpu-slots=1", "--data-root=" + root_,
+                                 "--max-request-bytes=65536", "--max-queued-jobs-per-user=1",
+                                 "--max-layers=8", "--max-units=512", "--max-epochs=100000"});
+    ASSERT_TRUE(daemon_->Start()) << daemon_->Log();
+  }
+  void TearDown() override {
+    daemon_->Stop();
+    if (HasFailure()) std::cerr << "--- traind log ---\n" << daemon_->Log();
+  }
+
+  grpc::Status Submit(const traind::v1::JobSpec& spec, Job* job) {
+    traind::v1::SubmitJobRequest req;
+    *req.mutable_spec() = spec;
+    auto ctx = Ctx();
+    return daemon_->stub()->SubmitJob(ctx.get(), req, job);
+  }
+  void CancelAll() {
+    traind::v1::ListJobsResponse resp;
+    auto ctx = Ctx();
+    daemon_->stub()->ListJobs(ctx.get(), {}, &resp);
+    for (const Job& j : resp.jobs()) {
+      traind::v1::CancelJobRequest c;
+      c.set_job_id(j.id());
+      c.set_force(true);
+      Job out;
+      auto cc = Ctx();
+      daemon_->stub()->CancelJob(cc.get(), c, &out);
+    }
+  }
+
+  TempDir dir_;
+  std::string root_;
+  std::unique_ptr<Daemon> daemon_;
+};
+
+TEST_F(ConfinementTest, PathEscapesAreDeniedNamingThePath) {
+  const std::string outside = dir_.path() + "/outside/iris.csv";
+  const std::vector<std::string> escapes = {
+      root_ + "/../outside/iris.csv",           // ..
+      root_ + "/sub/../../outside/iris.csv",    // .. deeper
+      outside,                                  // absolute, outside the roots
+      SourceDir() + "/examples/data/iris.csv",  // another real dataset, not a root here
+      root_ + "/out-link.csv",                  // a symlink pointing out
+      root_ + "/out-dir/iris.csv",              // through a symlinked directory
+  };
+  const int before = JobCount(*daemon_);
+  for (const std::string& path : escapes) {
+    traind::v1::JobSpec spec = SmallSpec();
+    spec.mutable_data()->set_path(path);
+    Job job;
+    grpc::Status s = Submit(spec, &job);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::PERMISSION_DENIED) << path << ": "
+                                                                   << s.error_message();
+    EXPECT_EQ(s.error_message().rfind("spec.data.path: " + path, 0), 0u) << s.error_message();
+  }
+  // validation_path is confined as well.
+  traind::v1::JobSpec spec = SmallSpec();
+  spec.mutable_data()->set_path(root_ + "/sub/iris.csv");
+  spec.mutable_cross_validation()->Clear();
+  spec.mutable_cross_validation()->set_validation_path(root_ + "/out-link.csv");
+  Job job;
+  grpc::Status s = Submit(spec, &job);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::PERMISSION_DENIED) << s.error_message();
+  EXPECT_EQ(JobCount(*daemon_), before) << "nothing stored";
+
+  // Inside: a plain path and a symlink that stays inside; the job records
+  // the resolved path.
+  for (const std::string& path : {root_ + "/sub/iris.csv", root_ + "/in-link.csv"}) {
+    traind::v1::JobSpec ok = SmallSpec();
+    ok.mutable_data()->set_path(path);
+    Job accepted;
+    grpc::Status s2 = Submit(ok, &accepted);
+    ASSERT_TRUE(s2.ok()) << path << ": " << s2.error_message();
+    EXPECT_EQ(accepted.spec().data().path(), root_ + "/sub/iris.csv");
+    std::vector<traind::v1::JobEvent> events;
+    WatchAll(daemon_->stub(), accepted.id(), 0, &events);
+  }
+}
+
+TEST_F(ConfinementTest, OversizedAndMalformedRequestsAreRefusedAndNothingIsStored) {
+  const int before = JobCount(*daemon_);
+  traind::v1::JobSpec spec = SmallSpec();
+  spec.mutable_data()->set_path(root_ + "/sub/iris.csv");
+
+  // Larger than limits.max_request_bytes.
+  traind::v1::JobSpec big = spec;
+  big.set_name(std::string(100000, 'x'));
+  Job job;
+  grpc::Status s = Submit(big, &job);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << s.error_message();
+
+  // Spec sizes.
+  struct Case {
+    std::function<void(traind::v1::JobSpec*)> mutate;
+    std::string prefix;
+  };
+  for (const Case& c : std::vector<Case>{
+           {[](auto* sp) {
+              for (int i = 0; i < 8; ++i) sp->mutable_model()->add_layers()->mutable_dropout();
+            },
+            "spec.model.layers: 10 layers"},
+           {[](auto* sp) { sp->mutable_model()->mutable_layers(0)->mutable_dense()->set_units(513); },
+            "spec.model.layers[0].dense.units: 513"},
+           {[](auto* sp) { sp->mutable_training()->set_epochs(100001); },
+            "spec.training.epochs: 100001"},
+       }) {
+    traind::v1::JobSpec bad = spec;
+    c.mutate(&bad);
+    grpc::Status b = Submit(bad, &job);
+    EXPECT_EQ(b.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << b.error_message();
+    EXPECT_EQ(b.error_message().rfind(c.prefix, 0), 0u) << b.error_message();
+  }
+
+  // Bytes that are no SubmitJobRequest.
+  grpc::GenericStub generic(daemon_->channel());
+  const std::string garbage = "\x0a\xff\xff\xff\xff\x0f garbage";
+  grpc::Slice slice(garbage);
+  grpc::ByteBuffer request(&slice, 1), response;
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
+  grpc::Status status;
+  generic.UnaryCall(&ctx, "/traind.v1.TrainingService/SubmitJob", grpc::StubOptions(), &request,
+                    &response, [&](grpc::Status st) {
+                      std::lock_guard<std::mutex> l(mu);
+                      status = st;
+                      done = true;
+                      cv.notify_one();
+                    });
+  {
+    std::unique_lock<std::mutex> l(mu);
+    cv.wait(l, [&] { return done; });
+  }
+  EXPECT_FALSE(status.ok());
+  EXPECT_NE(status.error_code(), grpc::StatusCode::UNAVAILABLE) << status.error_message();
+
+  // An absurd idempotency key.
+  traind::v1::SubmitJobRequest req;
+  *req.mutable_spec() = spec;
+  req.set_idempotency_key(std::string(200, 'k'));
+  auto ictx = Ctx();
+  EXPECT_EQ(daemon_->stub()->SubmitJob(ictx.get(), req, &job).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+
+  EXPECT_EQ(JobCount(*daemon_), before) << "nothing stored";
+  // The daemon still serves.
+  Job ok;
+  grpc::Status fine = Submit(spec, &ok);
+  EXPECT_TRUE(fine.ok()) << fine.error_message();
+  CancelAll();
+}
+
+TEST_F(ConfinementTest, QueuedJobsPerUserAreLimited) {
+  traind::v1::JobSpec slow = SmallSpec(100000);
+  slow.mutable_data()->set_path(root_ + "/sub/iris.csv");
+  Job first, second, third;
+  ASSERT_TRUE(Submit(slow, &first).ok());
+  // Wait for the first to start (it then no longer counts as queued).
+  for (int i = 0; i < 200; ++i) {
+    traind::v1::GetJobRequest g;
+    g.set_job_id(first.id());
+    auto ctx = Ctx();
+    daemon_->stub()->GetJob(ctx.get(), g, &first);
+    if (first.state() != Job::QUEUED) break;
+    usleep(50000);
+  }
+  ASSERT_NE(first.state(), Job::QUEUED);
+  ASSERT_TRUE(Submit(slow, &second).ok());  // waits behind the first: queued
+  grpc::Status s = Submit(slow, &third);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << s.error_message();
+  EXPECT_NE(s.error_message().find("local"), std::string::npos) << s.error_message();
+  EXPECT_NE(s.error_message().find("max_queued_jobs_per_user"), std::string::npos);
+  CancelAll();
+}
+
+}  // namespace
+}  // namespace traind::testing
