@@ -243,11 +243,12 @@ TEST(ParseJobSpecTest, BadEnumValueListsTheChoices) {
       "model:\n  layers:\n    - dense: {units: 3, activation: rellu}\n");
   EXPECT_THAT(error,
               HasSubstr("model.layers[0].dense.activation: invalid value "
-                        "\"rellu\" (expected one of: linear, relu)"));
+                        "\"rellu\" (expected one of: linear, relu, leaky_relu, elu, gelu, "
+                        "sigmoid, tanh, softplus, swish)"));
   EXPECT_THAT(error, HasSubstr("line 3"));
   error = ErrorOf("metrics: {val: [loss, f1]}\n");
   EXPECT_THAT(error, HasSubstr("metrics.val[1]: invalid value \"f1\" (expected "
-                               "one of: loss, accuracy)"));
+                               "one of: loss, accuracy, top_k_accuracy, precision_macro,"));
 }
 
 TEST(ParseJobSpecTest, TwoOneofAlternativesAreAnError) {
@@ -390,8 +391,8 @@ TEST(SetJobSpecFieldTest, ErrorsLeaveTheSpecUnchanged) {
   expect_error("model.layers[x]", "1", "bad index");
   expect_error("", "1", "empty field name");
   expect_error("name", "{a: [", "YAML syntax error");
-  expect_error("model.layers[0].dense.activation", "sigmoid",
-               "expected one of: linear, relu");
+  expect_error("model.layers[0].dense.activation", "sigmod",
+               "expected one of: linear, relu, leaky_relu");
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include "absl/synchronization/mutex.h"
 #include "google/protobuf/util/time_util.h"
 #include "server/devices/cpu_info.h"
+#include "worker/engine/memory_estimate.h"
 #include "worker/engine/spec_validation.h"
 
 namespace traind::server {
@@ -196,11 +197,15 @@ ServerUnaryReactor* TrainingServiceImpl::SubmitJob(CallbackServerContext* ctx,
     return Reply(ctx, absl::InvalidArgumentError(
                           absl::StrCat("spec.resources.device: gpu requested, but ", no_gpu)));
   }
-  absl::Status valid = engine::ValidateJobSpec(spec, vc);
+  engine::ValidatedShape shape;
+  absl::Status valid = engine::ValidateJobSpec(spec, vc, &shape);
   if (!valid.ok()) {
     return Reply(ctx, absl::InvalidArgumentError(absl::StrCat("spec.", valid.message())));
   }
   SubmitOptions options;
+  if (spec.resources().device() == traind::v1::GPU) {
+    options.gpu_memory_bytes = engine::EstimateMemoryBytes(spec, shape.features, shape.outputs);
+  }
   options.owner = caller->name;
   options.idempotency_key = req->idempotency_key();
   absl::MutexLock lock(&submit_mu_);

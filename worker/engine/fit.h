@@ -1,11 +1,14 @@
-// The fit loop: trains one fold of a job spec and reports every epoch.
+// The fit loop: trains one task of a job spec and reports every epoch.
 #ifndef TRAIND_WORKER_ENGINE_FIT_H_
 #define TRAIND_WORKER_ENGINE_FIT_H_
 
 #include <cstdint>
+#include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "traind/v1/job.pb.h"
 #include "worker/engine/data/dataset.h"
 #include "worker/engine/data/split.h"
@@ -16,40 +19,62 @@ namespace traind::engine {
 class FitObserver {
  public:
   virtual ~FitObserver() = default;
-  // After every epoch (after validation). A non-ok status stops training;
-  // Fit returns it.
+  // After every epoch (after validation and the epoch's handlers). A non-ok
+  // status stops training; Fit returns it.
   virtual absl::Status OnEpochEnd(const traind::v1::EpochMetrics& metrics) = 0;
-  // Polled after every batch; true stops the run: Fit returns CancelledError.
+  // Polled after every batch; true stops the run: Fit writes a checkpoint of
+  // the last completed epoch (when checkpointing) and returns CancelledError.
   virtual bool StopRequested() = 0;
+  // Called once, before the first resumed epoch, when Fit resumes from a
+  // checkpoint after `completed_epochs` epochs; the next OnEpochEnd reports
+  // epoch completed_epochs + 1.
+  virtual void OnResume(int32_t completed_epochs) {}
+  // Something went wrong that does not stop training (a corrupt checkpoint
+  // skipped, a checkpoint that could not be written).
+  virtual void OnWarning(absl::string_view message) {}
 };
 
 struct FitOptions {
   int32_t task = 0;     // copied into EpochMetrics.task
   int32_t attempt = 1;  // copied into EpochMetrics.attempt
+  // Where checkpoints live (created if missing); empty: no checkpoints and
+  // no resume. A valid checkpoint of the same spec and task there is resumed
+  // from (the latest one); corrupt ones are reported through
+  // FitObserver::OnWarning and skipped.
+  std::string checkpoint_dir;
+  // Where the task's artifacts go (created if missing); empty: none.
+  // predictions.csv holds the validation rows' predictions of the final
+  // (best, when restored) model; a task without validation rows writes its
+  // model as model.ckpt.
+  std::string artifacts_dir;
+  // Tests and warm starts: replaces the initialized trainable parameters, in
+  // Network::parameters() order ([in, out] row-major weights). Not owned.
+  const std::vector<std::vector<float>>* initial_parameters = nullptr;
 };
 
-// Trains spec.model on rows.train of `data` and validates on rows.val after
-// every epoch.
+// Trains spec.model on rows.train of `data` and validates on rows.val.
 //
-// - Features are standardized with statistics fitted on rows.train only when
-//   spec.data().standardize().
-// - Loss: softmax cross-entropy, the batch mean. Optimizer: spec.optimizer().
+// - Features go through a FeaturePipeline fitted on rows.train only
+//   (imputation, data.scaling, one-hot categorical columns).
+// - Loss, optimizer, schedule and clipping as the spec says.
 // - spec.training(): `epochs` passes, or `batches` optimizer steps in all (the
 //   last, partial epoch is reported as an epoch); batches of batch_size rows,
-//   the last batch of an epoch possibly smaller; training rows reshuffled every
-//   epoch unless training.shuffle is false.
-// - Initialization and shuffling are drawn from PRNGs seeded from (spec.seed(),
-//   fold): the same inputs give bit-identical results for the same number of
-//   threads.
-// - Train metrics accumulate over the epoch's batches (from each batch's
-//   forward pass, before its update); validation metrics come from a full
-//   pass over rows.val after the epoch. Empty metric lists mean {loss,
-//   accuracy}.
+//   the last batch of an epoch possibly smaller; training rows reshuffled
+//   every epoch unless training.shuffle is false.
+// - Initialization, shuffling and dropout are drawn from PRNGs seeded from
+//   (spec.seed(), fold): the same inputs give bit-identical results for the
+//   same number of threads, and a resumed run continues exactly as the
+//   uninterrupted one.
+// - Train metrics come from each batch's training forward pass (before its
+//   update), over the epoch; validation metrics from a full evaluation pass
+//   over rows.val every training.validate_every epochs and after the last.
+// - Early stopping, best-epoch selection (SelectionMonitor) and checkpoints
+//   as spec.early_stopping() / spec.checkpoint() say. Monitors of val.*
+//   metrics are inactive without validation rows (a refit task).
 //
-// Returns the fold's result: best_epoch has the lowest validation loss (the
-// first on ties; the last epoch when rows.val is empty, and then `val` is
-// empty), `val` holds its validation metrics, `final_train` the last epoch's
-// training metrics.
+// Returns the task's result: best_epoch and `selection`, `val` and `train`
+// at the best epoch, `final_train` of the last epoch, predictions_path /
+// model_path when written.
 //
 // Errors: InvalidSpecError (field path in the message) for a spec that cannot
 // run on this data (e.g. "model.layers[2].dense.units: 4 units, but the data

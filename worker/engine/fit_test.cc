@@ -70,8 +70,10 @@ TEST(FitTest, IrisFold0LearnsAndReportsEveryEpoch) {
   ASSERT_EQ(rows.train.size(), 120u);
   ASSERT_EQ(rows.val.size(), 30u);
   RecordingObserver observer;
-  absl::StatusOr<FoldResult> result =
-      Fit(IrisSpec(), Iris(), rows, 0, FitOptions{.task = 3, .attempt = 2}, &observer);
+  FitOptions options;
+  options.task = 3;
+  options.attempt = 2;
+  absl::StatusOr<FoldResult> result = Fit(IrisSpec(), Iris(), rows, 0, options, &observer);
   ASSERT_TRUE(result.ok()) << result.status();
 
   EXPECT_EQ(result->fold(), 0);
@@ -181,6 +183,7 @@ TEST(FitTest, NoValidationRows) {
   EXPECT_EQ(observer.epochs[0].batches(), 10);  // ceil(150 / 16)
 }
 
+// The chosen metrics, plus the loss, which is always reported.
 TEST(FitTest, ChosenMetricsOnly) {
   JobSpec spec = IrisSpec();
   spec.mutable_training()->set_epochs(2);
@@ -189,7 +192,8 @@ TEST(FitTest, ChosenMetricsOnly) {
   RecordingObserver observer;
   absl::StatusOr<FoldResult> result = Fit(spec, Iris(), IrisFold0(), 0, {}, &observer);
   ASSERT_TRUE(result.ok()) << result.status();
-  EXPECT_THAT(observer.epochs[1].train(), UnorderedElementsAre(Pair("accuracy", ::testing::_)));
+  EXPECT_THAT(observer.epochs[1].train(),
+              UnorderedElementsAre(Pair("accuracy", ::testing::_), Pair("loss", ::testing::_)));
   EXPECT_THAT(observer.epochs[1].val(), UnorderedElementsAre(Pair("loss", ::testing::_)));
   EXPECT_THAT(result->val(), UnorderedElementsAre(Pair("loss", ::testing::_)));
 }

@@ -19,8 +19,7 @@ void Normal(double stddev, int64_t n, Rng& rng, float* w) {
 }  // namespace
 
 void XavierUniform(int64_t fan_in, int64_t fan_out, Rng& rng, float* w, double gain) {
-  Uniform(gain * std::sqrt(6.0 / static_cast<double>(fan_in + fan_out)), fan_in * fan_out, rng,
-          w);
+  Uniform(gain * std::sqrt(6.0 / static_cast<double>(fan_in + fan_out)), fan_in * fan_out, rng, w);
 }
 
 void XavierNormal(int64_t fan_in, int64_t fan_out, Rng& rng, float* w, double gain) {

@@ -4,10 +4,48 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "worker/engine/layers/elementwise.h"
+#include "worker/engine/layers/normalization.h"
 #include "worker/engine/spec_check.h"
 #include "worker/engine/status.h"
 
 namespace traind::engine {
+
+ActivationFn ToActivationFn(traind::v1::Activation activation, bool has_alpha, double alpha) {
+  ActivationFn f;
+  switch (activation) {
+    case traind::v1::RELU:
+      f.kind = DenseActivation::kRelu;
+      break;
+    case traind::v1::LEAKY_RELU:
+      f.kind = DenseActivation::kLeakyRelu;
+      f.alpha = has_alpha ? static_cast<float>(alpha) : 0.01f;
+      break;
+    case traind::v1::ELU:
+      f.kind = DenseActivation::kElu;
+      f.alpha = has_alpha ? static_cast<float>(alpha) : 1.0f;
+      break;
+    case traind::v1::GELU:
+      f.kind = DenseActivation::kGelu;
+      break;
+    case traind::v1::SIGMOID:
+      f.kind = DenseActivation::kSigmoid;
+      break;
+    case traind::v1::TANH:
+      f.kind = DenseActivation::kTanh;
+      break;
+    case traind::v1::SOFTPLUS:
+      f.kind = DenseActivation::kSoftplus;
+      break;
+    case traind::v1::SWISH:
+      f.kind = DenseActivation::kSwish;
+      break;
+    default:
+      f.kind = DenseActivation::kLinear;
+      break;
+  }
+  return f;
+}
 
 absl::StatusOr<Network> Network::Create(Backend* backend, int64_t inputs,
                                         const traind::v1::ModelSpec& model) {
@@ -18,30 +56,59 @@ absl::StatusOr<Network> Network::Create(Backend* backend, int64_t inputs,
   Network network(backend, inputs);
   int64_t width = inputs;
   for (int i = 0; i < model.layers_size(); ++i) {
-    const traind::v1::Dense& spec = model.layers(i).dense();
-    DenseActivation activation;
-    switch (spec.activation()) {
-      case traind::v1::LINEAR:
-        activation = DenseActivation::kLinear;
+    const traind::v1::Layer& spec = model.layers(i);
+    std::unique_ptr<Layer> layer;
+    switch (spec.kind_case()) {
+      case traind::v1::Layer::kDense: {
+        const traind::v1::Dense& d = spec.dense();
+        WeightInit init;
+        init.kind = d.init();
+        if (d.has_gain()) init.gain = d.gain();
+        if (d.has_stddev()) init.stddev = d.stddev();
+        if (d.has_limit()) init.limit = d.limit();
+        TRAIND_ASSIGN_OR_RETURN(
+            Dense dense, Dense::Create(backend, width, d.units(),
+                                       ToActivationFn(d.activation(), d.has_alpha(), d.alpha()),
+                                       !d.has_bias() || d.bias(), init));
+        layer = std::make_unique<Dense>(std::move(dense));
         break;
-      case traind::v1::RELU:
-        activation = DenseActivation::kRelu;
+      }
+      case traind::v1::Layer::kActivation: {
+        const traind::v1::ActivationLayer& a = spec.activation();
+        layer = std::make_unique<ActivationLayer>(
+            backend, width, ToActivationFn(a.function(), a.has_alpha(), a.alpha()));
         break;
-      default:  // rejected by CheckModelSpec
-        return absl::InternalError("unhandled activation");
+      }
+      case traind::v1::Layer::kDropout:
+        layer =
+            std::make_unique<Dropout>(backend, width, static_cast<float>(spec.dropout().rate()));
+        break;
+      case traind::v1::Layer::kBatchNorm: {
+        const traind::v1::BatchNorm& bn = spec.batch_norm();
+        TRAIND_ASSIGN_OR_RETURN(
+            layer, BatchNorm::Create(backend, width,
+                                     bn.has_momentum() ? static_cast<float>(bn.momentum()) : 0.1f,
+                                     bn.has_epsilon() ? static_cast<float>(bn.epsilon()) : 1e-5f));
+        break;
+      }
+      case traind::v1::Layer::kLayerNorm: {
+        const traind::v1::LayerNorm& ln = spec.layer_norm();
+        TRAIND_ASSIGN_OR_RETURN(
+            layer, LayerNorm::Create(backend, width,
+                                     ln.has_epsilon() ? static_cast<float>(ln.epsilon()) : 1e-5f));
+        break;
+      }
+      case traind::v1::Layer::KIND_NOT_SET:
+        return absl::InternalError("unset layer kind");  // rejected by CheckModelSpec
     }
-    TRAIND_ASSIGN_OR_RETURN(Dense dense, Dense::Create(backend, width, spec.units(), activation));
-    network.layers_.push_back(std::move(dense));
-    network.inits_.push_back(spec.init());
-    width = spec.units();
+    width = layer->out();
+    network.layers_.push_back(std::move(layer));
   }
   return network;
 }
 
 absl::Status Network::Initialize(Rng& rng) {
-  for (size_t l = 0; l < layers_.size(); ++l) {
-    TRAIND_RETURN_IF_ERROR(layers_[l].Initialize(inits_[l], rng));
-  }
+  for (std::unique_ptr<Layer>& layer : layers_) TRAIND_RETURN_IF_ERROR(layer->Initialize(rng));
   return absl::OkStatus();
 }
 
@@ -52,11 +119,11 @@ absl::StatusOr<Network::Workspace*> Network::WorkspaceFor(int64_t batch) {
   auto ws = std::make_unique<Workspace>();
   ws->batch = batch;
   for (size_t l = 0; l < layers_.size(); ++l) {
-    TRAIND_ASSIGN_OR_RETURN(Tensor y, backend_->Allocate2d(DType::kF32, batch, layers_[l].out()));
+    TRAIND_ASSIGN_OR_RETURN(Tensor y, backend_->Allocate2d(DType::kF32, batch, layers_[l]->out()));
     ws->y.push_back(std::move(y));
     if (l + 1 < layers_.size()) {
       TRAIND_ASSIGN_OR_RETURN(Tensor dy,
-                              backend_->Allocate2d(DType::kF32, batch, layers_[l].out()));
+                              backend_->Allocate2d(DType::kF32, batch, layers_[l]->out()));
       ws->dy.push_back(std::move(dy));
     }
   }
@@ -64,31 +131,32 @@ absl::StatusOr<Network::Workspace*> Network::WorkspaceFor(int64_t batch) {
   return workspaces_.back().get();
 }
 
-absl::StatusOr<Tensor*> Network::Forward(const Tensor& x) {
+absl::StatusOr<Tensor*> Network::Forward(const Tensor& x, const ForwardMode& mode) {
   if (x.cols() != inputs_) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("network forward: x has %d columns, the network %d inputs", x.cols(),
-                        inputs_));
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "network forward: x has %d columns, the network %d inputs", x.cols(), inputs_));
   }
   TRAIND_ASSIGN_OR_RETURN(Workspace * ws, WorkspaceFor(x.rows()));
-  // x: [batch, inputs] -> y[0]: [batch, units0] -> ... -> y[L-1]: [batch, outputs]
+  // x: [batch, inputs] -> y[0]: [batch, w0] -> ... -> y[L-1]: [batch, outputs]
   const Tensor* input = &x;
+  ForwardMode layer_mode = mode;
   for (size_t l = 0; l < layers_.size(); ++l) {
-    TRAIND_RETURN_IF_ERROR(layers_[l].Forward(*input, &ws->y[l]));
+    layer_mode.seed = DeriveSeed(mode.seed, static_cast<uint64_t>(l));
+    TRAIND_RETURN_IF_ERROR(layers_[l]->Forward(*input, layer_mode, &ws->y[l]));
     input = &ws->y[l];
   }
   return &ws->y.back();
 }
 
-absl::Status Network::Backward(const Tensor& x, Tensor* dlogits) {
+absl::Status Network::Backward(const Tensor& x, Tensor* doutputs) {
   TRAIND_ASSIGN_OR_RETURN(Workspace * ws, WorkspaceFor(x.rows()));
-  // dlogits: [batch, outputs] -> dy[L-2] -> ... -> dy[0]: [batch, units0].
+  // doutputs: [batch, outputs] -> dy[L-2] -> ... -> dy[0]: [batch, w0].
   // The first layer's dx (the gradient w.r.t. the data) is never computed.
   for (size_t l = layers_.size(); l-- > 0;) {
     const Tensor& input = l == 0 ? x : ws->y[l - 1];
-    Tensor* dy = l + 1 == layers_.size() ? dlogits : &ws->dy[l];
+    Tensor* dy = l + 1 == layers_.size() ? doutputs : &ws->dy[l];
     Tensor* dx = l == 0 ? nullptr : &ws->dy[l - 1];
-    TRAIND_RETURN_IF_ERROR(layers_[l].Backward(input, ws->y[l], dy, dx));
+    TRAIND_RETURN_IF_ERROR(layers_[l]->Backward(input, ws->y[l], dy, dx));
   }
   return absl::OkStatus();
 }
@@ -96,12 +164,18 @@ absl::Status Network::Backward(const Tensor& x, Tensor* dlogits) {
 std::vector<Parameter> Network::parameters() {
   std::vector<Parameter> params;
   for (size_t l = 0; l < layers_.size(); ++l) {
-    params.push_back({absl::StrCat("layers[", l, "].weight"), &layers_[l].weight(),
-                      &layers_[l].weight_grad()});
-    params.push_back({absl::StrCat("layers[", l, "].bias"), &layers_[l].bias(),
-                      &layers_[l].bias_grad()});
+    layers_[l]->AppendParameters(absl::StrCat("layers[", l, "]"), &params);
   }
   return params;
+}
+
+std::vector<Parameter> Network::state() {
+  std::vector<Parameter> all;
+  for (size_t l = 0; l < layers_.size(); ++l) {
+    layers_[l]->AppendParameters(absl::StrCat("layers[", l, "]"), &all);
+    layers_[l]->AppendBuffers(absl::StrCat("layers[", l, "]"), &all);
+  }
+  return all;
 }
 
 }  // namespace traind::engine

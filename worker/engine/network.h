@@ -13,24 +13,18 @@
 #include "traind/v1/job.pb.h"
 #include "worker/engine/backend/backend.h"
 #include "worker/engine/layers/dense.h"
+#include "worker/engine/layers/layer.h"
 #include "worker/engine/random.h"
 #include "worker/engine/tensor.h"
 
 namespace traind::engine {
-
-// A trainable tensor and its gradient, both owned by a layer.
-struct Parameter {
-  std::string name;  // "layers[0].weight", "layers[0].bias"
-  Tensor* value;
-  Tensor* grad;
-};
 
 // Thread safety: not thread-safe.
 class Network {
  public:
   // The layers of `model` for `inputs` input features, parameters
   // uninitialized. Errors: InvalidSpecError with a field path for a model
-  // CheckTrainingSpec would reject.
+  // CheckModelSpec would reject.
   // REQUIRES: backend outlives the network.
   static absl::StatusOr<Network> Create(Backend* backend, int64_t inputs,
                                         const traind::v1::ModelSpec& model);
@@ -38,28 +32,32 @@ class Network {
   Network(Network&&) = default;
   Network& operator=(Network&&) = default;
 
-  // Weights by each layer's initializer, drawn in layer order from `rng`;
-  // biases 0.
+  // Parameters by each layer's initializer, drawn in layer order from `rng`.
   absl::Status Initialize(Rng& rng);
 
-  // x: [batch, inputs] -> logits: [batch, outputs]. The logits live in the
-  // network's buffers for this batch size until its next Forward.
-  absl::StatusOr<Tensor*> Forward(const Tensor& x);
+  // x: [batch, inputs] -> outputs: [batch, outputs]. The outputs live in the
+  // network's buffers for this batch size until its next Forward. Layer l's
+  // randomness is seeded with DeriveSeed(mode.seed, l).
+  absl::StatusOr<Tensor*> Forward(const Tensor& x, const ForwardMode& mode);
+  absl::StatusOr<Tensor*> Forward(const Tensor& x) { return Forward(x, ForwardMode()); }
 
-  // dlogits: [batch, outputs] = dL/dlogits (overwritten) -> every parameter's
-  // grad (overwritten, not accumulated).
-  // REQUIRES: the last Forward with this batch size was Forward(x).
-  absl::Status Backward(const Tensor& x, Tensor* dlogits);
+  // doutputs: [batch, outputs] = dL/doutputs (overwritten) -> every
+  // parameter's grad (overwritten, not accumulated).
+  // REQUIRES: the last Forward with this batch size was a training Forward(x).
+  absl::Status Backward(const Tensor& x, Tensor* doutputs);
 
   int64_t inputs() const { return inputs_; }
-  int64_t outputs() const { return layers_.back().out(); }
-  std::vector<Dense>& layers() { return layers_; }
-  // Weight then bias of each layer, in layer order.
+  int64_t outputs() const { return layers_.back()->out(); }
+  std::vector<std::unique_ptr<Layer>>& layers() { return layers_; }
+  // Trainable parameters in layer order (weight then bias, gamma then beta).
   std::vector<Parameter> parameters();
+  // Parameters and untrained state (batch norm's running statistics): all
+  // that a checkpoint must hold.
+  std::vector<Parameter> state();
 
  private:
-  // y[l]: [batch, units of layer l]; dy[l] = dL/dy[l] for all but the last
-  // layer (whose gradient is the caller's dlogits).
+  // y[l]: [batch, width of layer l]; dy[l] = dL/dy[l] for all but the last
+  // layer (whose gradient is the caller's doutputs).
   struct Workspace {
     int64_t batch = 0;
     std::vector<Tensor> y;
@@ -72,10 +70,13 @@ class Network {
 
   Backend* backend_;
   int64_t inputs_;
-  std::vector<Dense> layers_;
-  std::vector<traind::v1::Initializer> inits_;
+  std::vector<std::unique_ptr<Layer>> layers_;
   std::vector<std::unique_ptr<Workspace>> workspaces_;
 };
+
+// The activation function of a spec enum with its parameter (defaults:
+// leaky_relu 0.01, elu 1).
+ActivationFn ToActivationFn(traind::v1::Activation activation, bool has_alpha, double alpha);
 
 }  // namespace traind::engine
 

@@ -39,7 +39,8 @@ TEST(NetworkTest, GradientOfEveryParameterMatchesFiniteDifferences) {
   Rng rng(23);
   ASSERT_TRUE(net.Initialize(rng).ok());
   // Nonzero biases, so the bias gradients carry information.
-  for (Dense& layer : net.layers()) {
+  for (auto& l : net.layers()) {
+    Dense& layer = static_cast<Dense&>(*l);
     for (int64_t i = 0; i < layer.bias().size(); ++i) {
       layer.bias().f32()[i] = static_cast<float>(0.2 * (2 * rng.Uniform() - 1));
     }
@@ -63,8 +64,8 @@ TEST(NetworkTest, GradientOfEveryParameterMatchesFiniteDifferences) {
     std::vector<Tensor> outs;
     outs.reserve(net.layers().size());  // `in` points into it
     for (size_t l = 0; l + 1 < net.layers().size(); ++l) {
-      outs.push_back(std::move(backend->Allocate2d(DType::kF32, batch, net.layers()[l].out())).value());
-      EXPECT_TRUE(net.layers()[l].Forward(*in, &outs.back()).ok());
+      outs.push_back(std::move(backend->Allocate2d(DType::kF32, batch, net.layers()[l]->out())).value());
+      EXPECT_TRUE(net.layers()[l]->Forward(*in, ForwardMode(), &outs.back()).ok());
       h.emplace_back(outs.back().f32(), outs.back().f32() + outs.back().size());
       in = &outs.back();
     }
@@ -119,7 +120,7 @@ TEST(NetworkTest, BadModels) {
   traind::v1::ModelSpec unset = Model({{8, traind::v1::RELU}});
   unset.add_layers();
   net = Network::Create(backend.get(), 4, unset);
-  EXPECT_EQ(net.status().message(), "model.layers[1]: the layer kind is not set (one of: dense)");
+  EXPECT_EQ(net.status().message(), "model.layers[1]: the layer kind is not set (one of: dense, activation, dropout, batch_norm, layer_norm)");
 }
 
 }  // namespace

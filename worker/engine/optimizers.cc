@@ -1,5 +1,6 @@
 #include "worker/engine/optimizers.h"
 
+#include <cmath>
 #include <utility>
 
 #include "worker/engine/spec_check.h"
@@ -8,108 +9,205 @@
 namespace traind::engine {
 namespace {
 
-absl::StatusOr<std::vector<Tensor>> ZerosLike(Backend* backend, const std::vector<Parameter>& params) {
+absl::StatusOr<std::vector<Tensor>> ZerosLike(Backend* backend,
+                                              const std::vector<Parameter>& params) {
   std::vector<Tensor> state;
   state.reserve(params.size());
   for (const Parameter& p : params) {
-    TRAIND_ASSIGN_OR_RETURN(Tensor t, p.value->rank() == 1
-                                          ? backend->Allocate1d(DType::kF32, p.value->size())
-                                          : backend->Allocate2d(DType::kF32, p.value->rows(),
-                                                                p.value->cols()));
+    TRAIND_ASSIGN_OR_RETURN(
+        Tensor t, p.value->rank() == 1
+                      ? backend->Allocate1d(DType::kF32, p.value->size())
+                      : backend->Allocate2d(DType::kF32, p.value->rows(), p.value->cols()));
     TRAIND_RETURN_IF_ERROR(backend->Fill(0.0f, &t));
     state.push_back(std::move(t));
   }
   return state;
 }
 
-// v = momentum v + g; w -= lr v (PyTorch's SGD, dampening 0, no Nesterov).
-class Sgd final : public Optimizer {
+// Shared plumbing: parameters, clipping, step count, state tensors.
+class OptimizerBase : public Optimizer {
  public:
-  Sgd(Backend* backend, std::vector<Parameter> params, float learning_rate, float momentum,
-      std::vector<Tensor> velocity)
-      : backend_(backend), params_(std::move(params)), learning_rate_(learning_rate),
-        momentum_(momentum), velocity_(std::move(velocity)) {}
+  OptimizerBase(Backend* backend, std::vector<Parameter> params,
+                traind::v1::GradientClipping clipping, double lr)
+      : backend_(backend), params_(std::move(params)), clipping_(std::move(clipping)), lr_(lr) {}
 
-  absl::Status Step() override {
-    for (size_t i = 0; i < params_.size(); ++i) {
-      Tensor* velocity = velocity_.empty() ? nullptr : &velocity_[i];
-      TRAIND_RETURN_IF_ERROR(
-          backend_->SgdUpdate(learning_rate_, momentum_, *params_[i].grad, velocity, params_[i].value));
-    }
+  absl::Status Step(double lr) override {
+    TRAIND_RETURN_IF_ERROR(ClipGradients(clipping_, backend_, params_));
     ++steps_;
+    for (size_t i = 0; i < params_.size(); ++i) TRAIND_RETURN_IF_ERROR(Update(i, lr));
     return absl::OkStatus();
   }
   int64_t steps() const override { return steps_; }
+  void set_steps(int64_t steps) override { steps_ = steps; }
+  double base_learning_rate() const override { return lr_; }
+  std::vector<Tensor*> state() override {
+    std::vector<Tensor*> out;
+    for (std::vector<Tensor>* list : {&a_, &b_}) {
+      for (Tensor& t : *list) out.push_back(&t);
+    }
+    return out;
+  }
 
- private:
+ protected:
+  // Updates parameter i; steps_ is already the 1-based step number.
+  virtual absl::Status Update(size_t i, double lr) = 0;
+
   Backend* backend_;
   std::vector<Parameter> params_;
-  float learning_rate_, momentum_;
-  std::vector<Tensor> velocity_;  // empty when momentum == 0
+  traind::v1::GradientClipping clipping_;
+  double lr_;
   int64_t steps_ = 0;
+  std::vector<Tensor> a_, b_;  // per-parameter state (empty when unused)
 };
 
-// Adam with bias correction (PyTorch's formulation).
-class Adam final : public Optimizer {
+class Sgd final : public OptimizerBase {
  public:
-  Adam(Backend* backend, std::vector<Parameter> params, AdamStep constants, std::vector<Tensor> m,
-       std::vector<Tensor> v)
-      : backend_(backend), params_(std::move(params)), constants_(constants), m_(std::move(m)),
-        v_(std::move(v)) {}
+  Sgd(Backend* backend, std::vector<Parameter> params, const traind::v1::OptimizerSpec& spec)
+      : OptimizerBase(backend, std::move(params), spec.clipping(), spec.sgd().learning_rate()),
+        spec_(spec.sgd()) {}
+  absl::Status Init() {
+    if (spec_.momentum() > 0) {
+      TRAIND_ASSIGN_OR_RETURN(a_, ZerosLike(backend_, params_));
+    }
+    return absl::OkStatus();
+  }
 
-  absl::Status Step() override {
+ private:
+  absl::Status Update(size_t i, double lr) override {
+    SgdStep step;
+    step.learning_rate = lr;
+    step.momentum = spec_.momentum();
+    step.nesterov = spec_.nesterov();
+    step.weight_decay = spec_.weight_decay();
+    return backend_->SgdUpdate(step, *params_[i].grad, a_.empty() ? nullptr : &a_[i],
+                               params_[i].value);
+  }
+  traind::v1::Sgd spec_;
+};
+
+class Adam final : public OptimizerBase {
+ public:
+  Adam(Backend* backend, std::vector<Parameter> params, const traind::v1::OptimizerSpec& spec)
+      : OptimizerBase(backend, std::move(params), spec.clipping(), LearningRate(spec)) {
+    if (spec.has_adam()) {
+      const auto& a = spec.adam();
+      if (a.has_beta1()) constants_.beta1 = a.beta1();
+      if (a.has_beta2()) constants_.beta2 = a.beta2();
+      if (a.has_epsilon()) constants_.epsilon = a.epsilon();
+      constants_.weight_decay = a.weight_decay();
+    } else {
+      const auto& a = spec.adamw();
+      if (a.has_beta1()) constants_.beta1 = a.beta1();
+      if (a.has_beta2()) constants_.beta2 = a.beta2();
+      if (a.has_epsilon()) constants_.epsilon = a.epsilon();
+      constants_.weight_decay = a.has_weight_decay() ? a.weight_decay() : 0.01;
+      constants_.decoupled = true;
+    }
+  }
+  absl::Status Init() {
+    TRAIND_ASSIGN_OR_RETURN(a_, ZerosLike(backend_, params_));
+    TRAIND_ASSIGN_OR_RETURN(b_, ZerosLike(backend_, params_));
+    return absl::OkStatus();
+  }
+
+ private:
+  static double LearningRate(const traind::v1::OptimizerSpec& spec) {
+    return spec.has_adam() ? spec.adam().learning_rate() : spec.adamw().learning_rate();
+  }
+  absl::Status Update(size_t i, double lr) override {
     AdamStep step = constants_;
-    step.step = steps_ + 1;
-    for (size_t i = 0; i < params_.size(); ++i) {
-      TRAIND_RETURN_IF_ERROR(
-          backend_->AdamUpdate(step, *params_[i].grad, &m_[i], &v_[i], params_[i].value));
+    step.learning_rate = lr;
+    step.step = steps_;
+    return backend_->AdamUpdate(step, *params_[i].grad, &a_[i], &b_[i], params_[i].value);
+  }
+  AdamStep constants_;
+};
+
+class RmsProp final : public OptimizerBase {
+ public:
+  RmsProp(Backend* backend, std::vector<Parameter> params, const traind::v1::OptimizerSpec& spec)
+      : OptimizerBase(backend, std::move(params), spec.clipping(), spec.rmsprop().learning_rate()) {
+    const auto& r = spec.rmsprop();
+    if (r.has_alpha()) constants_.alpha = r.alpha();
+    if (r.has_epsilon()) constants_.epsilon = r.epsilon();
+    constants_.momentum = r.momentum();
+    constants_.weight_decay = r.weight_decay();
+  }
+  absl::Status Init() {
+    TRAIND_ASSIGN_OR_RETURN(a_, ZerosLike(backend_, params_));
+    if (constants_.momentum > 0) {
+      TRAIND_ASSIGN_OR_RETURN(b_, ZerosLike(backend_, params_));
     }
-    ++steps_;
     return absl::OkStatus();
   }
-  int64_t steps() const override { return steps_; }
 
  private:
-  Backend* backend_;
-  std::vector<Parameter> params_;
-  AdamStep constants_;
-  std::vector<Tensor> m_, v_;
-  int64_t steps_ = 0;
+  absl::Status Update(size_t i, double lr) override {
+    RmsPropStep step = constants_;
+    step.learning_rate = lr;
+    return backend_->RmsPropUpdate(step, *params_[i].grad, &a_[i], b_.empty() ? nullptr : &b_[i],
+                                   params_[i].value);
+  }
+  RmsPropStep constants_;
 };
+
+template <typename T>
+absl::StatusOr<std::unique_ptr<Optimizer>> Make(Backend* backend, std::vector<Parameter> params,
+                                                const traind::v1::OptimizerSpec& spec) {
+  auto optimizer = std::make_unique<T>(backend, std::move(params), spec);
+  TRAIND_RETURN_IF_ERROR(optimizer->Init());
+  return std::unique_ptr<Optimizer>(std::move(optimizer));
+}
 
 }  // namespace
+
+absl::Status ClipGradients(const traind::v1::GradientClipping& clipping, Backend* backend,
+                           const std::vector<Parameter>& params) {
+  switch (clipping.kind_case()) {
+    case traind::v1::GradientClipping::kMaxNorm: {
+      double sum = 0;
+      for (const Parameter& p : params) {
+        TRAIND_ASSIGN_OR_RETURN(double s, backend->SumOfSquares(*p.grad));
+        sum += s;
+      }
+      const double norm = std::sqrt(sum);
+      // PyTorch's clip_grad_norm_: scale by max_norm / (norm + 1e-6) when < 1.
+      const double factor = clipping.max_norm() / (norm + 1e-6);
+      if (factor < 1.0) {
+        for (const Parameter& p : params) {
+          TRAIND_RETURN_IF_ERROR(backend->Scale(static_cast<float>(factor), p.grad));
+        }
+      }
+      return absl::OkStatus();
+    }
+    case traind::v1::GradientClipping::kMaxValue:
+      for (const Parameter& p : params) {
+        TRAIND_RETURN_IF_ERROR(
+            backend->ClipByValue(static_cast<float>(clipping.max_value()), p.grad));
+      }
+      return absl::OkStatus();
+    case traind::v1::GradientClipping::KIND_NOT_SET:
+      break;
+  }
+  return absl::OkStatus();
+}
 
 absl::StatusOr<std::unique_ptr<Optimizer>> CreateOptimizer(const traind::v1::OptimizerSpec& spec,
                                                            Backend* backend,
                                                            std::vector<Parameter> params) {
   TRAIND_RETURN_IF_ERROR(CheckOptimizerSpec(spec));
   switch (spec.kind_case()) {
-    case traind::v1::OptimizerSpec::kSgd: {
-      const traind::v1::Sgd& sgd = spec.sgd();
-      std::vector<Tensor> velocity;
-      if (sgd.momentum() > 0) {
-        TRAIND_ASSIGN_OR_RETURN(velocity, ZerosLike(backend, params));
-      }
-      return std::unique_ptr<Optimizer>(
-          new Sgd(backend, std::move(params), static_cast<float>(sgd.learning_rate()),
-                  static_cast<float>(sgd.momentum()), std::move(velocity)));
-    }
-    case traind::v1::OptimizerSpec::kAdam: {
-      const traind::v1::Adam& adam = spec.adam();
-      AdamStep constants;
-      constants.learning_rate = adam.learning_rate();
-      if (adam.has_beta1()) constants.beta1 = adam.beta1();
-      if (adam.has_beta2()) constants.beta2 = adam.beta2();
-      if (adam.has_epsilon()) constants.epsilon = adam.epsilon();
-      TRAIND_ASSIGN_OR_RETURN(std::vector<Tensor> m, ZerosLike(backend, params));
-      TRAIND_ASSIGN_OR_RETURN(std::vector<Tensor> v, ZerosLike(backend, params));
-      return std::unique_ptr<Optimizer>(
-          new Adam(backend, std::move(params), constants, std::move(m), std::move(v)));
-    }
+    case traind::v1::OptimizerSpec::kSgd:
+      return Make<Sgd>(backend, std::move(params), spec);
+    case traind::v1::OptimizerSpec::kAdam:
+    case traind::v1::OptimizerSpec::kAdamw:
+      return Make<Adam>(backend, std::move(params), spec);
+    case traind::v1::OptimizerSpec::kRmsprop:
+      return Make<RmsProp>(backend, std::move(params), spec);
     case traind::v1::OptimizerSpec::KIND_NOT_SET:
       break;
   }
-  return InvalidSpecError("optimizer: required (one of: sgd, adam)");
+  return InvalidSpecError("optimizer: required (one of: sgd, adam, adamw, rmsprop)");
 }
 
 }  // namespace traind::engine

@@ -1,5 +1,6 @@
 #include "worker/engine/optimizers.h"
 
+#include <cmath>
 #include <memory>
 #include <utility>
 #include <vector>
@@ -7,6 +8,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "worker/engine/backend/cpu/cpu_backend.h"
+#include "worker/engine/spec_check.h"
 #include "worker/engine/status.h"
 
 namespace traind::engine {
@@ -119,7 +121,7 @@ TEST_F(OptimizerTest, BadSpecs) {
   traind::v1::OptimizerSpec spec;
   absl::StatusOr<std::unique_ptr<Optimizer>> opt = CreateOptimizer(spec, backend_.get(), {});
   EXPECT_EQ(FailureKindOf(opt.status()), FailureKind::kInvalidSpec);
-  EXPECT_EQ(opt.status().message(), "optimizer: required (one of: sgd, adam)");
+  EXPECT_EQ(opt.status().message(), "optimizer: required (one of: sgd, adam, adamw, rmsprop)");
   spec.mutable_sgd()->set_learning_rate(0);
   opt = CreateOptimizer(spec, backend_.get(), {});
   EXPECT_EQ(opt.status().message(), "optimizer.sgd.learning_rate: must be a positive number, got 0");
@@ -127,6 +129,93 @@ TEST_F(OptimizerTest, BadSpecs) {
   spec.mutable_adam()->set_beta2(1.0);
   opt = CreateOptimizer(spec, backend_.get(), {});
   EXPECT_EQ(opt.status().message(), "optimizer.adam.beta2: must be in [0, 1), got 1");
+}
+
+}  // namespace
+}  // namespace traind::engine
+
+namespace traind::engine {
+namespace {
+
+TEST_F(OptimizerTest, SgdNesterovWithWeightDecay) {
+  traind::v1::OptimizerSpec spec;
+  spec.mutable_sgd()->set_learning_rate(0.1);
+  spec.mutable_sgd()->set_momentum(0.5);
+  spec.mutable_sgd()->set_nesterov(true);
+  spec.mutable_sgd()->set_weight_decay(0.1);
+  // g' = g + 0.1 w; v = 0.5 v + g'; w -= 0.1 (g' + 0.5 v)
+  // 1: g' = [0.6, -1.2], v = [0.6, -1.2], w = [1 - 0.09, -2 + 0.18] = [0.91, -1.82]
+  // 2: g' = [0.25 + 0.091, 0.5 - 0.182] = [0.341, 0.318]; v = [0.641, -0.282];
+  //    w = [0.91 - 0.1 (0.341 + 0.3205), -1.82 - 0.1 (0.318 - 0.141)] = [0.84385, -1.8377]
+  const auto h = Run(spec);
+  ASSERT_EQ(h.size(), 3u);
+  EXPECT_THAT(h[0], ElementsAre(FloatNear(0.91f, 1e-6f), FloatNear(-1.82f, 1e-6f)));
+  EXPECT_THAT(h[1], ElementsAre(FloatNear(0.84385f, 1e-6f), FloatNear(-1.8377f, 1e-6f)));
+}
+
+TEST_F(OptimizerTest, AdamWDecouplesWeightDecay) {
+  traind::v1::OptimizerSpec spec;
+  spec.mutable_adamw()->set_learning_rate(0.1);
+  spec.mutable_adamw()->set_weight_decay(0.1);
+  // 1: w *= 1 - 0.1 * 0.1 -> [0.99, -1.98]; Adam's first step moves each
+  //    weight by lr against the gradient's sign: [0.89, -1.88].
+  const auto h = Run(spec);
+  ASSERT_EQ(h.size(), 3u);
+  EXPECT_THAT(h[0], ElementsAre(FloatNear(0.89f, 1e-6f), FloatNear(-1.88f, 1e-6f)));
+  // Plain Adam with the same weight_decay adds it to the gradient instead:
+  // g' = [0.6, -1.2]: the first step is still lr against the sign, without
+  // the decay factor.
+  spec.Clear();
+  spec.mutable_adam()->set_learning_rate(0.1);
+  spec.mutable_adam()->set_weight_decay(0.1);
+  w_.f32()[0] = 1.0f;
+  w_.f32()[1] = -2.0f;
+  const auto a = Run(spec);
+  EXPECT_THAT(a[0], ElementsAre(FloatNear(0.9f, 1e-6f), FloatNear(-1.9f, 1e-6f)));
+}
+
+TEST_F(OptimizerTest, RmsPropWithMomentum) {
+  traind::v1::OptimizerSpec spec;
+  spec.mutable_rmsprop()->set_learning_rate(0.01);
+  spec.mutable_rmsprop()->set_momentum(0.9);
+  // s = 0.99 s + 0.01 g²; b = 0.9 b + g / (sqrt(s) + 1e-8); w -= 0.01 b
+  const double s1[2] = {0.01 * 0.25, 0.01 * 1.0};
+  const double b1[2] = {0.5 / (std::sqrt(s1[0]) + 1e-8), -1.0 / (std::sqrt(s1[1]) + 1e-8)};
+  const double s2[2] = {0.99 * s1[0] + 0.01 * 0.0625, 0.99 * s1[1] + 0.01 * 0.25};
+  const double b2[2] = {0.9 * b1[0] + 0.25 / (std::sqrt(s2[0]) + 1e-8),
+                        0.9 * b1[1] + 0.5 / (std::sqrt(s2[1]) + 1e-8)};
+  const auto h = Run(spec);
+  ASSERT_EQ(h.size(), 3u);
+  EXPECT_THAT(h[0], ElementsAre(FloatNear(1 - 0.01 * b1[0], 1e-5f), FloatNear(-2 - 0.01 * b1[1], 1e-5f)));
+  EXPECT_THAT(h[1], ElementsAre(FloatNear(1 - 0.01 * (b1[0] + b2[0]), 1e-5f),
+                                FloatNear(-2 - 0.01 * (b1[1] + b2[1]), 1e-5f)));
+  EXPECT_NEAR(h[0][0], 0.9, 1e-5);  // g / sqrt(0.01 g²) = 10 sign(g) on the first step
+}
+
+TEST_F(OptimizerTest, GradientClipping) {
+  traind::v1::GradientClipping clip;
+  clip.set_max_norm(1.0);
+  g_.f32()[0] = 3.0f;
+  g_.f32()[1] = 4.0f;  // norm 5
+  ASSERT_TRUE(ClipGradients(clip, backend_.get(), {Parameter{"w", &w_, &g_}}).ok());
+  EXPECT_THAT(std::vector<float>(g_.f32(), g_.f32() + 2),
+              ElementsAre(FloatNear(0.6f, 1e-6f), FloatNear(0.8f, 1e-6f)));
+  // A norm under the limit is left alone.
+  ASSERT_TRUE(ClipGradients(clip, backend_.get(), {Parameter{"w", &w_, &g_}}).ok());
+  EXPECT_THAT(std::vector<float>(g_.f32(), g_.f32() + 2),
+              ElementsAre(FloatNear(0.6f, 1e-6f), FloatNear(0.8f, 1e-6f)));
+  clip.set_max_value(0.5);
+  g_.f32()[0] = -1.0f;
+  g_.f32()[1] = 0.2f;
+  ASSERT_TRUE(ClipGradients(clip, backend_.get(), {Parameter{"w", &w_, &g_}}).ok());
+  EXPECT_THAT(std::vector<float>(g_.f32(), g_.f32() + 2), ElementsAre(-0.5f, 0.2f));
+}
+
+TEST(OptimizerSpecTest, NesterovNeedsMomentum) {
+  traind::v1::OptimizerSpec spec;
+  spec.mutable_sgd()->set_learning_rate(0.1);
+  spec.mutable_sgd()->set_nesterov(true);
+  EXPECT_EQ(CheckOptimizerSpec(spec).message(), "optimizer.sgd.nesterov: needs a momentum > 0");
 }
 
 }  // namespace

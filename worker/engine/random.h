@@ -36,6 +36,7 @@ constexpr uint64_t DeriveSeed(uint64_t seed, uint64_t a, uint64_t b = 0) {
 inline constexpr uint64_t kSplitStream = 1;
 inline constexpr uint64_t kInitStream = 2;
 inline constexpr uint64_t kShuffleStream = 3;
+inline constexpr uint64_t kDropoutStream = 4;
 
 // SplitMix64 generator: 64-bit state, period 2^64, passes BigCrush.
 class Rng {
@@ -47,6 +48,10 @@ class Rng {
     state_ += 0x9E3779B97F4A7C15ULL;
     return MixBits(state_);
   }
+
+  // The generator's whole state (for checkpoints): Rng(state()) continues
+  // the same sequence.
+  constexpr uint64_t state() const { return state_; }
 
   // Uniform on [0, 1) with 53 random bits.
   double Uniform() { return static_cast<double>(Next() >> 11) * 0x1.0p-53; }

@@ -34,8 +34,8 @@ TEST(CheckTrainingSpecTest, NamesTheField) {
 
   spec = Valid();
   spec.mutable_model()->mutable_layers(0)->mutable_dense()->set_activation(
-      static_cast<traind::v1::Activation>(5));
-  EXPECT_EQ(MessageOf(spec), "model.layers[0].dense.activation: unknown value 5");
+      static_cast<traind::v1::Activation>(50));
+  EXPECT_EQ(MessageOf(spec), "model.layers[0].dense.activation: unknown value 50");
 
   spec = Valid();
   spec.mutable_training()->set_epochs(0);
@@ -58,7 +58,7 @@ TEST(CheckTrainingSpecTest, NamesTheField) {
   spec.mutable_metrics()->add_val(traind::v1::LOSS);
   spec.mutable_metrics()->add_val(traind::v1::METRIC_UNSPECIFIED);
   EXPECT_EQ(MessageOf(spec),
-            "metrics.val[1]: not a metric (value 0; one of: loss, accuracy)");
+            "metrics.val[1]: not a metric (value 0)");
 }
 
 TEST(ResolveMetricsTest, DefaultsAndRepeats) {

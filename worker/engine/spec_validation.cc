@@ -3,20 +3,15 @@
 #include <fcntl.h>
 #include <unistd.h>
 
-#include <cerrno>
-#include <cmath>
-#include <cstring>
 #include <algorithm>
-#include <fstream>
-#include <set>
+#include <cerrno>
+#include <cstring>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
-#include "absl/strings/ascii.h"
-#include "absl/strings/str_split.h"
-#include "worker/engine/data/csv.h"
+#include "absl/strings/str_format.h"
+#include "worker/engine/random.h"
 #include "worker/engine/spec_check.h"
 #include "worker/engine/status.h"
 
@@ -29,73 +24,114 @@ absl::Status Err(absl::string_view path, absl::string_view what) {
   return InvalidSpecError(absl::StrCat(path, ": ", what));
 }
 
-// What the spec needs to know of the data file.
-struct DataSummary {
-  std::vector<std::string> header;
-  bool rows_known = false;  // false when the rows could not be read (DATA_ERROR later)
-  int64_t rows = 0;
-  int64_t classes = 0;
-};
+absl::Status CheckReadable(const std::string& path, const std::string& field) {
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return Err(field, absl::StrCat("cannot open \"", path, "\": ", strerror(errno)));
+  close(fd);
+  return absl::OkStatus();
+}
 
-absl::StatusOr<DataSummary> SummarizeData(const traind::v1::DataSpec& data) {
-  DataSummary s;
-  {
-    int fd = open(data.path().c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-      return Err("data.path", absl::StrCat("cannot open \"", data.path(), "\": ", strerror(errno)));
+// Index of the last dense layer.
+int LastDense(const traind::v1::ModelSpec& model) {
+  int last = 0;
+  for (int i = 0; i < model.layers_size(); ++i) {
+    if (model.layers(i).has_dense()) last = i;
+  }
+  return last;
+}
+
+// Checks that need the loaded data.
+absl::Status CheckAgainstData(const JobSpec& spec, const Dataset& data) {
+  const int last = LastDense(spec.model());
+  const int64_t units = spec.model().layers(last).dense().units();
+  const int64_t needed = data.ModelOutputs();
+  const std::string units_path = absl::StrCat("model.layers[", last, "].dense.units");
+  switch (data.target) {
+    case TargetKind::kClasses:
+      if (units != needed) {
+        return Err(units_path,
+                   absl::StrCat("the last layer has ", units, " units, but data.label \"",
+                                spec.data().label(), "\" has ", needed, " classes"));
+      }
+      break;
+    case TargetKind::kBinary:
+      if (units != 1) {
+        return Err(units_path, absl::StrCat("the last layer has ", units,
+                                            " units, but a binary sigmoid_binary_cross_entropy "
+                                            "needs 1"));
+      }
+      break;
+    case TargetKind::kMultiLabel:
+    case TargetKind::kRegression:
+      if (units != needed) {
+        return Err(units_path, absl::StrCat("the last layer has ", units, " units, but there are ",
+                                            needed, " target columns"));
+      }
+      break;
+  }
+  const auto& loss = spec.loss();
+  if (loss.has_softmax_cross_entropy() && loss.softmax_cross_entropy().class_weights_size() > 0 &&
+      loss.softmax_cross_entropy().class_weights_size() != needed) {
+    return Err("loss.softmax_cross_entropy.class_weights",
+               absl::StrCat("has ", loss.softmax_cross_entropy().class_weights_size(),
+                            " weights, but there are ", needed, " classes"));
+  }
+  if (loss.has_sigmoid_binary_cross_entropy() &&
+      loss.sigmoid_binary_cross_entropy().pos_weight_size() > 0 &&
+      loss.sigmoid_binary_cross_entropy().pos_weight_size() != needed) {
+    return Err("loss.sigmoid_binary_cross_entropy.pos_weight",
+               absl::StrCat("has ", loss.sigmoid_binary_cross_entropy().pos_weight_size(),
+                            " values, but the model has ", needed, " outputs"));
+  }
+  TRAIND_ASSIGN_OR_RETURN(ResolvedMetrics metrics, ResolveSpecMetrics(spec));
+  for (const auto* list : {&metrics.train, &metrics.val}) {
+    for (traind::v1::Metric m : *list) {
+      if (m == traind::v1::ROC_AUC && data.target == TargetKind::kClasses && needed != 2) {
+        return Err(list == &metrics.train ? "metrics.train" : "metrics.val",
+                   absl::StrCat("roc_auc needs a binary or multi-label target (data.label has ",
+                                needed, " classes)"));
+      }
     }
-    close(fd);
   }
-  absl::StatusOr<CsvTable> table = ReadCsv(data.path());
-  if (table.ok()) {
-    s.header = table->header;
-    s.rows_known = true;
-    s.rows = static_cast<int64_t>(table->rows.size());
-    auto it = std::find(s.header.begin(), s.header.end(), data.label());
-    if (it != s.header.end()) {
-      size_t col = it - s.header.begin();
-      std::set<std::string> distinct;
-      for (const auto& row : table->rows) distinct.insert(row[col]);
-      s.classes = static_cast<int64_t>(distinct.size());
+  if (spec.has_cross_validation()) {
+    const auto& cv = spec.cross_validation();
+    const int64_t rows = data.validation_start >= 0 ? data.validation_start : data.rows;
+    if (cv.folds() > rows) {
+      return Err("cross_validation.folds",
+                 absl::StrCat(cv.folds(), " folds, but ", spec.data().path(), " has only ", rows,
+                              " rows"));
     }
-    return s;
-  }
-  // The rows are broken (the worker reports where); the header still tells
-  // whether the label column exists.
-  std::ifstream in(data.path());
-  std::string line;
-  if (!std::getline(in, line) || line.empty()) {
-    return Err("data.path", absl::StrCat("\"", data.path(), "\" has no header row"));
-  }
-  if (!line.empty() && line.back() == '\r') line.pop_back();
-  for (absl::string_view f : absl::StrSplit(line, ',')) {
-    std::string name(f);
-    if (name.size() >= 2 && name.front() == '"' && name.back() == '"') {
-      name = name.substr(1, name.size() - 2);
+    if (!cv.group_column().empty()) {
+      const int64_t groups =
+          data.groups.empty() ? 0 : *std::max_element(data.groups.begin(), data.groups.end()) + 1;
+      if (cv.folds() > groups) {
+        return Err("cross_validation.folds",
+                   absl::StrCat(cv.folds(), " folds, but group_column \"", cv.group_column(),
+                                "\" has only ", groups, " groups"));
+      }
     }
-    s.header.push_back(name);
+    if (cv.validation_fraction() > 0 && rows < 2) {
+      return Err("cross_validation.validation_fraction", "needs at least 2 rows");
+    }
   }
-  return s;
+  return absl::OkStatus();
 }
 
 }  // namespace
 
-absl::Status ValidateJobSpec(const JobSpec& spec, const ValidationContext& context) {
+absl::Status ValidateJobSpec(const JobSpec& spec, const ValidationContext& context,
+                             ValidatedShape* shape) {
   if (spec.name().size() > 200) return Err("name", "longer than 200 characters");
 
   // Everything that does not need the data first: cheap, and the errors a
   // user fixes first.
   if (!spec.has_data() || spec.data().path().empty()) return Err("data.path", "required");
-  if (spec.data().label().empty()) return Err("data.label", "required (the label column)");
-
-  const bool cv = spec.has_cross_validation();
-  if (cv && spec.cross_validation().folds() < 2) {
-    return Err("cross_validation.folds",
-               absl::StrCat("must be at least 2 (got ", spec.cross_validation().folds(), ")"));
+  if (spec.data().label().empty() && spec.data().labels_size() == 0) {
+    return Err("data.label", "required (the label column, or data.labels)");
   }
 
-  // Model, loss, optimizer, training and metrics: the engine's own checks,
-  // the same the worker makes.
+  // Model, loss, optimizer, training, metrics and handlers: the engine's own
+  // checks, the same the worker makes.
   TRAIND_RETURN_IF_ERROR(CheckTrainingSpec(spec));
 
   switch (spec.resources().device()) {
@@ -109,47 +145,119 @@ absl::Status ValidateJobSpec(const JobSpec& spec, const ValidationContext& conte
         return Err("resources.device", "gpu requested, but this server has no usable GPU");
       }
       if (spec.resources().count() < 1 || spec.resources().count() > context.gpus) {
-        return Err("resources.count", absl::StrCat("must be between 1 and ", context.gpus,
-                                                   " (got ", spec.resources().count(), ")"));
+        return Err("resources.count", absl::StrCat("must be between 1 and ", context.gpus, " (got ",
+                                                   spec.resources().count(), ")"));
       }
       break;
     default:
       return Err("resources.device", "unknown device");
   }
 
-  // Now the data file.
-  absl::StatusOr<DataSummary> data = SummarizeData(spec.data());
-  if (!data.ok()) return data.status();
-  if (std::find(data->header.begin(), data->header.end(), spec.data().label()) ==
-      data->header.end()) {
-    return Err("data.label", absl::StrCat("column \"", spec.data().label(), "\" not found in ",
-                                          spec.data().path(), " (columns: ",
-                                          absl::StrJoin(data->header, ", "), ")"));
+  // Now the data.
+  TRAIND_RETURN_IF_ERROR(CheckReadable(spec.data().path(), "data.path"));
+  if (spec.has_cross_validation() && !spec.cross_validation().validation_path().empty()) {
+    TRAIND_RETURN_IF_ERROR(CheckReadable(spec.cross_validation().validation_path(),
+                                         "cross_validation.validation_path"));
   }
-  if (data->header.size() < 2) {
-    return Err("data.path", absl::StrCat(spec.data().path(), " has no feature columns"));
-  }
-  if (data->rows_known) {
-    if (data->rows == 0) return Err("data.path", absl::StrCat(spec.data().path(), " has no rows"));
-    if (cv && spec.cross_validation().folds() > data->rows) {
-      return Err("cross_validation.folds",
-                 absl::StrCat(spec.cross_validation().folds(), " folds, but ", spec.data().path(),
-                              " has only ", data->rows, " rows"));
+  absl::StatusOr<Dataset> data = LoadDataset(spec);
+  if (!data.ok()) {
+    // A spec error (a column that is not there) is the submitter's; a problem
+    // in the rows fails the task with DATA_ERROR when the worker loads them.
+    if (FailureKindOf(data.status()) == FailureKind::kInvalidSpec) {
+      return data.status();
     }
+    return absl::OkStatus();
+  }
+  TRAIND_RETURN_IF_ERROR(CheckAgainstData(spec, *data));
+  if (shape != nullptr) {
+    shape->features = data->features;
     const auto& layers = spec.model().layers();
-    const int last = layers.size() - 1;
-    if (layers[last].has_dense() && layers[last].dense().units() != data->classes) {
-      return Err(absl::StrCat("model.layers[", last, "].dense.units"),
-                 absl::StrCat("the last layer has ", layers[last].dense().units(),
-                              " units, but data.label \"", spec.data().label(), "\" has ",
-                              data->classes, " classes"));
+    for (int i = layers.size() - 1; i >= 0; --i) {
+      if (layers[i].has_dense()) {
+        shape->outputs = layers[i].dense().units();
+        break;
+      }
     }
   }
   return absl::OkStatus();
 }
 
-int TaskCount(const JobSpec& spec) {
-  return spec.has_cross_validation() ? spec.cross_validation().folds() : 1;
+TaskPlan PlanTasks(const JobSpec& spec) {
+  TaskPlan plan;
+  if (!HasValidation(spec)) return plan;
+  const auto& cv = spec.cross_validation();
+  if (cv.folds() > 0) {
+    plan.folds = cv.folds();
+    plan.repeats = std::max(1, cv.repeats());
+  }
+  plan.refit = cv.refit();
+  plan.fold_tasks = plan.folds * plan.repeats;
+  plan.total = plan.fold_tasks + (plan.refit ? 1 : 0);
+  return plan;
+}
+
+int TaskCount(const JobSpec& spec) { return PlanTasks(spec).total; }
+
+bool IsRefitTask(const JobSpec& spec, int task) {
+  const TaskPlan plan = PlanTasks(spec);
+  return plan.refit && task == plan.fold_tasks;
+}
+
+absl::StatusOr<FoldRows> RowsForTask(const JobSpec& spec, const Dataset& data, int task) {
+  const TaskPlan plan = PlanTasks(spec);
+  if (task < 0 || task >= plan.total) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("task %d is not in [0, %d)", task, plan.total));
+  }
+  FoldRows rows;
+  if (!HasValidation(spec) || (plan.refit && task == plan.fold_tasks)) {
+    rows.train.resize(static_cast<size_t>(data.rows));
+    for (int64_t i = 0; i < data.rows; ++i) rows.train[static_cast<size_t>(i)] = i;
+    return rows;
+  }
+  const auto& cv = spec.cross_validation();
+  const bool shuffle = !cv.has_shuffle() || cv.shuffle();
+  const bool class_target =
+      data.target == TargetKind::kClasses || data.target == TargetKind::kBinary;
+  const bool stratified =
+      class_target && cv.group_column().empty() && (!cv.has_stratified() || cv.stratified());
+  if (!cv.validation_path().empty()) {
+    for (int64_t i = 0; i < data.rows; ++i) {
+      (i < data.validation_start ? rows.train : rows.val).push_back(i);
+    }
+    return rows;
+  }
+  if (cv.validation_fraction() > 0) {
+    rows.val = HoldoutRows(data.rows, stratified ? &data.y : nullptr, cv.validation_fraction(),
+                           shuffle, spec.seed());
+    size_t v = 0;
+    for (int64_t i = 0; i < data.rows; ++i) {
+      if (v < rows.val.size() && rows.val[v] == i) {
+        ++v;
+      } else {
+        rows.train.push_back(i);
+      }
+    }
+    return rows;
+  }
+  const int repeat = task / plan.folds;
+  const int fold = task % plan.folds;
+  // Repeat 0 uses the job's seed itself, so repeats: 1 is plain k-fold.
+  const uint64_t seed =
+      repeat == 0 ? spec.seed() : DeriveSeed(spec.seed(), 0x5245504541540000ULL, repeat);
+  std::vector<std::vector<int64_t>> folds;
+  if (!cv.group_column().empty()) {
+    folds = GroupKFold(data.groups, plan.folds, shuffle, seed);
+  } else if (stratified) {
+    folds = StratifiedKFold(data.y, plan.folds, shuffle, seed);
+  } else {
+    folds = KFold(data.rows, plan.folds, shuffle, seed);
+  }
+  if (folds.empty()) {
+    return InvalidSpecError(absl::StrFormat(
+        "cross_validation.folds: cannot split %d rows into %d folds", data.rows, plan.folds));
+  }
+  return FoldSplit(folds, fold);
 }
 
 }  // namespace traind::engine

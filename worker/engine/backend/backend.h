@@ -34,8 +34,8 @@ enum class DenseActivation {
   kGelu,       // x Φ(x), erf form
   kSigmoid,
   kTanh,
-  kSoftplus,   // log(1 + exp(x))
-  kSwish,      // x sigmoid(x)
+  kSoftplus,  // log(1 + exp(x))
+  kSwish,     // x sigmoid(x)
 };
 
 // An activation and its parameter.
@@ -199,8 +199,8 @@ class Backend {
 
   // PyTorch's SGD: v = momentum v + g; w -= lr v. With momentum == 0,
   // velocity may be null and w -= lr g. All tensors have one size.
-  absl::Status SgdUpdate(float learning_rate, float momentum, const Tensor& grad,
-                         Tensor* velocity, Tensor* param) {
+  absl::Status SgdUpdate(float learning_rate, float momentum, const Tensor& grad, Tensor* velocity,
+                         Tensor* param) {
     SgdStep step;
     step.learning_rate = learning_rate;
     step.momentum = momentum;

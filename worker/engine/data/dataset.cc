@@ -1,10 +1,14 @@
 #include "worker/engine/data/dataset.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <limits>
+#include <map>
 #include <string_view>
 #include <utility>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -14,6 +18,8 @@
 
 namespace traind::engine {
 namespace {
+
+using traind::v1::JobSpec;
 
 // Parses a finite float32. Surrounding spaces/tabs and a leading '+' are
 // accepted; "nan", "inf" and values beyond float32's range are not.
@@ -29,69 +35,266 @@ bool ParseFeature(std::string_view s, float* value) {
   return true;
 }
 
-}  // namespace
-
-absl::StatusOr<Dataset> LoadDataset(const traind::v1::DataSpec& spec) {
-  if (spec.path().empty()) return InvalidSpecError("data.path: required");
-  if (spec.label().empty()) return InvalidSpecError("data.label: required");
-  TRAIND_ASSIGN_OR_RETURN(CsvTable table, ReadCsv(spec.path()));
-
-  int64_t label_column = -1;
-  int label_count = 0;
+// Index of `name` in `header`, or an InvalidSpecError for `field`.
+absl::StatusOr<size_t> Column(const CsvTable& table, const std::string& name,
+                              const std::string& field) {
+  size_t found = table.header.size();
+  int count = 0;
   for (size_t c = 0; c < table.header.size(); ++c) {
-    if (table.header[c] == spec.label()) {
-      if (label_column < 0) label_column = static_cast<int64_t>(c);
-      ++label_count;
+    if (table.header[c] == name) {
+      if (count++ == 0) found = c;
     }
   }
-  if (label_column < 0) {
-    return InvalidSpecError(absl::StrFormat("data.label: column \"%s\" not found in %s; columns: %s",
-                                            spec.label(), spec.path(),
-                                            absl::StrJoin(table.header, ", ")));
+  if (count == 0) {
+    return InvalidSpecError(absl::StrFormat("%s: column \"%s\" not found in %s; columns: %s", field,
+                                            name, table.path, absl::StrJoin(table.header, ", ")));
   }
-  if (label_count > 1) {
-    return InvalidSpecError(absl::StrFormat("data.label: column \"%s\" appears %d times in %s",
-                                            spec.label(), label_count, spec.path()));
+  if (count > 1) {
+    return InvalidSpecError(absl::StrFormat("%s: column \"%s\" appears %d times in %s", field, name,
+                                            count, table.path));
   }
-  if (table.header.size() < 2) {
-    return DataError(absl::StrFormat("%s: no feature columns besides the label \"%s\"",
-                                     spec.path(), spec.label()));
-  }
-  if (table.rows.empty()) return DataError(absl::StrCat(spec.path(), ": no data rows"));
+  return found;
+}
 
-  Dataset data;
-  data.path = spec.path();
-  data.rows = static_cast<int64_t>(table.rows.size());
-  data.features = static_cast<int64_t>(table.header.size()) - 1;
-  for (size_t c = 0; c < table.header.size(); ++c) {
-    if (static_cast<int64_t>(c) != label_column) data.feature_names.push_back(table.header[c]);
+// The rows of the main file followed by those of the validation file, with
+// the validation file's columns mapped to the main file's.
+struct Rows {
+  const CsvTable* table;
+  size_t row;
+};
+
+}  // namespace
+
+bool IsMissing(const std::string& cell) {
+  const absl::string_view s = absl::StripAsciiWhitespace(cell);
+  return s.empty() || s == "NA" || s == "NaN" || s == "nan" || s == "null";
+}
+
+int64_t Dataset::ModelOutputs() const {
+  switch (target) {
+    case TargetKind::kClasses:
+      return static_cast<int64_t>(classes.size());
+    case TargetKind::kBinary:
+      return 1;
+    default:
+      return outputs;
   }
+}
+
+absl::StatusOr<Dataset> LoadDataset(const traind::v1::DataSpec& spec) {
+  JobSpec job;
+  *job.mutable_data() = spec;
+  return LoadDataset(job);
+}
+
+absl::StatusOr<Dataset> LoadDataset(const JobSpec& spec) {
+  const traind::v1::DataSpec& d = spec.data();
+  if (d.path().empty()) return InvalidSpecError("data.path: required");
+  if (d.label().empty() && d.labels_size() == 0) return InvalidSpecError("data.label: required");
+  const char delimiter = d.delimiter().empty() ? ',' : d.delimiter()[0];
+  TRAIND_ASSIGN_OR_RETURN(CsvTable table, ReadCsv(d.path(), delimiter));
+  CsvTable val_table;
+  const bool has_val_file =
+      spec.has_cross_validation() && !spec.cross_validation().validation_path().empty();
+  if (has_val_file) {
+    TRAIND_ASSIGN_OR_RETURN(val_table,
+                            ReadCsv(spec.cross_validation().validation_path(), delimiter));
+  }
+  const TargetKind target = TargetKindOf(spec);
+
+  // Target, group and feature columns (indices into table.header).
+  std::vector<std::string> target_names;
+  if (!d.label().empty()) {
+    target_names.push_back(d.label());
+  } else {
+    target_names.assign(d.labels().begin(), d.labels().end());
+  }
+  std::vector<size_t> target_cols;
+  for (size_t i = 0; i < target_names.size(); ++i) {
+    const std::string field =
+        d.label().empty() ? absl::StrCat("data.labels[", i, "]") : std::string("data.label");
+    TRAIND_ASSIGN_OR_RETURN(size_t c, Column(table, target_names[i], field));
+    target_cols.push_back(c);
+  }
+  const std::string group_name =
+      spec.has_cross_validation() ? spec.cross_validation().group_column() : "";
+  int64_t group_col = -1;
+  if (!group_name.empty()) {
+    TRAIND_ASSIGN_OR_RETURN(size_t c, Column(table, group_name, "cross_validation.group_column"));
+    group_col = static_cast<int64_t>(c);
+  }
+  std::vector<std::string> feature_list;
+  if (d.features_size() > 0) {
+    feature_list.assign(d.features().begin(), d.features().end());
+  } else {
+    for (const std::string& h : table.header) {
+      if (std::find(target_names.begin(), target_names.end(), h) != target_names.end()) continue;
+      if (h == group_name) continue;
+      if (std::find(d.ignore().begin(), d.ignore().end(), h) != d.ignore().end()) continue;
+      feature_list.push_back(h);
+    }
+  }
+  for (int i = 0; i < d.ignore_size(); ++i) {
+    TRAIND_RETURN_IF_ERROR(
+        Column(table, d.ignore(i), absl::StrCat("data.ignore[", i, "]")).status());
+  }
+  std::vector<size_t> numeric_cols, categorical_cols;
+  Dataset data;
+  for (size_t i = 0; i < feature_list.size(); ++i) {
+    const std::string field = d.features_size() > 0 ? absl::StrCat("data.features[", i, "]")
+                                                    : std::string("data.features");
+    TRAIND_ASSIGN_OR_RETURN(size_t c, Column(table, feature_list[i], field));
+    if (std::find(target_cols.begin(), target_cols.end(), c) != target_cols.end()) {
+      return InvalidSpecError(
+          absl::StrFormat("%s: \"%s\" is a label column", field, feature_list[i]));
+    }
+    if (std::find(d.categorical().begin(), d.categorical().end(), feature_list[i]) ==
+        d.categorical().end()) {
+      numeric_cols.push_back(c);
+      data.feature_names.push_back(feature_list[i]);
+    }
+  }
+  for (int i = 0; i < d.categorical_size(); ++i) {
+    TRAIND_ASSIGN_OR_RETURN(
+        size_t c, Column(table, d.categorical(i), absl::StrCat("data.categorical[", i, "]")));
+    categorical_cols.push_back(c);
+    CategoricalColumn column;
+    column.name = d.categorical(i);
+    data.categorical.push_back(std::move(column));
+  }
+  if (numeric_cols.empty() && categorical_cols.empty()) {
+    return DataError(absl::StrFormat("%s: no feature columns besides the label", d.path()));
+  }
+  // Map each column of the validation file by name.
+  std::vector<size_t> val_map(table.header.size(), 0);
+  if (has_val_file) {
+    for (size_t c = 0; c < table.header.size(); ++c) {
+      const bool needed =
+          std::find(numeric_cols.begin(), numeric_cols.end(), c) != numeric_cols.end() ||
+          std::find(categorical_cols.begin(), categorical_cols.end(), c) !=
+              categorical_cols.end() ||
+          std::find(target_cols.begin(), target_cols.end(), c) != target_cols.end() ||
+          static_cast<int64_t>(c) == group_col;
+      if (!needed) continue;
+      TRAIND_ASSIGN_OR_RETURN(
+          val_map[c], Column(val_table, table.header[c], "cross_validation.validation_path"));
+    }
+  }
+  std::vector<Rows> rows;
+  for (size_t r = 0; r < table.rows.size(); ++r) rows.push_back({&table, r});
+  for (size_t r = 0; r < val_table.rows.size(); ++r) rows.push_back({&val_table, r});
+  if (table.rows.empty()) return DataError(absl::StrCat(d.path(), ": no data rows"));
+
+  auto cell = [&](const Rows& row, size_t c) -> const std::string& {
+    return row.table == &table ? table.rows[row.row][c] : val_table.rows[row.row][val_map[c]];
+  };
+  auto where = [&](const Rows& row, size_t c) {
+    const size_t fc = row.table == &table ? c : val_map[c];
+    return absl::StrFormat("%s:%d: column \"%s\" (column %d)", row.table->path,
+                           row.table->lines[row.row], table.header[c], fc + 1);
+  };
+  const bool impute = d.missing() != traind::v1::MISSING_ERROR;
+
+  data.path = d.path();
+  data.rows = static_cast<int64_t>(rows.size());
+  data.features = static_cast<int64_t>(numeric_cols.size());
+  data.target = target;
+  data.validation_start = has_val_file ? static_cast<int64_t>(table.rows.size()) : -1;
   data.x.resize(static_cast<size_t>(data.rows * data.features));
-  std::vector<std::string> labels;
-  labels.reserve(table.rows.size());
+  data.lines.resize(rows.size());
   float* out = data.x.data();
-  for (size_t r = 0; r < table.rows.size(); ++r) {
-    std::vector<std::string>& row = table.rows[r];
-    for (size_t c = 0; c < row.size(); ++c) {
-      if (static_cast<int64_t>(c) == label_column) continue;
-      if (!ParseFeature(row[c], out)) {
-        return DataError(absl::StrFormat("%s:%d: column \"%s\" (column %d): \"%s\" is not a number",
-                                         spec.path(), table.lines[r], table.header[c], c + 1,
-                                         row[c]));
+  for (size_t r = 0; r < rows.size(); ++r) {
+    data.lines[r] = rows[r].table->lines[rows[r].row];
+    for (size_t c : numeric_cols) {
+      const std::string& v = cell(rows[r], c);
+      if (IsMissing(v)) {
+        if (!impute) {
+          return DataError(
+              absl::StrCat(where(rows[r], c), ": missing value (data.missing: error)"));
+        }
+        *out++ = std::numeric_limits<float>::quiet_NaN();
+        continue;
+      }
+      if (!ParseFeature(v, out)) {
+        return DataError(absl::StrFormat("%s: \"%s\" is not a number", where(rows[r], c), v));
       }
       ++out;
     }
-    std::string& label = row[static_cast<size_t>(label_column)];
-    if (label.empty()) {
-      return DataError(absl::StrFormat("%s:%d: column \"%s\" (column %d): empty label",
-                                       spec.path(), table.lines[r], spec.label(),
-                                       label_column + 1));
-    }
-    labels.push_back(std::move(label));
   }
-  LabelEncoding encoding = EncodeLabels(labels);
-  data.y = std::move(encoding.codes);
-  data.classes = std::move(encoding.classes);
+  // Categorical columns: distinct values of the whole file, ascending.
+  for (size_t k = 0; k < categorical_cols.size(); ++k) {
+    const size_t c = categorical_cols[k];
+    CategoricalColumn& column = data.categorical[k];
+    std::map<std::string, int32_t> index;
+    for (const Rows& row : rows) {
+      const std::string& v = cell(row, c);
+      if (IsMissing(v)) {
+        if (!impute) {
+          return DataError(absl::StrCat(where(row, c), ": missing value (data.missing: error)"));
+        }
+        continue;
+      }
+      index.emplace(v, 0);
+    }
+    int32_t code = 0;
+    for (auto& [value, i] : index) {
+      i = code++;
+      column.values.push_back(value);
+    }
+    column.codes.reserve(rows.size());
+    for (const Rows& row : rows) {
+      const std::string& v = cell(row, c);
+      column.codes.push_back(IsMissing(v) ? -1 : index[v]);
+    }
+  }
+  if (group_col >= 0) {
+    std::map<std::string, int32_t> index;
+    for (const Rows& row : rows) index.emplace(cell(row, static_cast<size_t>(group_col)), 0);
+    int32_t code = 0;
+    for (auto& [value, i] : index) i = code++;
+    for (const Rows& row : rows)
+      data.groups.push_back(index[cell(row, static_cast<size_t>(group_col))]);
+  }
+  // Targets.
+  data.target_names = target_names;
+  if (target == TargetKind::kClasses || target == TargetKind::kBinary) {
+    if (target_cols.size() != 1) return InvalidSpecError("data.label: required");
+    std::vector<std::string> labels;
+    labels.reserve(rows.size());
+    for (const Rows& row : rows) {
+      const std::string& v = cell(row, target_cols[0]);
+      if (v.empty()) return DataError(absl::StrCat(where(row, target_cols[0]), ": empty label"));
+      labels.push_back(v);
+    }
+    LabelEncoding encoding = EncodeLabels(labels);
+    data.y = std::move(encoding.codes);
+    data.classes = std::move(encoding.classes);
+    if (target == TargetKind::kBinary && data.classes.size() != 2) {
+      return InvalidSpecError(absl::StrFormat(
+          "data.label: column \"%s\" has %d classes, but sigmoid_binary_cross_entropy on "
+          "data.label needs exactly 2 (data.labels for multi-label targets)",
+          d.label(), data.classes.size()));
+    }
+    data.outputs = data.ModelOutputs();
+  } else {
+    data.outputs = static_cast<int64_t>(target_cols.size());
+    data.targets.resize(static_cast<size_t>(data.rows * data.outputs));
+    for (size_t r = 0; r < rows.size(); ++r) {
+      for (size_t k = 0; k < target_cols.size(); ++k) {
+        const std::string& v = cell(rows[r], target_cols[k]);
+        float value = 0;
+        if (!ParseFeature(v, &value)) {
+          return DataError(
+              absl::StrFormat("%s: \"%s\" is not a number", where(rows[r], target_cols[k]), v));
+        }
+        if (target == TargetKind::kMultiLabel && value != 0.0f && value != 1.0f) {
+          return DataError(
+              absl::StrFormat("%s: \"%s\" is not a 0/1 label", where(rows[r], target_cols[k]), v));
+        }
+        data.targets[r * target_cols.size() + k] = value;
+      }
+    }
+  }
   return data;
 }
 

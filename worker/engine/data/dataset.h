@@ -1,4 +1,4 @@
-// A labelled table of float features, loaded from CSV.
+// A table of features and targets, loaded from CSV.
 #ifndef TRAIND_WORKER_ENGINE_DATA_DATASET_H_
 #define TRAIND_WORKER_ENGINE_DATA_DATASET_H_
 
@@ -8,28 +8,65 @@
 
 #include "absl/status/statusor.h"
 #include "traind/v1/job.pb.h"
+#include "worker/engine/spec_check.h"
 
 namespace traind::engine {
 
-struct Dataset {
-  int64_t rows = 0, features = 0;
-  std::vector<float> x;                    // [rows, features], row-major, unscaled
-  std::vector<int32_t> y;                  // [rows] class codes, in [0, classes.size())
-  std::vector<std::string> feature_names;  // every column except the label, in file order
-  std::vector<std::string> classes;        // class i is classes[i] (see EncodeLabels)
-  std::string path;
+// A string feature column; encoded one-hot per fold (see FeaturePipeline).
+struct CategoricalColumn {
+  std::string name;
+  std::vector<std::string> values;  // distinct values in the file, ascending
+  std::vector<int32_t> codes;       // [rows] index into values; -1 missing
 };
 
-// Reads spec.path (CSV with a header row): the column spec.label holds the
-// class labels, every other column is a numeric feature.
+struct Dataset {
+  int64_t rows = 0;
+  int64_t features = 0;                    // numeric feature columns
+  std::vector<float> x;                    // [rows, features], row-major, unscaled; NaN: missing
+  std::vector<std::string> feature_names;  // the numeric feature columns, in order
+  std::vector<CategoricalColumn> categorical;
+
+  TargetKind target = TargetKind::kClasses;
+  std::vector<int32_t> y;            // [rows] class codes in [0, classes.size()) (classes, binary)
+  std::vector<std::string> classes;  // class i is classes[i] (see EncodeLabels)
+  int64_t outputs = 0;               // target columns (multi-label, regression)
+  std::vector<float> targets;        // [rows, outputs] (multi-label 0/1, regression values)
+  std::vector<std::string> target_names;
+
+  std::vector<int32_t> groups;    // [rows] group codes (group k-fold), else empty
+  int64_t validation_start = -1;  // rows from here on come from validation_path
+  std::vector<int64_t> lines;     // [rows] line in its file (for messages)
+  std::string path;
+
+  // Width of the model's output the data needs: classes for softmax, 1 for
+  // a binary sigmoid, else the target columns.
+  int64_t ModelOutputs() const;
+};
+
+// Reads spec.data() (and cross_validation.validation_path when set): CSV with
+// a header row, split by data.delimiter.
 //
-// Errors: an empty path or label, or a label column that is not in the file
-// (or is in it twice) → InvalidSpecError ("data.label: column \"x\" not found
-// in <path>; columns: a, b, c"). Unreadable or malformed CSV, no data rows, no
-// feature column, an empty label cell, a feature that is not a finite float32
-// number → DataError ("<path>:<line>: column \"sepal_width\" (column 2):
-// \"abc\" is not a number"); columns are numbered from 1.
+// Columns: the targets (data.label or data.labels), the group column, the
+// features (data.features, or every other column except data.ignore), of
+// which data.categorical are strings; the others must be numbers. A missing
+// value (empty, NA, NaN, nan, null) is an error unless data.missing imputes
+// (then it is NaN in x, or code -1 in a categorical column).
+//
+// Errors: a column named in the spec that is not in the file →
+// InvalidSpecError with the field path ("data.label: column \"x\" not found
+// in <path>; columns: a, b, c"). Unreadable or malformed CSV, no data rows,
+// no feature column, an empty label cell, a value that is not a finite
+// float32 number, a multi-label value other than 0/1 → DataError; a binary
+// target without exactly 2 classes → InvalidSpecError ("<path>:<line>: column \"sepal_width\"
+// (column 2): \"abc\" is not a number"); columns are numbered from 1.
+absl::StatusOr<Dataset> LoadDataset(const traind::v1::JobSpec& spec);
+
+// Class labels in data.label, every other column a numeric feature.
 absl::StatusOr<Dataset> LoadDataset(const traind::v1::DataSpec& spec);
+
+// True for the cells that mean "missing": "", "NA", "NaN", "nan", "null"
+// (surrounding spaces ignored).
+bool IsMissing(const std::string& cell);
 
 }  // namespace traind::engine
 

@@ -78,12 +78,25 @@ TEST(LoadDatasetTest, NonNumericFeatureNamesLineAndColumn) {
 }
 
 TEST(LoadDatasetTest, NanInfAndOutOfRangeAreRejected) {
-  for (const std::string bad : {"nan", "inf", "-Infinity", "1e39", "", "1.5x"}) {
+  for (const std::string bad : {"inf", "-Infinity", "1e39", "1.5x"}) {
     TempFile file("a,label\n1,x\n" + bad + ",y\n");
     absl::StatusOr<Dataset> data = LoadDataset(Spec(file.path(), "label"));
     ASSERT_FALSE(data.ok()) << "value: " << bad;
     EXPECT_EQ(data.status().message(),
               file.path() + ":3: column \"a\" (column 1): \"" + bad + "\" is not a number");
+  }
+}
+
+// Empty cells and NA/NaN are missing values: an error naming row and column
+// unless data.missing imputes.
+TEST(LoadDatasetTest, MissingValuesAreErrorsByDefault) {
+  for (const std::string bad : {"nan", "", "NA"}) {
+    TempFile file("a,label\n1,x\n" + bad + ",y\n");
+    absl::StatusOr<Dataset> data = LoadDataset(Spec(file.path(), "label"));
+    ASSERT_FALSE(data.ok()) << "value: " << bad;
+    EXPECT_EQ(FailureKindOf(data.status()), FailureKind::kDataError);
+    EXPECT_EQ(data.status().message(),
+              file.path() + ":3: column \"a\" (column 1): missing value (data.missing: error)");
   }
 }
 

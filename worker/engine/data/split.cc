@@ -1,6 +1,7 @@
 #include "worker/engine/data/split.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 
 #include "worker/engine/random.h"
@@ -62,6 +63,59 @@ std::vector<std::vector<int64_t>> StratifiedKFold(const std::vector<int32_t>& la
   }
   for (std::vector<int64_t>& fold : result) std::sort(fold.begin(), fold.end());
   return result;
+}
+
+std::vector<std::vector<int64_t>> GroupKFold(const std::vector<int32_t>& groups, int folds,
+                                             bool shuffle, uint64_t seed) {
+  std::map<int32_t, std::vector<int64_t>> members;
+  for (size_t i = 0; i < groups.size(); ++i) members[groups[i]].push_back(static_cast<int64_t>(i));
+  if (folds < 1 || folds > static_cast<int>(members.size())) return {};
+  std::vector<const std::vector<int64_t>*> order;
+  for (const auto& [code, rows] : members) order.push_back(&rows);
+  if (shuffle) {
+    Rng rng(DeriveSeed(seed, kSplitStream));
+    Shuffle(order.data(), order.size(), rng);
+  }
+  std::stable_sort(order.begin(), order.end(),
+                   [](const auto* a, const auto* b) { return a->size() > b->size(); });
+  std::vector<std::vector<int64_t>> result(static_cast<size_t>(folds));
+  for (const std::vector<int64_t>* rows : order) {
+    size_t smallest = 0;
+    for (size_t k = 1; k < result.size(); ++k) {
+      if (result[k].size() < result[smallest].size()) smallest = k;
+    }
+    result[smallest].insert(result[smallest].end(), rows->begin(), rows->end());
+  }
+  for (std::vector<int64_t>& fold : result) std::sort(fold.begin(), fold.end());
+  return result;
+}
+
+std::vector<int64_t> HoldoutRows(int64_t rows, const std::vector<int32_t>* labels, double fraction,
+                                 bool shuffle, uint64_t seed) {
+  Rng rng(DeriveSeed(seed, kSplitStream));
+  std::vector<int64_t> val;
+  auto take = [&](std::vector<int64_t> members, int64_t n) {
+    if (shuffle) Shuffle(members.data(), members.size(), rng);
+    val.insert(val.end(), members.end() - n, members.end());
+  };
+  if (labels == nullptr) {
+    std::vector<int64_t> all(static_cast<size_t>(rows));
+    for (int64_t i = 0; i < rows; ++i) all[static_cast<size_t>(i)] = i;
+    int64_t n = static_cast<int64_t>(std::ceil(fraction * static_cast<double>(rows)));
+    n = std::max<int64_t>(1, std::min<int64_t>(n, rows - 1));
+    take(std::move(all), n);
+  } else {
+    std::map<int32_t, std::vector<int64_t>> by_class;
+    for (int64_t i = 0; i < rows; ++i) by_class[(*labels)[static_cast<size_t>(i)]].push_back(i);
+    for (auto& [label, members] : by_class) {
+      const int64_t count = static_cast<int64_t>(members.size());
+      int64_t n = static_cast<int64_t>(std::llround(fraction * static_cast<double>(count)));
+      n = std::min(n, count);
+      take(std::move(members), n);
+    }
+  }
+  std::sort(val.begin(), val.end());
+  return val;
 }
 
 FoldRows FoldSplit(const std::vector<std::vector<int64_t>>& folds, int fold) {

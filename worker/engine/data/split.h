@@ -28,6 +28,21 @@ std::vector<std::vector<int64_t>> KFold(int64_t rows, int folds, bool shuffle, u
 std::vector<std::vector<int64_t>> StratifiedKFold(const std::vector<int32_t>& labels, int folds,
                                                   bool shuffle, uint64_t seed);
 
+// Group k-fold: rows sharing a group code are never split across folds.
+// Groups are ordered by size, largest first (ties: ascending code, or a
+// shuffled order when `shuffle`), and each goes to the fold with the fewest
+// rows so far (the lowest index on ties), as scikit-learn's GroupKFold.
+// Returns no folds when folds < 1 or folds > the number of groups.
+std::vector<std::vector<int64_t>> GroupKFold(const std::vector<int32_t>& groups, int folds,
+                                             bool shuffle, uint64_t seed);
+
+// Holdout: the validation rows, about `fraction` of them (ceil(fraction ·
+// rows), at least 1, at most rows - 1). With labels (stratified), each class
+// contributes round(fraction · its count) rows. Rows are drawn shuffled by
+// `seed` when `shuffle`, else the last rows (of each class) are taken.
+std::vector<int64_t> HoldoutRows(int64_t rows, const std::vector<int32_t>* labels, double fraction,
+                                 bool shuffle, uint64_t seed);
+
 struct FoldRows {
   std::vector<int64_t> train, val;  // both ascending
 };

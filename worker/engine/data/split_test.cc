@@ -135,3 +135,54 @@ TEST(FoldSplitTest, TrainIsTheOtherFolds) {
 
 }  // namespace
 }  // namespace traind::engine
+
+namespace traind::engine {
+namespace {
+
+// Every row in exactly one fold.
+void ExpectCovering(const std::vector<std::vector<int64_t>>& folds, int64_t rows) {
+  std::vector<int> seen(static_cast<size_t>(rows), 0);
+  for (const auto& fold : folds) {
+    for (int64_t r : fold) ++seen[static_cast<size_t>(r)];
+  }
+  for (int64_t r = 0; r < rows; ++r) EXPECT_EQ(seen[static_cast<size_t>(r)], 1) << r;
+}
+
+TEST(GroupKFoldTest, GroupsAreNeverSplit) {
+  // 40 rows in 11 groups of uneven sizes.
+  std::vector<int32_t> groups;
+  for (int g = 0; g < 11; ++g) {
+    for (int i = 0; i < 1 + (g * 7) % 6; ++i) groups.push_back(g);
+  }
+  for (bool shuffle : {false, true}) {
+    const auto folds = GroupKFold(groups, 4, shuffle, 3);
+    ASSERT_EQ(folds.size(), 4u);
+    ExpectCovering(folds, static_cast<int64_t>(groups.size()));
+    std::map<int32_t, int> fold_of;
+    for (size_t k = 0; k < folds.size(); ++k) {
+      EXPECT_FALSE(folds[k].empty());
+      for (int64_t r : folds[k]) {
+        auto [it, inserted] = fold_of.emplace(groups[static_cast<size_t>(r)], static_cast<int>(k));
+        EXPECT_EQ(it->second, static_cast<int>(k)) << "group " << groups[static_cast<size_t>(r)];
+      }
+    }
+  }
+  EXPECT_TRUE(GroupKFold(groups, 12, false, 3).empty());  // more folds than groups
+}
+
+TEST(HoldoutTest, SizeStratificationAndSeed) {
+  std::vector<int32_t> labels;
+  for (int i = 0; i < 100; ++i) labels.push_back(i < 70 ? 0 : 1);
+  const auto val = HoldoutRows(100, &labels, 0.2, true, 9);
+  ASSERT_EQ(val.size(), 20u);
+  const auto minority = std::count_if(val.begin(), val.end(), [](int64_t r) { return r >= 70; });
+  EXPECT_EQ(minority, 6);  // round(0.2 · 30)
+  EXPECT_TRUE(std::is_sorted(val.begin(), val.end()));
+  EXPECT_EQ(val, HoldoutRows(100, &labels, 0.2, true, 9));    // identical on every run
+  EXPECT_NE(val, HoldoutRows(100, &labels, 0.2, true, 10));   // another seed, another split
+  const auto plain = HoldoutRows(10, nullptr, 0.25, false, 0);  // ceil(2.5) = 3, the last rows
+  EXPECT_EQ(plain, (std::vector<int64_t>{7, 8, 9}));
+}
+
+}  // namespace
+}  // namespace traind::engine

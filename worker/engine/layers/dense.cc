@@ -63,6 +63,17 @@ absl::StatusOr<Dense::PerBatch*> Dense::For(int64_t batch) {
 absl::Status Dense::Forward(const Tensor& x, const ForwardMode& mode, Tensor* y) {
   TRAIND_ASSIGN_OR_RETURN(PerBatch * p, For(x.rows()));
   if (fused()) return p->kernel->Forward(x, w_, b_, y);
+  if (!mode.training) {
+    // No backward pass follows: the activation runs as the matmul's post-op.
+    if (p->eval_kernel == nullptr) {
+      DenseKernelOptions options;
+      options.bias = bias_;
+      options.activation = activation_;
+      TRAIND_ASSIGN_OR_RETURN(p->eval_kernel,
+                              backend_->CreateDenseKernel(x.rows(), in_, out_, options));
+    }
+    return p->eval_kernel->Forward(x, w_, b_, y);
+  }
   // x: [batch, in] -> z: [batch, out] -> y = f(z)
   TRAIND_RETURN_IF_ERROR(p->kernel->Forward(x, w_, b_, &p->z));
   return backend_->ActivationForward(activation_, p->z, y);

@@ -21,7 +21,7 @@ namespace traind::engine {
 // Initializer of a dense layer's weights with its parameters.
 struct WeightInit {
   traind::v1::Initializer kind = traind::v1::XAVIER_UNIFORM;
-  double gain = 0;     // 0: the kind's default
+  double gain = 0;  // 0: the kind's default
   double stddev = 0.01;
   double limit = 0.05;
 };
@@ -29,8 +29,9 @@ struct WeightInit {
 // Owns its parameters and their gradients (on the backend) and one planned
 // kernel per batch size seen, so a steady-state step plans and allocates
 // nothing. An activation whose derivative needs only y is fused into the
-// matmul (oneDNN post-op); gelu, softplus and swish run after a linear
-// kernel, keeping the pre-activation for the backward pass.
+// matmul (oneDNN post-op); gelu, softplus and swish are fused only in
+// evaluation passes, and run after a linear kernel while training, keeping
+// the pre-activation for the backward pass.
 //
 // Thread safety: not thread-safe.
 class Dense final : public Layer {
@@ -73,12 +74,12 @@ class Dense final : public Layer {
     int64_t batch = 0;
     std::unique_ptr<DenseKernel> kernel;
     Tensor z;  // [batch, out] pre-activation (unfused activations only)
+    std::unique_ptr<DenseKernel> eval_kernel;  // fused, for evaluation (unfused activations only)
   };
 
   Dense(Backend* backend, int64_t in, int64_t out, ActivationFn activation, bool bias,
         WeightInit init)
-      : backend_(backend), in_(in), out_(out), activation_(activation), bias_(bias),
-        init_(init) {}
+      : backend_(backend), in_(in), out_(out), activation_(activation), bias_(bias), init_(init) {}
 
   bool fused() const { return DerivativeFromOutput(activation_.kind); }
   absl::StatusOr<PerBatch*> For(int64_t batch);

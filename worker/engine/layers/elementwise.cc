@@ -11,8 +11,7 @@ absl::Status ActivationLayer::Forward(const Tensor& x, const ForwardMode&, Tenso
   return backend_->ActivationForward(f_, x, y);
 }
 
-absl::Status ActivationLayer::Backward(const Tensor& x, const Tensor& y, Tensor* dy,
-                                       Tensor* dx) {
+absl::Status ActivationLayer::Backward(const Tensor& x, const Tensor& y, Tensor* dy, Tensor* dx) {
   if (dx == nullptr) return absl::OkStatus();
   return backend_->ActivationBackward(f_, x, y, *dy, dx);
 }

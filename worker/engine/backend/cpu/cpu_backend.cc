@@ -40,9 +40,9 @@ absl::Status FromDnnlStatus(dnnl_status_t status, absl::string_view what) {
 absl::Status CheckShape(const Tensor& t, DType dtype, int64_t rows, int64_t cols,
                         absl::string_view name) {
   if (t.empty() || t.dtype() != dtype || t.rows() != rows || t.cols() != cols) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "%s: expected a [%d, %d] tensor, got [%d, %d]%s", name, rows, cols, t.rows(), t.cols(),
-        t.empty() ? " (empty)" : ""));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s: expected a [%d, %d] tensor, got [%d, %d]%s", name, rows, cols,
+                        t.rows(), t.cols(), t.empty() ? " (empty)" : ""));
   }
   return absl::OkStatus();
 }
@@ -156,9 +156,8 @@ class MatmulPlan {
                            const dnnl::memory::desc& weights, const dnnl::memory::desc* bias,
                            const dnnl::memory::desc& dst, dnnl::primitive_attr attr) {
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-    const dnnl::matmul::desc desc = bias != nullptr
-                                        ? dnnl::matmul::desc(src, weights, *bias, dst)
-                                        : dnnl::matmul::desc(src, weights, dst);
+    const dnnl::matmul::desc desc = bias != nullptr ? dnnl::matmul::desc(src, weights, *bias, dst)
+                                                    : dnnl::matmul::desc(src, weights, dst);
     const dnnl::matmul::primitive_desc pd(desc, attr, engine);
     MatmulPlan plan;
     plan.primitive_ = dnnl::matmul(pd);
@@ -188,9 +187,9 @@ class MatmulPlan {
       args[4].memory = bias_.get();
       nargs = 5;
     }
-    TRAIND_RETURN_IF_ERROR(FromDnnlStatus(
-        dnnl_primitive_execute(primitive_.get(), stream.get(), nargs, args.data()),
-        "matmul execute"));
+    TRAIND_RETURN_IF_ERROR(
+        FromDnnlStatus(dnnl_primitive_execute(primitive_.get(), stream.get(), nargs, args.data()),
+                       "matmul execute"));
     return FromDnnlStatus(dnnl_stream_wait(stream.get()), "stream wait");
   }
 
@@ -208,9 +207,13 @@ class MatmulPlan {
 
 class CpuDenseKernel final : public DenseKernel {
  public:
-  CpuDenseKernel(const dnnl::engine& engine, const dnnl::stream& stream, int64_t batch,
-                 int64_t in, int64_t out, const DenseKernelOptions& options)
-      : stream_(stream), batch_(batch), in_(in), out_(out), activation_(options.activation),
+  CpuDenseKernel(const dnnl::engine& engine, const dnnl::stream& stream, int64_t batch, int64_t in,
+                 int64_t out, const DenseKernelOptions& options)
+      : stream_(stream),
+        batch_(batch),
+        in_(in),
+        out_(out),
+        activation_(options.activation),
         bias_(options.bias) {
     using dt = dnnl::memory::data_type;
     using tag = dnnl::memory::format_tag;
@@ -246,8 +249,8 @@ class CpuDenseKernel final : public DenseKernel {
     return forward_.Run(stream_, x.f32(), w.f32(), bias_ ? b.f32() : nullptr, y->f32());
   }
 
-  absl::Status Backward(const Tensor& x, const Tensor& w, const Tensor& y, Tensor* dy,
-                        Tensor* dw, Tensor* db, Tensor* dx) override {
+  absl::Status Backward(const Tensor& x, const Tensor& w, const Tensor& y, Tensor* dy, Tensor* dw,
+                        Tensor* db, Tensor* dx) override {
     TRAIND_RETURN_IF_ERROR(CheckShape(x, DType::kF32, batch_, in_, "dense backward x"));
     TRAIND_RETURN_IF_ERROR(CheckShape(w, DType::kF32, in_, out_, "dense backward w"));
     TRAIND_RETURN_IF_ERROR(CheckShape(y, DType::kF32, batch_, out_, "dense backward y"));
@@ -356,7 +359,8 @@ class CpuBackend final : public Backend {
       return std::unique_ptr<DenseKernel>(
           new CpuDenseKernel(engine_, stream_, batch, in, out, options));
     } catch (const dnnl::error& e) {
-      return FromDnnl(e, absl::StrFormat("dense kernel [%d, %d] -> [%d, %d]", batch, in, batch, out));
+      return FromDnnl(e,
+                      absl::StrFormat("dense kernel [%d, %d] -> [%d, %d]", batch, in, batch, out));
     } catch (const std::bad_alloc&) {
       return OutOfMemoryError("dense kernel: out of host memory");
     }
@@ -424,7 +428,8 @@ class CpuBackend final : public Backend {
       for (int64_t i = 0; i < n; ++i) w[i] -= lr * (g[i] + wd * w[i]);
       return absl::OkStatus();
     }
-    if (velocity == nullptr) return absl::InvalidArgumentError("SgdUpdate: momentum without velocity");
+    if (velocity == nullptr)
+      return absl::InvalidArgumentError("SgdUpdate: momentum without velocity");
     TRAIND_RETURN_IF_ERROR(CheckSameSize(grad, *velocity, "SgdUpdate"));
     float* v = velocity->f32();
     const float mu = static_cast<float>(step.momentum);
@@ -597,10 +602,10 @@ class CpuBackend final : public Backend {
         const double unbiased = batch > 1 ? sq / static_cast<double>(batch - 1) : var;
         mu[j] = static_cast<float>(m);
         rs[j] = static_cast<float>(1.0 / std::sqrt(var + epsilon));
-        running_mean->f32()[j] = (1.0f - momentum) * running_mean->f32()[j] +
-                                 momentum * static_cast<float>(m);
-        running_var->f32()[j] = (1.0f - momentum) * running_var->f32()[j] +
-                                momentum * static_cast<float>(unbiased);
+        running_mean->f32()[j] =
+            (1.0f - momentum) * running_mean->f32()[j] + momentum * static_cast<float>(m);
+        running_var->f32()[j] =
+            (1.0f - momentum) * running_var->f32()[j] + momentum * static_cast<float>(unbiased);
       }
     } else {
       for (int64_t j = 0; j < n; ++j) {
@@ -613,7 +618,8 @@ class CpuBackend final : public Backend {
     float* out = y->f32();
     for (int64_t r = 0; r < batch; ++r) {
 #pragma omp simd
-      for (int64_t j = 0; j < n; ++j) out[r * n + j] = g[j] * (in[r * n + j] - mu[j]) * rs[j] + b[j];
+      for (int64_t j = 0; j < n; ++j)
+        out[r * n + j] = g[j] * (in[r * n + j] - mu[j]) * rs[j] + b[j];
     }
     return absl::OkStatus();
   }
@@ -701,9 +707,9 @@ class CpuBackend final : public Backend {
       for (int64_t j = 0; j < n; ++j) {
         const double xhat = (in[r * n + j] - mu) * rs;
         const double gh = g[r * n + j] * gamma.f32()[j];
-        dx->f32()[r * n + j] = static_cast<float>(
-            rs / static_cast<double>(n) *
-            (static_cast<double>(n) * gh - sum_gh - xhat * sum_gh_xhat));
+        dx->f32()[r * n + j] =
+            static_cast<float>(rs / static_cast<double>(n) *
+                               (static_cast<double>(n) * gh - sum_gh - xhat * sum_gh_xhat));
       }
     }
     return absl::OkStatus();

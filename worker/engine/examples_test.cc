@@ -1,0 +1,41 @@
+// Every example spec in examples/ parses, validates and trains (two epochs
+// of its first task), so the documented examples keep working.
+#include <unistd.h>
+
+#include <string>
+
+#include "gtest/gtest.h"
+#include "traind/spec_file.h"
+#include "worker/engine/fit.h"
+#include "worker/engine/spec_validation.h"
+
+namespace traind::engine {
+namespace {
+
+class ExampleSpecTest : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(ExampleSpecTest, ValidatesAndTrains) {
+  // Data paths in the examples are relative to the repository root.
+  char saved[4096];
+  ASSERT_NE(getcwd(saved, sizeof(saved)), nullptr);
+  ASSERT_EQ(chdir(TRAIND_SOURCE_DIR), 0);
+  absl::StatusOr<traind::v1::JobSpec> spec =
+      LoadJobSpecFile(std::string("examples/") + GetParam() + ".yaml");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_TRUE(ValidateJobSpec(*spec, ValidationContext()).ok()) << ValidateJobSpec(*spec, {});
+  spec->mutable_training()->set_epochs(2);
+  absl::StatusOr<Dataset> data = LoadDataset(*spec);
+  ASSERT_TRUE(data.ok()) << data.status();
+  absl::StatusOr<FoldRows> rows = RowsForTask(*spec, *data, 0);
+  ASSERT_TRUE(rows.ok()) << rows.status();
+  absl::StatusOr<traind::v1::FoldResult> result = Fit(*spec, *data, *rows, 0, {}, nullptr);
+  EXPECT_TRUE(result.ok()) << result.status();
+  ASSERT_EQ(chdir(saved), 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Examples, ExampleSpecTest,
+                         ::testing::Values("iris-cv", "digits-multiclass", "breast-cancer-binary",
+                                           "digits-multilabel", "diabetes-regression"));
+
+}  // namespace
+}  // namespace traind::engine

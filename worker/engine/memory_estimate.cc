@@ -1,0 +1,75 @@
+#include "worker/engine/memory_estimate.h"
+
+#include <algorithm>
+
+namespace traind::engine {
+
+MemoryEstimate EstimateMemory(const traind::v1::JobSpec& spec, int64_t features, int64_t outputs) {
+  constexpr int64_t kFloat = 4;
+  const int64_t batch = std::max<int64_t>(1, spec.training().batch_size());
+  int64_t trainable = 0, buffers = 0;
+  int64_t per_row = features + 2 * outputs;  // input batch, loss gradient, host outputs
+  int64_t width = features;
+  int64_t workspace = 0;
+  for (const traind::v1::Layer& layer : spec.model().layers()) {
+    switch (layer.kind_case()) {
+      case traind::v1::Layer::kDense: {
+        const auto& d = layer.dense();
+        const int64_t units = d.units();
+        trainable += width * units + ((!d.has_bias() || d.bias()) ? units : 0);
+        per_row += 2 * units;  // y and dy
+        const auto a = d.activation();
+        if (a == traind::v1::GELU || a == traind::v1::SOFTPLUS || a == traind::v1::SWISH) {
+          per_row += units;  // pre-activation
+        }
+        // oneDNN matmul scratchpads: at most a packed copy of the weights.
+        workspace += 3 * width * units * kFloat;
+        width = units;
+        break;
+      }
+      case traind::v1::Layer::kBatchNorm:
+        trainable += 2 * width;
+        buffers += 6 * width;  // running and saved statistics
+        per_row += 2 * width;
+        break;
+      case traind::v1::Layer::kLayerNorm:
+        trainable += 2 * width;
+        per_row += 2 * width + 2;
+        break;
+      case traind::v1::Layer::kDropout:
+        per_row += 3 * width;  // y, dy, mask
+        break;
+      default:
+        per_row += 2 * width;
+        break;
+    }
+  }
+  int64_t state_copies = 0;
+  const auto& o = spec.optimizer();
+  if (o.has_sgd()) {
+    state_copies = o.sgd().momentum() > 0 ? 1 : 0;
+  } else if (o.has_adam() || o.has_adamw()) {
+    state_copies = 2;
+  } else if (o.has_rmsprop()) {
+    state_copies = o.rmsprop().momentum() > 0 ? 2 : 1;
+  }
+  const bool keeps_best = (spec.has_early_stopping() && spec.early_stopping().restore_best()) ||
+                          (spec.has_checkpoint() && spec.checkpoint().save_best());
+  MemoryEstimate e;
+  e.parameters = (trainable + buffers) * kFloat;
+  e.gradients = trainable * kFloat;
+  e.optimizer_state = state_copies * trainable * kFloat;
+  e.best_weights = keeps_best ? (trainable + buffers) * kFloat : 0;
+  // A training batch and an evaluation batch of the same size, plus the
+  // checkpoint serialization buffer (one copy of the state).
+  e.activations = 2 * batch * per_row * kFloat;
+  e.workspace = workspace + (trainable + buffers) * (2 + state_copies) * kFloat +
+                (16 << 20);  // oneDNN, OpenMP and allocator overhead
+  return e;
+}
+
+int64_t EstimateMemoryBytes(const traind::v1::JobSpec& spec, int64_t features, int64_t outputs) {
+  return EstimateMemory(spec, features, outputs).total();
+}
+
+}  // namespace traind::engine

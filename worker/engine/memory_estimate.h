@@ -1,0 +1,33 @@
+// The memory a task of a spec needs, for the scheduler's placement.
+#ifndef TRAIND_WORKER_ENGINE_MEMORY_ESTIMATE_H_
+#define TRAIND_WORKER_ENGINE_MEMORY_ESTIMATE_H_
+
+#include <cstdint>
+
+#include "traind/v1/job.pb.h"
+
+namespace traind::engine {
+
+// What EstimateMemoryBytes adds up, in bytes.
+struct MemoryEstimate {
+  int64_t parameters = 0;       // weights, biases, norm scales and running statistics
+  int64_t gradients = 0;        // one per trainable parameter
+  int64_t optimizer_state = 0;  // momenta (sgd 1x with momentum, adam/adamw 2x, rmsprop 1-2x)
+  int64_t best_weights = 0;     // host copy for early_stopping.restore_best / save_best
+  int64_t activations = 0;      // per batch size: outputs, gradients, masks, saved statistics,
+                                // for the training batch and the evaluation batch
+  int64_t workspace = 0;        // kernels' scratch space and fixed overhead
+  int64_t total() const {
+    return parameters + gradients + optimizer_state + best_weights + activations + workspace;
+  }
+};
+
+// For a spec that CheckTrainingSpec accepts, with `features` model inputs
+// (after one-hot encoding) and `outputs` model outputs. Excludes the data
+// set itself (its size depends on the file, not the spec). float32 tensors.
+MemoryEstimate EstimateMemory(const traind::v1::JobSpec& spec, int64_t features, int64_t outputs);
+int64_t EstimateMemoryBytes(const traind::v1::JobSpec& spec, int64_t features, int64_t outputs);
+
+}  // namespace traind::engine
+
+#endif  // TRAIND_WORKER_ENGINE_MEMORY_ESTIMATE_H_

@@ -1,0 +1,100 @@
+// A whole network of every layer kind, trained through each loss: backward
+// against central finite differences for every parameter.
+#include <cmath>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "worker/engine/backend/cpu/cpu_backend.h"
+#include "worker/engine/losses.h"
+#include "worker/engine/network.h"
+#include "worker/engine/random.h"
+#include "worker/engine/testing/gradient_check.h"
+
+namespace traind::engine {
+namespace {
+
+traind::v1::ModelSpec MixedModel(int outputs) {
+  traind::v1::ModelSpec model;
+  auto* d0 = model.add_layers()->mutable_dense();
+  d0->set_units(7);
+  d0->set_activation(traind::v1::GELU);
+  d0->set_init(traind::v1::HE_NORMAL);
+  model.add_layers()->mutable_layer_norm();
+  auto* d1 = model.add_layers()->mutable_dense();
+  d1->set_units(6);
+  d1->set_activation(traind::v1::TANH);
+  d1->set_bias(false);
+  model.add_layers()->mutable_batch_norm();
+  model.add_layers()->mutable_activation()->set_function(traind::v1::SWISH);
+  model.add_layers()->mutable_dropout()->set_rate(0.25);
+  auto* d2 = model.add_layers()->mutable_dense();
+  d2->set_units(outputs);
+  d2->set_activation(traind::v1::LINEAR);
+  return model;
+}
+
+void CheckNetwork(const traind::v1::LossSpec& loss_spec, TargetKind target, int outputs,
+                  const BatchTargets& targets) {
+  const int64_t batch = 6, inputs = 5;
+  std::unique_ptr<Backend> backend = std::move(CreateCpuBackend()).value();
+  Network net = std::move(Network::Create(backend.get(), inputs, MixedModel(outputs))).value();
+  Rng rng(77);
+  ASSERT_TRUE(net.Initialize(rng).ok());
+  std::unique_ptr<Loss> loss = std::move(Loss::Create(loss_spec, target, outputs)).value();
+  Tensor x = std::move(backend->Allocate2d(DType::kF32, batch, inputs)).value();
+  for (int64_t i = 0; i < x.size(); ++i) x.f32()[i] = static_cast<float>(2 * rng.Uniform() - 1);
+  Tensor dout = std::move(backend->Allocate2d(DType::kF32, batch, outputs)).value();
+  ForwardMode mode;
+  mode.seed = 5;  // the same dropout mask in every evaluation
+  std::vector<float> host(static_cast<size_t>(batch * outputs)), grad(host.size());
+
+  auto value = [&]() {
+    Tensor* out = net.Forward(x, mode).value();
+    std::copy(out->f32(), out->f32() + out->size(), host.begin());
+    LossSums sums;
+    loss->Compute(host.data(), batch, targets, nullptr, &sums);
+    return sums.value_sum / sums.weight_sum;
+  };
+  (void)value();
+  Tensor* out = net.Forward(x, mode).value();
+  std::copy(out->f32(), out->f32() + out->size(), host.begin());
+  LossSums sums;
+  loss->Compute(host.data(), batch, targets, grad.data(), &sums);
+  std::copy(grad.begin(), grad.end(), dout.f32());
+  ASSERT_TRUE(net.Backward(x, &dout).ok());
+  int checked = 0;
+  for (const Parameter& p : net.parameters()) {
+    const std::vector<float> analytic(p.grad->f32(), p.grad->f32() + p.grad->size());
+    testing::GradientCheckResult r = testing::CheckGradient(
+        p.name, p.value, analytic.data(), value, [] { return true; }, 1e-2f, 5e-4, 2e-2);
+    checked += r.checked;
+  }
+  EXPECT_GT(checked, 100);
+}
+
+TEST(NetworkGradientTest, SoftmaxWithWeightsAndSmoothing) {
+  traind::v1::LossSpec spec;
+  spec.mutable_softmax_cross_entropy()->set_label_smoothing(0.1);
+  for (double w : {1.0, 2.0, 0.5}) spec.mutable_softmax_cross_entropy()->add_class_weights(w);
+  const int32_t y[6] = {0, 1, 2, 1, 0, 2};
+  CheckNetwork(spec, TargetKind::kClasses, 3, {y, nullptr});
+}
+
+TEST(NetworkGradientTest, MultiLabelSigmoid) {
+  traind::v1::LossSpec spec;
+  for (double w : {1.0, 3.0}) spec.mutable_sigmoid_binary_cross_entropy()->add_pos_weight(w);
+  const float y[12] = {1, 0, 0, 1, 1, 1, 0, 0, 1, 0, 0, 1};
+  CheckNetwork(spec, TargetKind::kMultiLabel, 2, {nullptr, y});
+}
+
+TEST(NetworkGradientTest, Huber) {
+  traind::v1::LossSpec spec;
+  spec.mutable_huber()->set_delta(0.5);
+  const float y[6] = {0.3f, -1.0f, 2.0f, 0.0f, 0.7f, -0.2f};
+  CheckNetwork(spec, TargetKind::kRegression, 1, {nullptr, y});
+}
+
+}  // namespace
+}  // namespace traind::engine

@@ -1,0 +1,35 @@
+// Communicator: the collectives data-parallel training needs, behind an
+// interface so the same fit loop runs with NCCL across GPUs, and with an
+// in-process group of threads in tests on any machine.
+//
+// Every rank calls the same collectives in the same order. A rank that
+// cannot go on calls Abort(): every pending and later call, on every rank of
+// the group, then fails fast instead of waiting forever for it.
+#ifndef TRAIND_WORKER_ENGINE_PARALLEL_COMMUNICATOR_H_
+#define TRAIND_WORKER_ENGINE_PARALLEL_COMMUNICATOR_H_
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+
+namespace traind::engine {
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  // Sums `count` values across ranks, in place. `data` lives where the
+  // backend keeps its tensors (host memory for the CPU backend, device
+  // memory for CUDA). The result is identical on every rank.
+  virtual absl::Status AllReduceSum(float* data, int64_t count) = 0;
+  // Host doubles (metric sums and counts).
+  virtual absl::Status AllReduceSum(double* data, int64_t count) = 0;
+  // Fails every pending and later collective of the group with `reason`.
+  virtual void Abort(absl::string_view reason) = 0;
+};
+
+}  // namespace traind::engine
+
+#endif  // TRAIND_WORKER_ENGINE_PARALLEL_COMMUNICATOR_H_

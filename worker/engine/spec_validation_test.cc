@@ -1,0 +1,215 @@
+// Submit-time validation: bad specs are refused with the field path; the
+// task layout; the memory estimate.
+#include "worker/engine/spec_validation.h"
+
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "worker/engine/memory_estimate.h"
+#include "worker/engine/status.h"
+
+namespace traind::engine {
+namespace {
+
+using traind::v1::JobSpec;
+
+JobSpec Iris() {
+  JobSpec spec;
+  spec.mutable_data()->set_path(std::string(TRAIND_SOURCE_DIR) + "/examples/data/iris.csv");
+  spec.mutable_data()->set_label("species");
+  spec.mutable_cross_validation()->set_folds(5);
+  auto* d = spec.mutable_model()->add_layers()->mutable_dense();
+  d->set_units(8);
+  d->set_activation(traind::v1::RELU);
+  spec.mutable_model()->add_layers()->mutable_dense()->set_units(3);
+  spec.mutable_optimizer()->mutable_adam()->set_learning_rate(0.01);
+  spec.mutable_training()->set_epochs(3);
+  spec.mutable_training()->set_batch_size(16);
+  return spec;
+}
+
+std::string Error(const JobSpec& spec) {
+  absl::Status s = ValidateJobSpec(spec, ValidationContext());
+  EXPECT_TRUE(s.ok() || FailureKindOf(s) == FailureKind::kInvalidSpec) << s;
+  return std::string(s.message());
+}
+
+TEST(ValidateJobSpecTest, AcceptsTheBaseSpec) { EXPECT_EQ(Error(Iris()), ""); }
+
+TEST(ValidateJobSpecTest, RejectsWithTheFieldPath) {
+  JobSpec spec = Iris();
+  spec.mutable_model()->mutable_layers(0)->mutable_dense()->set_activation(
+      static_cast<traind::v1::Activation>(42));
+  EXPECT_EQ(Error(spec), "model.layers[0].dense.activation: unknown value 42");
+
+  spec = Iris();
+  spec.mutable_loss()->mutable_softmax_cross_entropy()->add_class_weights(1);
+  spec.mutable_loss()->mutable_softmax_cross_entropy()->add_class_weights(-0.5);
+  spec.mutable_loss()->mutable_softmax_cross_entropy()->add_class_weights(1);
+  EXPECT_EQ(Error(spec),
+            "loss.softmax_cross_entropy.class_weights[1]: must be a number >= 0, got -0.5");
+
+  spec = Iris();
+  spec.mutable_loss()->mutable_softmax_cross_entropy()->add_class_weights(1);
+  EXPECT_EQ(Error(spec),
+            "loss.softmax_cross_entropy.class_weights: has 1 weights, but there are 3 classes");
+
+  spec = Iris();
+  spec.mutable_early_stopping()->set_monitor("val.f1_macro");
+  EXPECT_EQ(Error(spec),
+            "early_stopping.monitor: val.f1_macro is not computed (metrics.val: loss, accuracy)");
+
+  spec = Iris();
+  spec.mutable_early_stopping()->set_monitor("loss");
+  EXPECT_EQ(Error(spec), "early_stopping.monitor: \"loss\" must start with train. or val.");
+
+  spec = Iris();
+  spec.clear_cross_validation();
+  spec.mutable_early_stopping();
+  EXPECT_THAT(Error(spec), ::testing::StartsWith(
+                               "early_stopping.monitor: val.loss (min) needs validation rows"));
+
+  spec = Iris();
+  spec.mutable_model()->add_layers()->mutable_dropout()->set_rate(1.0);
+  EXPECT_EQ(Error(spec), "model.layers[2].dropout.rate: must be in [0, 1), got 1");
+
+  spec = Iris();
+  spec.mutable_metrics()->add_val(traind::v1::R2);
+  EXPECT_EQ(Error(spec), "metrics.val[0]: r2 does not apply to class targets");
+
+  spec = Iris();
+  spec.mutable_metrics()->add_val(traind::v1::ROC_AUC);
+  EXPECT_EQ(Error(spec),
+            "metrics.val: roc_auc needs a binary or multi-label target (data.label has 3 classes)");
+
+  spec = Iris();
+  spec.mutable_cross_validation()->set_validation_fraction(0.2);
+  EXPECT_EQ(Error(spec),
+            "cross_validation: set only one of folds, validation_fraction and validation_path");
+
+  spec = Iris();
+  spec.mutable_data()->add_features("petal_width");
+  spec.mutable_data()->add_features("wingspan");
+  EXPECT_THAT(Error(spec),
+              ::testing::StartsWith("data.features[1]: column \"wingspan\" not found"));
+
+  spec = Iris();
+  spec.mutable_optimizer()->mutable_schedule()->mutable_step()->set_step_size(0);
+  EXPECT_EQ(Error(spec), "optimizer.schedule.step.step_size: must be positive, got 0");
+
+  spec = Iris();
+  spec.mutable_optimizer()->mutable_clipping()->set_max_norm(-1);
+  EXPECT_EQ(Error(spec), "optimizer.clipping.max_norm: must be a positive number, got -1");
+}
+
+TEST(ValidateJobSpecTest, PosWeightLengthAndBinaryOutputs) {
+  JobSpec spec = Iris();
+  spec.mutable_loss()->mutable_sigmoid_binary_cross_entropy();
+  spec.mutable_model()->mutable_layers(1)->mutable_dense()->set_units(1);
+  EXPECT_EQ(Error(spec),
+            "data.label: column \"species\" has 3 classes, but sigmoid_binary_cross_entropy on "
+            "data.label needs exactly 2 (data.labels for multi-label targets)");
+
+  // Multi-label: three 0/1 columns, two pos_weight values.
+  spec = Iris();
+  spec.mutable_data()->set_path(std::string(TRAIND_SOURCE_DIR) +
+                                "/examples/data/digits_attributes.csv");
+  spec.mutable_data()->clear_label();
+  for (const char* l : {"even", "large", "prime"}) spec.mutable_data()->add_labels(l);
+  spec.mutable_cross_validation()->Clear();
+  spec.mutable_cross_validation()->set_folds(3);
+  spec.mutable_loss()->mutable_sigmoid_binary_cross_entropy()->add_pos_weight(1);
+  spec.mutable_loss()->mutable_sigmoid_binary_cross_entropy()->add_pos_weight(2);
+  EXPECT_EQ(
+      Error(spec),
+      "loss.sigmoid_binary_cross_entropy.pos_weight: has 2 values, but the model has 3 outputs");
+  spec.mutable_loss()->mutable_sigmoid_binary_cross_entropy()->add_pos_weight(0);
+  EXPECT_EQ(Error(spec),
+            "loss.sigmoid_binary_cross_entropy.pos_weight[2]: must be a positive number, got 0");
+  spec.mutable_loss()->mutable_sigmoid_binary_cross_entropy()->set_pos_weight(2, 3);
+  EXPECT_EQ(Error(spec), "");
+  spec.mutable_cross_validation()->set_stratified(true);
+  EXPECT_EQ(Error(spec),
+            "cross_validation.stratified: needs class labels (data.label with a class loss)");
+}
+
+TEST(PlanTasksTest, Layouts) {
+  JobSpec spec = Iris();
+  TaskPlan p = PlanTasks(spec);
+  EXPECT_EQ(p.folds, 5);
+  EXPECT_EQ(p.repeats, 1);
+  EXPECT_FALSE(p.refit);
+  EXPECT_EQ(p.total, 5);
+  spec.mutable_cross_validation()->set_repeats(3);
+  spec.mutable_cross_validation()->set_refit(true);
+  p = PlanTasks(spec);
+  EXPECT_EQ(p.fold_tasks, 15);
+  EXPECT_EQ(p.total, 16);
+  EXPECT_EQ(TaskCount(spec), 16);
+  spec.mutable_cross_validation()->Clear();
+  spec.mutable_cross_validation()->set_validation_fraction(0.2);
+  p = PlanTasks(spec);
+  EXPECT_EQ(p.total, 1);
+  EXPECT_EQ(p.folds, 1);
+  spec.clear_cross_validation();
+  EXPECT_EQ(PlanTasks(spec).total, 1);
+}
+
+TEST(MemoryEstimateTest, CountsParametersStateAndActivations) {
+  JobSpec spec;
+  auto* d = spec.mutable_model()->add_layers()->mutable_dense();
+  d->set_units(100);
+  spec.mutable_model()->add_layers()->mutable_dense()->set_units(10);
+  spec.mutable_optimizer()->mutable_adam()->set_learning_rate(0.1);
+  spec.mutable_training()->set_batch_size(32);
+  const MemoryEstimate e = EstimateMemory(spec, 50, 10);
+  const int64_t params = 50 * 100 + 100 + 100 * 10 + 10;
+  EXPECT_EQ(e.parameters, 4 * params);
+  EXPECT_EQ(e.gradients, 4 * params);
+  EXPECT_EQ(e.optimizer_state, 2 * 4 * params);  // Adam: m and v
+  EXPECT_EQ(e.best_weights, 0);
+  // Per row: input 50, loss gradient and outputs 2·10, y and dy per layer.
+  EXPECT_EQ(e.activations, 2 * 32 * (50 + 20 + 2 * 100 + 2 * 10) * 4);
+  EXPECT_EQ(EstimateMemoryBytes(spec, 50, 10), e.total());
+  spec.mutable_optimizer()->mutable_sgd()->set_learning_rate(0.1);
+  EXPECT_EQ(EstimateMemory(spec, 50, 10).optimizer_state, 0);
+}
+
+}  // namespace
+}  // namespace traind::engine
+
+namespace traind::engine {
+namespace {
+
+// The daemon's integration test expects these field paths.
+TEST(ValidateJobSpecTest, DaemonCases) {
+  struct Case {
+    void (*mutate)(JobSpec*);
+    std::string field;
+  };
+  const Case cases[] = {
+      {[](JobSpec* s) { s->mutable_data()->set_path("/nonexistent/iris.csv"); }, "data.path"},
+      {[](JobSpec* s) { s->mutable_data()->set_label("kind"); }, "data.label"},
+      {[](JobSpec* s) { s->mutable_cross_validation()->set_folds(1); }, "cross_validation.folds"},
+      {[](JobSpec* s) { s->mutable_cross_validation()->set_folds(151); }, "cross_validation.folds"},
+      {[](JobSpec* s) { s->mutable_training()->set_batches(100); }, "training"},
+      {[](JobSpec* s) { s->mutable_training()->clear_epochs(); }, "training"},
+      {[](JobSpec* s) { s->mutable_training()->set_batch_size(0); }, "training.batch_size"},
+      {[](JobSpec* s) { s->mutable_model()->clear_layers(); }, "model.layers"},
+      {[](JobSpec* s) { s->mutable_model()->mutable_layers(0)->mutable_dense()->set_units(0); },
+       "model.layers[0].dense.units"},
+      {[](JobSpec* s) { s->mutable_model()->mutable_layers(1)->mutable_dense()->set_units(4); },
+       "model.layers[1].dense.units"},
+      {[](JobSpec* s) { s->clear_optimizer(); }, "optimizer"},
+      {[](JobSpec* s) { s->mutable_resources()->set_device(traind::v1::GPU); }, "resources.device"},
+  };
+  for (const Case& c : cases) {
+    JobSpec spec = Iris();
+    c.mutate(&spec);
+    EXPECT_EQ(Error(spec).rfind(c.field + ":", 0), 0u) << c.field << ": " << Error(spec);
+  }
+}
+
+}  // namespace
+}  // namespace traind::engine
