@@ -240,6 +240,12 @@ std::string RenderResult(const JobResult& result) {
     any_predictions = true;
     absl::StrAppend(&out, "  fold ", fold.fold(), "  ", fold.predictions_path(), "\n");
   }
+  if (!result.predictions_path().empty()) {
+    absl::StrAppend(&out, "  all folds, by row  ", result.predictions_path(), "\n");
+  }
+  if (result.has_refit() && !result.refit().model_path().empty()) {
+    absl::StrAppend(&out, "refit model (all rows): ", result.refit().model_path(), "\n");
+  }
   return out;
 }
 

@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
 #include "google/protobuf/util/json_util.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
@@ -150,6 +151,27 @@ TEST_F(DaemonTest, IrisCrossValidationEndToEnd) {
   EXPECT_EQ(val_rows, 150);  // the folds cover every row once
   EXPECT_NEAR(r.val().at("accuracy").mean(), sum / 5, 1e-9);
   EXPECT_GE(r.val().at("accuracy").mean(), 0.90);
+
+  // Out-of-fold predictions: every row once, in row order, probabilities
+  // summing to one.
+  ASSERT_FALSE(r.predictions_path().empty());
+  {
+    std::ifstream in(r.predictions_path());
+    std::string line;
+    ASSERT_TRUE(std::getline(in, line));
+    EXPECT_EQ(line, "row,p_setosa,p_versicolor,p_virginica");
+    int64_t expected_row = 0;
+    while (std::getline(in, line)) {
+      std::vector<std::string> f = absl::StrSplit(line, ',');
+      ASSERT_EQ(f.size(), 4u) << line;
+      EXPECT_EQ(f[0], std::to_string(expected_row)) << line;
+      double total = 0;
+      for (int c = 1; c < 4; ++c) total += std::stod(f[c]);
+      EXPECT_NEAR(total, 1.0, 1e-5) << line;
+      ++expected_row;
+    }
+    EXPECT_EQ(expected_row, 150);
+  }
 
   // GetJobResult agrees; a watcher that resumes from a cursor gets exactly the rest.
   traind::v1::GetJobResultRequest rreq;
