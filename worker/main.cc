@@ -125,46 +125,21 @@ class DaemonSession final : public engine::FitObserver {
 
   grpc::Status Report(traind::v1::ReportEventRequest req) {
     *req.mutable_credentials() = creds_;
-    traind::v1::ReportResponse resp;
-    grpc::Status s;
-    for (int attempt = 0; attempt < 5; ++attempt) {
-      grpc::ClientContext ctx;
-      ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
-      ctx.set_wait_for_ready(true);
-      s = stub_->ReportEvent(&ctx, req, &resp);
-      if (s.ok()) {
-        if (resp.stop()) stop_.store(true);
-        return s;
-      }
-      if (s.error_code() != grpc::StatusCode::UNAVAILABLE) return s;
-      std::this_thread::sleep_for(std::chrono::milliseconds(100 << attempt));
-    }
-    return s;
+    return CallWithRetry([&](grpc::ClientContext* ctx, traind::v1::ReportResponse* resp) {
+      return stub_->ReportEvent(ctx, req, resp);
+    });
   }
 
   absl::Status OnEpochEnd(const traind::v1::EpochMetrics& metrics) override {
     traind::v1::ReportEpochRequest req;
     *req.mutable_credentials() = creds_;
     *req.mutable_metrics() = metrics;
-    traind::v1::ReportResponse resp;
-    grpc::Status s;
     // Reports are idempotent (keyed by job, task, attempt, epoch): retrying
     // after a lost answer never duplicates a metric.
-    for (int attempt = 0; attempt < 5; ++attempt) {
-      grpc::ClientContext ctx;
-      ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
-      ctx.set_wait_for_ready(true);
-      s = stub_->ReportEpoch(&ctx, req, &resp);
-      if (s.ok()) {
-        if (resp.stop()) stop_.store(true);
-        return absl::OkStatus();
-      }
-      if (s.error_code() != grpc::StatusCode::UNAVAILABLE &&
-          s.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED) {
-        break;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(100 << attempt));
-    }
+    grpc::Status s = CallWithRetry([&](grpc::ClientContext* ctx, traind::v1::ReportResponse* resp) {
+      return stub_->ReportEpoch(ctx, req, resp);
+    });
+    if (s.ok()) return absl::OkStatus();
     return absl::UnavailableError(
         absl::StrCat("cannot report epoch ", metrics.epoch(), " to traind: ", s.error_message()));
   }
@@ -190,6 +165,31 @@ class DaemonSession final : public engine::FitObserver {
   }
 
  private:
+  // Calls `rpc` until it succeeds or fails with something other than the
+  // daemon being briefly unreachable (5 tries, backing off from 100 ms);
+  // honours the daemon's request to stop.
+  template <typename Rpc>
+  grpc::Status CallWithRetry(Rpc rpc) {
+    grpc::Status s;
+    for (int attempt = 0; attempt < 5; ++attempt) {
+      grpc::ClientContext ctx;
+      ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+      ctx.set_wait_for_ready(true);
+      traind::v1::ReportResponse resp;
+      s = rpc(&ctx, &resp);
+      if (s.ok()) {
+        if (resp.stop()) stop_.store(true);
+        return s;
+      }
+      if (s.error_code() != grpc::StatusCode::UNAVAILABLE &&
+          s.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED) {
+        return s;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(100 << attempt));
+    }
+    return s;
+  }
+
   std::unique_ptr<traind::v1::WorkerService::Stub> stub_;
   const traind::v1::AttemptCredentials creds_;
   std::atomic<bool> stop_{false};

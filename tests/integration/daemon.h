@@ -17,7 +17,9 @@
 #include <utility>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
 #include "traind/v1/training_service.grpc.pb.h"
 
 namespace traind::testing {
@@ -159,6 +161,31 @@ inline std::unique_ptr<grpc::ClientContext> Ctx(int seconds = 10) {
   auto ctx = std::make_unique<grpc::ClientContext>();
   ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(seconds));
   return ctx;
+}
+
+// SubmitJob; the server's error as an absl::Status.
+inline absl::StatusOr<traind::v1::Job> SubmitJob(traind::v1::TrainingService::Stub* stub,
+                                                 const traind::v1::JobSpec& spec,
+                                                 const std::string& idempotency_key = "") {
+  traind::v1::SubmitJobRequest req;
+  *req.mutable_spec() = spec;
+  req.set_idempotency_key(idempotency_key);
+  traind::v1::Job job;
+  auto ctx = Ctx();
+  grpc::Status s = stub->SubmitJob(ctx.get(), req, &job);
+  if (!s.ok()) return absl::Status(static_cast<absl::StatusCode>(s.error_code()), s.error_message());
+  return job;
+}
+
+// GetJob of a job that must exist.
+inline traind::v1::Job GetJob(traind::v1::TrainingService::Stub* stub, const std::string& id) {
+  traind::v1::GetJobRequest req;
+  req.set_job_id(id);
+  traind::v1::Job job;
+  auto ctx = Ctx();
+  grpc::Status s = stub->GetJob(ctx.get(), req, &job);
+  EXPECT_TRUE(s.ok()) << id << ": " << s.error_message();
+  return job;
 }
 
 // Reads WatchJob to its end.

@@ -49,23 +49,9 @@ class DaemonTest : public ::testing::Test {
   }
 
   absl::StatusOr<Job> Submit(const traind::v1::JobSpec& spec) {
-    traind::v1::SubmitJobRequest req;
-    *req.mutable_spec() = spec;
-    Job job;
-    auto ctx = Ctx();
-    grpc::Status s = daemon_->stub()->SubmitJob(ctx.get(), req, &job);
-    if (!s.ok()) return absl::Status(static_cast<absl::StatusCode>(s.error_code()), s.error_message());
-    return job;
+    return SubmitJob(daemon_->stub(), spec);
   }
-
-  Job Get(const std::string& id) {
-    traind::v1::GetJobRequest req;
-    req.set_job_id(id);
-    Job job;
-    auto ctx = Ctx();
-    EXPECT_TRUE(daemon_->stub()->GetJob(ctx.get(), req, &job).ok());
-    return job;
-  }
+  Job Get(const std::string& id) { return GetJob(daemon_->stub(), id); }
 
   int JobCount() {
     traind::v1::ListJobsRequest req;

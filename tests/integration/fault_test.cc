@@ -109,23 +109,11 @@ class FaultTest : public ::testing::Test {
   }
 
   Job Submit(const traind::v1::JobSpec& spec, const std::string& key = "") {
-    traind::v1::SubmitJobRequest req;
-    *req.mutable_spec() = spec;
-    req.set_idempotency_key(key);
-    Job job;
-    auto ctx = Ctx();
-    grpc::Status s = daemon_->stub()->SubmitJob(ctx.get(), req, &job);
-    EXPECT_TRUE(s.ok()) << s.error_message();
-    return job;
+    absl::StatusOr<Job> job = SubmitJob(daemon_->stub(), spec, key);
+    EXPECT_TRUE(job.ok()) << job.status();
+    return job.ok() ? *job : Job();
   }
-  Job Get(const std::string& id) {
-    traind::v1::GetJobRequest req;
-    req.set_job_id(id);
-    Job job;
-    auto ctx = Ctx();
-    EXPECT_TRUE(daemon_->stub()->GetJob(ctx.get(), req, &job).ok());
-    return job;
-  }
+  Job Get(const std::string& id) { return GetJob(daemon_->stub(), id); }
   // Polls until `pred(job)` holds; false after `seconds`.
   template <typename Pred>
   bool WaitFor(const std::string& id, Pred pred, int seconds = 60) {
