@@ -17,11 +17,13 @@
 #include <sys/prctl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -95,7 +97,7 @@ class DaemonSession final : public engine::FitObserver {
       done_ = true;
     }
     cv_.notify_all();
-    if (heartbeat_.joinable()) heartbeat_.join();
+    if (reporter_.joinable()) reporter_.join();
   }
 
   grpc::Status GetTask(traind::v1::TaskAssignment* task) {
@@ -107,20 +109,69 @@ class DaemonSession final : public engine::FitObserver {
     return stub_->GetTask(&ctx, req, task);
   }
 
-  void StartHeartbeat() {
-    heartbeat_ = std::thread([this] {
+  // Starts the background thread that sends epoch reports in order (so
+  // training never waits for the daemon's answer) and heartbeats when there
+  // is nothing else to send.
+  void StartReporter() {
+    reporter_ = std::thread([this] {
       std::unique_lock<std::mutex> lock(mu_);
-      while (!cv_.wait_for(lock, std::chrono::seconds(2), [this] { return done_; })) {
-        lock.unlock();
-        traind::v1::HeartbeatRequest req;
-        *req.mutable_credentials() = creds_;
-        traind::v1::ReportResponse resp;
-        grpc::ClientContext ctx;
-        ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
-        if (stub_->Heartbeat(&ctx, req, &resp).ok() && resp.stop()) stop_.store(true);
-        lock.lock();
+      auto last_sent = std::chrono::steady_clock::now();
+      uint64_t last_progress = ~0ull;
+      for (;;) {
+        cv_.wait_until(lock, last_sent + std::chrono::seconds(2),
+                       [this] { return done_ || !epochs_.empty(); });
+        if (!epochs_.empty()) {
+          // Everything queued goes in one call (at most 256 epochs).
+          traind::v1::ReportEpochRequest req;
+          *req.mutable_credentials() = creds_;
+          *req.mutable_metrics() = epochs_.front();
+          const size_t n = std::min<size_t>(epochs_.size(), 256);
+          for (size_t i = 1; i < n; ++i) *req.add_more() = epochs_[i];
+          lock.unlock();
+          // Reports are idempotent (keyed by job, task, attempt, epoch):
+          // retrying after a lost answer never duplicates a metric.
+          grpc::Status s =
+              CallWithRetry([&](grpc::ClientContext* ctx, traind::v1::ReportResponse* resp) {
+                return stub_->ReportEpoch(ctx, req, resp);
+              });
+          lock.lock();
+          last_sent = std::chrono::steady_clock::now();
+          epochs_.erase(epochs_.begin(), epochs_.begin() + n);
+          if (!s.ok() && report_error_.ok()) {
+            report_error_ = absl::UnavailableError(absl::StrCat(
+                "cannot report epoch ", req.metrics().epoch(), " to traind: ", s.error_message()));
+            epochs_.clear();
+          }
+          cv_.notify_all();
+          continue;
+        }
+        if (done_) return;
+        // A heartbeat says the task is making progress: sent only while
+        // training advances (a batch or an epoch since the last one), so a
+        // training loop that hangs goes silent and is killed by traind.
+        const uint64_t progress = progress_.load(std::memory_order_relaxed);
+        if (std::chrono::steady_clock::now() - last_sent >= std::chrono::seconds(2) &&
+            (progress != last_progress || !training_.load(std::memory_order_relaxed))) {
+          last_progress = progress;
+          lock.unlock();
+          traind::v1::HeartbeatRequest req;
+          *req.mutable_credentials() = creds_;
+          traind::v1::ReportResponse resp;
+          grpc::ClientContext ctx;
+          ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+          if (stub_->Heartbeat(&ctx, req, &resp).ok() && resp.stop()) stop_.store(true);
+          lock.lock();
+          last_sent = std::chrono::steady_clock::now();
+        }
       }
     });
+  }
+
+  // Waits until every queued epoch report has been delivered.
+  absl::Status Flush() {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [this] { return epochs_.empty(); });
+    return report_error_;
   }
 
   grpc::Status Report(traind::v1::ReportEventRequest req) {
@@ -130,21 +181,23 @@ class DaemonSession final : public engine::FitObserver {
     });
   }
 
+  // Training has started: from now on heartbeats follow its progress.
+  void TrainingStarted() { training_.store(true); }
+
   absl::Status OnEpochEnd(const traind::v1::EpochMetrics& metrics) override {
-    traind::v1::ReportEpochRequest req;
-    *req.mutable_credentials() = creds_;
-    *req.mutable_metrics() = metrics;
-    // Reports are idempotent (keyed by job, task, attempt, epoch): retrying
-    // after a lost answer never duplicates a metric.
-    grpc::Status s = CallWithRetry([&](grpc::ClientContext* ctx, traind::v1::ReportResponse* resp) {
-      return stub_->ReportEpoch(ctx, req, resp);
-    });
-    if (s.ok()) return absl::OkStatus();
-    return absl::UnavailableError(
-        absl::StrCat("cannot report epoch ", metrics.epoch(), " to traind: ", s.error_message()));
+    progress_.fetch_add(1, std::memory_order_relaxed);
+    std::unique_lock<std::mutex> lock(mu_);
+    if (!report_error_.ok()) return report_error_;
+    epochs_.push_back(metrics);
+    cv_.notify_all();
+    // Bounded: a daemon that cannot keep up slows training down rather than
+    // let reports pile up.
+    cv_.wait(lock, [this] { return epochs_.size() < 1024; });
+    return report_error_;
   }
 
   bool StopRequested() override {
+    progress_.fetch_add(1, std::memory_order_relaxed);  // polled after every batch
     return stop_.load(std::memory_order_relaxed) ||
            g_stop_signal.load(std::memory_order_relaxed);
   }
@@ -196,7 +249,11 @@ class DaemonSession final : public engine::FitObserver {
   std::mutex mu_;
   std::condition_variable cv_;
   bool done_ = false;
-  std::thread heartbeat_;
+  std::deque<traind::v1::EpochMetrics> epochs_;  // reports not yet delivered
+  std::atomic<uint64_t> progress_{0};
+  std::atomic<bool> training_{false};
+  absl::Status report_error_;
+  std::thread reporter_;
 };
 
 int RunUnderDaemon(const std::string& server, const std::string& job, int task, int attempt) {
@@ -224,9 +281,10 @@ int RunUnderDaemon(const std::string& server, const std::string& job, int task, 
                : kFailed;
   }
   Log(absl::StrCat("task fetched ", where, " fold=", assignment.fold(), " pid=", getpid()));
-  session.StartHeartbeat();
+  session.StartReporter();
 
   auto fail = [&](const absl::Status& s) {
+    (void)session.Flush();  // the epochs before the failure, then the failure
     traind::v1::ReportEventRequest req;
     Failure* f = req.mutable_failed()->mutable_failure();
     f->set_reason(ReasonOf(s));
@@ -264,9 +322,14 @@ int RunUnderDaemon(const std::string& server, const std::string& job, int task, 
   // restart resumes from the latest one.
   options.artifacts_dir = assignment.artifacts_dir();
   options.checkpoint_dir = assignment.artifacts_dir() + "/checkpoints";
+  session.TrainingStarted();
   absl::StatusOr<traind::v1::FoldResult> result =
       engine::Fit(spec, *data, rows, task, options, &session);
   if (!result.ok()) return fail(result.status());
+  if (absl::Status flushed = session.Flush(); !flushed.ok()) {
+    Log(absl::StrCat("error: ", flushed.message()));
+    return kUnreachable;
+  }
   traind::v1::ReportEventRequest req;
   *req.mutable_finished()->mutable_result() = *result;
   grpc::Status rs = session.Report(req);

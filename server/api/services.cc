@@ -372,7 +372,9 @@ ServerUnaryReactor* WorkerServiceImpl::GetTask(CallbackServerContext* ctx,
 ServerUnaryReactor* WorkerServiceImpl::ReportEpoch(CallbackServerContext* ctx,
                                                    const traind::v1::ReportEpochRequest* req,
                                                    traind::v1::ReportResponse* resp) {
-  absl::StatusOr<bool> stop = scheduler_->ReportEpoch(req->credentials(), req->metrics());
+  std::vector<const traind::v1::EpochMetrics*> epochs = {&req->metrics()};
+  for (const traind::v1::EpochMetrics& m : req->more()) epochs.push_back(&m);
+  absl::StatusOr<bool> stop = scheduler_->ReportEpochs(req->credentials(), epochs);
   if (stop.ok()) resp->set_stop(*stop);
   return Reply(ctx, stop.status());
 }

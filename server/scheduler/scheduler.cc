@@ -943,6 +943,12 @@ absl::StatusOr<traind::v1::TaskAssignment> Scheduler::GetTask(
 
 absl::StatusOr<bool> Scheduler::ReportEpoch(const traind::v1::AttemptCredentials& c,
                                             const traind::v1::EpochMetrics& metrics) {
+  return ReportEpochs(c, {&metrics});
+}
+
+absl::StatusOr<bool> Scheduler::ReportEpochs(
+    const traind::v1::AttemptCredentials& c,
+    const std::vector<const traind::v1::EpochMetrics*>& metrics) {
   absl::MutexLock lock(&mu_);
   LiveAttempt* la = nullptr;
   absl::StatusOr<LiveJob*> ljp = AuthLocked(c, &la);
@@ -951,21 +957,28 @@ absl::StatusOr<bool> Scheduler::ReportEpoch(const traind::v1::AttemptCredentials
   const bool stop = la->stop_requested || lj.job.state() == Job::CANCELLING;
   // Ranks agree on their metrics (all-reduced): rank 0 speaks for them.
   if (c.rank() != 0) return stop;
-  if (metrics.epoch() <= la->last_epoch) return stop;  // a repeated report
-  if (metrics.epoch() != la->last_epoch + 1) {
-    return absl::InvalidArgumentError(absl::StrCat("epoch ", metrics.epoch(), " reported after epoch ",
-                                                   la->last_epoch));
+  std::deque<traind::v1::EpochMetrics> accepted;  // stable addresses
+  for (const traind::v1::EpochMetrics* in : metrics) {
+    if (in->epoch() <= la->last_epoch) continue;  // a repeated report
+    if (in->epoch() != la->last_epoch + 1) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("epoch ", in->epoch(), " reported after epoch ", la->last_epoch));
+    }
+    traind::v1::EpochMetrics& m = accepted.emplace_back(*in);
+    m.set_task(c.task());
+    m.set_attempt(c.attempt());
+    la->last_epoch = m.epoch();
   }
-  traind::v1::EpochMetrics m = metrics;
-  m.set_task(c.task());
-  m.set_attempt(c.attempt());
-  la->last_epoch = m.epoch();
+  if (accepted.empty()) return stop;
   Task* t = lj.job.mutable_tasks(c.task());
-  t->set_epochs_done(m.epoch());
-  *NewEventLocked(lj)->mutable_epoch() = m;
+  t->set_epochs_done(la->last_epoch);
+  // One transaction for the batch; one event per epoch.
   StoreMutation sm;
   sm.tasks.push_back(t);
-  sm.epoch = &m;
+  for (const traind::v1::EpochMetrics& m : accepted) {
+    *NewEventLocked(lj)->mutable_epoch() = m;
+    sm.epochs.push_back(&m);
+  }
   CommitLocked(lj, sm);
   return stop;
 }

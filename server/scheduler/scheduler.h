@@ -125,6 +125,9 @@ class Scheduler final {
   // Return whether the worker should stop.
   absl::StatusOr<bool> ReportEpoch(const traind::v1::AttemptCredentials& c,
                                    const traind::v1::EpochMetrics& metrics);
+  // Several consecutive epochs at once (one store transaction).
+  absl::StatusOr<bool> ReportEpochs(const traind::v1::AttemptCredentials& c,
+                                    const std::vector<const traind::v1::EpochMetrics*>& metrics);
   absl::StatusOr<bool> ReportEvent(const traind::v1::ReportEventRequest& req);
   absl::StatusOr<bool> Heartbeat(const traind::v1::AttemptCredentials& c);
   // Multi-GPU attempts: rank 0 posts `unique_id`; `done` gets it once it is

@@ -189,6 +189,30 @@ TEST_F(SchedulerTest, RepeatedEpochReportIsStoredOnce) {
   EXPECT_EQ(epoch_events, 1);
 }
 
+TEST_F(SchedulerTest, EpochsReportedInABatchAreStoredOnceInOrder) {
+  ASSERT_TRUE(scheduler_->Recover().ok());
+  scheduler_->Start();
+  auto job = scheduler_->Submit(ThreeFoldSpec());
+  ASSERT_TRUE(launcher_->WaitForLaunches(1));
+  auto c = Creds(launcher_->launched()[0]);
+  std::vector<traind::v1::EpochMetrics> m(4);
+  for (int i = 0; i < 4; ++i) m[i].set_epoch(i + 1);
+  ASSERT_TRUE(scheduler_->ReportEpochs(c, {&m[0], &m[1]}).ok());
+  // A retried batch that overlaps what was stored: only the new epochs count.
+  ASSERT_TRUE(scheduler_->ReportEpochs(c, {&m[1], &m[2], &m[3]}).ok());
+  EXPECT_EQ(scheduler_->ReportEpochs(c, {&m[0], &m[3]}).status().code(), absl::StatusCode::kOk);
+  auto stored = store_->ReadEpochs(job->id());
+  ASSERT_EQ(stored->size(), 4u);
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(stored->at(i).epoch(), i + 1);
+  int epoch_events = 0;
+  for (const auto& e : Events(job->id())) epoch_events += e.has_epoch();
+  EXPECT_EQ(epoch_events, 4);
+  traind::v1::EpochMetrics gap;
+  gap.set_epoch(6);
+  EXPECT_EQ(scheduler_->ReportEpochs(c, {&gap}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
 TEST_F(SchedulerTest, RejectsWrongSecret) {
   ASSERT_TRUE(scheduler_->Recover().ok());
   scheduler_->Start();

@@ -323,18 +323,20 @@ absl::Status JobStore::Apply(const StoreMutation& m, const std::string& job_id,
       }
     }
     for (const Task* t : m.tasks) STORE_RETURN_IF_ERROR(WriteTaskRow(job_id, *t));
-    if (m.epoch != nullptr) {
+    std::vector<const traind::v1::EpochMetrics*> epochs = m.epochs;
+    if (m.epoch != nullptr) epochs.insert(epochs.begin(), m.epoch);
+    for (const traind::v1::EpochMetrics* epoch : epochs) {
       Stmt st(db_,
               "INSERT OR IGNORE INTO epochs (job_id, task_idx, attempt, epoch, metrics) "
               "VALUES (?1, ?2, ?3, ?4, ?5)");
       STORE_RETURN_IF_ERROR(st.status());
       st.Bind(1, job_id);
-      st.Bind(2, m.epoch->task());
-      st.Bind(3, m.epoch->attempt());
-      st.Bind(4, m.epoch->epoch());
-      st.BindBlob(5, m.epoch->SerializeAsString());
+      st.Bind(2, epoch->task());
+      st.Bind(3, epoch->attempt());
+      st.Bind(4, epoch->epoch());
+      st.BindBlob(5, epoch->SerializeAsString());
       STORE_RETURN_IF_ERROR(st.Run());
-      if (epoch_inserted != nullptr) *epoch_inserted = sqlite3_changes(db_) > 0;
+      if (epoch_inserted != nullptr && epoch == m.epoch) *epoch_inserted = sqlite3_changes(db_) > 0;
     }
     for (const traind::v1::JobEvent* e : m.events) {
       Stmt st(db_, "INSERT INTO events (job_id, seq, event) VALUES (?1, ?2, ?3)");

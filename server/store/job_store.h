@@ -38,6 +38,7 @@ struct StoreMutation {
   std::vector<const traind::v1::Task*> tasks;
   // Epoch metrics to insert unless already present.
   const traind::v1::EpochMetrics* epoch = nullptr;
+  std::vector<const traind::v1::EpochMetrics*> epochs;
   std::vector<const traind::v1::JobEvent*> events;
 };
 
