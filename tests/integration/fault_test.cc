@@ -26,6 +26,10 @@ using traind::v1::Job;
 using traind::v1::JobEvent;
 using traind::v1::Task;
 
+// Epochs of an iris fold that take long enough (about a second here) for a
+// test to kill, stop or hang the worker in the middle of its training.
+constexpr int kLongEpochs = 10000;
+
 traind::v1::JobSpec IrisSpec(int folds, int epochs) {
   auto spec = LoadJobSpecFile(SourceDir() + "/examples/iris-cv.yaml");
   EXPECT_TRUE(spec.ok()) << spec.status();
@@ -155,7 +159,7 @@ class FaultTest : public ::testing::Test {
 
 TEST_F(FaultTest, DaemonKilledMidJobComesBackAndFinishesWithoutRerunningFolds) {
   StartDaemon();
-  const int epochs = 400;
+  const int epochs = kLongEpochs;
   Job job = Submit(IrisSpec(3, epochs));
   // A watcher follows the job until the daemon dies.
   std::vector<JobEvent> before;
@@ -190,7 +194,7 @@ TEST_F(FaultTest, DaemonKilledMidJobComesBackAndFinishesWithoutRerunningFolds) {
 
 TEST_F(FaultTest, KilledWorkerIsRetriedAndTheJobSucceeds) {
   StartDaemon();
-  const int epochs = 300;
+  const int epochs = kLongEpochs;
   Job job = Submit(IrisSpec(2, epochs));
   ASSERT_TRUE(WaitFor(job.id(), [](const Job& j) { return j.tasks(0).epochs_done() >= 3; }));
   const int worker = Get(job.id()).tasks(0).attempts(0).pid();
@@ -210,7 +214,7 @@ TEST_F(FaultTest, KilledWorkerIsRetriedAndTheJobSucceeds) {
 
 TEST_F(FaultTest, HungWorkerIsKilledAndRetried) {
   StartDaemon({"--cpu-slots=1", "--heartbeat-timeout=1.5"});
-  const int epochs = 300;
+  const int epochs = kLongEpochs;
   Job job = Submit(IrisSpec(2, epochs));
   ASSERT_TRUE(WaitFor(job.id(), [](const Job& j) { return j.tasks(0).epochs_done() >= 3; }));
   const int worker = Get(job.id()).tasks(0).attempts(0).pid();
@@ -227,7 +231,7 @@ TEST_F(FaultTest, HungWorkerIsKilledAndRetried) {
 
 TEST_F(FaultTest, SigtermStopsWithinTheGraceAndTheNextStartResumes) {
   StartDaemon({"--cpu-slots=1", "--stop-grace=5"});
-  const int epochs = 400;
+  const int epochs = kLongEpochs;
   Job job = Submit(IrisSpec(2, epochs));
   ASSERT_TRUE(WaitFor(job.id(), [](const Job& j) { return j.tasks(0).epochs_done() >= 3; }));
   const int worker = Get(job.id()).tasks(0).attempts(0).pid();

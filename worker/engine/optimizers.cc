@@ -34,8 +34,7 @@ class OptimizerBase : public Optimizer {
   absl::Status Step(double lr) override {
     TRAIND_RETURN_IF_ERROR(ClipGradients(clipping_, backend_, params_));
     ++steps_;
-    for (size_t i = 0; i < params_.size(); ++i) TRAIND_RETURN_IF_ERROR(Update(i, lr));
-    return absl::OkStatus();
+    return UpdateAll(lr);
   }
   int64_t steps() const override { return steps_; }
   void set_steps(int64_t steps) override { steps_ = steps; }
@@ -51,6 +50,21 @@ class OptimizerBase : public Optimizer {
  protected:
   // Updates parameter i; steps_ is already the 1-based step number.
   virtual absl::Status Update(size_t i, double lr) = 0;
+  // Updates every parameter (one fused backend call where the optimizer has one).
+  virtual absl::Status UpdateAll(double lr) {
+    for (size_t i = 0; i < params_.size(); ++i) TRAIND_RETURN_IF_ERROR(Update(i, lr));
+    return absl::OkStatus();
+  }
+  // The parameters' values and gradients, and a state list, as pointer lists
+  // for the backends' fused updates (built once: a step allocates nothing).
+  void CollectPointers() {
+    for (const Parameter& p : params_) {
+      values_.push_back(p.value);
+      grads_.push_back(p.grad);
+    }
+    for (Tensor& t : a_) a_ptrs_.push_back(&t);
+    for (Tensor& t : b_) b_ptrs_.push_back(&t);
+  }
 
   Backend* backend_;
   std::vector<Parameter> params_;
@@ -58,6 +72,8 @@ class OptimizerBase : public Optimizer {
   double lr_;
   int64_t steps_ = 0;
   std::vector<Tensor> a_, b_;  // per-parameter state (empty when unused)
+  std::vector<Tensor*> values_, a_ptrs_, b_ptrs_;
+  std::vector<const Tensor*> grads_;
 };
 
 class Sgd final : public OptimizerBase {
@@ -69,18 +85,25 @@ class Sgd final : public OptimizerBase {
     if (spec_.momentum() > 0) {
       TRAIND_ASSIGN_OR_RETURN(a_, ZerosLike(backend_, params_));
     }
+    CollectPointers();
     return absl::OkStatus();
   }
 
  private:
-  absl::Status Update(size_t i, double lr) override {
+  SgdStep StepFor(double lr) const {
     SgdStep step;
     step.learning_rate = lr;
     step.momentum = spec_.momentum();
     step.nesterov = spec_.nesterov();
     step.weight_decay = spec_.weight_decay();
-    return backend_->SgdUpdate(step, *params_[i].grad, a_.empty() ? nullptr : &a_[i],
+    return step;
+  }
+  absl::Status Update(size_t i, double lr) override {
+    return backend_->SgdUpdate(StepFor(lr), *params_[i].grad, a_.empty() ? nullptr : &a_[i],
                                params_[i].value);
+  }
+  absl::Status UpdateAll(double lr) override {
+    return backend_->SgdUpdateMany(StepFor(lr), grads_, a_ptrs_, values_);
   }
   traind::v1::Sgd spec_;
 };
@@ -107,6 +130,7 @@ class Adam final : public OptimizerBase {
   absl::Status Init() {
     TRAIND_ASSIGN_OR_RETURN(a_, ZerosLike(backend_, params_));
     TRAIND_ASSIGN_OR_RETURN(b_, ZerosLike(backend_, params_));
+    CollectPointers();
     return absl::OkStatus();
   }
 
@@ -119,6 +143,12 @@ class Adam final : public OptimizerBase {
     step.learning_rate = lr;
     step.step = steps_;
     return backend_->AdamUpdate(step, *params_[i].grad, &a_[i], &b_[i], params_[i].value);
+  }
+  absl::Status UpdateAll(double lr) override {
+    AdamStep step = constants_;
+    step.learning_rate = lr;
+    step.step = steps_;
+    return backend_->AdamUpdateMany(step, grads_, a_ptrs_, b_ptrs_, values_);
   }
   AdamStep constants_;
 };

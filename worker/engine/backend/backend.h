@@ -211,10 +211,35 @@ class Backend {
   virtual absl::Status SgdUpdate(const SgdStep& step, const Tensor& grad, Tensor* velocity,
                                  Tensor* param) = 0;
 
+  // SgdUpdate of several tensors in one call: for each i, grads[i],
+  // velocities[i] (velocities may be empty when momentum == 0) and params[i]
+  // have one size. A backend may fuse them into one pass; results equal
+  // those of SgdUpdate tensor by tensor (the default).
+  virtual absl::Status SgdUpdateMany(const SgdStep& step, absl::Span<const Tensor* const> grads,
+                                     absl::Span<Tensor* const> velocities,
+                                     absl::Span<Tensor* const> params) {
+    for (size_t i = 0; i < params.size(); ++i) {
+      absl::Status s =
+          SgdUpdate(step, *grads[i], velocities.empty() ? nullptr : velocities[i], params[i]);
+      if (!s.ok()) return s;
+    }
+    return absl::OkStatus();
+  }
+
   // PyTorch's Adam: m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g²;
   // w -= (lr / (1 - b1^t)) m / (sqrt(v) / sqrt(1 - b2^t) + eps).
   virtual absl::Status AdamUpdate(const AdamStep& step, const Tensor& grad, Tensor* m, Tensor* v,
                                   Tensor* param) = 0;
+  // AdamUpdate of several tensors in one call (as SgdUpdateMany).
+  virtual absl::Status AdamUpdateMany(const AdamStep& step, absl::Span<const Tensor* const> grads,
+                                      absl::Span<Tensor* const> m, absl::Span<Tensor* const> v,
+                                      absl::Span<Tensor* const> params) {
+    for (size_t i = 0; i < params.size(); ++i) {
+      absl::Status s = AdamUpdate(step, *grads[i], m[i], v[i], params[i]);
+      if (!s.ok()) return s;
+    }
+    return absl::OkStatus();
+  }
 
   // PyTorch's RMSprop: g' = g + wd w; s = alpha s + (1 - alpha) g'²;
   // with momentum: b = momentum b + g' / (sqrt(s) + eps), w -= lr b;

@@ -1,5 +1,7 @@
 #include "worker/engine/backend/cpu/cpu_backend.h"
 
+#include <omp.h>
+
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -144,6 +146,136 @@ void AppendPostOp(const ActivationFn& f, dnnl::post_ops* ops) {
   }
 }
 
+// dz = dy ⊙ f'(y) in place over g: [batch, out], and (unless db is null)
+// db[j] = Σ_r dz[r, j] summed row by row — the same order whatever the
+// thread count, so the result is deterministic. `deriv` maps y to f'.
+// Threads split the columns in cache-line multiples.
+// body(i0, i1) over [0, n): split evenly across the threads when n is large,
+// else on this thread. (Branching here rather than `omp parallel if (...)`:
+// a one-thread region still builds a team, which allocates in libgomp.)
+template <typename Body>
+void ParallelFor(int64_t n, Body body) {
+  if (n <= kParallelThreshold) {
+    body(0, n);
+    return;
+  }
+#pragma omp parallel
+  {
+    const int64_t threads = omp_get_num_threads();
+    const int64_t chunk = ((n + threads - 1) / threads + 15) & ~int64_t{15};
+    const int64_t begin = std::min(n, chunk * omp_get_thread_num());
+    body(begin, std::min(n, begin + chunk));
+  }
+}
+
+// Columns [j0, j1) of GradAndBiasSumLoop, on one thread.
+template <typename Deriv>
+inline void GradAndBiasSumColumns(int64_t batch, int64_t out, int64_t j0, int64_t j1,
+                                  const float* __restrict y, float* __restrict g,
+                                  float* __restrict db, Deriv deriv) {
+  if (db != nullptr) {
+    for (int64_t j = j0; j < j1; ++j) db[j] = 0.0f;
+    for (int64_t r = 0; r < batch; ++r) {
+      float* __restrict row = g + r * out;
+      const float* __restrict act = y + r * out;
+#pragma omp simd
+      for (int64_t j = j0; j < j1; ++j) row[j] *= deriv(act[j]);
+      // The row is in L1 now; a separate loop vectorizes where a fused one does not.
+#pragma omp simd
+      for (int64_t j = j0; j < j1; ++j) db[j] += row[j];
+    }
+  } else {
+    for (int64_t r = 0; r < batch; ++r) {
+      float* __restrict row = g + r * out;
+      const float* __restrict act = y + r * out;
+#pragma omp simd
+      for (int64_t j = j0; j < j1; ++j) row[j] *= deriv(act[j]);
+    }
+  }
+}
+
+// dz = dy ⊙ f'(y) in place over g: [batch, out], and (unless db is null)
+// db[j] = Σ_r dz[r, j] summed row by row — the same order whatever the
+// thread count, so the result is deterministic. `deriv` maps y to f'.
+// Threads split the columns in cache-line multiples.
+template <typename Deriv>
+void GradAndBiasSumLoop(int64_t batch, int64_t out, const float* y, float* g, float* db,
+                        Deriv deriv) {
+  if (batch * out <= kParallelThreshold || out < 32) {
+    GradAndBiasSumColumns(batch, out, 0, out, y, g, db, deriv);
+    return;
+  }
+#pragma omp parallel
+  {
+    const int64_t threads = omp_get_num_threads();
+    const int64_t chunk = ((out + threads - 1) / threads + 15) & ~int64_t{15};
+    const int64_t j0 = std::min(out, chunk * omp_get_thread_num());
+    GradAndBiasSumColumns(batch, out, j0, std::min(out, j0 + chunk), y, g, db, deriv);
+  }
+}
+
+void ActivationGradAndBiasSum(const ActivationFn& f, int64_t batch, int64_t out, const float* y,
+                              float* g, float* db) {
+  const float alpha = f.alpha;
+  switch (f.kind) {
+    case DenseActivation::kLinear:
+      if (db != nullptr) GradAndBiasSumLoop(batch, out, y, g, db, [](float) { return 1.0f; });
+      return;
+    case DenseActivation::kRelu:
+      return GradAndBiasSumLoop(batch, out, y, g, db,
+                                [](float v) { return static_cast<float>(v > 0.0f); });
+    case DenseActivation::kLeakyRelu:
+      return GradAndBiasSumLoop(batch, out, y, g, db,
+                                [alpha](float v) { return v > 0.0f ? 1.0f : alpha; });
+    case DenseActivation::kElu:
+      return GradAndBiasSumLoop(batch, out, y, g, db,
+                                [alpha](float v) { return v > 0.0f ? 1.0f : v + alpha; });
+    case DenseActivation::kSigmoid:
+      return GradAndBiasSumLoop(batch, out, y, g, db, [](float v) { return v * (1.0f - v); });
+    case DenseActivation::kTanh:
+      return GradAndBiasSumLoop(batch, out, y, g, db, [](float v) { return 1.0f - v * v; });
+    default: {
+      // Not used in training (their derivative needs z): kept for the contract.
+      const DenseActivation kind = f.kind;
+      return GradAndBiasSumLoop(batch, out, y, g, db, [kind, alpha](float v) {
+        return ActivationDerivative(kind, alpha, 0.0f, v);
+      });
+    }
+  }
+}
+
+// body(t, i0, i1) over elements [i0, i1) of tensors[t], for all tensors: in
+// one parallel region when there are enough elements (each large tensor split
+// evenly across the threads, as a per-tensor loop would; small ones whole, to
+// one thread each), else on this thread.
+template <typename Body>
+void ForEachSegment(absl::Span<Tensor* const> tensors, Body body) {
+  int64_t total = 0;
+  for (const Tensor* t : tensors) total += t->size();
+  if (total <= kParallelThreshold) {
+    for (size_t t = 0; t < tensors.size(); ++t) body(t, 0, tensors[t]->size());
+    return;
+  }
+  constexpr int64_t kSplit = 4096;  // smaller tensors are not split
+#pragma omp parallel
+  {
+    const int64_t threads = omp_get_num_threads();
+    const int64_t thread = omp_get_thread_num();
+    int64_t small = 0;
+    for (size_t t = 0; t < tensors.size(); ++t) {
+      const int64_t n = tensors[t]->size();
+      if (n < kSplit) {
+        if (small++ % threads == thread) body(t, 0, n);
+        continue;
+      }
+      const int64_t chunk = ((n + threads - 1) / threads + 15) & ~int64_t{15};
+      const int64_t begin = std::min(n, chunk * thread);
+      const int64_t end = std::min(n, begin + chunk);
+      if (begin < end) body(t, begin, end);
+    }
+  }
+}
+
 // One matmul primitive with its memory objects. The memory objects carry no
 // buffer of their own: Run points them at the caller's tensors, then executes
 // through the C API on a stack array, so a step allocates nothing here.
@@ -165,7 +297,11 @@ class MatmulPlan {
     plan.weights_ = dnnl::memory(weights, engine, DNNL_MEMORY_NONE);
     if (bias != nullptr) plan.bias_ = dnnl::memory(*bias, engine, DNNL_MEMORY_NONE);
     plan.dst_ = dnnl::memory(dst, engine, DNNL_MEMORY_NONE);
-    plan.scratchpad_ = dnnl::memory(pd.scratchpad_desc(), engine);  // owns its buffer
+    // Owns its buffer. None when the primitive needs none: each argument
+    // passed costs an allocation inside dnnl_primitive_execute (its argument map).
+    if (pd.scratchpad_desc().get_size() > 0) {
+      plan.scratchpad_ = dnnl::memory(pd.scratchpad_desc(), engine);
+    }
     return plan;
   }
 
@@ -178,14 +314,12 @@ class MatmulPlan {
         {DNNL_ARG_SRC, src_.get()},
         {DNNL_ARG_WEIGHTS, weights_.get()},
         {DNNL_ARG_DST, dst_.get()},
-        {DNNL_ARG_SCRATCHPAD, scratchpad_.get()},
-        {DNNL_ARG_BIAS, nullptr},
     }};
-    int nargs = 4;
+    int nargs = 3;
+    if (scratchpad_) args[nargs++] = {DNNL_ARG_SCRATCHPAD, scratchpad_.get()};
     if (bias_) {
       TRAIND_RETURN_IF_ERROR(SetHandle(bias_, bias));
-      args[4].memory = bias_.get();
-      nargs = 5;
+      args[nargs++] = {DNNL_ARG_BIAS, bias_.get()};
     }
     TRAIND_RETURN_IF_ERROR(
         FromDnnlStatus(dnnl_primitive_execute(primitive_.get(), stream.get(), nargs, args.data()),
@@ -263,27 +397,9 @@ class CpuDenseKernel final : public DenseKernel {
       TRAIND_RETURN_IF_ERROR(CheckShape(*dx, DType::kF32, batch_, in_, "dense backward dx"));
     }
     float* g = dy->f32();
-    const int64_t n = batch_ * out_;
-    if (activation_.kind != DenseActivation::kLinear) {
-      // f'(z) from y. dy: [batch, out] -> dz: [batch, out]
-      const float* act = y.f32();
-      const DenseActivation kind = activation_.kind;
-      const float alpha = activation_.alpha;
-#pragma omp parallel for simd if (n > kParallelThreshold) schedule(static)
-      for (int64_t i = 0; i < n; ++i) g[i] *= ActivationDerivative(kind, alpha, 0.0f, act[i]);
-    }
-    if (db != nullptr) {
-      // dz: [batch, out] -> db: [out], summed row by row (a fixed order).
-      float* bias_grad = db->f32();
-      const int64_t out = out_;
-      const int64_t batch = batch_;
-      std::fill(bias_grad, bias_grad + out, 0.0f);
-      for (int64_t r = 0; r < batch; ++r) {
-        const float* row = g + r * out;
-#pragma omp simd
-        for (int64_t j = 0; j < out; ++j) bias_grad[j] += row[j];
-      }
-    }
+    // dy -> dz = dy ⊙ f'(z) (from y), and db = column sums of dz, in one pass.
+    ActivationGradAndBiasSum(activation_, batch_, out_, y.f32(), g,
+                             db != nullptr ? db->f32() : nullptr);
     TRAIND_RETURN_IF_ERROR(backward_weights_.Run(stream_, x.f32(), g, nullptr, dw->f32()));
     if (dx != nullptr) {
       TRAIND_RETURN_IF_ERROR(backward_data_.Run(stream_, g, w.f32(), nullptr, dx->f32()));
@@ -417,36 +533,59 @@ class CpuBackend final : public Backend {
 
   absl::Status SgdUpdate(const SgdStep& step, const Tensor& grad, Tensor* velocity,
                          Tensor* param) override {
-    TRAIND_RETURN_IF_ERROR(CheckSameSize(grad, *param, "SgdUpdate"));
-    const int64_t n = param->size();
-    float* w = param->f32();
-    const float* g = grad.f32();
+    const Tensor* grads[] = {&grad};
+    Tensor* params[] = {param};
+    Tensor* velocities[] = {velocity};
+    return SgdUpdateMany(step, grads,
+                         velocity != nullptr ? absl::Span<Tensor* const>(velocities)
+                                             : absl::Span<Tensor* const>(),
+                         params);
+  }
+
+  absl::Status SgdUpdateMany(const SgdStep& step, absl::Span<const Tensor* const> grads,
+                             absl::Span<Tensor* const> velocities,
+                             absl::Span<Tensor* const> params) override {
+    const bool momentum = step.momentum != 0.0;
+    if (grads.size() != params.size() ||
+        (!velocities.empty() && velocities.size() != params.size())) {
+      return absl::InvalidArgumentError("SgdUpdate: tensor lists of different lengths");
+    }
+    for (size_t i = 0; i < params.size(); ++i) {
+      TRAIND_RETURN_IF_ERROR(CheckSameSize(*grads[i], *params[i], "SgdUpdate"));
+      if (!momentum) continue;
+      if (velocities.empty() || velocities[i] == nullptr) {
+        return absl::InvalidArgumentError("SgdUpdate: momentum without velocity");
+      }
+      TRAIND_RETURN_IF_ERROR(CheckSameSize(*grads[i], *velocities[i], "SgdUpdate"));
+    }
     const float lr = static_cast<float>(step.learning_rate);
     const float wd = static_cast<float>(step.weight_decay);
-    if (step.momentum == 0.0) {
-#pragma omp parallel for simd if (n > kParallelThreshold) schedule(static)
-      for (int64_t i = 0; i < n; ++i) w[i] -= lr * (g[i] + wd * w[i]);
-      return absl::OkStatus();
-    }
-    if (velocity == nullptr)
-      return absl::InvalidArgumentError("SgdUpdate: momentum without velocity");
-    TRAIND_RETURN_IF_ERROR(CheckSameSize(grad, *velocity, "SgdUpdate"));
-    float* v = velocity->f32();
     const float mu = static_cast<float>(step.momentum);
-    if (step.nesterov) {
-#pragma omp parallel for simd if (n > kParallelThreshold) schedule(static)
-      for (int64_t i = 0; i < n; ++i) {
-        const float gi = g[i] + wd * w[i];
-        v[i] = mu * v[i] + gi;
-        w[i] -= lr * (gi + mu * v[i]);
+    const bool nesterov = step.nesterov;
+    ForEachSegment(params, [&](size_t t, int64_t i0, int64_t i1) {
+      float* w = params[t]->f32();
+      const float* g = grads[t]->f32();
+      if (!momentum) {
+#pragma omp simd
+        for (int64_t i = i0; i < i1; ++i) w[i] -= lr * (g[i] + wd * w[i]);
+        return;
       }
-    } else {
-#pragma omp parallel for simd if (n > kParallelThreshold) schedule(static)
-      for (int64_t i = 0; i < n; ++i) {
-        v[i] = mu * v[i] + (g[i] + wd * w[i]);
-        w[i] -= lr * v[i];
+      float* v = velocities[t]->f32();
+      if (nesterov) {
+#pragma omp simd
+        for (int64_t i = i0; i < i1; ++i) {
+          const float gi = g[i] + wd * w[i];
+          v[i] = mu * v[i] + gi;
+          w[i] -= lr * (gi + mu * v[i]);
+        }
+      } else {
+#pragma omp simd
+        for (int64_t i = i0; i < i1; ++i) {
+          v[i] = mu * v[i] + (g[i] + wd * w[i]);
+          w[i] -= lr * v[i];
+        }
       }
-    }
+    });
     return absl::OkStatus();
   }
 
@@ -469,26 +608,44 @@ class CpuBackend final : public Backend {
     const float eps = static_cast<float>(step.epsilon);
     const float mu = static_cast<float>(step.momentum);
     const float wd = static_cast<float>(step.weight_decay);
-#pragma omp parallel for simd if (n > kParallelThreshold) schedule(static)
-    for (int64_t i = 0; i < n; ++i) {
-      const float gi = g[i] + wd * w[i];
-      s[i] = alpha * s[i] + one_minus_alpha * gi * gi;
-      const float update = gi / (std::sqrt(s[i]) + eps);
-      if (b != nullptr) {
-        b[i] = mu * b[i] + update;
-        w[i] -= lr * b[i];
-      } else {
-        w[i] -= lr * update;
+    ParallelFor(n, [&](int64_t i0, int64_t i1) {
+#pragma omp simd
+      for (int64_t i = i0; i < i1; ++i) {
+        const float gi = g[i] + wd * w[i];
+        s[i] = alpha * s[i] + one_minus_alpha * gi * gi;
+        const float update = gi / (std::sqrt(s[i]) + eps);
+        if (b != nullptr) {
+          b[i] = mu * b[i] + update;
+          w[i] -= lr * b[i];
+        } else {
+          w[i] -= lr * update;
+        }
       }
-    }
+    });
     return absl::OkStatus();
   }
 
   absl::Status AdamUpdate(const AdamStep& step, const Tensor& grad, Tensor* m, Tensor* v,
                           Tensor* param) override {
-    TRAIND_RETURN_IF_ERROR(CheckSameSize(grad, *param, "AdamUpdate"));
-    TRAIND_RETURN_IF_ERROR(CheckSameSize(grad, *m, "AdamUpdate"));
-    TRAIND_RETURN_IF_ERROR(CheckSameSize(grad, *v, "AdamUpdate"));
+    const Tensor* grads[] = {&grad};
+    Tensor* ms[] = {m};
+    Tensor* vs[] = {v};
+    Tensor* params[] = {param};
+    return AdamUpdateMany(step, grads, ms, vs, params);
+  }
+
+  absl::Status AdamUpdateMany(const AdamStep& step, absl::Span<const Tensor* const> grads,
+                              absl::Span<Tensor* const> m, absl::Span<Tensor* const> v,
+                              absl::Span<Tensor* const> params) override {
+    if (grads.size() != params.size() || m.size() != params.size() ||
+        v.size() != params.size()) {
+      return absl::InvalidArgumentError("AdamUpdate: tensor lists of different lengths");
+    }
+    for (size_t i = 0; i < params.size(); ++i) {
+      TRAIND_RETURN_IF_ERROR(CheckSameSize(*grads[i], *params[i], "AdamUpdate"));
+      TRAIND_RETURN_IF_ERROR(CheckSameSize(*grads[i], *m[i], "AdamUpdate"));
+      TRAIND_RETURN_IF_ERROR(CheckSameSize(*grads[i], *v[i], "AdamUpdate"));
+    }
     // Scalars in double, cast to float once, as PyTorch does with its Python
     // float arguments.
     const double bias_correction1 = 1.0 - std::pow(step.beta1, static_cast<double>(step.step));
@@ -502,20 +659,21 @@ class CpuBackend final : public Backend {
     const float l2 = step.decoupled ? 0.0f : static_cast<float>(step.weight_decay);
     const float decay =
         step.decoupled ? static_cast<float>(1.0 - step.learning_rate * step.weight_decay) : 1.0f;
-    const int64_t n = param->size();
-    float* w = param->f32();
-    float* mm = m->f32();
-    float* vv = v->f32();
-    const float* g = grad.f32();
-#pragma omp parallel for simd if (n > kParallelThreshold) schedule(static)
-    for (int64_t i = 0; i < n; ++i) {
-      w[i] *= decay;
-      const float gi = g[i] + l2 * w[i];
-      mm[i] = b1 * mm[i] + one_minus_b1 * gi;
-      vv[i] = b2 * vv[i] + one_minus_b2 * gi * gi;
-      // w -= lr/bc1 · m / (sqrt(v)/sqrt(bc2) + eps)
-      w[i] -= step_size * (mm[i] / (std::sqrt(vv[i]) / sqrt_bc2 + eps));
-    }
+    ForEachSegment(params, [&](size_t t, int64_t i0, int64_t i1) {
+      float* w = params[t]->f32();
+      float* mm = m[t]->f32();
+      float* vv = v[t]->f32();
+      const float* g = grads[t]->f32();
+#pragma omp simd
+      for (int64_t i = i0; i < i1; ++i) {
+        w[i] *= decay;
+        const float gi = g[i] + l2 * w[i];
+        mm[i] = b1 * mm[i] + one_minus_b1 * gi;
+        vv[i] = b2 * vv[i] + one_minus_b2 * gi * gi;
+        // w -= lr/bc1 · m / (sqrt(v)/sqrt(bc2) + eps)
+        w[i] -= step_size * (mm[i] / (std::sqrt(vv[i]) / sqrt_bc2 + eps));
+      }
+    });
     return absl::OkStatus();
   }
 
@@ -526,8 +684,10 @@ class CpuBackend final : public Backend {
     float* out = y->f32();
     const DenseActivation kind = f.kind;
     const float alpha = f.alpha;
-#pragma omp parallel for simd if (n > kParallelThreshold) schedule(static)
-    for (int64_t i = 0; i < n; ++i) out[i] = Activate(kind, alpha, in[i]);
+    ParallelFor(n, [&](int64_t i0, int64_t i1) {
+#pragma omp simd
+      for (int64_t i = i0; i < i1; ++i) out[i] = Activate(kind, alpha, in[i]);
+    });
     return absl::OkStatus();
   }
 
@@ -543,8 +703,10 @@ class CpuBackend final : public Backend {
     float* d = dx->f32();
     const DenseActivation kind = f.kind;
     const float alpha = f.alpha;
-#pragma omp parallel for simd if (n > kParallelThreshold) schedule(static)
-    for (int64_t i = 0; i < n; ++i) d[i] = g[i] * ActivationDerivative(kind, alpha, z[i], out[i]);
+    ParallelFor(n, [&](int64_t i0, int64_t i1) {
+#pragma omp simd
+      for (int64_t i = i0; i < i1; ++i) d[i] = g[i] * ActivationDerivative(kind, alpha, z[i], out[i]);
+    });
     return absl::OkStatus();
   }
 
@@ -568,8 +730,10 @@ class CpuBackend final : public Backend {
     const float* pa = a.f32();
     const float* pb = b.f32();
     float* po = out->f32();
-#pragma omp parallel for simd if (n > kParallelThreshold) schedule(static)
-    for (int64_t i = 0; i < n; ++i) po[i] = pa[i] * pb[i];
+    ParallelFor(n, [&](int64_t i0, int64_t i1) {
+#pragma omp simd
+      for (int64_t i = i0; i < i1; ++i) po[i] = pa[i] * pb[i];
+    });
     return absl::OkStatus();
   }
 
@@ -725,16 +889,20 @@ class CpuBackend final : public Backend {
   absl::Status Scale(float factor, Tensor* t) override {
     float* p = t->f32();
     const int64_t n = t->size();
-#pragma omp parallel for simd if (n > kParallelThreshold) schedule(static)
-    for (int64_t i = 0; i < n; ++i) p[i] *= factor;
+    ParallelFor(n, [&](int64_t i0, int64_t i1) {
+#pragma omp simd
+      for (int64_t i = i0; i < i1; ++i) p[i] *= factor;
+    });
     return absl::OkStatus();
   }
 
   absl::Status ClipByValue(float limit, Tensor* t) override {
     float* p = t->f32();
     const int64_t n = t->size();
-#pragma omp parallel for simd if (n > kParallelThreshold) schedule(static)
-    for (int64_t i = 0; i < n; ++i) p[i] = std::min(limit, std::max(-limit, p[i]));
+    ParallelFor(n, [&](int64_t i0, int64_t i1) {
+#pragma omp simd
+      for (int64_t i = i0; i < i1; ++i) p[i] = std::min(limit, std::max(-limit, p[i]));
+    });
     return absl::OkStatus();
   }
 

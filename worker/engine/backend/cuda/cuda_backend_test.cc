@@ -1,0 +1,442 @@
+// The CUDA backend op by op against the CPU backend on fresh random inputs
+// (ggml's test-backend-ops pattern), plus the error layer. Tests that need a
+// device skip with the reason when none is found (no driver in CI).
+#include "worker/engine/backend/cuda/cuda_backend.h"
+
+#include <cmath>
+#include <limits>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "worker/engine/backend/cpu/cpu_backend.h"
+#include "worker/engine/backend/cuda/cuda_raii.h"
+#include "worker/engine/backend/cuda/cuda_status.h"
+#include "worker/engine/random.h"
+#include "worker/engine/status.h"
+
+namespace traind::engine {
+namespace {
+
+// ---------------------------------------------------------------------------
+// Without a device
+// ---------------------------------------------------------------------------
+
+TEST(CudaStatusTest, AllocationFailureIsOutOfMemoryWithNeededBytes) {
+  const absl::Status s = cuda::CudaStatus(cudaErrorMemoryAllocation, "cudaMalloc", 12345);
+  EXPECT_EQ(FailureKindOf(s), FailureKind::kOutOfMemory) << s;
+  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(s.message().find("cudaMalloc"), std::string::npos) << s;
+  EXPECT_NE(s.message().find("needed 12345 bytes"), std::string::npos) << s;
+  // Free bytes are reported where the driver can tell them, "unknown" otherwise.
+  EXPECT_NE(s.message().find("free"), std::string::npos) << s;
+}
+
+TEST(CudaStatusTest, CublasAllocFailedIsOutOfMemory) {
+  const absl::Status s = cuda::CublasStatus(CUBLAS_STATUS_ALLOC_FAILED, "cublasCreate");
+  EXPECT_EQ(FailureKindOf(s), FailureKind::kOutOfMemory) << s;
+}
+
+TEST(CudaStatusTest, OtherFailuresAreDeviceErrorsNamingTheCall) {
+  const absl::Status s = cuda::CudaStatus(cudaErrorIllegalAddress, "cudaMemcpyAsync(x)");
+  EXPECT_EQ(FailureKindOf(s), FailureKind::kDeviceError) << s;
+  EXPECT_NE(s.message().find("cudaMemcpyAsync(x)"), std::string::npos) << s;
+  EXPECT_NE(s.message().find("cudaErrorIllegalAddress"), std::string::npos) << s;
+  const absl::Status b = cuda::CublasStatus(CUBLAS_STATUS_EXECUTION_FAILED, "cublasSgemm");
+  EXPECT_EQ(FailureKindOf(b), FailureKind::kDeviceError) << b;
+  EXPECT_NE(b.message().find("cublasSgemm"), std::string::npos) << b;
+  EXPECT_TRUE(cuda::CudaStatus(cudaSuccess, "x").ok());
+}
+
+TEST(CudaDeviceTest, DeviceCountNeverFailsAndExplainsZero) {
+  std::string reason;
+  const int count = cuda::DeviceCount(&reason);
+  EXPECT_GE(count, 0);
+  if (count == 0) {
+    EXPECT_FALSE(reason.empty());
+  }
+}
+
+TEST(CudaDeviceTest, CreateWithoutDeviceIsFailedPrecondition) {
+  std::string reason;
+  if (cuda::DeviceCount(&reason) > 0) GTEST_SKIP() << "a CUDA device is present";
+  const absl::StatusOr<std::unique_ptr<Backend>> backend = CreateCudaBackend();
+  ASSERT_FALSE(backend.ok());
+  EXPECT_EQ(backend.status().code(), absl::StatusCode::kFailedPrecondition) << backend.status();
+}
+
+// ---------------------------------------------------------------------------
+// With a device: CUDA vs CPU
+// ---------------------------------------------------------------------------
+
+// A tensor on each backend with the same contents.
+struct Pair {
+  Tensor cpu, gpu;
+};
+
+class CudaVsCpuTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string reason;
+    if (cuda::DeviceCount(&reason) == 0) GTEST_SKIP() << reason;
+    auto cpu = CreateCpuBackend();
+    ASSERT_TRUE(cpu.ok()) << cpu.status();
+    cpu_ = std::move(*cpu);
+    auto gpu = CreateCudaBackend();
+    ASSERT_TRUE(gpu.ok()) << gpu.status();
+    gpu_ = std::move(*gpu);
+  }
+
+  Pair FromHost(const std::vector<float>& v, int64_t rows, int64_t cols, int rank = 2) {
+    Pair p;
+    p.cpu = std::move(rank == 1 ? cpu_->Allocate1d(DType::kF32, cols)
+                                : cpu_->Allocate2d(DType::kF32, rows, cols))
+                .value();
+    p.gpu = std::move(rank == 1 ? gpu_->Allocate1d(DType::kF32, cols)
+                                : gpu_->Allocate2d(DType::kF32, rows, cols))
+                .value();
+    EXPECT_TRUE(cpu_->CopyFromHost(v.data(), &p.cpu).ok());
+    EXPECT_TRUE(gpu_->CopyFromHost(v.data(), &p.gpu).ok());
+    return p;
+  }
+  Pair Random(int64_t rows, int64_t cols, double lo, double hi, int rank = 2) {
+    std::vector<float> v(static_cast<size_t>(rows * cols));
+    for (float& x : v) x = static_cast<float>(lo + (hi - lo) * rng_.Uniform());
+    return FromHost(v, rows, cols, rank);
+  }
+  Pair Random1d(int64_t n, double lo, double hi) { return Random(1, n, lo, hi, 1); }
+  Pair Zeros(int64_t rows, int64_t cols, int rank = 2) {
+    return FromHost(std::vector<float>(static_cast<size_t>(rows * cols), 0.0f), rows, cols, rank);
+  }
+
+  std::vector<float> Host(const Tensor& t, Backend& b) {
+    std::vector<float> v(static_cast<size_t>(t.size()));
+    const absl::Status s = b.CopyToHost(t, v.data());
+    EXPECT_TRUE(s.ok()) << s;
+    return v;
+  }
+
+  // |gpu - cpu| <= atol + rtol |cpu| elementwise; NaN never passes.
+  void ExpectClose(const Pair& p, double rtol, double atol, const std::string& what) {
+    const std::vector<float> c = Host(p.cpu, *cpu_), g = Host(p.gpu, *gpu_);
+    ASSERT_EQ(c.size(), g.size());
+    int bad = 0;
+    for (size_t i = 0; i < c.size(); ++i) {
+      const bool ok = !std::isnan(g[i]) && !std::isnan(c[i]) &&
+                      std::abs(double{g[i]} - c[i]) <= atol + rtol * std::abs(double{c[i]});
+      if (!ok && ++bad <= 5) {
+        ADD_FAILURE() << what << "[" << i << "]: gpu " << g[i] << " vs cpu " << c[i];
+      }
+    }
+    EXPECT_EQ(bad, 0) << what << ": " << bad << " of " << c.size() << " differ";
+  }
+
+  std::unique_ptr<Backend> cpu_, gpu_;
+  Rng rng_{20240611};
+};
+
+constexpr double kRtol = 1e-5, kAtol = 1e-6;
+// GEMM sums in another order (and cuBLAS may split k): a looser bound.
+constexpr double kGemmRtol = 1e-4, kGemmAtol = 1e-5;
+
+TEST_F(CudaVsCpuTest, Fill) {
+  Pair t = Zeros(7, 13);
+  ASSERT_TRUE(cpu_->Fill(2.5f, &t.cpu).ok());
+  ASSERT_TRUE(gpu_->Fill(2.5f, &t.gpu).ok());
+  ExpectClose(t, 0, 0, "fill");
+}
+
+TEST_F(CudaVsCpuTest, GatherRowsAndLabels) {
+  std::vector<float> src(50 * 9);
+  for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<float>(i) * 0.5f;
+  std::vector<int32_t> labels(50);
+  for (size_t i = 0; i < labels.size(); ++i) labels[i] = static_cast<int32_t>(i % 7);
+  const std::vector<int64_t> rows = {3, 49, 0, 17, 17, 8};
+  for (int round = 0; round < 2; ++round) {  // the second reuses the staging buffers
+    Pair t = Zeros(6, 9);
+    ASSERT_TRUE(cpu_->GatherRows(src.data(), 9, rows, &t.cpu).ok());
+    ASSERT_TRUE(gpu_->GatherRows(src.data(), 9, rows, &t.gpu).ok());
+    ExpectClose(t, 0, 0, "gather rows");
+    Tensor lc = std::move(cpu_->Allocate1d(DType::kS32, 6)).value();
+    Tensor lg = std::move(gpu_->Allocate1d(DType::kS32, 6)).value();
+    ASSERT_TRUE(cpu_->GatherLabels(labels.data(), rows, &lc).ok());
+    ASSERT_TRUE(gpu_->GatherLabels(labels.data(), rows, &lg).ok());
+    std::vector<int32_t> got(6);
+    ASSERT_TRUE(gpu_->CopyToHost(lg, got.data()).ok());
+    for (int i = 0; i < 6; ++i) EXPECT_EQ(got[i], lc.s32()[i]);
+  }
+}
+
+TEST_F(CudaVsCpuTest, DenseForwardBackwardEveryActivation) {
+  const int64_t batch = 37, in = 19, out = 23;
+  for (DenseActivation act :
+       {DenseActivation::kLinear, DenseActivation::kRelu, DenseActivation::kLeakyRelu,
+        DenseActivation::kElu, DenseActivation::kSigmoid, DenseActivation::kTanh,
+        DenseActivation::kGelu, DenseActivation::kSoftplus, DenseActivation::kSwish}) {
+    for (bool bias : {true, false}) {
+      SCOPED_TRACE(testing::Message() << "activation " << static_cast<int>(act) << " bias " << bias);
+      DenseKernelOptions options;
+      options.activation.kind = act;
+      options.activation.alpha = 0.1f;
+      options.bias = bias;
+      auto kc = cpu_->CreateDenseKernel(batch, in, out, options);
+      auto kg = gpu_->CreateDenseKernel(batch, in, out, options);
+      ASSERT_TRUE(kc.ok() && kg.ok());
+      Pair x = Random(batch, in, -1, 1), w = Random(in, out, -0.5, 0.5);
+      Pair b = Random1d(out, -0.5, 0.5), y = Zeros(batch, out);
+      ASSERT_TRUE((*kc)->Forward(x.cpu, w.cpu, b.cpu, &y.cpu).ok());
+      ASSERT_TRUE((*kg)->Forward(x.gpu, w.gpu, b.gpu, &y.gpu).ok());
+      ExpectClose(y, kGemmRtol, kGemmAtol, "dense y");
+      if (!DerivativeFromOutput(act)) continue;  // not a training kernel
+      Pair dy = Random(batch, out, -1, 1), dw = Zeros(in, out), db = Zeros(1, out, 1);
+      Pair dx = Zeros(batch, in);
+      ASSERT_TRUE((*kc)->Backward(x.cpu, w.cpu, y.cpu, &dy.cpu, &dw.cpu, &db.cpu, &dx.cpu).ok());
+      ASSERT_TRUE((*kg)->Backward(x.gpu, w.gpu, y.gpu, &dy.gpu, &dw.gpu, &db.gpu, &dx.gpu).ok());
+      ExpectClose(dy, kGemmRtol, kGemmAtol, "dense dz");
+      ExpectClose(dw, kGemmRtol, kGemmAtol, "dense dw");
+      ExpectClose(db, kGemmRtol, kGemmAtol, "dense db");
+      ExpectClose(dx, kGemmRtol, kGemmAtol, "dense dx");
+    }
+  }
+}
+
+TEST_F(CudaVsCpuTest, DenseLargeShapes) {
+  // The benchmark MLP's first layer at batch 128 and 4096.
+  for (int64_t batch : {128, 4096}) {
+    auto kc = cpu_->CreateDenseKernel(batch, 784, 512, DenseActivation::kRelu);
+    auto kg = gpu_->CreateDenseKernel(batch, 784, 512, DenseActivation::kRelu);
+    ASSERT_TRUE(kc.ok() && kg.ok());
+    Pair x = Random(batch, 784, 0, 1), w = Random(784, 512, -0.05, 0.05);
+    Pair b = Random1d(512, -0.1, 0.1), y = Zeros(batch, 512);
+    ASSERT_TRUE((*kc)->Forward(x.cpu, w.cpu, b.cpu, &y.cpu).ok());
+    ASSERT_TRUE((*kg)->Forward(x.gpu, w.gpu, b.gpu, &y.gpu).ok());
+    ExpectClose(y, 1e-3, 1e-4, "dense y (large)");
+    Pair dy = Random(batch, 512, -1, 1), dw = Zeros(784, 512), db = Zeros(1, 512, 1);
+    ASSERT_TRUE((*kc)->Backward(x.cpu, w.cpu, y.cpu, &dy.cpu, &dw.cpu, &db.cpu, nullptr).ok());
+    ASSERT_TRUE((*kg)->Backward(x.gpu, w.gpu, y.gpu, &dy.gpu, &dw.gpu, &db.gpu, nullptr).ok());
+    ExpectClose(dw, 1e-3, 1e-3, "dense dw (large)");
+    ExpectClose(db, 1e-4, 1e-4, "dense db (large)");
+  }
+}
+
+TEST_F(CudaVsCpuTest, ActivationsForwardBackward) {
+  for (int k = 0; k <= static_cast<int>(DenseActivation::kSwish); ++k) {
+    const ActivationFn f{static_cast<DenseActivation>(k), 0.2f};
+    SCOPED_TRACE(testing::Message() << "activation " << k);
+    Pair x = Random(31, 17, -4, 4), y = Zeros(31, 17);
+    ASSERT_TRUE(cpu_->ActivationForward(f, x.cpu, &y.cpu).ok());
+    ASSERT_TRUE(gpu_->ActivationForward(f, x.gpu, &y.gpu).ok());
+    ExpectClose(y, kRtol, kAtol, "activation y");
+    Pair dy = Random(31, 17, -1, 1), dx = Zeros(31, 17);
+    ASSERT_TRUE(cpu_->ActivationBackward(f, x.cpu, y.cpu, dy.cpu, &dx.cpu).ok());
+    ASSERT_TRUE(gpu_->ActivationBackward(f, x.gpu, y.gpu, dy.gpu, &dx.gpu).ok());
+    ExpectClose(dx, kRtol, kAtol, "activation dx");
+  }
+}
+
+TEST_F(CudaVsCpuTest, DropoutMaskIsBitIdentical) {
+  for (float rate : {0.1f, 0.5f, 0.9f}) {
+    Pair x = Random(129, 65, -1, 1), mask = Zeros(129, 65), y = Zeros(129, 65);
+    ASSERT_TRUE(cpu_->DropoutForward(rate, 987654321, x.cpu, &mask.cpu, &y.cpu).ok());
+    ASSERT_TRUE(gpu_->DropoutForward(rate, 987654321, x.gpu, &mask.gpu, &y.gpu).ok());
+    ExpectClose(mask, 0, 0, "dropout mask");
+    ExpectClose(y, 0, 0, "dropout y");
+  }
+}
+
+TEST_F(CudaVsCpuTest, MultiplyScaleClip) {
+  Pair a = Random(33, 9, -3, 3), b = Random(33, 9, -3, 3), out = Zeros(33, 9);
+  ASSERT_TRUE(cpu_->Multiply(a.cpu, b.cpu, &out.cpu).ok());
+  ASSERT_TRUE(gpu_->Multiply(a.gpu, b.gpu, &out.gpu).ok());
+  ExpectClose(out, 0, 0, "multiply");
+  ASSERT_TRUE(cpu_->Scale(0.37f, &out.cpu).ok());
+  ASSERT_TRUE(gpu_->Scale(0.37f, &out.gpu).ok());
+  ExpectClose(out, 0, 0, "scale");
+  ASSERT_TRUE(cpu_->ClipByValue(1.1f, &out.cpu).ok());
+  ASSERT_TRUE(gpu_->ClipByValue(1.1f, &out.gpu).ok());
+  ExpectClose(out, 0, 0, "clip");
+}
+
+TEST_F(CudaVsCpuTest, BatchNorm) {
+  const int64_t batch = 70, n = 45;
+  Pair x = Random(batch, n, -2, 3), gamma = Random1d(n, 0.5, 1.5), beta = Random1d(n, -1, 1);
+  Pair rm = Random1d(n, -0.1, 0.1), rv = Random1d(n, 0.9, 1.1);
+  Pair mean = Zeros(1, n, 1), rstd = Zeros(1, n, 1), y = Zeros(batch, n);
+  for (bool training : {true, false}) {
+    ASSERT_TRUE(cpu_->BatchNormForward(training, 0.1f, 1e-5f, x.cpu, gamma.cpu, beta.cpu, &rm.cpu,
+                                       &rv.cpu, &mean.cpu, &rstd.cpu, &y.cpu)
+                    .ok());
+    ASSERT_TRUE(gpu_->BatchNormForward(training, 0.1f, 1e-5f, x.gpu, gamma.gpu, beta.gpu, &rm.gpu,
+                                       &rv.gpu, &mean.gpu, &rstd.gpu, &y.gpu)
+                    .ok());
+    ExpectClose(y, kRtol, 1e-5, "batch norm y");
+    ExpectClose(mean, kRtol, kAtol, "batch norm mean");
+    ExpectClose(rstd, kRtol, kAtol, "batch norm rstd");
+    ExpectClose(rm, kRtol, kAtol, "batch norm running mean");
+    ExpectClose(rv, kRtol, kAtol, "batch norm running var");
+  }
+  ASSERT_TRUE(cpu_->BatchNormForward(true, 0.1f, 1e-5f, x.cpu, gamma.cpu, beta.cpu, &rm.cpu,
+                                     &rv.cpu, &mean.cpu, &rstd.cpu, &y.cpu)
+                  .ok());
+  ASSERT_TRUE(gpu_->BatchNormForward(true, 0.1f, 1e-5f, x.gpu, gamma.gpu, beta.gpu, &rm.gpu,
+                                     &rv.gpu, &mean.gpu, &rstd.gpu, &y.gpu)
+                  .ok());
+  Pair dy = Random(batch, n, -1, 1), dg = Zeros(1, n, 1), dbt = Zeros(1, n, 1);
+  Pair dx = Zeros(batch, n);
+  ASSERT_TRUE(cpu_->BatchNormBackward(x.cpu, gamma.cpu, mean.cpu, rstd.cpu, dy.cpu, &dg.cpu,
+                                      &dbt.cpu, &dx.cpu)
+                  .ok());
+  ASSERT_TRUE(gpu_->BatchNormBackward(x.gpu, gamma.gpu, mean.gpu, rstd.gpu, dy.gpu, &dg.gpu,
+                                      &dbt.gpu, &dx.gpu)
+                  .ok());
+  ExpectClose(dg, 1e-5, 1e-5, "batch norm dgamma");
+  ExpectClose(dbt, 1e-5, 1e-5, "batch norm dbeta");
+  ExpectClose(dx, 1e-4, 1e-5, "batch norm dx");
+}
+
+TEST_F(CudaVsCpuTest, LayerNorm) {
+  const int64_t batch = 29, n = 77;
+  Pair x = Random(batch, n, -2, 3), gamma = Random1d(n, 0.5, 1.5), beta = Random1d(n, -1, 1);
+  Pair mean = Zeros(1, batch, 1), rstd = Zeros(1, batch, 1), y = Zeros(batch, n);
+  ASSERT_TRUE(cpu_->LayerNormForward(1e-5f, x.cpu, gamma.cpu, beta.cpu, &mean.cpu, &rstd.cpu,
+                                     &y.cpu)
+                  .ok());
+  ASSERT_TRUE(gpu_->LayerNormForward(1e-5f, x.gpu, gamma.gpu, beta.gpu, &mean.gpu, &rstd.gpu,
+                                     &y.gpu)
+                  .ok());
+  ExpectClose(y, kRtol, 1e-5, "layer norm y");
+  ExpectClose(mean, kRtol, kAtol, "layer norm mean");
+  ExpectClose(rstd, kRtol, kAtol, "layer norm rstd");
+  Pair dy = Random(batch, n, -1, 1), dg = Zeros(1, n, 1), dbt = Zeros(1, n, 1);
+  Pair dx = Zeros(batch, n);
+  ASSERT_TRUE(cpu_->LayerNormBackward(x.cpu, gamma.cpu, mean.cpu, rstd.cpu, dy.cpu, &dg.cpu,
+                                      &dbt.cpu, &dx.cpu)
+                  .ok());
+  ASSERT_TRUE(gpu_->LayerNormBackward(x.gpu, gamma.gpu, mean.gpu, rstd.gpu, dy.gpu, &dg.gpu,
+                                      &dbt.gpu, &dx.gpu)
+                  .ok());
+  ExpectClose(dg, 1e-4, 1e-5, "layer norm dgamma");
+  ExpectClose(dbt, 1e-4, 1e-5, "layer norm dbeta");
+  ExpectClose(dx, 1e-4, 1e-5, "layer norm dx");
+}
+
+TEST_F(CudaVsCpuTest, SumOfSquares) {
+  for (int64_t n : {1, 1000, 300001}) {
+    Pair t = Random(1, n, -2, 2, 1);
+    auto c = cpu_->SumOfSquares(t.cpu);
+    auto g = gpu_->SumOfSquares(t.gpu);
+    ASSERT_TRUE(c.ok() && g.ok());
+    EXPECT_NEAR(*g, *c, 1e-12 * std::abs(*c) + 1e-12) << n;
+    auto again = gpu_->SumOfSquares(t.gpu);
+    EXPECT_EQ(*again, *g) << "not deterministic";
+  }
+}
+
+TEST_F(CudaVsCpuTest, SoftmaxCrossEntropy) {
+  for (int64_t classes : {3, 10, 100}) {
+    const int64_t batch = 67;
+    Pair logits = Random(batch, classes, -5, 5), dl = Zeros(batch, classes);
+    std::vector<int32_t> labels(batch);
+    for (auto& l : labels) l = static_cast<int32_t>(rng_.UniformInt(static_cast<uint64_t>(classes)));
+    Tensor lc = std::move(cpu_->Allocate1d(DType::kS32, batch)).value();
+    Tensor lg = std::move(gpu_->Allocate1d(DType::kS32, batch)).value();
+    ASSERT_TRUE(cpu_->CopyFromHost(labels.data(), &lc).ok());
+    ASSERT_TRUE(gpu_->CopyFromHost(labels.data(), &lg).ok());
+    LossStats sc, sg;
+    ASSERT_TRUE(cpu_->SoftmaxCrossEntropy(logits.cpu, lc, &dl.cpu, &sc).ok());
+    ASSERT_TRUE(gpu_->SoftmaxCrossEntropy(logits.gpu, lg, &dl.gpu, &sg).ok());
+    EXPECT_NEAR(sg.loss_sum, sc.loss_sum, 1e-9 * std::abs(sc.loss_sum));
+    EXPECT_EQ(sg.correct, sc.correct);
+    ExpectClose(dl, kRtol, 1e-7, "softmax dlogits");
+    // Without a gradient.
+    ASSERT_TRUE(gpu_->SoftmaxCrossEntropy(logits.gpu, lg, nullptr, &sg).ok());
+    EXPECT_NEAR(sg.loss_sum, sc.loss_sum, 1e-9 * std::abs(sc.loss_sum));
+    // A label out of range is an error naming the row.
+    labels[5] = static_cast<int32_t>(classes);
+    ASSERT_TRUE(gpu_->CopyFromHost(labels.data(), &lg).ok());
+    const absl::Status bad = gpu_->SoftmaxCrossEntropy(logits.gpu, lg, &dl.gpu, &sg);
+    EXPECT_EQ(bad.code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_NE(bad.message().find("row 5"), std::string::npos) << bad;
+  }
+}
+
+TEST_F(CudaVsCpuTest, OptimizerUpdates) {
+  const int64_t n = 1001;
+  // SGD: plain, momentum, Nesterov, each with weight decay.
+  for (int variant = 0; variant < 3; ++variant) {
+    SgdStep step;
+    step.learning_rate = 0.05;
+    step.momentum = variant == 0 ? 0.0 : 0.9;
+    step.nesterov = variant == 2;
+    step.weight_decay = 1e-3;
+    Pair w = Random1d(n, -1, 1), v = Random1d(n, -0.1, 0.1);
+    for (int t = 0; t < 3; ++t) {
+      Pair g = Random1d(n, -1, 1);
+      ASSERT_TRUE(cpu_->SgdUpdate(step, g.cpu, &v.cpu, &w.cpu).ok());
+      ASSERT_TRUE(gpu_->SgdUpdate(step, g.gpu, &v.gpu, &w.gpu).ok());
+    }
+    ExpectClose(w, kRtol, kAtol, "sgd w");
+  }
+  // Adam and AdamW.
+  for (bool decoupled : {false, true}) {
+    AdamStep step;
+    step.learning_rate = 1e-2;
+    step.weight_decay = 1e-2;
+    step.decoupled = decoupled;
+    Pair w = Random1d(n, -1, 1), m = Zeros(1, n, 1), v = Zeros(1, n, 1);
+    for (int t = 1; t <= 3; ++t) {
+      step.step = t;
+      Pair g = Random1d(n, -1, 1);
+      ASSERT_TRUE(cpu_->AdamUpdate(step, g.cpu, &m.cpu, &v.cpu, &w.cpu).ok());
+      ASSERT_TRUE(gpu_->AdamUpdate(step, g.gpu, &m.gpu, &v.gpu, &w.gpu).ok());
+    }
+    ExpectClose(w, kRtol, kAtol, "adam w");
+    ExpectClose(m, kRtol, kAtol, "adam m");
+    ExpectClose(v, kRtol, kAtol, "adam v");
+  }
+  // RMSprop with and without momentum.
+  for (double momentum : {0.0, 0.9}) {
+    RmsPropStep step;
+    step.learning_rate = 1e-2;
+    step.momentum = momentum;
+    step.weight_decay = 1e-3;
+    Pair w = Random1d(n, -1, 1), s = Zeros(1, n, 1), b = Zeros(1, n, 1);
+    for (int t = 0; t < 3; ++t) {
+      Pair g = Random1d(n, -1, 1);
+      ASSERT_TRUE(cpu_->RmsPropUpdate(step, g.cpu, &s.cpu, &b.cpu, &w.cpu).ok());
+      ASSERT_TRUE(gpu_->RmsPropUpdate(step, g.gpu, &s.gpu, &b.gpu, &w.gpu).ok());
+    }
+    ExpectClose(w, kRtol, kAtol, "rmsprop w");
+  }
+}
+
+TEST_F(CudaVsCpuTest, HugeAllocationIsOutOfMemoryWithBytes) {
+  const absl::StatusOr<Tensor> t = gpu_->Allocate2d(DType::kF32, int64_t{1} << 30, 1 << 10);
+  ASSERT_FALSE(t.ok());
+  EXPECT_EQ(FailureKindOf(t.status()), FailureKind::kOutOfMemory) << t.status();
+  EXPECT_NE(t.status().message().find("needed"), std::string::npos) << t.status();
+  EXPECT_NE(t.status().message().find("free"), std::string::npos) << t.status();
+  // The failure is not sticky: the backend still works.
+  EXPECT_TRUE(gpu_->Allocate1d(DType::kF32, 10).ok());
+}
+
+TEST_F(CudaVsCpuTest, RaiiBuffersAreMoveOnlyAndFreeTheirMemory) {
+  size_t free_before = 0, total = 0, free_held = 0, free_after = 0;
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  ASSERT_EQ(cudaMemGetInfo(&free_before, &total), cudaSuccess);
+  {
+    auto buffer = cuda::DeviceBuffer::Allocate(size_t{256} << 20);
+    ASSERT_TRUE(buffer.ok()) << buffer.status();
+    cuda::DeviceBuffer moved = std::move(*buffer);
+    EXPECT_EQ(buffer->get(), nullptr);
+    ASSERT_EQ(cudaMemGetInfo(&free_held, &total), cudaSuccess);
+    EXPECT_LE(free_held + (size_t{256} << 20), free_before + (size_t{8} << 20));
+  }
+  ASSERT_EQ(cudaMemGetInfo(&free_after, &total), cudaSuccess);
+  EXPECT_GE(free_after + (size_t{8} << 20), free_before);
+}
+
+}  // namespace
+}  // namespace traind::engine

@@ -1,0 +1,656 @@
+// Kernels of the CUDA backend. See cuda_kernels.h for the contracts; the
+// formulas mirror backend/cpu/cpu_backend.cc line for line where the CPU
+// backend fixes an order or a precision.
+#include "worker/engine/backend/cuda/cuda_kernels.h"
+
+#include <cstdint>
+
+namespace traind::engine::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int64_t kMaxBlocks = 8192;
+
+// Grid of a grid-stride elementwise loop over n items.
+inline int Blocks(int64_t n) {
+  int64_t b = (n + kThreads - 1) / kThreads;
+  if (b < 1) b = 1;
+  if (b > kMaxBlocks) b = kMaxBlocks;
+  return static_cast<int>(b);
+}
+
+inline cudaError_t Launched() { return cudaGetLastError(); }
+
+#define GRID_STRIDE(i, n)                                                              \
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < (n); \
+       i += static_cast<int64_t>(blockDim.x) * gridDim.x)
+
+__device__ __forceinline__ float Activate(Act kind, float alpha, float z) {
+  switch (kind) {
+    case Act::kLinear:
+      return z;
+    case Act::kRelu:
+      return z > 0.0f ? z : 0.0f;
+    case Act::kLeakyRelu:
+      return z > 0.0f ? z : alpha * z;
+    case Act::kElu:
+      return z > 0.0f ? z : alpha * expm1f(z);
+    case Act::kGelu:
+      return 0.5f * z * (1.0f + erff(z * 0.70710678118654752f));
+    case Act::kSigmoid:
+      return 1.0f / (1.0f + expf(-z));
+    case Act::kTanh:
+      return tanhf(z);
+    case Act::kSoftplus:
+      return fmaxf(z, 0.0f) + log1pf(expf(-fabsf(z)));
+    case Act::kSwish:
+      return z / (1.0f + expf(-z));
+  }
+  return z;
+}
+
+__device__ __forceinline__ float Derivative(Act kind, float alpha, float z, float y) {
+  switch (kind) {
+    case Act::kLinear:
+      return 1.0f;
+    case Act::kRelu:
+      return y > 0.0f ? 1.0f : 0.0f;
+    case Act::kLeakyRelu:
+      return y > 0.0f ? 1.0f : alpha;
+    case Act::kElu:
+      return y > 0.0f ? 1.0f : y + alpha;
+    case Act::kGelu: {
+      const float cdf = 0.5f * (1.0f + erff(z * 0.70710678118654752f));
+      const float pdf = 0.3989422804014327f * expf(-0.5f * z * z);
+      return cdf + z * pdf;
+    }
+    case Act::kSigmoid:
+      return y * (1.0f - y);
+    case Act::kTanh:
+      return 1.0f - y * y;
+    case Act::kSoftplus:
+      return 1.0f / (1.0f + expf(-z));
+    case Act::kSwish: {
+      const float s = 1.0f / (1.0f + expf(-z));
+      return s + z * s * (1.0f - s);
+    }
+  }
+  return 1.0f;
+}
+
+__device__ __forceinline__ uint64_t MixBits(uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+  return z ^ (z >> 31);
+}
+
+__global__ void FillKernel(float value, float* p, int64_t n) {
+  GRID_STRIDE(i, n) p[i] = value;
+}
+
+__global__ void BiasActivationKernel(Act act, float alpha, const float* __restrict__ b,
+                                     float* __restrict__ y, int64_t rows, int64_t cols) {
+  const int64_t n = rows * cols;
+  GRID_STRIDE(i, n) {
+    float z = y[i];
+    if (b != nullptr) z += b[i % cols];
+    y[i] = Activate(act, alpha, z);
+  }
+}
+
+__global__ void ActivationForwardKernel(Act act, float alpha, const float* x, float* y,
+                                        int64_t n) {
+  GRID_STRIDE(i, n) y[i] = Activate(act, alpha, x[i]);
+}
+
+__global__ void ActivationBackwardKernel(Act act, float alpha, const float* x, const float* y,
+                                         const float* dy, float* dx, int64_t n) {
+  GRID_STRIDE(i, n) dx[i] = dy[i] * Derivative(act, alpha, x[i], y[i]);
+}
+
+__global__ void ActivationGradFromOutputKernel(Act act, float alpha, const float* y, float* g,
+                                               int64_t n) {
+  GRID_STRIDE(i, n) g[i] *= Derivative(act, alpha, 0.0f, y[i]);
+}
+
+// Column reductions: a block of 32 x kRowLanes threads owns 32 columns;
+// lane (tx, ty) sums rows ty, ty + kRowLanes, ...; the lanes' sums are then
+// added in ty order. Fixed shape, fixed order: deterministic.
+constexpr int kRowLanes = 8;
+
+__device__ __forceinline__ double ReduceRowLanes(double v, double (*shared)[32]) {
+  shared[threadIdx.y][threadIdx.x] = v;
+  __syncthreads();
+  double sum = 0;
+  for (int k = 0; k < kRowLanes; ++k) sum += shared[k][threadIdx.x];
+  __syncthreads();
+  return sum;
+}
+
+__global__ void ColumnSumKernel(const float* __restrict__ x, int64_t rows, int64_t cols,
+                                float* __restrict__ out) {
+  __shared__ double shared[kRowLanes][32];
+  const int64_t j = static_cast<int64_t>(blockIdx.x) * 32 + threadIdx.x;
+  double sum = 0;
+  if (j < cols) {
+    for (int64_t r = threadIdx.y; r < rows; r += kRowLanes) sum += x[r * cols + j];
+  }
+  sum = ReduceRowLanes(sum, shared);
+  if (j < cols && threadIdx.y == 0) out[j] = static_cast<float>(sum);
+}
+
+__global__ void DropoutKernel(uint64_t seed, uint64_t threshold, float keep, const float* x,
+                              float* mask, float* y, int64_t n) {
+  GRID_STRIDE(i, n) {
+    // The i-th output of SplitMix64 seeded with `seed` (Rng::Next).
+    const uint64_t draw = MixBits(seed + static_cast<uint64_t>(i + 1) * 0x9E3779B97F4A7C15ULL);
+    const float m = (draw >> 11) < threshold ? 0.0f : keep;
+    mask[i] = m;
+    y[i] = x[i] * m;
+  }
+}
+
+__global__ void MultiplyKernel(const float* a, const float* b, float* out, int64_t n) {
+  GRID_STRIDE(i, n) out[i] = a[i] * b[i];
+}
+
+__global__ void ScaleKernel(float factor, float* p, int64_t n) {
+  GRID_STRIDE(i, n) p[i] *= factor;
+}
+
+__global__ void ClipKernel(float limit, float* p, int64_t n) {
+  GRID_STRIDE(i, n) p[i] = fminf(limit, fmaxf(-limit, p[i]));
+}
+
+__global__ void BatchNormForwardKernel(bool training, float momentum, float epsilon,
+                                       const float* __restrict__ x, int64_t batch, int64_t n,
+                                       const float* __restrict__ gamma,
+                                       const float* __restrict__ beta, float* running_mean,
+                                       float* running_var, float* mean, float* rstd,
+                                       float* __restrict__ y) {
+  __shared__ double shared[kRowLanes][32];
+  __shared__ float stats[2][32];
+  const int64_t j = static_cast<int64_t>(blockIdx.x) * 32 + threadIdx.x;
+  const bool valid = j < n;
+  if (training) {
+    double sum = 0;
+    if (valid) {
+      for (int64_t r = threadIdx.y; r < batch; r += kRowLanes) sum += x[r * n + j];
+    }
+    const double m = ReduceRowLanes(sum, shared) / static_cast<double>(batch);
+    double sq = 0;
+    if (valid) {
+      for (int64_t r = threadIdx.y; r < batch; r += kRowLanes) {
+        const double d = x[r * n + j] - m;
+        sq += d * d;
+      }
+    }
+    sq = ReduceRowLanes(sq, shared);
+    if (valid && threadIdx.y == 0) {
+      const double var = sq / static_cast<double>(batch);
+      const double unbiased = batch > 1 ? sq / static_cast<double>(batch - 1) : var;
+      const float mu = static_cast<float>(m);
+      const float rs = static_cast<float>(1.0 / sqrt(var + epsilon));
+      mean[j] = mu;
+      rstd[j] = rs;
+      running_mean[j] = (1.0f - momentum) * running_mean[j] + momentum * mu;
+      running_var[j] =
+          (1.0f - momentum) * running_var[j] + momentum * static_cast<float>(unbiased);
+      stats[0][threadIdx.x] = mu;
+      stats[1][threadIdx.x] = rs;
+    }
+  } else if (valid && threadIdx.y == 0) {
+    const float mu = running_mean[j];
+    const float rs = 1.0f / sqrtf(running_var[j] + epsilon);
+    mean[j] = mu;
+    rstd[j] = rs;
+    stats[0][threadIdx.x] = mu;
+    stats[1][threadIdx.x] = rs;
+  }
+  __syncthreads();
+  if (!valid) return;
+  const float mu = stats[0][threadIdx.x], rs = stats[1][threadIdx.x];
+  const float g = gamma[j], b = beta[j];
+  for (int64_t r = threadIdx.y; r < batch; r += kRowLanes) {
+    y[r * n + j] = g * (x[r * n + j] - mu) * rs + b;
+  }
+}
+
+__global__ void BatchNormBackwardKernel(const float* __restrict__ x, int64_t batch, int64_t n,
+                                        const float* __restrict__ gamma,
+                                        const float* __restrict__ mean,
+                                        const float* __restrict__ rstd,
+                                        const float* __restrict__ dy, float* dgamma,
+                                        float* dbeta, float* dx) {
+  __shared__ double shared[kRowLanes][32];
+  const int64_t j = static_cast<int64_t>(blockIdx.x) * 32 + threadIdx.x;
+  const bool valid = j < n;
+  const float mu = valid ? mean[j] : 0.0f, rs = valid ? rstd[j] : 0.0f;
+  double sum_dy = 0, sum_dy_xhat = 0;
+  if (valid) {
+    for (int64_t r = threadIdx.y; r < batch; r += kRowLanes) {
+      const double xhat = (x[r * n + j] - mu) * rs;
+      sum_dy += dy[r * n + j];
+      sum_dy_xhat += dy[r * n + j] * xhat;
+    }
+  }
+  sum_dy = ReduceRowLanes(sum_dy, shared);
+  sum_dy_xhat = ReduceRowLanes(sum_dy_xhat, shared);
+  if (!valid) return;
+  if (threadIdx.y == 0) {
+    dgamma[j] = static_cast<float>(sum_dy_xhat);
+    dbeta[j] = static_cast<float>(sum_dy);
+  }
+  if (dx == nullptr) return;
+  const double scale = gamma[j] * rs / static_cast<double>(batch);
+  for (int64_t r = threadIdx.y; r < batch; r += kRowLanes) {
+    const double xhat = (x[r * n + j] - mu) * rs;
+    dx[r * n + j] = static_cast<float>(
+        scale * (static_cast<double>(batch) * dy[r * n + j] - sum_dy - xhat * sum_dy_xhat));
+  }
+}
+
+// Row kernels: one warp per row, kWarpsPerBlock rows per block.
+constexpr int kWarpsPerBlock = 8;
+
+__device__ __forceinline__ double WarpSum(double v) {
+  for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
+  return v;
+}
+
+__global__ void LayerNormForwardKernel(float epsilon, const float* __restrict__ x, int64_t batch,
+                                       int64_t n, const float* __restrict__ gamma,
+                                       const float* __restrict__ beta, float* mean, float* rstd,
+                                       float* __restrict__ y) {
+  const int64_t r = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.y;
+  if (r >= batch) return;
+  const int lane = threadIdx.x;
+  const float* row = x + r * n;
+  double sum = 0;
+  for (int64_t j = lane; j < n; j += 32) sum += row[j];
+  const double m = WarpSum(sum) / static_cast<double>(n);
+  double sq = 0;
+  for (int64_t j = lane; j < n; j += 32) sq += (row[j] - m) * (row[j] - m);
+  sq = WarpSum(sq);
+  const float mu = static_cast<float>(m);
+  const float rs = static_cast<float>(1.0 / sqrt(sq / static_cast<double>(n) + epsilon));
+  if (lane == 0) {
+    mean[r] = mu;
+    rstd[r] = rs;
+  }
+  for (int64_t j = lane; j < n; j += 32) y[r * n + j] = gamma[j] * (row[j] - mu) * rs + beta[j];
+}
+
+__global__ void LayerNormBackwardDataKernel(const float* __restrict__ x, int64_t batch, int64_t n,
+                                            const float* __restrict__ gamma,
+                                            const float* __restrict__ mean,
+                                            const float* __restrict__ rstd,
+                                            const float* __restrict__ dy, float* __restrict__ dx) {
+  const int64_t r = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.y;
+  if (r >= batch) return;
+  const int lane = threadIdx.x;
+  const float mu = mean[r], rs = rstd[r];
+  double sum_gh = 0, sum_gh_xhat = 0;
+  for (int64_t j = lane; j < n; j += 32) {
+    const float xhat = (x[r * n + j] - mu) * rs;
+    const float gh = dy[r * n + j] * gamma[j];
+    sum_gh += gh;
+    sum_gh_xhat += gh * xhat;
+  }
+  sum_gh = WarpSum(sum_gh);
+  sum_gh_xhat = WarpSum(sum_gh_xhat);
+  for (int64_t j = lane; j < n; j += 32) {
+    const double xhat = (x[r * n + j] - mu) * rs;
+    const double gh = dy[r * n + j] * gamma[j];
+    dx[r * n + j] = static_cast<float>(rs / static_cast<double>(n) *
+                                       (static_cast<double>(n) * gh - sum_gh - xhat * sum_gh_xhat));
+  }
+}
+
+// dgamma[j] = Σ_r dy x̂, dbeta[j] = Σ_r dy (column reduction, x̂ from the row statistics).
+__global__ void LayerNormBackwardParamsKernel(const float* __restrict__ x, int64_t batch,
+                                              int64_t n, const float* __restrict__ mean,
+                                              const float* __restrict__ rstd,
+                                              const float* __restrict__ dy, float* dgamma,
+                                              float* dbeta) {
+  __shared__ double shared[kRowLanes][32];
+  const int64_t j = static_cast<int64_t>(blockIdx.x) * 32 + threadIdx.x;
+  double sg = 0, sb = 0;
+  if (j < n) {
+    for (int64_t r = threadIdx.y; r < batch; r += kRowLanes) {
+      const float xhat = (x[r * n + j] - mean[r]) * rstd[r];
+      sg += dy[r * n + j] * xhat;
+      sb += dy[r * n + j];
+    }
+  }
+  sg = ReduceRowLanes(sg, shared);
+  sb = ReduceRowLanes(sb, shared);
+  if (j < n && threadIdx.y == 0) {
+    dgamma[j] = static_cast<float>(sg);
+    dbeta[j] = static_cast<float>(sb);
+  }
+}
+
+// Block-wide sum of one double per thread (kThreads threads), in a fixed tree order.
+__device__ double BlockSum(double v) {
+  __shared__ double shared[kThreads];
+  shared[threadIdx.x] = v;
+  __syncthreads();
+  for (int stride = kThreads / 2; stride > 0; stride >>= 1) {
+    if (threadIdx.x < stride) shared[threadIdx.x] += shared[threadIdx.x + stride];
+    __syncthreads();
+  }
+  const double sum = shared[0];
+  __syncthreads();
+  return sum;
+}
+
+__global__ void SumOfSquaresPartialKernel(const float* __restrict__ p, int64_t n,
+                                          double* partials) {
+  double sum = 0;
+  GRID_STRIDE(i, n) sum += static_cast<double>(p[i]) * p[i];
+  sum = BlockSum(sum);
+  if (threadIdx.x == 0) partials[blockIdx.x] = sum;
+}
+
+__global__ void SumPartialsKernel(const double* partials, double* out) {
+  double v = threadIdx.x < kSumPartials ? partials[threadIdx.x] : 0.0;
+  v = BlockSum(v);
+  if (threadIdx.x == 0) *out = v;
+}
+
+// One warp per row: loss, argmax (first largest), gradient.
+__global__ void SoftmaxRowsKernel(const float* __restrict__ logits,
+                                  const int32_t* __restrict__ labels, int64_t batch,
+                                  int64_t classes, float* dlogits, double* row_loss,
+                                  long long* row_correct) {
+  const int64_t r = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.y;
+  if (r >= batch) return;
+  const int lane = threadIdx.x;
+  const float* row = logits + r * classes;
+  const int32_t label = labels[r];
+  if (label < 0 || label >= classes) {
+    if (lane == 0) {
+      row_loss[r] = 0;
+      row_correct[r] = -1 - static_cast<long long>(label < 0 ? 0 : 1);  // marks a bad row
+    }
+    return;
+  }
+  // First largest: the larger value wins; on a tie, the smaller index.
+  float best = -INFINITY;
+  int64_t arg = -1;
+  for (int64_t j = lane; j < classes; j += 32) {
+    const float v = row[j];
+    if (arg < 0 || v > best) {
+      best = v;
+      arg = j;
+    }
+  }
+  for (int offset = 16; offset > 0; offset >>= 1) {
+    const float other = __shfl_xor_sync(0xffffffffu, best, offset);
+    const int64_t other_arg = __shfl_xor_sync(0xffffffffu, arg, offset);
+    if (other_arg >= 0 &&
+        (arg < 0 || other > best || (other == best && other_arg < arg))) {
+      best = other;
+      arg = other_arg;
+    }
+  }
+  const float max = best;
+  double sum = 0;
+  for (int64_t j = lane; j < classes; j += 32) sum += exp(static_cast<double>(row[j] - max));
+  sum = WarpSum(sum);
+  if (lane == 0) {
+    row_loss[r] = log(sum) - static_cast<double>(row[label] - max);
+    row_correct[r] = arg == label ? 1 : 0;
+  }
+  if (dlogits != nullptr) {
+    const float inv_batch = 1.0f / static_cast<float>(batch);
+    const double inv_sum = 1.0 / sum;
+    float* grad = dlogits + r * classes;
+    for (int64_t j = lane; j < classes; j += 32) {
+      const float p = static_cast<float>(exp(static_cast<double>(row[j] - max)) * inv_sum);
+      grad[j] = (p - (j == label ? 1.0f : 0.0f)) * inv_batch;
+    }
+  }
+}
+
+__global__ void SoftmaxReduceKernel(const double* row_loss, const long long* row_correct,
+                                    const int32_t* labels, int64_t batch, SoftmaxResult* result) {
+  __shared__ long long bad[kThreads];
+  double loss = 0, correct = 0;
+  long long first_bad = -1;
+  for (int64_t r = threadIdx.x; r < batch; r += kThreads) {
+    const long long c = row_correct[r];
+    if (c < 0) {
+      if (first_bad < 0) first_bad = r;
+    } else {
+      loss += row_loss[r];
+      correct += static_cast<double>(c);
+    }
+  }
+  loss = BlockSum(loss);
+  correct = BlockSum(correct);
+  bad[threadIdx.x] = first_bad;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    long long b = -1;
+    for (int t = 0; t < kThreads; ++t) {
+      if (bad[t] >= 0 && (b < 0 || bad[t] < b)) b = bad[t];
+    }
+    result->loss_sum = loss;
+    result->correct = static_cast<long long>(correct);
+    result->bad_row = b;
+    result->bad_label = b >= 0 ? labels[b] : 0;
+  }
+}
+
+__global__ void SgdKernel(float lr, float wd, float mu, bool nesterov, const float* g, float* v,
+                          float* w, int64_t n) {
+  GRID_STRIDE(i, n) {
+    if (v == nullptr) {
+      w[i] -= lr * (g[i] + wd * w[i]);
+    } else if (nesterov) {
+      const float gi = g[i] + wd * w[i];
+      v[i] = mu * v[i] + gi;
+      w[i] -= lr * (gi + mu * v[i]);
+    } else {
+      v[i] = mu * v[i] + (g[i] + wd * w[i]);
+      w[i] -= lr * v[i];
+    }
+  }
+}
+
+__global__ void AdamKernel(float step_size, float sqrt_bc2, float b1, float b2,
+                           float one_minus_b1, float one_minus_b2, float eps, float l2,
+                           float decay, const float* g, float* m, float* v, float* w, int64_t n) {
+  GRID_STRIDE(i, n) {
+    w[i] *= decay;
+    const float gi = g[i] + l2 * w[i];
+    m[i] = b1 * m[i] + one_minus_b1 * gi;
+    v[i] = b2 * v[i] + one_minus_b2 * gi * gi;
+    w[i] -= step_size * (m[i] / (sqrtf(v[i]) / sqrt_bc2 + eps));
+  }
+}
+
+__global__ void RmsPropKernel(float lr, float alpha, float one_minus_alpha, float eps, float mu,
+                              float wd, const float* g, float* s, float* b, float* w, int64_t n) {
+  GRID_STRIDE(i, n) {
+    const float gi = g[i] + wd * w[i];
+    s[i] = alpha * s[i] + one_minus_alpha * gi * gi;
+    const float update = gi / (sqrtf(s[i]) + eps);
+    if (b != nullptr) {
+      b[i] = mu * b[i] + update;
+      w[i] -= lr * b[i];
+    } else {
+      w[i] -= lr * update;
+    }
+  }
+}
+
+inline unsigned ColumnBlocks(int64_t cols) { return static_cast<unsigned>((cols + 31) / 32); }
+inline unsigned RowBlocks(int64_t rows) {
+  return static_cast<unsigned>((rows + kWarpsPerBlock - 1) / kWarpsPerBlock);
+}
+
+}  // namespace
+
+cudaError_t LaunchFill(float value, float* p, int64_t n, cudaStream_t stream) {
+  if (n <= 0) return cudaSuccess;
+  FillKernel<<<Blocks(n), kThreads, 0, stream>>>(value, p, n);
+  return Launched();
+}
+
+cudaError_t LaunchBiasActivation(Act act, float alpha, const float* b, float* y, int64_t rows,
+                                 int64_t cols, cudaStream_t stream) {
+  if (rows * cols <= 0 || (b == nullptr && act == Act::kLinear)) return cudaSuccess;
+  BiasActivationKernel<<<Blocks(rows * cols), kThreads, 0, stream>>>(act, alpha, b, y, rows, cols);
+  return Launched();
+}
+
+cudaError_t LaunchActivationForward(Act act, float alpha, const float* x, float* y, int64_t n,
+                                    cudaStream_t stream) {
+  if (n <= 0) return cudaSuccess;
+  ActivationForwardKernel<<<Blocks(n), kThreads, 0, stream>>>(act, alpha, x, y, n);
+  return Launched();
+}
+
+cudaError_t LaunchActivationBackward(Act act, float alpha, const float* x, const float* y,
+                                     const float* dy, float* dx, int64_t n, cudaStream_t stream) {
+  if (n <= 0) return cudaSuccess;
+  ActivationBackwardKernel<<<Blocks(n), kThreads, 0, stream>>>(act, alpha, x, y, dy, dx, n);
+  return Launched();
+}
+
+cudaError_t LaunchActivationGradFromOutput(Act act, float alpha, const float* y, float* g,
+                                           int64_t n, cudaStream_t stream) {
+  if (n <= 0 || act == Act::kLinear) return cudaSuccess;
+  ActivationGradFromOutputKernel<<<Blocks(n), kThreads, 0, stream>>>(act, alpha, y, g, n);
+  return Launched();
+}
+
+cudaError_t LaunchColumnSum(const float* x, int64_t rows, int64_t cols, float* out,
+                            cudaStream_t stream) {
+  if (cols <= 0) return cudaSuccess;
+  ColumnSumKernel<<<ColumnBlocks(cols), dim3(32, kRowLanes), 0, stream>>>(x, rows, cols, out);
+  return Launched();
+}
+
+cudaError_t LaunchDropout(uint64_t seed, uint64_t threshold, float keep, const float* x,
+                          float* mask, float* y, int64_t n, cudaStream_t stream) {
+  if (n <= 0) return cudaSuccess;
+  DropoutKernel<<<Blocks(n), kThreads, 0, stream>>>(seed, threshold, keep, x, mask, y, n);
+  return Launched();
+}
+
+cudaError_t LaunchMultiply(const float* a, const float* b, float* out, int64_t n,
+                           cudaStream_t stream) {
+  if (n <= 0) return cudaSuccess;
+  MultiplyKernel<<<Blocks(n), kThreads, 0, stream>>>(a, b, out, n);
+  return Launched();
+}
+
+cudaError_t LaunchScale(float factor, float* p, int64_t n, cudaStream_t stream) {
+  if (n <= 0) return cudaSuccess;
+  ScaleKernel<<<Blocks(n), kThreads, 0, stream>>>(factor, p, n);
+  return Launched();
+}
+
+cudaError_t LaunchClip(float limit, float* p, int64_t n, cudaStream_t stream) {
+  if (n <= 0) return cudaSuccess;
+  ClipKernel<<<Blocks(n), kThreads, 0, stream>>>(limit, p, n);
+  return Launched();
+}
+
+cudaError_t LaunchBatchNormForward(bool training, float momentum, float epsilon, const float* x,
+                                   int64_t batch, int64_t n, const float* gamma,
+                                   const float* beta, float* running_mean, float* running_var,
+                                   float* mean, float* rstd, float* y, cudaStream_t stream) {
+  if (n <= 0) return cudaSuccess;
+  BatchNormForwardKernel<<<ColumnBlocks(n), dim3(32, kRowLanes), 0, stream>>>(
+      training, momentum, epsilon, x, batch, n, gamma, beta, running_mean, running_var, mean,
+      rstd, y);
+  return Launched();
+}
+
+cudaError_t LaunchBatchNormBackward(const float* x, int64_t batch, int64_t n, const float* gamma,
+                                    const float* mean, const float* rstd, const float* dy,
+                                    float* dgamma, float* dbeta, float* dx, cudaStream_t stream) {
+  if (n <= 0) return cudaSuccess;
+  BatchNormBackwardKernel<<<ColumnBlocks(n), dim3(32, kRowLanes), 0, stream>>>(
+      x, batch, n, gamma, mean, rstd, dy, dgamma, dbeta, dx);
+  return Launched();
+}
+
+cudaError_t LaunchLayerNormForward(float epsilon, const float* x, int64_t batch, int64_t n,
+                                   const float* gamma, const float* beta, float* mean,
+                                   float* rstd, float* y, cudaStream_t stream) {
+  if (batch <= 0) return cudaSuccess;
+  LayerNormForwardKernel<<<RowBlocks(batch), dim3(32, kWarpsPerBlock), 0, stream>>>(
+      epsilon, x, batch, n, gamma, beta, mean, rstd, y);
+  return Launched();
+}
+
+cudaError_t LaunchLayerNormBackward(const float* x, int64_t batch, int64_t n, const float* gamma,
+                                    const float* mean, const float* rstd, const float* dy,
+                                    float* dgamma, float* dbeta, float* dx, cudaStream_t stream) {
+  if (n > 0) {
+    LayerNormBackwardParamsKernel<<<ColumnBlocks(n), dim3(32, kRowLanes), 0, stream>>>(
+        x, batch, n, mean, rstd, dy, dgamma, dbeta);
+    if (cudaError_t e = Launched(); e != cudaSuccess) return e;
+  }
+  if (dx != nullptr && batch > 0) {
+    LayerNormBackwardDataKernel<<<RowBlocks(batch), dim3(32, kWarpsPerBlock), 0, stream>>>(
+        x, batch, n, gamma, mean, rstd, dy, dx);
+    return Launched();
+  }
+  return cudaSuccess;
+}
+
+cudaError_t LaunchSumOfSquares(const float* p, int64_t n, double* partials, double* out,
+                               cudaStream_t stream) {
+  // A fixed grid (not sized by n): the summation order depends on n only.
+  SumOfSquaresPartialKernel<<<kSumPartials, kThreads, 0, stream>>>(p, n, partials);
+  if (cudaError_t e = Launched(); e != cudaSuccess) return e;
+  SumPartialsKernel<<<1, kThreads, 0, stream>>>(partials, out);
+  return Launched();
+}
+
+cudaError_t LaunchSoftmaxCrossEntropy(const float* logits, const int32_t* labels, int64_t batch,
+                                      int64_t classes, float* dlogits, double* row_loss,
+                                      long long* row_correct, SoftmaxResult* result,
+                                      cudaStream_t stream) {
+  if (batch > 0) {
+    SoftmaxRowsKernel<<<RowBlocks(batch), dim3(32, kWarpsPerBlock), 0, stream>>>(
+        logits, labels, batch, classes, dlogits, row_loss, row_correct);
+    if (cudaError_t e = Launched(); e != cudaSuccess) return e;
+  }
+  SoftmaxReduceKernel<<<1, kThreads, 0, stream>>>(row_loss, row_correct, labels, batch, result);
+  return Launched();
+}
+
+cudaError_t LaunchSgd(float lr, float wd, float momentum, bool nesterov, const float* g, float* v,
+                      float* w, int64_t n, cudaStream_t stream) {
+  if (n <= 0) return cudaSuccess;
+  SgdKernel<<<Blocks(n), kThreads, 0, stream>>>(lr, wd, momentum, nesterov, g, v, w, n);
+  return Launched();
+}
+
+cudaError_t LaunchAdam(float step_size, float sqrt_bc2, float b1, float b2, float one_minus_b1,
+                       float one_minus_b2, float eps, float l2, float decay, const float* g,
+                       float* m, float* v, float* w, int64_t n, cudaStream_t stream) {
+  if (n <= 0) return cudaSuccess;
+  AdamKernel<<<Blocks(n), kThreads, 0, stream>>>(step_size, sqrt_bc2, b1, b2, one_minus_b1,
+                                                 one_minus_b2, eps, l2, decay, g, m, v, w, n);
+  return Launched();
+}
+
+cudaError_t LaunchRmsProp(float lr, float alpha, float one_minus_alpha, float eps, float momentum,
+                          float wd, const float* g, float* s, float* b, float* w, int64_t n,
+                          cudaStream_t stream) {
+  if (n <= 0) return cudaSuccess;
+  RmsPropKernel<<<Blocks(n), kThreads, 0, stream>>>(lr, alpha, one_minus_alpha, eps, momentum, wd,
+                                                    g, s, b, w, n);
+  return Launched();
+}
+
+}  // namespace traind::engine::cuda

@@ -1,0 +1,115 @@
+// The CUDA backend's kernels, as plain launch functions.
+//
+// Compiled by nvcc (cuda_kernels.cu) for sm_90 + PTX; this header has no
+// Abseil or engine includes so nvcc never parses them. Every function
+// enqueues its work on `stream` and returns the launch status
+// (cudaGetLastError after the launch); none synchronizes.
+//
+// All matrices are dense and row-major. Reductions are deterministic: a
+// fixed launch shape and a fixed summation order, in double where the CPU
+// backend sums in double.
+#ifndef TRAIND_WORKER_ENGINE_BACKEND_CUDA_CUDA_KERNELS_H_
+#define TRAIND_WORKER_ENGINE_BACKEND_CUDA_CUDA_KERNELS_H_
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+namespace traind::engine::cuda {
+
+// Mirrors engine::DenseActivation (static_asserts in cuda_backend.cc).
+enum class Act : int {
+  kLinear,
+  kRelu,
+  kLeakyRelu,
+  kElu,
+  kGelu,
+  kSigmoid,
+  kTanh,
+  kSoftplus,
+  kSwish,
+};
+
+// Blocks of the first stage of SumOfSquares: `partials` holds this many doubles.
+inline constexpr int kSumPartials = 256;
+
+// Results of SoftmaxCrossEntropy, written by the device to (pinned) host memory.
+struct SoftmaxResult {
+  double loss_sum;
+  long long correct;
+  long long bad_row;    // first row whose label is out of range, or -1
+  long long bad_label;  // its label
+};
+
+cudaError_t LaunchFill(float value, float* p, int64_t n, cudaStream_t stream);
+
+// y[r, :] = act(y[r, :] + b) (b may be null). y: [rows, cols], b: [cols]
+cudaError_t LaunchBiasActivation(Act act, float alpha, const float* b, float* y, int64_t rows,
+                                 int64_t cols, cudaStream_t stream);
+// y = act(x), elementwise (may alias).
+cudaError_t LaunchActivationForward(Act act, float alpha, const float* x, float* y, int64_t n,
+                                    cudaStream_t stream);
+// dx = dy ⊙ act'(x) given y = act(x) (dx may alias dy).
+cudaError_t LaunchActivationBackward(Act act, float alpha, const float* x, const float* y,
+                                     const float* dy, float* dx, int64_t n, cudaStream_t stream);
+// g *= act'(·) computed from y alone (as the CPU dense kernel does, z = 0).
+cudaError_t LaunchActivationGradFromOutput(Act act, float alpha, const float* y, float* g,
+                                           int64_t n, cudaStream_t stream);
+// out[j] = Σ_r x[r, j] (in double, rows in a fixed order). x: [rows, cols]
+cudaError_t LaunchColumnSum(const float* x, int64_t rows, int64_t cols, float* out,
+                            cudaStream_t stream);
+
+// mask[i] = u_i < rate ? 0 : keep with u_i the i-th draw of Rng(seed)
+// (SplitMix64, bit-identical with the CPU backend); y = x ⊙ mask.
+// `threshold` = ceil(rate · 2^53): u_i < rate <=> (draw_i >> 11) < threshold.
+cudaError_t LaunchDropout(uint64_t seed, uint64_t threshold, float keep, const float* x,
+                          float* mask, float* y, int64_t n, cudaStream_t stream);
+cudaError_t LaunchMultiply(const float* a, const float* b, float* out, int64_t n,
+                           cudaStream_t stream);
+cudaError_t LaunchScale(float factor, float* p, int64_t n, cudaStream_t stream);
+cudaError_t LaunchClip(float limit, float* p, int64_t n, cudaStream_t stream);
+
+// x: [batch, n]; gamma, beta, running_*, mean, rstd: [n].
+cudaError_t LaunchBatchNormForward(bool training, float momentum, float epsilon, const float* x,
+                                   int64_t batch, int64_t n, const float* gamma,
+                                   const float* beta, float* running_mean, float* running_var,
+                                   float* mean, float* rstd, float* y, cudaStream_t stream);
+// dx may be null.
+cudaError_t LaunchBatchNormBackward(const float* x, int64_t batch, int64_t n, const float* gamma,
+                                    const float* mean, const float* rstd, const float* dy,
+                                    float* dgamma, float* dbeta, float* dx, cudaStream_t stream);
+// x: [batch, n]; mean, rstd: [batch]; gamma, beta: [n].
+cudaError_t LaunchLayerNormForward(float epsilon, const float* x, int64_t batch, int64_t n,
+                                   const float* gamma, const float* beta, float* mean,
+                                   float* rstd, float* y, cudaStream_t stream);
+cudaError_t LaunchLayerNormBackward(const float* x, int64_t batch, int64_t n, const float* gamma,
+                                    const float* mean, const float* rstd, const float* dy,
+                                    float* dgamma, float* dbeta, float* dx, cudaStream_t stream);
+
+// *out = Σ p[i]² in double. partials: kSumPartials doubles of scratch.
+cudaError_t LaunchSumOfSquares(const float* p, int64_t n, double* partials, double* out,
+                               cudaStream_t stream);
+
+// logits: [batch, classes], labels: [batch]; dlogits may be null.
+// row_loss: [batch] doubles, row_correct: [batch] long longs of scratch;
+// *result is written at the end (device or mapped/pinned-copied memory).
+cudaError_t LaunchSoftmaxCrossEntropy(const float* logits, const int32_t* labels, int64_t batch,
+                                      int64_t classes, float* dlogits, double* row_loss,
+                                      long long* row_correct, SoftmaxResult* result,
+                                      cudaStream_t stream);
+
+// Optimizer steps; scalars prepared on the host exactly as the CPU backend
+// prepares them.
+cudaError_t LaunchSgd(float lr, float wd, float momentum, bool nesterov, const float* g,
+                      float* v /*null without momentum*/, float* w, int64_t n,
+                      cudaStream_t stream);
+cudaError_t LaunchAdam(float step_size, float sqrt_bc2, float b1, float b2, float one_minus_b1,
+                       float one_minus_b2, float eps, float l2, float decay, const float* g,
+                       float* m, float* v, float* w, int64_t n, cudaStream_t stream);
+cudaError_t LaunchRmsProp(float lr, float alpha, float one_minus_alpha, float eps, float momentum,
+                          float wd, const float* g, float* s, float* b /*may be null*/, float* w,
+                          int64_t n, cudaStream_t stream);
+
+}  // namespace traind::engine::cuda
+
+#endif  // TRAIND_WORKER_ENGINE_BACKEND_CUDA_CUDA_KERNELS_H_

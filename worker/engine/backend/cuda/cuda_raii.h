@@ -1,0 +1,163 @@
+// Move-only owners of CUDA and cuBLAS resources.
+//
+// Each object owns one handle and releases it in its destructor; copying is
+// impossible (std::unique_ptr inside), so a device buffer or a handle is never
+// shared by accident. Factories return absl::StatusOr and never throw.
+// Destructors ignore errors: they run on teardown paths where the context
+// may already be failing, and the process exit releases the rest.
+//
+// Thread safety: none; each object is used by one thread at a time.
+#ifndef TRAIND_WORKER_ENGINE_BACKEND_CUDA_CUDA_RAII_H_
+#define TRAIND_WORKER_ENGINE_BACKEND_CUDA_CUDA_RAII_H_
+
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <memory>
+#include <type_traits>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "worker/engine/backend/cuda/cuda_status.h"
+
+namespace traind::engine::cuda {
+
+namespace internal {
+struct CudaFree {
+  void operator()(void* p) const { (void)cudaFree(p); }
+};
+struct CudaFreeHost {
+  void operator()(void* p) const { (void)cudaFreeHost(p); }
+};
+struct StreamDestroy {
+  void operator()(CUstream_st* s) const { (void)cudaStreamDestroy(s); }
+};
+struct EventDestroy {
+  void operator()(CUevent_st* e) const { (void)cudaEventDestroy(e); }
+};
+struct CublasDestroy {
+  void operator()(cublasContext* h) const { (void)cublasDestroy(h); }
+};
+}  // namespace internal
+
+// Device memory of a fixed size (cudaMalloc / cudaFree).
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  // OutOfMemoryError (with needed and free bytes) when the device is full.
+  static absl::StatusOr<DeviceBuffer> Allocate(size_t bytes) {
+    DeviceBuffer buffer;
+    if (bytes == 0) return buffer;
+    void* p = nullptr;
+    TRAIND_RETURN_IF_ERROR(CudaStatus(cudaMalloc(&p, bytes), "cudaMalloc", bytes));
+    buffer.data_.reset(p);
+    buffer.bytes_ = bytes;
+    return buffer;
+  }
+  void* get() const { return data_.get(); }
+  template <typename T>
+  T* as() const {
+    return static_cast<T*>(data_.get());
+  }
+  size_t bytes() const { return bytes_; }
+
+ private:
+  std::unique_ptr<void, internal::CudaFree> data_;
+  size_t bytes_ = 0;
+};
+
+// Page-locked host memory (cudaMallocHost / cudaFreeHost): the staging area
+// of asynchronous copies.
+class PinnedBuffer {
+ public:
+  PinnedBuffer() = default;
+  static absl::StatusOr<PinnedBuffer> Allocate(size_t bytes) {
+    PinnedBuffer buffer;
+    if (bytes == 0) return buffer;
+    void* p = nullptr;
+    const cudaError_t error = cudaMallocHost(&p, bytes);
+    if (error == cudaErrorMemoryAllocation) {
+      (void)cudaGetLastError();
+      return OutOfMemoryError(
+          absl::StrCat("cudaMallocHost: cannot pin ", bytes, " bytes of host memory"));
+    }
+    TRAIND_RETURN_IF_ERROR(CudaStatus(error, "cudaMallocHost", bytes));
+    buffer.data_.reset(p);
+    buffer.bytes_ = bytes;
+    return buffer;
+  }
+  void* get() const { return data_.get(); }
+  template <typename T>
+  T* as() const {
+    return static_cast<T*>(data_.get());
+  }
+  size_t bytes() const { return bytes_; }
+
+ private:
+  std::unique_ptr<void, internal::CudaFreeHost> data_;
+  size_t bytes_ = 0;
+};
+
+// A non-blocking stream (does not synchronize with the legacy default stream).
+class Stream {
+ public:
+  Stream() = default;
+  static absl::StatusOr<Stream> Create() {
+    cudaStream_t s = nullptr;
+    TRAIND_RETURN_IF_ERROR(
+        CudaStatus(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate"));
+    Stream stream;
+    stream.stream_.reset(s);
+    return stream;
+  }
+  cudaStream_t get() const { return stream_.get(); }
+
+ private:
+  std::unique_ptr<CUstream_st, internal::StreamDestroy> stream_;
+};
+
+// An event without timing (the cheapest kind), for ordering and polling.
+class Event {
+ public:
+  Event() = default;
+  static absl::StatusOr<Event> Create() {
+    cudaEvent_t e = nullptr;
+    TRAIND_RETURN_IF_ERROR(CudaStatus(cudaEventCreateWithFlags(&e, cudaEventDisableTiming),
+                                      "cudaEventCreate"));
+    Event event;
+    event.event_.reset(e);
+    return event;
+  }
+  cudaEvent_t get() const { return event_.get(); }
+
+ private:
+  std::unique_ptr<CUevent_st, internal::EventDestroy> event_;
+};
+
+// A cuBLAS handle bound to one stream.
+class CublasHandle {
+ public:
+  CublasHandle() = default;
+  static absl::StatusOr<CublasHandle> Create(cudaStream_t stream) {
+    cublasHandle_t h = nullptr;
+    TRAIND_RETURN_IF_ERROR(CublasStatus(cublasCreate(&h), "cublasCreate"));
+    CublasHandle handle;
+    handle.handle_.reset(h);
+    TRAIND_RETURN_IF_ERROR(CublasStatus(cublasSetStream(h, stream), "cublasSetStream"));
+    return handle;
+  }
+  cublasHandle_t get() const { return handle_.get(); }
+
+ private:
+  std::unique_ptr<cublasContext, internal::CublasDestroy> handle_;
+};
+
+static_assert(!std::is_copy_constructible_v<DeviceBuffer> &&
+              !std::is_copy_constructible_v<Stream> && !std::is_copy_constructible_v<Event> &&
+              !std::is_copy_constructible_v<CublasHandle> &&
+              std::is_nothrow_move_constructible_v<DeviceBuffer>);
+
+}  // namespace traind::engine::cuda
+
+#endif  // TRAIND_WORKER_ENGINE_BACKEND_CUDA_CUDA_RAII_H_

@@ -1,0 +1,219 @@
+#include "worker/engine/parallel/nccl_communicator.h"
+
+#include <cstring>
+#include <thread>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "worker/engine/backend/cuda/cuda_status.h"
+#include "worker/engine/status.h"
+
+namespace traind::engine {
+namespace {
+
+// Polling interval: short enough not to add latency to a collective, long
+// enough not to burn a core while a peer is slow.
+constexpr absl::Duration kPoll = absl::Microseconds(20);
+
+void PollSleep() { std::this_thread::sleep_for(absl::ToChronoMicroseconds(kPoll)); }
+
+}  // namespace
+
+absl::Status NcclStatus(ncclResult_t result, absl::string_view call) {
+  if (result == ncclSuccess || result == ncclInProgress) return absl::OkStatus();
+  const std::string message =
+      absl::StrCat("NCCL: ", call, ": ", ncclGetErrorString(result), " (", ncclGetLastError(nullptr),
+                   ")");
+  if (result == ncclRemoteError) {
+    // A peer failed or went away: the daemon treats the task as failed.
+    return DeviceError(absl::StrCat(message, "; a peer rank failed"));
+  }
+  return DeviceError(message);
+}
+
+absl::StatusOr<std::string> NewNcclUniqueId() {
+  ncclUniqueId id;
+  TRAIND_RETURN_IF_ERROR(NcclStatus(ncclGetUniqueId(&id), "ncclGetUniqueId"));
+  return std::string(id.internal, sizeof(id.internal));
+}
+
+absl::StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::Create(
+    absl::string_view unique_id, int rank, int size, cudaStream_t stream,
+    const NcclCommunicatorOptions& options) {
+  ncclUniqueId id;
+  if (unique_id.size() != sizeof(id.internal)) {
+    return absl::InvalidArgumentError(absl::StrCat("NCCL unique id: expected ",
+                                                   sizeof(id.internal), " bytes, got ",
+                                                   unique_id.size()));
+  }
+  if (size < 1 || rank < 0 || rank >= size) {
+    return absl::InvalidArgumentError(absl::StrCat("NCCL: rank ", rank, " of ", size));
+  }
+  std::memcpy(id.internal, unique_id.data(), sizeof(id.internal));
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
+  ncclComm_t comm = nullptr;
+  const ncclResult_t init = ncclCommInitRankConfig(&comm, size, id, rank, &config);
+  if (init != ncclSuccess && init != ncclInProgress) {
+    if (comm != nullptr) (void)ncclCommAbort(comm);
+    return NcclStatus(init, "ncclCommInitRankConfig");
+  }
+  std::unique_ptr<NcclCommunicator> self(new NcclCommunicator(comm, rank, size, stream, options));
+  TRAIND_RETURN_IF_ERROR(self->WaitIssued(
+      absl::StrCat("initialization of rank ", rank, " of ", size, " (waiting for the other ranks)"),
+      absl::Now() + options.timeout));
+  return self;
+}
+
+NcclCommunicator::NcclCommunicator(ncclComm_t comm, int rank, int size, cudaStream_t stream,
+                                   const NcclCommunicatorOptions& options)
+    : rank_(rank), size_(size), stream_(stream), options_(options), comm_(comm) {}
+
+NcclCommunicator::~NcclCommunicator() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (comm_ == nullptr) return;  // aborted: ncclCommAbort freed it
+  // Flush and finalize, then destroy; a finalize that fails or does not end
+  // in time aborts instead (a dead peer must not hang the worker's exit).
+  ncclResult_t r = ncclCommFinalize(comm_);
+  const absl::Time deadline = absl::Now() + options_.timeout;
+  while (r == ncclInProgress && absl::Now() < deadline) {
+    PollSleep();
+    if (ncclCommGetAsyncError(comm_, &r) != ncclSuccess) r = ncclInternalError;
+  }
+  if (r == ncclSuccess) {
+    (void)ncclCommDestroy(comm_);
+  } else {
+    (void)ncclCommAbort(comm_);
+  }
+  comm_ = nullptr;
+}
+
+void NcclCommunicator::AbortLocked(absl::string_view reason) {
+  if (abort_reason_.empty()) abort_reason_ = std::string(reason);
+  aborted_.store(true);
+  if (comm_ != nullptr) {
+    (void)ncclCommAbort(comm_);
+    comm_ = nullptr;
+  }
+}
+
+void NcclCommunicator::Abort(absl::string_view reason) {
+  // ncclCommAbort may be called while another thread polls a collective of
+  // the same communicator: it is NCCL's way to unblock it. The polling thread
+  // sees aborted_ and stops touching the handle.
+  std::lock_guard<std::mutex> lock(mu_);
+  AbortLocked(reason);
+}
+
+absl::Status NcclCommunicator::AbortedStatus() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return absl::AbortedError(
+      absl::StrCat("NCCL communicator (rank ", rank_, " of ", size_, ") aborted: ", abort_reason_));
+}
+
+absl::Status NcclCommunicator::Fail(absl::string_view reason, absl::Status cause) {
+  std::lock_guard<std::mutex> lock(mu_);
+  AbortLocked(reason);
+  return cause;
+}
+
+absl::Status NcclCommunicator::WaitIssued(absl::string_view what, absl::Time deadline) {
+  for (;;) {
+    if (aborted_.load()) return AbortedStatus();
+    ncclResult_t state = ncclSuccess;
+    ncclResult_t r;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (comm_ == nullptr) return AbortedStatus();
+      r = ncclCommGetAsyncError(comm_, &state);
+    }
+    if (r != ncclSuccess) state = r;
+    if (state == ncclSuccess) return absl::OkStatus();
+    if (state != ncclInProgress) {
+      absl::Status s = NcclStatus(state, what);
+      return Fail(s.message(), s);
+    }
+    if (absl::Now() >= deadline) {
+      const std::string reason =
+          absl::StrCat("NCCL: ", what, ": no progress within ",
+                       absl::FormatDuration(options_.timeout), " (a rank is missing or dead)");
+      return Fail(reason, absl::DeadlineExceededError(reason));
+    }
+    PollSleep();
+  }
+}
+
+absl::Status NcclCommunicator::WaitStream(absl::string_view what, absl::Time deadline) {
+  for (;;) {
+    if (aborted_.load()) return AbortedStatus();
+    const cudaError_t q = cudaStreamQuery(stream_);
+    if (q == cudaSuccess) break;
+    if (q != cudaErrorNotReady) {
+      absl::Status s = cuda::CudaStatus(q, absl::StrCat("cudaStreamQuery after ", what));
+      return Fail(s.message(), s);
+    }
+    TRAIND_RETURN_IF_ERROR(WaitIssued(what, deadline));  // also surfaces peer failures
+    if (absl::Now() >= deadline) {
+      const std::string reason =
+          absl::StrCat("NCCL: ", what, ": not complete within ",
+                       absl::FormatDuration(options_.timeout), " (a rank is missing or dead)");
+      return Fail(reason, absl::DeadlineExceededError(reason));
+    }
+    PollSleep();
+  }
+  return WaitIssued(what, deadline);
+}
+
+absl::Status NcclCommunicator::Synchronize() {
+  return WaitStream("synchronize", absl::Now() + options_.timeout);
+}
+
+absl::Status NcclCommunicator::AllReduceSum(float* data, int64_t count) {
+  if (aborted_.load()) return AbortedStatus();
+  if (count <= 0) return absl::OkStatus();
+  const absl::Time deadline = absl::Now() + options_.timeout;
+  ncclResult_t r;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (comm_ == nullptr) return AbortedStatus();
+    r = ncclAllReduce(data, data, static_cast<size_t>(count), ncclFloat32, ncclSum, comm_,
+                      stream_);
+  }
+  if (r != ncclSuccess && r != ncclInProgress) {
+    absl::Status s = NcclStatus(r, "ncclAllReduce (float)");
+    return Fail(s.message(), s);
+  }
+  if (!options_.wait_for_completion) return WaitIssued("ncclAllReduce (float)", deadline);
+  return WaitStream("ncclAllReduce (float)", deadline);
+}
+
+absl::Status NcclCommunicator::AllReduceSum(double* data, int64_t count) {
+  if (aborted_.load()) return AbortedStatus();
+  if (count <= 0) return absl::OkStatus();
+  const size_t bytes = static_cast<size_t>(count) * sizeof(double);
+  if (double_scratch_.bytes() < bytes) {
+    double_scratch_ = cuda::DeviceBuffer();
+    TRAIND_ASSIGN_OR_RETURN(double_scratch_, cuda::DeviceBuffer::Allocate(bytes));
+  }
+  const absl::Time deadline = absl::Now() + options_.timeout;
+  TRAIND_CUDA_RETURN_IF_ERROR(
+      cudaMemcpyAsync(double_scratch_.get(), data, bytes, cudaMemcpyHostToDevice, stream_));
+  ncclResult_t r;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (comm_ == nullptr) return AbortedStatus();
+    r = ncclAllReduce(double_scratch_.get(), double_scratch_.get(), static_cast<size_t>(count),
+                      ncclFloat64, ncclSum, comm_, stream_);
+  }
+  if (r != ncclSuccess && r != ncclInProgress) {
+    absl::Status s = NcclStatus(r, "ncclAllReduce (double)");
+    return Fail(s.message(), s);
+  }
+  TRAIND_RETURN_IF_ERROR(WaitIssued("ncclAllReduce (double)", deadline));
+  TRAIND_CUDA_RETURN_IF_ERROR(
+      cudaMemcpyAsync(data, double_scratch_.get(), bytes, cudaMemcpyDeviceToHost, stream_));
+  return WaitStream("ncclAllReduce (double)", deadline);
+}
+
+}  // namespace traind::engine

@@ -1,0 +1,80 @@
+// NcclCommunicator on the GPUs this machine has: a single-rank group, the
+// missing-peer timeout and the abort path. Skips without a device. (The
+// N-rank == 1-rank equivalence of the fit loop is tested on the CPU with
+// InProcessGroup; across processes by tests/gpu/run_device_checks.sh.)
+#include "worker/engine/parallel/nccl_communicator.h"
+
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "worker/engine/backend/cuda/cuda_raii.h"
+#include "worker/engine/backend/cuda/cuda_status.h"
+
+namespace traind::engine {
+namespace {
+
+class NcclCommunicatorTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string reason;
+    if (cuda::DeviceCount(&reason) == 0) GTEST_SKIP() << reason;
+    ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
+    auto stream = cuda::Stream::Create();
+    ASSERT_TRUE(stream.ok()) << stream.status();
+    stream_ = std::move(*stream);
+  }
+  cuda::Stream stream_;
+};
+
+TEST_F(NcclCommunicatorTest, UniqueIdIs128Bytes) {
+  auto id = NewNcclUniqueId();
+  ASSERT_TRUE(id.ok()) << id.status();
+  EXPECT_EQ(id->size(), 128u);
+}
+
+TEST_F(NcclCommunicatorTest, SingleRankAllReduceIsIdentity) {
+  auto id = NewNcclUniqueId();
+  ASSERT_TRUE(id.ok()) << id.status();
+  auto comm = NcclCommunicator::Create(*id, 0, 1, stream_.get());
+  ASSERT_TRUE(comm.ok()) << comm.status();
+  std::vector<float> host = {1.5f, -2.0f, 3.25f};
+  auto buffer = cuda::DeviceBuffer::Allocate(host.size() * sizeof(float));
+  ASSERT_TRUE(buffer.ok());
+  ASSERT_EQ(cudaMemcpy(buffer->get(), host.data(), 12, cudaMemcpyHostToDevice), cudaSuccess);
+  ASSERT_TRUE((*comm)->AllReduceSum(buffer->as<float>(), 3).ok());
+  std::vector<float> back(3);
+  ASSERT_EQ(cudaMemcpy(back.data(), buffer->get(), 12, cudaMemcpyDeviceToHost), cudaSuccess);
+  EXPECT_EQ(back, host);
+  std::vector<double> sums = {10.0, 0.25};
+  ASSERT_TRUE((*comm)->AllReduceSum(sums.data(), 2).ok());
+  EXPECT_EQ(sums, (std::vector<double>{10.0, 0.25}));
+}
+
+TEST_F(NcclCommunicatorTest, MissingPeerFailsFastInsteadOfHanging) {
+  auto id = NewNcclUniqueId();
+  ASSERT_TRUE(id.ok()) << id.status();
+  NcclCommunicatorOptions options;
+  options.timeout = absl::Seconds(5);
+  const absl::Time start = absl::Now();
+  // Rank 0 of 2; rank 1 never comes.
+  auto comm = NcclCommunicator::Create(*id, 0, 2, stream_.get(), options);
+  ASSERT_FALSE(comm.ok());
+  EXPECT_LT(absl::Now() - start, absl::Seconds(30));
+  EXPECT_NE(comm.status().message().find("rank"), std::string::npos) << comm.status();
+}
+
+TEST_F(NcclCommunicatorTest, AbortFailsLaterCollectivesWithTheReason) {
+  auto id = NewNcclUniqueId();
+  ASSERT_TRUE(id.ok()) << id.status();
+  auto comm = NcclCommunicator::Create(*id, 0, 1, stream_.get());
+  ASSERT_TRUE(comm.ok()) << comm.status();
+  (*comm)->Abort("rank 1 died");
+  double x = 1;
+  const absl::Status s = (*comm)->AllReduceSum(&x, 1);
+  EXPECT_EQ(s.code(), absl::StatusCode::kAborted) << s;
+  EXPECT_NE(s.message().find("rank 1 died"), std::string::npos) << s;
+}
+
+}  // namespace
+}  // namespace traind::engine
