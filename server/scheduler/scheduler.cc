@@ -259,8 +259,27 @@ absl::StatusOr<Job> Scheduler::GetJob(const std::string& job_id) {
     absl::MutexLock lock(&mu_);
     auto it = jobs_.find(job_id);
     if (it != jobs_.end()) return ViewLocked(*it->second);
+    auto done = finished_.find(job_id);
+    if (done != finished_.end()) return done->second;
   }
-  return store_->LoadJob(job_id);
+  absl::StatusOr<Job> job = store_->LoadJob(job_id);
+  if (job.ok()) {
+    absl::MutexLock lock(&mu_);
+    // Only a finished job is read from the store: cache it (unless it came
+    // back to life in between, which a finished job never does).
+    if (jobs_.find(job_id) == jobs_.end()) CacheFinishedLocked(*job);
+  }
+  return job;
+}
+
+void Scheduler::CacheFinishedLocked(const Job& job) {
+  if (finished_.emplace(job.id(), job).second) {
+    finished_order_.push_back(job.id());
+    if (finished_order_.size() > kFinishedCacheSize) {
+      finished_.erase(finished_order_.front());
+      finished_order_.pop_front();
+    }
+  }
 }
 
 absl::StatusOr<traind::v1::ListJobsResponse> Scheduler::ListJobs(
@@ -883,6 +902,7 @@ void Scheduler::MaybeFinishJobLocked(LiveJob& lj) {
   StoreMutation m;
   m.job = &job;
   CommitLocked(lj, m);
+  CacheFinishedLocked(job);
   if (final_state == Job::SUCCEEDED) {
     std::string summary;
     for (const auto& [name, s] : job.result().val()) {

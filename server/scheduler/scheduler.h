@@ -201,6 +201,12 @@ class Scheduler final {
 
   absl::Mutex mu_;
   std::map<std::string, std::unique_ptr<LiveJob>> jobs_ ABSL_GUARDED_BY(mu_);
+  // Recently finished jobs, so GetJob of a job that just ended (what
+  // dashboards poll) needs no store read. Bounded; oldest out first.
+  static constexpr size_t kFinishedCacheSize = 1024;
+  void CacheFinishedLocked(const traind::v1::Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::map<std::string, traind::v1::Job> finished_ ABSL_GUARDED_BY(mu_);
+  std::deque<std::string> finished_order_ ABSL_GUARDED_BY(mu_);
   // Queued tasks in dispatch order: higher priority first, then submit
   // order, then task index.
   struct QueueEntry {
