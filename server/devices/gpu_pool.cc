@@ -88,11 +88,13 @@ std::vector<std::string> GpuPool::Refresh(absl::Time now) {
   return notes;
 }
 
-std::optional<std::vector<int>> GpuPool::Allocate(int count, int64_t bytes) const {
+std::optional<std::vector<int>> GpuPool::Allocate(int count, int64_t bytes,
+                                                  const std::set<int>& avoid) const {
   std::vector<int> picked;
   for (const Gpu& g : gpus_) {
     if (static_cast<int>(picked.size()) == count) break;
-    if (g.state == State::kIdle && g.last.total_bytes - g.last.used_bytes >= bytes) {
+    if (g.state == State::kIdle && avoid.count(g.index) == 0 &&
+        g.last.total_bytes - g.last.used_bytes >= bytes) {
       picked.push_back(g.index);
     }
   }

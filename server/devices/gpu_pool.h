@@ -14,6 +14,7 @@
 #define TRAIND_SERVER_DEVICES_GPU_POOL_H_
 
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -51,8 +52,10 @@ class GpuPool final {
   // Probes again and moves DRAINING GPUs on. Returns one message per GPU
   // that became IDLE or UNHEALTHY.
   std::vector<std::string> Refresh(absl::Time now);
-  // `count` IDLE GPUs with at least `bytes` free each, or nothing.
-  std::optional<std::vector<int>> Allocate(int count, int64_t bytes) const;
+  // `count` IDLE GPUs with at least `bytes` free each, none of them in
+  // `avoid`, or nothing.
+  std::optional<std::vector<int>> Allocate(int count, int64_t bytes,
+                                           const std::set<int>& avoid = {}) const;
   void MarkBusy(const std::vector<int>& gpus, int pid);
   void Release(const std::vector<int>& gpus, absl::Time now);
 

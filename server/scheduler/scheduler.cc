@@ -458,8 +458,8 @@ void Scheduler::DispatchLocked() {
         RefreshGpusLocked(true);  // current free memory
         gpus_refreshed = true;
       }
-      std::optional<std::vector<int>> picked =
-          gpus_.Allocate(lj.job.spec().resources().count(), lj.job.gpu_memory_bytes());
+      std::optional<std::vector<int>> picked = gpus_.Allocate(
+          lj.job.spec().resources().count(), lj.job.gpu_memory_bytes(), lj.oom_gpus[task]);
       if (!picked.has_value()) continue;  // waits for GPUs
       gpus = *picked;
     } else if (running_ >= options_.cpu_slots) {
@@ -776,9 +776,20 @@ void Scheduler::FinishAttemptLocked(LiveJob& lj, int task, const Failure* failur
     };
     int crashes = 0;
     for (const Attempt& prev : t->attempts()) crashes += transient(prev.failure().reason());
-    const bool retry = transient(failure->reason()) &&
-                       crashes <= options_.max_restarts && job.state() == Job::RUNNING &&
-                       !job.has_failure();
+    bool retry = transient(failure->reason()) && crashes <= options_.max_restarts &&
+                 job.state() == Job::RUNNING && !job.has_failure();
+    // Out of memory on a GPU: retried only where the placement would differ,
+    // on GPUs this task has not run out of memory on.
+    if (failure->reason() == Failure::OUT_OF_MEMORY && !la.gpus.empty() &&
+        job.state() == Job::RUNNING && !job.has_failure()) {
+      std::set<int>& avoid = lj.oom_gpus[task];
+      avoid.insert(la.gpus.begin(), la.gpus.end());
+      int elsewhere = 0;
+      for (const GpuPool::Gpu& g : gpus_.gpus()) {
+        elsewhere += g.state != GpuPool::State::kUnhealthy && avoid.count(g.index) == 0;
+      }
+      retry = elsewhere >= job.spec().resources().count();
+    }
     if (retry) {
       t->set_state(Task::QUEUED);
       e->set_state(Task::QUEUED);

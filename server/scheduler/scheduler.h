@@ -166,6 +166,8 @@ class Scheduler final {
     uint64_t order = 0;  // submit order, for FIFO within a priority
     int64_t next_sequence = 1;
     std::map<int, LiveAttempt> attempts;  // by task index, running ones only
+    // GPU tasks: the GPUs a task ran out of memory on; a retry goes elsewhere.
+    std::map<int, std::set<int>> oom_gpus;
   };
 
   void Loop();

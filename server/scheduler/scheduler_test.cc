@@ -662,6 +662,55 @@ TEST_F(GpuSchedulerTest, AGpuThatNeverDrainsIsReportedAndAvoided) {
   EXPECT_TRUE(reported);
 }
 
+TEST_F(GpuSchedulerTest, OutOfMemoryIsRetriedOnlyOnAnotherGpu) {
+  SubmitOptions o;
+  o.gpu_memory_bytes = kGiB;
+  auto spec = GpuSpec(2);
+  spec.mutable_resources()->set_max_parallel_tasks(1);
+  auto job = scheduler_->Submit(spec, o);
+  scheduler_->Start();
+  auto fail_oom = [&](const FakeLauncher::Launched& l) {
+    traind::v1::ReportEventRequest failed;
+    *failed.mutable_credentials() = Creds(l);
+    failed.mutable_failed()->mutable_failure()->set_reason(Failure::OUT_OF_MEMORY);
+    failed.mutable_failed()->mutable_failure()->set_message("needed 90 GiB, 79 GiB free");
+    ASSERT_TRUE(scheduler_->ReportEvent(failed).ok());
+    launcher_->Exit(l.pid, 1);
+  };
+  ASSERT_TRUE(launcher_->WaitForLaunches(1));
+  auto first = launcher_->launched()[0];
+  EXPECT_EQ(Env(first, "CUDA_VISIBLE_DEVICES"), "GPU-0");
+  fail_oom(first);
+  // GPU-0 drains at once (the fake probe shows it idle), but the retry goes
+  // to GPU-1: on GPU-0 it would fail the same way.
+  ASSERT_TRUE(launcher_->WaitForLaunches(2));
+  auto second = launcher_->launched()[1];
+  EXPECT_EQ(second.Arg("task"), "0");
+  EXPECT_EQ(second.Arg("attempt"), "2");
+  EXPECT_EQ(Env(second, "CUDA_VISIBLE_DEVICES"), "GPU-1");
+  fail_oom(second);
+  // No GPU left where it has not run out of memory: the job fails.
+  auto view = scheduler_->GetJob(job->id());
+  EXPECT_EQ(view->tasks(0).state(), Task::FAILED);
+  EXPECT_EQ(view->failure().reason(), Failure::OUT_OF_MEMORY);
+}
+
+TEST_F(SchedulerTest, OutOfMemoryOnTheCpuIsNotRetried) {
+  ASSERT_TRUE(scheduler_->Recover().ok());
+  scheduler_->Start();
+  auto job = scheduler_->Submit(ThreeFoldSpec());
+  ASSERT_TRUE(launcher_->WaitForLaunches(2));
+  auto l = launcher_->launched()[0];
+  traind::v1::ReportEventRequest failed;
+  *failed.mutable_credentials() = Creds(l);
+  failed.mutable_failed()->mutable_failure()->set_reason(Failure::OUT_OF_MEMORY);
+  ASSERT_TRUE(scheduler_->ReportEvent(failed).ok());
+  launcher_->Exit(l.pid, 1);
+  auto view = scheduler_->GetJob(job->id());
+  EXPECT_EQ(view->tasks(0).state(), Task::FAILED);
+  EXPECT_EQ(view->tasks(0).attempts_size(), 1);
+}
+
 TEST_F(GpuSchedulerTest, MultiGpuTaskRunsOneRankPerGpuAndMeetsAtRendezvous) {
   SubmitOptions o;
   o.gpu_memory_bytes = kGiB;
