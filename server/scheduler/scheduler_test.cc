@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -46,7 +47,9 @@ class SchedulerTest : public ::testing::Test {
  protected:
   void SetUp() override { Open(); }
 
-  void Open(int slots = 2) {
+  // A scheduler on the test's store, with test-friendly timings; `tweak`
+  // changes options before it is built.
+  void Open(int slots = 2, std::function<void(SchedulerOptions*)> tweak = nullptr) {
     auto store = JobStore::Open(dir_.path() + "/traind.db");
     ASSERT_TRUE(store.ok()) << store.status();
     store_ = *std::move(store);
@@ -58,6 +61,7 @@ class SchedulerTest : public ::testing::Test {
     o.max_restarts = 1;
     o.cancel_grace = absl::Milliseconds(50);
     o.stop_grace = absl::Milliseconds(10);
+    if (tweak) tweak(&o);
     launcher_ = std::make_unique<FakeLauncher>();
     scheduler_ = std::make_unique<Scheduler>(o, store_.get(), launcher_.get());
   }
@@ -441,19 +445,7 @@ TEST_F(SchedulerTest, MaxParallelTasksCapsAJob) {
 
 TEST_F(SchedulerTest, SilentWorkerIsKilledAsHungAndRetried) {
   Close();
-  auto store = JobStore::Open(dir_.path() + "/traind.db");
-  ASSERT_TRUE(store.ok());
-  store_ = *std::move(store);
-  SchedulerOptions o;
-  o.state_dir = dir_.path();
-  o.worker_path = "/bin/true";
-  o.worker_address = "unix:x";
-  o.cpu_slots = 1;
-  o.max_restarts = 1;
-  o.stop_grace = absl::Milliseconds(10);
-  o.heartbeat_timeout = absl::Milliseconds(300);
-  launcher_ = std::make_unique<FakeLauncher>();
-  scheduler_ = std::make_unique<Scheduler>(o, store_.get(), launcher_.get());
+  Open(/*slots=*/1, [](SchedulerOptions* o) { o->heartbeat_timeout = absl::Milliseconds(300); });
   ASSERT_TRUE(scheduler_->Recover().ok());
   scheduler_->Start();
   auto spec = ThreeFoldSpec();
@@ -541,20 +533,11 @@ class GpuSchedulerTest : public SchedulerTest {
   static constexpr int64_t kGiB = 1ll << 30;
   void SetUp() override {
     probe_.Set({FakeGpu("GPU-0", 80 * kGiB, kGiB / 2), FakeGpu("GPU-1", 80 * kGiB, kGiB / 2)});
-    auto store = JobStore::Open(dir_.path() + "/traind.db");
-    ASSERT_TRUE(store.ok());
-    store_ = *std::move(store);
-    SchedulerOptions o;
-    o.state_dir = dir_.path();
-    o.worker_path = "/bin/true";
-    o.worker_address = "unix:x";
-    o.cpu_slots = 4;
-    o.stop_grace = absl::Milliseconds(10);
-    o.gpu_probe = &probe_;
-    o.worker_has_gpu_backend = true;
-    o.gpu.drain_timeout = absl::Milliseconds(800);
-    launcher_ = std::make_unique<FakeLauncher>();
-    scheduler_ = std::make_unique<Scheduler>(o, store_.get(), launcher_.get());
+    Open(/*slots=*/4, [this](SchedulerOptions* o) {
+      o->gpu_probe = &probe_;
+      o->worker_has_gpu_backend = true;
+      o->gpu.drain_timeout = absl::Milliseconds(800);
+    });
     ASSERT_TRUE(scheduler_->Recover().ok());
   }
   traind::v1::JobSpec GpuSpec(int folds) {
@@ -804,16 +787,10 @@ TEST_F(SchedulerTest, GpusWithoutAWorkerGpuBackendAcceptNoGpuJob) {
   FakeDeviceProbe probe;
   probe.Set({FakeGpu("GPU-0", 80ll << 30, 0)});
   Close();
-  auto store = JobStore::Open(dir_.path() + "/traind.db");
-  store_ = *std::move(store);
-  SchedulerOptions o;
-  o.state_dir = dir_.path();
-  o.worker_path = "/bin/true";
-  o.gpu_probe = &probe;
-  o.worker_has_gpu_backend = false;
-  o.stop_grace = absl::Milliseconds(10);
-  launcher_ = std::make_unique<FakeLauncher>();
-  scheduler_ = std::make_unique<Scheduler>(o, store_.get(), launcher_.get());
+  Open(2, [&](SchedulerOptions* o) {
+    o->gpu_probe = &probe;
+    o->worker_has_gpu_backend = false;
+  });
   ASSERT_TRUE(scheduler_->Recover().ok());
   std::string why;
   EXPECT_EQ(scheduler_->UsableGpus(&why), 0);

@@ -1,3 +1,4 @@
+#include "worker/engine/backend/tensor_checks.h"
 #include "worker/engine/backend/cpu/cpu_backend.h"
 
 #include <omp.h>
@@ -37,24 +38,6 @@ absl::Status FromDnnlStatus(dnnl_status_t status, absl::string_view what) {
   const std::string message = absl::StrFormat("oneDNN: %s: status %d", what, status);
   if (status == dnnl_out_of_memory) return OutOfMemoryError(message);
   return DeviceError(message);
-}
-
-absl::Status CheckShape(const Tensor& t, DType dtype, int64_t rows, int64_t cols,
-                        absl::string_view name) {
-  if (t.empty() || t.dtype() != dtype || t.rows() != rows || t.cols() != cols) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("%s: expected a [%d, %d] tensor, got [%d, %d]%s", name, rows, cols,
-                        t.rows(), t.cols(), t.empty() ? " (empty)" : ""));
-  }
-  return absl::OkStatus();
-}
-
-absl::Status CheckSameSize(const Tensor& a, const Tensor& b, absl::string_view what) {
-  if (a.size() != b.size() || a.dtype() != DType::kF32 || b.dtype() != DType::kF32) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("%s: tensor sizes differ (%d vs %d)", what, a.size(), b.size()));
-  }
-  return absl::OkStatus();
 }
 
 // f(z) of one value.

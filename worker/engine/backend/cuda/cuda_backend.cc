@@ -1,3 +1,4 @@
+#include "worker/engine/backend/tensor_checks.h"
 #include "worker/engine/backend/cuda/cuda_backend.h"
 
 #include <cublas_v2.h>
@@ -46,24 +47,6 @@ Act ToAct(DenseActivation kind) { return static_cast<Act>(static_cast<int>(kind)
 constexpr size_t kCublasWorkspaceBytes = size_t{32} << 20;
 
 void FreeDevice(void* p) { (void)cudaFree(p); }
-
-absl::Status CheckShape(const Tensor& t, DType dtype, int64_t rows, int64_t cols,
-                        absl::string_view name) {
-  if (t.empty() || t.dtype() != dtype || t.rows() != rows || t.cols() != cols) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("%s: expected a [%d, %d] tensor, got [%d, %d]%s", name, rows, cols,
-                        t.rows(), t.cols(), t.empty() ? " (empty)" : ""));
-  }
-  return absl::OkStatus();
-}
-
-absl::Status CheckSameSize(const Tensor& a, const Tensor& b, absl::string_view what) {
-  if (a.size() != b.size() || a.dtype() != DType::kF32 || b.dtype() != DType::kF32) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("%s: tensor sizes differ (%d vs %d)", what, a.size(), b.size()));
-  }
-  return absl::OkStatus();
-}
 
 absl::Status CheckDevice(const Tensor& t, absl::string_view what) {
   if (!t.empty() && t.space() != MemorySpace::kDevice) {
