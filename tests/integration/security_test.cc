@@ -21,6 +21,31 @@
 namespace traind::testing {
 namespace {
 
+// Calls `method` with `bytes` as the request, whatever they are, and waits.
+grpc::Status RawUnaryCall(std::shared_ptr<grpc::Channel> channel, const std::string& method,
+                          const std::string& bytes) {
+  grpc::GenericStub generic(channel);
+  grpc::Slice slice(bytes);
+  grpc::ByteBuffer request(&slice, 1), response;
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
+  grpc::Status status;
+  generic.UnaryCall(&ctx, method, grpc::StubOptions(), &request, &response,
+                    [&](grpc::Status st) {
+                      std::lock_guard<std::mutex> l(mu);
+                      status = st;
+                      done = true;
+                      cv.notify_one();
+                    });
+  std::unique_lock<std::mutex> l(mu);
+  cv.wait(l, [&] { return done; });
+  return status;
+}
+
+
 using traind::v1::Job;
 
 std::string ReadText(const std::string& path) {
@@ -301,26 +326,8 @@ TEST_F(AuthorizationTest, UnixSocketIsTheLocalAdmin) {
 
 TEST_F(AuthorizationTest, HealthNeedsNoToken) {
   auto channel = Channel(TcpAddress(*daemon_), grpc::InsecureChannelCredentials());
-  grpc::GenericStub generic(channel);
   // grpc.health.v1.HealthCheckRequest{} is the empty message.
-  grpc::ByteBuffer request, response;
-  grpc::Slice empty("");
-  request = grpc::ByteBuffer(&empty, 1);
-  grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
-  std::mutex mu;
-  std::condition_variable cv;
-  bool done = false;
-  grpc::Status status;
-  generic.UnaryCall(&ctx, "/grpc.health.v1.Health/Check", grpc::StubOptions(), &request,
-                    &response, [&](grpc::Status s) {
-                      std::lock_guard<std::mutex> l(mu);
-                      status = s;
-                      done = true;
-                      cv.notify_one();
-                    });
-  std::unique_lock<std::mutex> l(mu);
-  cv.wait(l, [&] { return done; });
+  grpc::Status status = RawUnaryCall(channel, "/grpc.health.v1.Health/Check", "");
   EXPECT_TRUE(status.ok()) << status.error_message();
 }
 
@@ -673,27 +680,9 @@ TEST_F(ConfinementTest, OversizedAndMalformedRequestsAreRefusedAndNothingIsStore
   }
 
   // Bytes that are no SubmitJobRequest.
-  grpc::GenericStub generic(daemon_->channel());
   const std::string garbage = "\x0a\xff\xff\xff\xff\x0f garbage";
-  grpc::Slice slice(garbage);
-  grpc::ByteBuffer request(&slice, 1), response;
-  grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
-  std::mutex mu;
-  std::condition_variable cv;
-  bool done = false;
-  grpc::Status status;
-  generic.UnaryCall(&ctx, "/traind.v1.TrainingService/SubmitJob", grpc::StubOptions(), &request,
-                    &response, [&](grpc::Status st) {
-                      std::lock_guard<std::mutex> l(mu);
-                      status = st;
-                      done = true;
-                      cv.notify_one();
-                    });
-  {
-    std::unique_lock<std::mutex> l(mu);
-    cv.wait(l, [&] { return done; });
-  }
+  grpc::Status status =
+      RawUnaryCall(daemon_->channel(), "/traind.v1.TrainingService/SubmitJob", garbage);
   EXPECT_FALSE(status.ok());
   EXPECT_NE(status.error_code(), grpc::StatusCode::UNAVAILABLE) << status.error_message();
 

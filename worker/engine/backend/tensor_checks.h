@@ -3,6 +3,7 @@
 #define TRAIND_WORKER_ENGINE_BACKEND_TENSOR_CHECKS_H_
 
 #include <cstdint>
+#include <tuple>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_format.h"
@@ -27,6 +28,55 @@ inline absl::Status CheckSameSize(const Tensor& a, const Tensor& b, absl::string
   if (a.size() != b.size() || a.dtype() != DType::kF32 || b.dtype() != DType::kF32) {
     return absl::InvalidArgumentError(
         absl::StrFormat("%s: tensor sizes differ (%d vs %d)", what, a.size(), b.size()));
+  }
+  return absl::OkStatus();
+}
+
+// The arguments of a dense kernel's forward pass, for a kernel built for
+// [batch, in] -> [batch, out] (`bias`: whether it has a bias).
+inline absl::Status CheckDenseForwardArgs(const Tensor& x, const Tensor& w, const Tensor& b,
+                                          const Tensor& y, int64_t batch, int64_t in,
+                                          int64_t out, bool bias) {
+  if (absl::Status s = CheckShape(x, DType::kF32, batch, in, "dense forward x"); !s.ok()) return s;
+  if (absl::Status s = CheckShape(w, DType::kF32, in, out, "dense forward w"); !s.ok()) return s;
+  if (bias) {
+    if (absl::Status s = CheckShape(b, DType::kF32, 1, out, "dense forward b"); !s.ok()) return s;
+  }
+  return CheckShape(y, DType::kF32, batch, out, "dense forward y");
+}
+
+// The arguments of a dense kernel's backward pass (`db`, `dx` may be null).
+inline absl::Status CheckDenseBackwardArgs(const Tensor& x, const Tensor& w, const Tensor& y,
+                                           const Tensor& dy, const Tensor& dw, const Tensor* db,
+                                           const Tensor* dx, int64_t batch, int64_t in,
+                                           int64_t out) {
+  for (auto [t, rows, cols, name] :
+       {std::tuple{&x, batch, in, "dense backward x"}, std::tuple{&w, in, out, "dense backward w"},
+        std::tuple{&y, batch, out, "dense backward y"},
+        std::tuple{&dy, batch, out, "dense backward dy"},
+        std::tuple{&dw, in, out, "dense backward dw"}}) {
+    if (absl::Status s = CheckShape(*t, DType::kF32, rows, cols, name); !s.ok()) return s;
+  }
+  if (db != nullptr) {
+    if (absl::Status s = CheckShape(*db, DType::kF32, 1, out, "dense backward db"); !s.ok()) {
+      return s;
+    }
+  }
+  if (dx != nullptr) return CheckShape(*dx, DType::kF32, batch, in, "dense backward dx");
+  return absl::OkStatus();
+}
+
+// Batch norm of x: [batch, n]: y is [batch, n], every statistic [n].
+inline absl::Status CheckBatchNormArgs(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                                       const Tensor& running_mean, const Tensor& running_var,
+                                       const Tensor& mean, const Tensor& rstd, const Tensor& y) {
+  if (absl::Status s = CheckShape(y, DType::kF32, x.rows(), x.cols(), "batch norm y"); !s.ok()) {
+    return s;
+  }
+  for (const Tensor* t : {&gamma, &beta, &running_mean, &running_var, &mean, &rstd}) {
+    if (t->size() != x.cols()) {
+      return absl::InvalidArgumentError("batch norm: a statistic is not [n]");
+    }
   }
   return absl::OkStatus();
 }

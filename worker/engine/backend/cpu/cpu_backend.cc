@@ -359,26 +359,13 @@ class CpuDenseKernel final : public DenseKernel {
   }
 
   absl::Status Forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor* y) override {
-    TRAIND_RETURN_IF_ERROR(CheckShape(x, DType::kF32, batch_, in_, "dense forward x"));
-    TRAIND_RETURN_IF_ERROR(CheckShape(w, DType::kF32, in_, out_, "dense forward w"));
-    if (bias_) TRAIND_RETURN_IF_ERROR(CheckShape(b, DType::kF32, 1, out_, "dense forward b"));
-    TRAIND_RETURN_IF_ERROR(CheckShape(*y, DType::kF32, batch_, out_, "dense forward y"));
+    TRAIND_RETURN_IF_ERROR(CheckDenseForwardArgs(x, w, b, *y, batch_, in_, out_, bias_));
     return forward_.Run(stream_, x.f32(), w.f32(), bias_ ? b.f32() : nullptr, y->f32());
   }
 
   absl::Status Backward(const Tensor& x, const Tensor& w, const Tensor& y, Tensor* dy, Tensor* dw,
                         Tensor* db, Tensor* dx) override {
-    TRAIND_RETURN_IF_ERROR(CheckShape(x, DType::kF32, batch_, in_, "dense backward x"));
-    TRAIND_RETURN_IF_ERROR(CheckShape(w, DType::kF32, in_, out_, "dense backward w"));
-    TRAIND_RETURN_IF_ERROR(CheckShape(y, DType::kF32, batch_, out_, "dense backward y"));
-    TRAIND_RETURN_IF_ERROR(CheckShape(*dy, DType::kF32, batch_, out_, "dense backward dy"));
-    TRAIND_RETURN_IF_ERROR(CheckShape(*dw, DType::kF32, in_, out_, "dense backward dw"));
-    if (db != nullptr) {
-      TRAIND_RETURN_IF_ERROR(CheckShape(*db, DType::kF32, 1, out_, "dense backward db"));
-    }
-    if (dx != nullptr) {
-      TRAIND_RETURN_IF_ERROR(CheckShape(*dx, DType::kF32, batch_, in_, "dense backward dx"));
-    }
+    TRAIND_RETURN_IF_ERROR(CheckDenseBackwardArgs(x, w, y, *dy, *dw, db, dx, batch_, in_, out_));
     float* g = dy->f32();
     // dy -> dz = dy ⊙ f'(z) (from y), and db = column sums of dz, in one pass.
     ActivationGradAndBiasSum(activation_, batch_, out_, y.f32(), g,
@@ -725,12 +712,8 @@ class CpuBackend final : public Backend {
                                 Tensor* running_var, Tensor* mean, Tensor* rstd,
                                 Tensor* y) override {
     const int64_t batch = x.rows(), n = x.cols();
-    TRAIND_RETURN_IF_ERROR(CheckShape(*y, DType::kF32, batch, n, "batch norm y"));
-    for (const Tensor* t : {&gamma, &beta, static_cast<const Tensor*>(running_mean),
-                            static_cast<const Tensor*>(running_var),
-                            static_cast<const Tensor*>(mean), static_cast<const Tensor*>(rstd)}) {
-      if (t->size() != n) return absl::InvalidArgumentError("batch norm: a statistic is not [n]");
-    }
+    TRAIND_RETURN_IF_ERROR(
+        CheckBatchNormArgs(x, gamma, beta, *running_mean, *running_var, *mean, *rstd, *y));
     const float* in = x.f32();
     float* mu = mean->f32();
     float* rs = rstd->f32();
