@@ -15,6 +15,9 @@
 
 namespace traind::engine {
 
+class Backend;
+class Communicator;
+
 // Receives progress from Fit, on Fit's thread.
 class FitObserver {
  public:
@@ -50,6 +53,16 @@ struct FitOptions {
   // Tests and warm starts: replaces the initialized trainable parameters, in
   // Network::parameters() order ([in, out] row-major weights). Not owned.
   const std::vector<std::vector<float>>* initial_parameters = nullptr;
+  // The backend to train on (not owned; outlives Fit). Null: Fit creates
+  // the CPU backend.
+  Backend* backend = nullptr;
+  // Data parallelism (not owned; outlives Fit). With a communicator of size
+  // N, this call is rank communicator->rank() of N processes (or threads)
+  // that call Fit with the same spec, data and rows: each trains on its
+  // share of every global batch of training.batch_size rows, gradients are
+  // summed across ranks before every update, and metrics are reduced so that
+  // every rank reports the same numbers. Null: one rank.
+  Communicator* communicator = nullptr;
 };
 
 // Trains spec.model on rows.train of `data` and validates on rows.val.
