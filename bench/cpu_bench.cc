@@ -3,11 +3,13 @@
 // with the PyTorch peer on the same data file and prints the tables.
 //
 //   cpu_bench fit --data FILE --hidden 512,256 --batch 128 --epochs 3 [--rows N]
+//                 [--precision fp32|bf16]
 //       Trains an MLP (Dense+ReLU hidden layers, a linear Dense to the
 //       classes, softmax cross-entropy, SGD lr 0.01 momentum 0.9, xavier
 //       uniform weights and zero bias, rows reshuffled every epoch) through
 //       the public engine::Fit API on every row of FILE (no validation rows),
-//       and prints one JSON line with each epoch's EpochMetrics.seconds.
+//       and prints one JSON line with each epoch's EpochMetrics.seconds and
+//       training loss. --precision sets training.precision (default fp32).
 //   cpu_bench sgemm --m M --n N --k K [--reps R]
 //       f32 oneDNN matmul C[M,N] = A[M,K] B[K,N]; prints the best and median
 //       GFLOP/s of R timed runs (after a warm-up) as one JSON line.
@@ -103,6 +105,14 @@ int Fit(int argc, char** argv) {
   const int batch = std::atoi(Arg(argc, argv, "--batch", "128").c_str());
   const int epochs = std::atoi(Arg(argc, argv, "--epochs", "3").c_str());
   const int64_t max_rows = std::atoll(Arg(argc, argv, "--rows", "0").c_str());
+  const std::string precision_name = Arg(argc, argv, "--precision", "fp32");
+  traind::v1::Precision precision = traind::v1::FP32;
+  if (precision_name == "bf16") {
+    precision = traind::v1::BF16;
+  } else if (precision_name != "fp32") {
+    std::fprintf(stderr, "cpu_bench: --precision must be fp32 or bf16\n");
+    return 2;
+  }
   Dataset data;
   if (!ReadData(data_path, max_rows, &data)) {
     std::fprintf(stderr, "cpu_bench: cannot read %s\n", data_path.c_str());
@@ -128,6 +138,7 @@ int Fit(int argc, char** argv) {
   spec.mutable_training()->set_epochs(epochs);
   spec.mutable_training()->set_batch_size(batch);
   spec.mutable_training()->set_shuffle(true);
+  spec.mutable_training()->set_precision(precision);
   spec.mutable_metrics()->add_train(traind::v1::LOSS);
   spec.mutable_resources()->set_device(traind::v1::CPU);
 
@@ -144,9 +155,10 @@ int Fit(int argc, char** argv) {
     return 1;
   }
   std::printf(
-      "{\"engine\": \"traind\", \"rows\": %lld, \"batch\": %d, \"threads\": %d, "
-      "\"fit_seconds\": %.6f, \"epoch_seconds\": [%s], \"epoch_loss\": [%s]}\n",
-      static_cast<long long>(data.rows), batch, omp_get_max_threads(), total,
+      "{\"engine\": \"traind\", \"precision\": \"%s\", \"rows\": %lld, \"batch\": %d, "
+      "\"threads\": %d, \"fit_seconds\": %.6f, \"epoch_seconds\": [%s], \"epoch_loss\": [%s]}\n",
+      precision_name.c_str(), static_cast<long long>(data.rows), batch, omp_get_max_threads(),
+      total,
       absl::StrJoin(observer.seconds, ", ",
                     [](std::string* o, double v) { o->append(std::to_string(v)); })
           .c_str(),
@@ -206,6 +218,7 @@ int main(int argc, char** argv) {
   if (mode == "sgemm") return Sgemm(argc, argv);
   std::fprintf(stderr,
                "usage: cpu_bench fit --data FILE --hidden 512,256 --batch 128 --epochs 3 "
-               "[--rows N]\n       cpu_bench sgemm --m M --n N --k K [--reps R]\n");
+               "[--rows N] [--precision fp32|bf16]\n"
+               "       cpu_bench sgemm --m M --n N --k K [--reps R]\n");
   return 2;
 }

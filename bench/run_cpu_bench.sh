@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Issue 7's CPU benchmark, one command: traind's engine against PyTorch (and
 # scikit-learn), same data / model / init / optimizer / batch / threads, runs
-# alternated, medians, ratios. Prints markdown tables (also written to
-# $BUILD/cpu-bench-work/results.md); docs/benchmarks.md records a run.
+# alternated, medians, ratios. Case 1 also runs both in bf16 (traind's
+# training.precision: bf16; PyTorch's bf16 autocast). Prints markdown tables
+# (also written to $BUILD/cpu-bench-work/results.md); docs/benchmarks.md
+# records a run.
 #
 #   bench/run_cpu_bench.sh [--repeats N] [--only 1,2,3,4]
 #

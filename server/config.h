@@ -54,6 +54,10 @@ struct ServerConfig {
   int worker_threads = 1;
   // Path of traind-worker (empty: beside traind).
   std::string worker;
+  // Fork workers from a pre-started `traind-worker --zygote` (a fresh
+  // process per task without exec + dynamic linking each time); false: exec
+  // traind-worker for every task.
+  bool worker_zygote = true;
   absl::Duration cancel_grace = absl::Seconds(10);
   absl::Duration stop_grace = absl::Seconds(10);
   absl::Duration heartbeat_timeout = absl::Seconds(30);

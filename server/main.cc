@@ -261,7 +261,21 @@ int Run(ServerConfig flags) {
   so.gpu.drain_timeout = flags.gpu_drain_timeout;
   LogInfo("worker backends=%s", absl::StrJoin(*backends, ","));
 
-  LocalLauncher launcher;
+  LocalLauncherOptions lo;
+  if (flags.worker_zygote) {
+    lo.zygote_worker = worker_path;
+    // Bind every symbol once in the zygote, not lazily in each worker.
+    lo.zygote_env = {absl::StrCat("OMP_NUM_THREADS=", so.worker_threads),
+                     "PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8", "LD_BIND_NOW=1"};
+  }
+  LocalLauncher launcher(lo);
+  if (flags.worker_zygote) {
+    if (absl::Status s = launcher.StartZygote(); !s.ok()) {
+      LogWarning("worker zygote not started (workers are spawned one by one): %s", s.message());
+    } else if (launcher.zygote_pid() > 0) {
+      LogInfo("worker zygote started pid=%d", launcher.zygote_pid());
+    }
+  }
   Scheduler scheduler(so, store->get(), &launcher);
   if (absl::Status s = scheduler.Recover(); !s.ok()) {
     LogError("cannot recover jobs from the store: %s", s.message());
@@ -396,6 +410,9 @@ int main(int argc, char** argv) {
       "worker_threads: OMP_NUM_THREADS of each CPU worker (default 1)")
       ->check(CLI::PositiveNumber);
   opt("--worker", f.worker, "worker: path of traind-worker (default: beside traind)");
+  opt("--worker-zygote", f.worker_zygote,
+      "worker_zygote: fork workers from a pre-started traind-worker --zygote instead of "
+      "exec'ing one per task (default true)");
   opt("--cancel-grace", cancel_grace,
       "cancel_grace: time a cancelled worker gets before SIGKILL (default 10s)");
   opt("--stop-grace", stop_grace,
@@ -443,6 +460,7 @@ int main(int argc, char** argv) {
   if (given_flag("--cpu-slots")) config.cpu_slots = f.cpu_slots;
   if (given_flag("--worker-threads")) config.worker_threads = f.worker_threads;
   if (given_flag("--worker")) config.worker = f.worker;
+  if (given_flag("--worker-zygote")) config.worker_zygote = f.worker_zygote;
   if (given_flag("--max-restarts")) config.max_restarts = f.max_restarts;
   if (given_flag("--data-root")) config.data_roots = f.data_roots;
   if (given_flag("--gpu-probe")) config.gpu_probe = f.gpu_probe;

@@ -7,19 +7,28 @@
 // trains, reports every epoch, reports its outcome and exits; the process
 // exit releases everything it held.
 //
+// A multi-GPU task runs one process per GPU, started with
+// --rank=R --world-size=N (CUDA_VISIBLE_DEVICES names the rank's GPU).
+//
 // Standalone, without a daemon (every fold in this process, one after the
 // other; metrics as JSON lines on stdout):
 //   traind-worker --spec=FILE [--fold=K]
+//
+// GPU tasks (resources.device: gpu) train on the CUDA plugin
+// (libtraind_cuda.so beside this executable, or ../lib/traind), loaded only
+// for them: a CPU task never loads CUDA, cuBLAS or NCCL.
 //
 // Exit status: 0 succeeded, 1 failed (the failure was reported), 2 usage,
 // 3 cancelled, 4 the daemon could not be reached.
 #include <signal.h>
 #include <sys/prctl.h>
+#include <omp.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstring>
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
@@ -38,11 +47,15 @@
 #include "grpcpp/grpcpp.h"
 #include "traind/spec_file.h"
 #include "traind/v1/worker_service.grpc.pb.h"
+#include "worker/cuda_plugin_loader.h"
+#include "worker/engine/backend/backend.h"
 #include "worker/engine/data/dataset.h"
 #include "worker/engine/data/split.h"
 #include "worker/engine/fit.h"
+#include "worker/engine/parallel/communicator.h"
 #include "worker/engine/spec_validation.h"
 #include "worker/engine/status.h"
+#include "worker/zygote/zygote.h"
 
 namespace traind::worker {
 namespace {
@@ -83,13 +96,108 @@ Failure::Reason ReasonOf(const absl::Status& s) {
 }
 
 // --------------------------------------------------------------------------
+// GPU tasks
+// --------------------------------------------------------------------------
+
+// How long ranks wait for each other: rank 0's NCCL id through the daemon,
+// and the NCCL communicator's initialization (and every collective).
+constexpr absl::Duration kRankTimeout = absl::Minutes(2);
+
+// What a GPU task trains with: the plugin, a backend on this process's GPU
+// (device 0: the daemon sets CUDA_VISIBLE_DEVICES to the task's GPU, or to
+// the rank's with several ranks) and, with several ranks, the NCCL
+// communicator. Release() (and the destructor) destroys the communicator
+// first (NCCL finalize), then the backend (its memory, streams, cuBLAS
+// handles); the plugin stays loaded until the process exits.
+struct GpuContext {
+  std::unique_ptr<CudaPlugin> plugin;
+  std::unique_ptr<engine::Backend> backend;
+  std::unique_ptr<engine::Communicator> communicator;
+
+  GpuContext() = default;
+  GpuContext(const GpuContext&) = delete;
+  GpuContext& operator=(const GpuContext&) = delete;
+  ~GpuContext() { Release(); }
+  // Logs how long the release took (the teardown part of a GPU task's cost).
+  void Release() {
+    if (backend == nullptr && communicator == nullptr) return;
+    const absl::Time start = absl::Now();
+    communicator.reset();
+    backend.reset();
+    Log(absl::StrFormat("gpu released in %.0f ms",
+                        absl::ToDoubleMilliseconds(absl::Now() - start)));
+  }
+};
+
+// `s` with a failure kind: its own (OUT_OF_MEMORY, INVALID_SPEC, ...) or,
+// when it has none, DEVICE_ERROR with `context` in front of its message.
+absl::Status AsTaskFailure(const absl::Status& s, absl::string_view context) {
+  if (engine::FailureKindOf(s) != engine::FailureKind::kNone) return s;
+  return engine::DeviceError(absl::StrCat(context, ": ", s.message()));
+}
+
+// Loads the plugin and creates the backend for `spec` on device 0. Logs how
+// long each part took (the per-task cost of a GPU task).
+absl::Status OpenGpu(const traind::v1::JobSpec& spec, GpuContext* gpu) {
+  const absl::Time start = absl::Now();
+  absl::StatusOr<std::unique_ptr<CudaPlugin>> plugin = CudaPlugin::LoadDefault();
+  if (!plugin.ok()) return AsTaskFailure(plugin.status(), "resources.device gpu");
+  gpu->plugin = std::move(*plugin);
+  const absl::Time loaded = absl::Now();
+  std::string reason;
+  if (gpu->plugin->DeviceCount(&reason) == 0) {
+    const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
+    return engine::DeviceError(absl::StrCat("resources.device gpu: ", reason,
+                                            " (CUDA_VISIBLE_DEVICES=",
+                                            visible != nullptr ? visible : "unset", ")"));
+  }
+  absl::StatusOr<std::unique_ptr<engine::Backend>> backend =
+      gpu->plugin->CreateBackend(0, spec.training().precision());
+  if (!backend.ok()) return AsTaskFailure(backend.status(), "creating the CUDA backend");
+  gpu->backend = std::move(*backend);
+  const absl::Time ready = absl::Now();
+  Log(absl::StrFormat(
+      "gpu ready in %.0f ms (plugin load %.0f ms, CUDA context and cuBLAS %.0f ms): %s; %s",
+      absl::ToDoubleMilliseconds(ready - start), absl::ToDoubleMilliseconds(loaded - start),
+      absl::ToDoubleMilliseconds(ready - loaded), gpu->backend->name(),
+      gpu->plugin->build_info()));
+  return absl::OkStatus();
+}
+
+// --capabilities: "cpu cuda" when the plugin loads and sees a device, else
+// "cpu"; why CUDA is absent goes to stderr (traind logs it).
+int PrintCapabilities() {
+  absl::StatusOr<std::unique_ptr<CudaPlugin>> plugin = CudaPlugin::LoadDefault();
+  if (!plugin.ok()) {
+    std::fprintf(stderr, "traind-worker: no cuda backend: %s\n",
+                 std::string(plugin.status().message()).c_str());
+    std::printf("cpu\n");
+    return 0;
+  }
+  std::string reason;
+  if ((*plugin)->DeviceCount(&reason) == 0) {
+    std::fprintf(stderr, "traind-worker: no cuda backend: %s (plugin %s)\n", reason.c_str(),
+                 (*plugin)->path().c_str());
+    std::printf("cpu\n");
+    return 0;
+  }
+  std::printf("cpu cuda\n");
+  return 0;
+}
+
+// --------------------------------------------------------------------------
 // Under traind
 // --------------------------------------------------------------------------
 
 class DaemonSession final : public engine::FitObserver {
  public:
+  // Ranks other than 0 of a multi-GPU task report failures, warnings and
+  // heartbeats; their epochs, start and result are rank 0's (identical on
+  // every rank: Fit reduces them), so they are not sent.
   DaemonSession(std::shared_ptr<grpc::Channel> channel, traind::v1::AttemptCredentials creds)
-      : stub_(traind::v1::WorkerService::NewStub(channel)), creds_(std::move(creds)) {}
+      : stub_(traind::v1::WorkerService::NewStub(channel)),
+        creds_(std::move(creds)),
+        reports_epochs_(creds_.rank() == 0) {}
 
   ~DaemonSession() override {
     {
@@ -184,8 +292,37 @@ class DaemonSession final : public engine::FitObserver {
   // Training has started: from now on heartbeats follow its progress.
   void TrainingStarted() { training_.store(true); }
 
+  // Multi-GPU: rank 0 posts `posted` (its NCCL unique id); every rank gets
+  // the id in *unique_id. Waits for rank 0 at most `timeout`.
+  grpc::Status Rendezvous(int world_size, const std::string& posted, std::string* unique_id,
+                          absl::Duration timeout) {
+    traind::v1::RendezvousRequest req;
+    *req.mutable_credentials() = creds_;
+    req.set_world_size(world_size);
+    req.set_unique_id(posted);
+    const auto deadline = std::chrono::system_clock::now() + absl::ToChronoSeconds(timeout);
+    grpc::Status s;
+    for (int attempt = 0;; ++attempt) {
+      grpc::ClientContext ctx;
+      ctx.set_deadline(deadline);
+      ctx.set_wait_for_ready(true);
+      traind::v1::RendezvousResponse resp;
+      s = stub_->Rendezvous(&ctx, req, &resp);
+      if (s.ok()) {
+        *unique_id = resp.unique_id();
+        return s;
+      }
+      if (s.error_code() != grpc::StatusCode::UNAVAILABLE ||
+          std::chrono::system_clock::now() >= deadline) {
+        return s;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(100 << std::min(attempt, 4)));
+    }
+  }
+
   absl::Status OnEpochEnd(const traind::v1::EpochMetrics& metrics) override {
     progress_.fetch_add(1, std::memory_order_relaxed);
+    if (!reports_epochs_) return absl::OkStatus();
     std::unique_lock<std::mutex> lock(mu_);
     if (!report_error_.ok()) return report_error_;
     epochs_.push_back(metrics);
@@ -204,6 +341,7 @@ class DaemonSession final : public engine::FitObserver {
 
   void OnResume(int32_t completed_epochs) override {
     Log(absl::StrCat("resuming from the checkpoint after epoch ", completed_epochs));
+    if (!reports_epochs_) return;
     traind::v1::ReportEventRequest req;
     req.mutable_resumed()->set_completed_epochs(completed_epochs);
     grpc::Status s = Report(req);
@@ -213,7 +351,9 @@ class DaemonSession final : public engine::FitObserver {
   void OnWarning(absl::string_view message) override {
     Log(absl::StrCat("warning: ", message));
     traind::v1::ReportEventRequest req;
-    req.mutable_warning()->set_message(std::string(message));
+    req.mutable_warning()->set_message(
+        creds_.rank() == 0 ? std::string(message)
+                           : absl::StrCat("rank ", creds_.rank(), ": ", message));
     (void)Report(req);  // best effort: the warning is in the log either way
   }
 
@@ -245,6 +385,7 @@ class DaemonSession final : public engine::FitObserver {
 
   std::unique_ptr<traind::v1::WorkerService::Stub> stub_;
   const traind::v1::AttemptCredentials creds_;
+  const bool reports_epochs_;  // rank 0
   std::atomic<bool> stop_{false};
   std::mutex mu_;
   std::condition_variable cv_;
@@ -256,7 +397,8 @@ class DaemonSession final : public engine::FitObserver {
   std::thread reporter_;
 };
 
-int RunUnderDaemon(const std::string& server, const std::string& job, int task, int attempt) {
+int RunUnderDaemon(const std::string& server, const std::string& job, int task, int attempt,
+                   int rank, int world_size) {
   const char* secret = std::getenv("TRAIND_WORKER_SECRET");
   if (secret == nullptr || *secret == '\0') {
     Log("error: TRAIND_WORKER_SECRET is not set (traind-worker is started by traind)");
@@ -267,8 +409,13 @@ int RunUnderDaemon(const std::string& server, const std::string& job, int task, 
   creds.set_task(task);
   creds.set_attempt(attempt);
   creds.set_secret(secret);
+  creds.set_rank(rank);
   unsetenv("TRAIND_WORKER_SECRET");
-  const std::string where = absl::StrFormat("job=%s task=%d attempt=%d", job, task, attempt);
+  const std::string where =
+      world_size > 1
+          ? absl::StrFormat("job=%s task=%d attempt=%d rank=%d/%d", job, task, attempt, rank,
+                            world_size)
+          : absl::StrFormat("job=%s task=%d attempt=%d", job, task, attempt);
 
   DaemonSession session(grpc::CreateChannel(server, grpc::InsecureChannelCredentials()), creds);
   traind::v1::TaskAssignment assignment;
@@ -296,13 +443,51 @@ int RunUnderDaemon(const std::string& server, const std::string& job, int task, 
     return f->reason() == Failure::CANCELLED ? kCancelled : kFailed;
   };
 
+  if (assignment.rank() != rank || std::max(assignment.world_size(), 1) != world_size) {
+    return fail(absl::InternalError(absl::StrFormat(
+        "started as rank %d of %d, but traind assigned rank %d of %d", rank, world_size,
+        assignment.rank(), assignment.world_size())));
+  }
   const traind::v1::JobSpec& spec = assignment.spec();
   absl::StatusOr<engine::Dataset> data = engine::LoadDataset(spec);
   if (!data.ok()) return fail(data.status());
   absl::StatusOr<engine::FoldRows> split = engine::RowsForTask(spec, *data, task);
   if (!split.ok()) return fail(split.status());
   const engine::FoldRows& rows = *split;
-  {
+
+  // Declared after `session`: released (communicator, then backend) before
+  // the session closes, on every path out of here.
+  GpuContext gpu;
+  if (spec.resources().device() == traind::v1::GPU) {
+    if (absl::Status s = OpenGpu(spec, &gpu); !s.ok()) return fail(s);
+    if (world_size > 1) {
+      // Rank 0 makes the NCCL id and posts it; the others get it.
+      std::string posted, unique_id;
+      if (rank == 0) {
+        absl::StatusOr<std::string> id = gpu.plugin->NewNcclUniqueId();
+        if (!id.ok()) return fail(AsTaskFailure(id.status(), "NCCL unique id"));
+        posted = std::move(*id);
+      }
+      grpc::Status rs = session.Rendezvous(world_size, posted, &unique_id, kRankTimeout);
+      if (!rs.ok()) {
+        return fail(engine::DeviceError(absl::StrCat(
+            "NCCL rendezvous through traind failed", rank == 0 ? "" : " (waiting for rank 0)",
+            ": ", rs.error_message())));
+      }
+      absl::StatusOr<std::unique_ptr<engine::Communicator>> communicator =
+          gpu.plugin->CreateCommunicator(gpu.backend.get(), unique_id, rank, world_size,
+                                         absl::ToDoubleSeconds(kRankTimeout));
+      if (!communicator.ok()) {
+        return fail(AsTaskFailure(communicator.status(), "NCCL communicator"));
+      }
+      gpu.communicator = std::move(*communicator);
+      Log(absl::StrCat("nccl ready: rank ", rank, " of ", world_size));
+    }
+  } else if (world_size > 1) {
+    return fail(engine::InvalidSpecError(
+        "resources: several ranks need resources.device: gpu (one rank per GPU)"));
+  }
+  if (rank == 0) {
     traind::v1::ReportEventRequest req;
     traind::v1::TaskStarted* st = req.mutable_started();
     st->set_train_rows(static_cast<int64_t>(rows.train.size()));
@@ -322,10 +507,17 @@ int RunUnderDaemon(const std::string& server, const std::string& job, int task, 
   // restart resumes from the latest one.
   options.artifacts_dir = assignment.artifacts_dir();
   options.checkpoint_dir = assignment.artifacts_dir() + "/checkpoints";
+  options.backend = gpu.backend.get();            // null: the CPU backend
+  options.communicator = gpu.communicator.get();  // null: one rank
   session.TrainingStarted();
   absl::StatusOr<traind::v1::FoldResult> result =
       engine::Fit(spec, *data, rows, task, options, &session);
   if (!result.ok()) return fail(result.status());
+  if (rank != 0) {
+    // Rank 0 reports the result; the attempt succeeds when every rank exits 0.
+    Log(absl::StrCat("task succeeded ", where));
+    return kSucceeded;
+  }
   if (absl::Status flushed = session.Flush(); !flushed.ok()) {
     Log(absl::StrCat("error: ", flushed.message()));
     return kUnreachable;
@@ -366,6 +558,21 @@ int RunStandalone(const std::string& spec_path, int only_fold, const std::string
     return kUsage;
   }
   engine::ValidationContext vc;
+  // A GPU spec trains on this process's first visible GPU (standalone runs
+  // one rank).
+  GpuContext gpu;
+  if (spec->resources().device() == traind::v1::GPU) {
+    if (absl::Status s = OpenGpu(*spec, &gpu); !s.ok()) {
+      Log(absl::StrCat("error: ", s.message()));
+      return kFailed;
+    }
+    vc.gpus = gpu.plugin->DeviceCount(nullptr);
+    if (spec->resources().count() > 1) {
+      Log(absl::StrCat("warning: resources.count is ", spec->resources().count(),
+                       "; standalone runs on one GPU"));
+      vc.gpus = std::max(vc.gpus, spec->resources().count());
+    }
+  }
   if (absl::Status s = engine::ValidateJobSpec(*spec, vc); !s.ok()) {
     Log(absl::StrCat("error: ", spec_path, ": ", s.message()));
     return kUsage;
@@ -381,6 +588,7 @@ int RunStandalone(const std::string& spec_path, int only_fold, const std::string
     if (only_fold >= 0 && task != only_fold) continue;
     engine::FitOptions options;
     options.task = task;
+    options.backend = gpu.backend.get();  // null: the CPU backend
     if (!artifacts.empty()) {
       options.artifacts_dir = absl::StrCat(artifacts, "/task-", task);
       options.checkpoint_dir = options.artifacts_dir + "/checkpoints";
@@ -411,15 +619,57 @@ int RunStandalone(const std::string& spec_path, int only_fold, const std::string
 }  // namespace
 }  // namespace traind::worker
 
-int main(int argc, char** argv) {
-  // Under traind: die with it. Armed before anything else; if traind is
-  // already gone (it died between spawning us and this line), exit now.
+namespace traind::worker {
+namespace {
+
+// Under traind: die with it. Armed before anything else; if traind is
+// already gone (it died between starting us and this call), false.
+bool ArmParentDeathSignal() {
   if (const char* parent = std::getenv("TRAIND_PARENT_PID"); parent != nullptr) {
     const int expected = std::atoi(parent);
     prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (getppid() != expected) return traind::worker::kUnreachable;
+    if (getppid() != expected) return false;
     unsetenv("TRAIND_PARENT_PID");
   }
+  return true;
+}
+
+int WorkerMain(int argc, char** argv);
+
+// A worker forked by the zygote: the OpenMP runtime read its settings when
+// the zygote loaded it, so this task's thread count is applied here.
+int ForkedWorkerMain(int argc, char** argv) {
+  if (const char* threads = std::getenv("OMP_NUM_THREADS"); threads != nullptr) {
+    if (const int n = std::atoi(threads); n > 0) omp_set_num_threads(n);
+  }
+  return WorkerMain(argc, argv);
+}
+
+}  // namespace
+}  // namespace traind::worker
+
+int main(int argc, char** argv) {
+  if (argc == 2 && std::strcmp(argv[1], traind::zygote::kZygoteFlag) == 0) {
+    // Started by traind once: fork a fresh worker per task attempt (see
+    // worker/zygote/zygote.h). No threads, channels or devices here.
+    if (!traind::worker::ArmParentDeathSignal()) return traind::worker::kUnreachable;
+    return traind::zygote::RunZygote(traind::zygote::kZygoteControlFd,
+                                     traind::worker::ForkedWorkerMain);
+  }
+  return traind::worker::WorkerMain(argc, argv);
+}
+
+namespace traind::worker {
+namespace {
+
+int WorkerMain(int argc, char** argv) {
+  if (!ArmParentDeathSignal()) return kUnreachable;
+  // oneDNN's profiler hooks (VTune task marks around every primitive, and a
+  // search of the library path for libJitPI.so at the first JIT kernel)
+  // cost time in every fold and serve no one without a profiler attached.
+  // The environment still wins. Set before any thread exists.
+  setenv("ONEDNN_ITT_TASK_LEVEL", "0", /*overwrite=*/0);
+  setenv("ONEDNN_JIT_PROFILE", "0", /*overwrite=*/0);
   struct sigaction sa = {};
   sa.sa_handler = traind::worker::OnStopSignal;
   sigemptyset(&sa.sa_mask);
@@ -428,13 +678,15 @@ int main(int argc, char** argv) {
   signal(SIGPIPE, SIG_IGN);
 
   std::string server, job, spec;
-  int task = -1, attempt = 0, fold = -1;
+  int task = -1, attempt = 0, fold = -1, rank = 0, world_size = 1;
   CLI::App app{"traind-worker: runs one task of a traind job (started by traind), or a spec "
                "file's folds in this process (--spec)"};
   app.add_option("--server", server, "traind's WorkerService address");
   app.add_option("--job", job, "job id");
   app.add_option("--task", task, "task index");
   app.add_option("--attempt", attempt, "attempt number");
+  app.add_option("--rank", rank, "multi-GPU task: this process's rank, 0 .. world-size - 1");
+  app.add_option("--world-size", world_size, "multi-GPU task: its number of ranks (one per GPU)");
   app.add_option("--spec", spec, "standalone: a job spec file (YAML or JSON)");
   app.add_option("--fold", fold, "standalone: run only this task (fold)");
   std::string artifacts;
@@ -444,17 +696,26 @@ int main(int argc, char** argv) {
   app.add_flag("--capabilities", capabilities,
                "print the training backends this worker has (\"cpu\", \"cuda\") and exit");
   CLI11_PARSE(app, argc, argv);
-  if (capabilities) {
-    // The engine trains on the CPU (oneDNN); a CUDA backend is listed here
-    // once the engine has one.
-    std::printf("cpu\n");
-    return 0;
-  }
+  if (capabilities) return PrintCapabilities();
   if (!spec.empty()) return traind::worker::RunStandalone(spec, fold, artifacts);
   if (server.empty() || job.empty() || task < 0 || attempt < 1) {
     std::fprintf(stderr, "traind-worker: --server, --job, --task and --attempt are required "
                          "(or --spec FILE)\n");
     return traind::worker::kUsage;
   }
-  return traind::worker::RunUnderDaemon(server, job, task, attempt);
+  if (world_size < 1 || rank < 0 || rank >= world_size) {
+    std::fprintf(stderr, "traind-worker: --rank must be in [0, --world-size) (got %d of %d)\n",
+                 rank, world_size);
+    return traind::worker::kUsage;
+  }
+  const int status = traind::worker::RunUnderDaemon(server, job, task, attempt, rank, world_size);
+  // What the task held (backend, communicator, channel, data) was released
+  // when RunUnderDaemon returned. Skip static destructors and the gRPC
+  // library's shutdown (milliseconds per fold): the process exit frees the
+  // rest.
+  std::fflush(nullptr);
+  _exit(status);
 }
+
+}  // namespace
+}  // namespace traind::worker

@@ -1,6 +1,7 @@
 """Issue 7's CPU benchmark driver: runs traind's engine (build/bin/cpu_bench,
 traind-worker, traind + trainctl) and its peers (PyTorch, scikit-learn) alternately
-on the same data, takes medians, and prints markdown tables with ratios.
+on the same data, takes medians, and prints markdown tables with ratios. Case 1 adds
+bf16 rows: traind with training.precision: bf16, PyTorch under bf16 autocast.
 Started by bench/run_cpu_bench.sh with /usr/bin/python3; see docs/benchmarks.md.
 
   driver.py --bin BUILD/bin --work DIR --openblas-openmp DIR [--repeats 3] [--only 1,2,3,4]
@@ -108,30 +109,49 @@ class Envs:
 
 
 def mlp_case(title, data, hidden, batch, epochs, repeats, envs, bin_dir, peer_threads,
-             debian_rows=0, debian_epochs=2, flops_per_sample=None, traind_threads=(2,), before_traind=None):
-    """Alternates traind / torch-best runs (then one torch-as-Debian run); returns the medians."""
+             debian_rows=0, debian_epochs=2, flops_per_sample=None, traind_threads=(2,), before_traind=None,
+             bf16=False):
+    """Alternates traind / torch-best runs (then one torch-as-Debian run); returns the medians.
+    bf16: also traind with training.precision: bf16 and PyTorch under bf16 autocast (at the
+    largest thread count of each side), in the same alternation."""
     say("### %s" % title)
     say()
     traind = {t: [] for t in traind_threads}
     best = {t: [] for t in peer_threads}
+    traind_bf16, peer_bf16 = [], []
     deb = []
     loads = [load()]
     info = {}
+    fit_args = ["--data", data, "--hidden", hidden, "--batch", str(batch), "--epochs", str(epochs)]
     for r in range(repeats):
         if before_traind:
             before_traind()
         for th in traind_threads:
-            t = run_json([os.path.join(bin_dir, "cpu_bench"), "fit", "--data", data, "--hidden", hidden,
-                          "--batch", str(batch), "--epochs", str(epochs)], Envs.threads(envs.traind, th))[0]
+            t = run_json([os.path.join(bin_dir, "cpu_bench"), "fit"] + fit_args, Envs.threads(envs.traind, th))[0]
             traind[th].append(samples_per_s(t))
             info["traind_loss"] = t["epoch_loss"]
             info.setdefault("traind_runs", []).append(traind[th][-1])
+        if bf16:
+            try:
+                t = run_json([os.path.join(bin_dir, "cpu_bench"), "fit"] + fit_args + ["--precision", "bf16"],
+                             Envs.threads(envs.traind, max(traind_threads)))[0]
+                traind_bf16.append(samples_per_s(t))
+                info["traind_bf16_loss"] = t["epoch_loss"]
+            except RuntimeError as e:  # a CPU without AVX512-BF16 / AMX: training.precision: bf16 is refused
+                say("No bf16 rows: traind refused training.precision: bf16 here (%s)." % str(e).strip()[-200:])
+                say()
+                bf16 = False
         for th in peer_threads:
-            p = run_json([PY, os.path.join(PEERS, "torch_mlp.py"), "--data", data, "--hidden", hidden,
-                          "--batch", str(batch), "--epochs", str(epochs), "--threads", str(th)],
+            p = run_json([PY, os.path.join(PEERS, "torch_mlp.py")] + fit_args + ["--threads", str(th)],
                          Envs.threads(envs.best, th))[0]
             best[th].append(samples_per_s(p))
             info["best"] = p
+        if bf16:
+            th = max(peer_threads)
+            p = run_json([PY, os.path.join(PEERS, "torch_mlp.py")] + fit_args +
+                         ["--threads", str(th), "--precision", "bf16"], Envs.threads(envs.best, th))[0]
+            peer_bf16.append(samples_per_s(p))
+            info["best_bf16"] = p
         loads.append(load())
     if debian_rows >= 0:
         p = run_json([PY, os.path.join(PEERS, "torch_mlp.py"), "--data", data, "--hidden", hidden,
@@ -143,35 +163,57 @@ def mlp_case(title, data, hidden, batch, epochs, repeats, envs, bin_dir, peer_th
     tm = med(traind[tt])
     bt = max(peer_threads, key=lambda th: med(best[th]))
     bm = med(best[bt])
-    say("| engine | config | samples/s: median of %d runs (every run) | traind (best config) ÷ this |" % repeats)
-    say("| --- | --- | --- | --- |")
+    tb = med(traind_bf16)
+    pb = med(peer_bf16)
+    loss = lambda v: "%.4f" % v[-1]
+    if bf16:
+        say("| engine | config | samples/s: median of %d runs (every run) | final training loss | traind fp32 (best config) ÷ this | traind bf16 ÷ this |" % repeats)
+        say("| --- | --- | --- | --- | --- | --- |")
+    else:
+        say("| engine | config | samples/s: median of %d runs (every run) | final training loss | traind (best config) ÷ this |" % repeats)
+        say("| --- | --- | --- | --- | --- |")
     gf = lambda v: (" = %.0f GFLOP/s" % (v * flops_per_sample / 1e9)) if flops_per_sample else ""
+    ratios = lambda m, bold=False: (("**%.2f**" if bold else "%.2f") % (tm / m)) + (" | %.2f" % (tb / m) if bf16 else "")
     for th in traind_threads:
         m = med(traind[th])
-        say("| traind | oneDNN 2.6.3, OMP_NUM_THREADS=%d | **%s**%s (%s) | %.2f |" % (
-            th, fmt(m), gf(m), ", ".join(fmt(v) for v in traind[th]), tm / m))
+        say("| traind | oneDNN 2.6.3, fp32, OMP_NUM_THREADS=%d | **%s**%s (%s) | %s | %s |" % (
+            th, fmt(m), gf(m), ", ".join(fmt(v) for v in traind[th]), loss(info["traind_loss"]), ratios(m)))
+    if bf16:
+        say("| traind | oneDNN 2.6.3, `training.precision: bf16` (bf16 matmuls, fp32 accumulation and master weights), OMP_NUM_THREADS=%d | **%s** (%s) | %s | %s |" % (
+            max(traind_threads), fmt(tb), ", ".join(fmt(v) for v in traind_bf16), loss(info["traind_bf16_loss"]),
+            ratios(tb)))
     for th in peer_threads:
         m = med(best[th])
-        say("| PyTorch %s | best: OpenBLAS-openmp, %d thread%s, OPENBLAS_CORETYPE/L2_SIZE unset | %s%s (%s) | **%.2f** |" % (
+        say("| PyTorch %s | best: OpenBLAS-openmp, fp32, %d thread%s, OPENBLAS_CORETYPE/L2_SIZE unset | %s%s (%s) | %s | %s |" % (
             info["best"]["engine"].split()[-1], th, "s" if th > 1 else "", fmt(m), gf(m),
-            ", ".join(fmt(v) for v in best[th]), tm / m))
+            ", ".join(fmt(v) for v in best[th]), loss(info["best"]["epoch_loss"]), ratios(m, bold=True)))
+    if bf16:
+        say("| PyTorch %s | best in bf16: `torch.autocast(\"cpu\", dtype=torch.bfloat16)` around forward + loss, fp32 master weights, %d threads, same environment | %s (%s) | %s | %s |" % (
+            info["best_bf16"]["engine"].split()[-1], max(peer_threads), fmt(pb), ", ".join(fmt(v) for v in peer_bf16),
+            loss(info["best_bf16"]["epoch_loss"]), ratios(pb)))
     if deb:
         d = info["debian"]
-        say("| PyTorch %s | as Debian installs it: %s, %d threads (%s rows, %d measured epoch%s, 1 run) | %s%s | %.2f |" % (
+        say("| PyTorch %s | as Debian installs it: %s, fp32, %d threads (%s rows, %d measured epoch%s, 1 run) | %s%s | – | %s |" % (
             d["engine"].split()[-1], ", ".join(os.path.basename(l) for l in d["blas_loaded"] if "blas" in l),
             d["threads"], fmt(d["rows"]), debian_epochs - 1, "s" if debian_epochs > 2 else "",
-            fmt(deb[0]), gf(deb[0]), tm / deb[0]))
+            fmt(deb[0]), gf(deb[0]), ratios(deb[0])))
     say()
     say("Peer libraries loaded (best config): %s; `torch.__config__.show()`: %s. Load average during the case: %s." % (
         ", ".join(info["best"]["blas_loaded"]),
         ", ".join(re.findall(r"(BLAS_INFO=\w+|LAPACK_INFO=\w+|USE_MKLDNN=\w+|USE_OPENMP=\w+)",
                              " ".join(info["best"]["torch_config_blas"]))) or "-",
         " → ".join(loads)))
-    say("Final training loss: traind %.4f, PyTorch %.4f (same data, init scheme, optimizer)." % (
-        info["traind_loss"][-1], info["best"]["epoch_loss"][-1]))
+    say("Final training loss: the last epoch's mean over its batches (same data, init scheme, optimizer, shuffling rule).")
+    out = {"traind_runs": info["traind_runs"], "traind": tm, "traind_threads": tt, "peer": bm, "peer_threads": bt, "ratio": tm / bm,
+           "best_ratio": max(max(v) for v in traind.values()) / max(max(v) for v in best.values())}
+    if bf16:
+        faster = max(bm, pb)
+        say("Ratios: traind fp32 ÷ PyTorch fp32 (best) = **%.2f**; traind bf16 ÷ the faster of PyTorch fp32 and "
+            "PyTorch bf16 (%s) = **%.2f**; traind bf16 ÷ traind fp32 = %.2f." % (
+                tm / bm, "bf16" if pb > bm else "fp32", tb / faster, tb / tm))
+        out.update({"traind_bf16": tb, "peer_bf16": pb, "bf16_ratio": tb / faster})
     say()
-    return {"traind_runs": info["traind_runs"], "traind": tm, "traind_threads": tt, "peer": bm, "peer_threads": bt, "ratio": tm / bm,
-            "best_ratio": max(max(v) for v in traind.values()) / max(max(v) for v in best.values())}
+    return out
 
 
 def sgemm(bin_dir, envs, m, n, k, reps=10):
@@ -429,7 +471,7 @@ def main():
         fl = 6 * (784 * 512 + 512 * 256 + 256 * 10)
         summary["1"] = mlp_case("1. MLP 784-512-256-10, batch 128, 60,000 synthetic samples, %d epochs per run" % a.epochs1,
                                 path, "512,256", 128, a.epochs1, a.repeats, envs, a.bin, [2], debian_rows=7680,
-                                flops_per_sample=fl)
+                                flops_per_sample=fl, bf16=True)
     if "2" in only:
         path = os.path.join(a.work, "digits.bin")
         raw = np.loadtxt(os.path.join(ROOT, "examples/data/digits.csv"), delimiter=",", skiprows=1, dtype=np.float32)
@@ -473,6 +515,9 @@ def main():
     if "1" in summary:
         s = summary["1"]
         say("| case 1 ≥ 1.5× PyTorch (best) | %.2f× (%s vs %s samples/s; fastest runs: %.2f×) | %s |" % (s["ratio"], fmt(s["traind"]), fmt(s["peer"]), s["best_ratio"], "yes" if s["ratio"] >= 1.5 else "**no**"))
+        if "bf16_ratio" in s:
+            say("| case 1, bf16: traind bf16 above the faster of PyTorch fp32 / bf16 | %.2f× (%s vs %s samples/s) | %s |" % (
+                s["bf16_ratio"], fmt(s["traind_bf16"]), fmt(max(s["peer"], s["peer_bf16"])), "yes" if s["bf16_ratio"] > 1 else "**no**"))
     if "2" in summary:
         s = summary["2"]
         say("| case 2 ≥ 1.5× PyTorch (best configs: traind %d thread%s, PyTorch %d thread%s) | %.2f× (%s vs %s samples/s; fastest runs: %.2f×) | %s |" % (s["traind_threads"], "s" if s["traind_threads"] > 1 else "", s["peer_threads"], "s" if s["peer_threads"] > 1 else "", s["ratio"], fmt(s["traind"]), fmt(s["peer"]), s["best_ratio"], "yes" if s["ratio"] >= 1.5 else "**no**"))

@@ -2,10 +2,17 @@
 batch size and shuffling, timed per epoch. Run with /usr/bin/python3 (Debian's python3-torch).
 
   torch_mlp.py --data FILE --hidden 512,256 --batch 128 --epochs 3 --threads 2 [--rows N]
+               [--precision fp32|bf16]
+
+--precision bf16: forward and loss under torch.autocast("cpu", dtype=torch.bfloat16) (bf16
+matmuls through oneDNN where the CPU has AVX512-BF16), fp32 parameters, gradients and
+optimizer state: PyTorch's own mixed-precision recipe for the CPU.
 
 Prints one JSON line: epoch seconds (training loop only: shuffle, gather, forward, loss,
-backward, step), the BLAS library the process loaded and its thread settings.
+backward, step), each epoch's mean training loss, the BLAS library the process loaded and
+its thread settings.
 """
+import contextlib
 import argparse
 import json
 import os
@@ -44,6 +51,7 @@ def main():
     ap.add_argument("--epochs", type=int, default=3)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--rows", type=int, default=0)
+    ap.add_argument("--precision", choices=("fp32", "bf16"), default="fp32")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     torch.manual_seed(42)
@@ -63,6 +71,10 @@ def main():
     n = x.shape[0]
     gen = torch.Generator().manual_seed(42)
     epoch_seconds, epoch_loss = [], []
+    if a.precision == "bf16":
+        autocast = lambda: torch.autocast("cpu", dtype=torch.bfloat16)
+    else:
+        autocast = contextlib.nullcontext
     model.train()
     for _ in range(a.epochs):
         t0 = time.perf_counter()
@@ -72,15 +84,16 @@ def main():
             idx = order[start:start + a.batch]
             xb, yb = x.index_select(0, idx), y.index_select(0, idx)
             opt.zero_grad(set_to_none=True)
-            loss = loss_fn(model(xb), yb)
+            with autocast():
+                loss = loss_fn(model(xb), yb)
             loss.backward()
             opt.step()
-            total += loss.detach() * idx.numel()
+            total += loss.detach().float() * idx.numel()
         epoch_loss.append(float(total) / n)
         epoch_seconds.append(time.perf_counter() - t0)
     blas_info = [l.strip() for l in torch.__config__.show().splitlines() if "BLAS" in l]
     print(json.dumps({
-        "engine": "torch " + torch.__version__, "rows": n, "batch": a.batch,
+        "engine": "torch " + torch.__version__, "precision": a.precision, "rows": n, "batch": a.batch,
         "threads": torch.get_num_threads(), "epoch_seconds": epoch_seconds,
         "epoch_loss": epoch_loss, "blas_loaded": loaded_blas(), "torch_config_blas": blas_info,
         "env": {k: os.environ.get(k) for k in ("OMP_NUM_THREADS", "OMP_WAIT_POLICY",

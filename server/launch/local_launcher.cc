@@ -3,25 +3,67 @@
 #include <fcntl.h>
 #include <spawn.h>
 #include <signal.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "worker/zygote/zygote.h"
 
 namespace traind::server {
 
-LocalLauncher::LocalLauncher() : reaper_([this] { ReapLoop(); }) {}
+namespace {
+
+int PidfdOpen(int pid) { return static_cast<int>(syscall(SYS_pidfd_open, pid, 0)); }
+
+}  // namespace
+
+LocalLauncher::LocalLauncher(LocalLauncherOptions options) : options_(std::move(options)) {
+  epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
+  wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (epoll_fd_ >= 0 && wake_fd_ >= 0) {
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.fd = wake_fd_;
+    epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, wake_fd_, &ev);
+  }
+  // Workers forked by the zygote are re-parented to this process only if it
+  // is a child subreaper.
+  zygote_enabled_ =
+      !options_.zygote_worker.empty() && prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0;
+  reaper_ = std::thread([this] { ReapLoop(); });
+}
 
 LocalLauncher::~LocalLauncher() {
+  {
+    absl::MutexLock zlock(&zygote_mu_);
+    StopZygoteLocked();
+  }
   {
     absl::MutexLock lock(&mu_);
     stopping_ = true;
   }
+  if (wake_fd_ >= 0) {
+    uint64_t one = 1;
+    (void)!write(wake_fd_, &one, sizeof(one));
+  }
   reaper_.join();
+  absl::MutexLock lock(&mu_);
+  for (auto& [pid, fd] : children_) {
+    if (fd >= 0) close(fd);
+  }
+  if (epoll_fd_ >= 0) close(epoll_fd_);
+  if (wake_fd_ >= 0) close(wake_fd_);
 }
 
 void LocalLauncher::SetExitCallback(ExitCallback callback) {
@@ -29,8 +71,158 @@ void LocalLauncher::SetExitCallback(ExitCallback callback) {
   callback_ = std::move(callback);
 }
 
+void LocalLauncher::Track(int pid) {
+  // A worker forked by the zygote is this process's child before its pid
+  // arrives here: the reaper may have collected it already.
+  if (auto it = unclaimed_.find(pid); it != unclaimed_.end()) {
+    ready_.push_back(it->second);
+    unclaimed_.erase(it);
+    if (wake_fd_ >= 0) {
+      uint64_t one = 1;
+      (void)!write(wake_fd_, &one, sizeof(one));
+    }
+    return;
+  }
+  int fd = epoll_fd_ >= 0 ? PidfdOpen(pid) : -1;
+  if (fd >= 0) {
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.fd = fd;
+    if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev) != 0) {
+      close(fd);
+      fd = -1;
+    }
+  }
+  children_[pid] = fd;
+}
+
+absl::Status LocalLauncher::StartZygote() {
+  if (!zygote_enabled_) return absl::OkStatus();
+  absl::MutexLock zlock(&zygote_mu_);
+  if (zygote_fd_ >= 0) return absl::OkStatus();
+  return StartZygoteLocked();
+}
+
+int LocalLauncher::zygote_pid() {
+  absl::MutexLock lock(&mu_);
+  return zygote_pid_;
+}
+
+absl::Status LocalLauncher::StartZygoteLocked() {
+  int sv[2];
+  if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) {
+    return absl::InternalError(absl::StrCat("zygote: socketpair: ", strerror(errno)));
+  }
+  // dup2 onto the zygote's control fd clears close-on-exec, unless the end
+  // already has that number: keep it clear of the low descriptors.
+  if (sv[1] <= zygote::kZygoteControlFd) {
+    int moved = fcntl(sv[1], F_DUPFD_CLOEXEC, 10);
+    close(sv[1]);
+    sv[1] = moved;
+  }
+  std::vector<std::string> argv_s = {options_.zygote_worker, zygote::kZygoteFlag};
+  std::vector<char*> argv;
+  for (std::string& a : argv_s) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  std::vector<std::string> env = options_.zygote_env;
+  env.push_back(absl::StrCat("TRAIND_PARENT_PID=", getpid()));
+  std::vector<char*> envp;
+  for (std::string& e : env) envp.push_back(e.data());
+  envp.push_back(nullptr);
+
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_adddup2(&actions, sv[1], zygote::kZygoteControlFd);
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+  sigset_t none, defaults;
+  sigemptyset(&none);
+  posix_spawnattr_setsigmask(&attr, &none);
+  sigemptyset(&defaults);
+  for (int sig : {SIGPIPE, SIGTERM, SIGINT, SIGHUP, SIGCHLD}) sigaddset(&defaults, sig);
+  posix_spawnattr_setsigdefault(&attr, &defaults);
+  absl::MutexLock lock(&mu_);
+  pid_t pid = 0;
+  int rc = posix_spawn(&pid, argv[0], &actions, &attr, argv.data(), envp.data());
+  posix_spawn_file_actions_destroy(&actions);
+  posix_spawnattr_destroy(&attr);
+  close(sv[1]);
+  if (rc != 0) {
+    close(sv[0]);
+    return absl::FailedPreconditionError(
+        absl::StrCat(options_.zygote_worker, " --zygote: cannot execute: ", strerror(rc)));
+  }
+  zygote_fd_ = sv[0];
+  zygote_pid_ = pid;
+  Track(pid);
+  return absl::OkStatus();
+}
+
+void LocalLauncher::StopZygoteLocked() {
+  if (zygote_fd_ < 0) return;
+  // Closing the socket ends the zygote; the reaper collects it.
+  close(zygote_fd_);
+  zygote_fd_ = -1;
+}
+
+absl::StatusOr<int> LocalLauncher::LaunchThroughZygote(const LaunchRequest& request, int log_fd) {
+  absl::MutexLock zlock(&zygote_mu_);
+  {
+    absl::MutexLock lock(&mu_);
+    if (zygote_fd_ >= 0 && zygote_pid_ == 0) StopZygoteLocked();  // it exited
+  }
+  if (zygote_fd_ < 0) {
+    if (absl::Status s = StartZygoteLocked(); !s.ok()) return s;
+  }
+  zygote::SpawnRequest z;
+  z.argv = request.argv;
+  z.env = request.env;
+  z.env.push_back(absl::StrCat("TRAIND_PARENT_PID=", getpid()));
+  z.log_fd = log_fd;
+  absl::Status sent = zygote::SendSpawnRequest(zygote_fd_, z);
+  absl::StatusOr<zygote::SpawnReply> reply =
+      sent.ok() ? zygote::ReceiveSpawnReply(zygote_fd_, options_.zygote_timeout)
+                : absl::StatusOr<zygote::SpawnReply>(sent);
+  if (!reply.ok()) {
+    // A zygote that does not answer is replaced on the next launch.
+    int pid = 0;
+    {
+      absl::MutexLock lock(&mu_);
+      pid = zygote_pid_;
+    }
+    if (pid > 0) kill(pid, SIGKILL);
+    StopZygoteLocked();
+    return reply.status();
+  }
+  if (reply->pid <= 0) {
+    return absl::UnavailableError(absl::StrCat("zygote: ", reply->what, ": ",
+                                               strerror(reply->error)));
+  }
+  absl::MutexLock lock(&mu_);
+  Track(reply->pid);
+  return static_cast<int>(reply->pid);
+}
+
 absl::StatusOr<int> LocalLauncher::Launch(const LaunchRequest& request) {
   if (request.argv.empty()) return absl::InvalidArgumentError("launch: empty argv");
+  int log_fd = open(request.log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
+  if (log_fd < 0) {
+    return absl::InternalError(
+        absl::StrCat(request.log_path, ": cannot open worker log: ", strerror(errno)));
+  }
+  if (zygote_enabled_ && request.argv[0] == options_.zygote_worker) {
+    absl::StatusOr<int> pid = LaunchThroughZygote(request, log_fd);
+    if (pid.ok()) {
+      close(log_fd);
+      return pid;
+    }
+    // Spawned directly instead; the zygote is restarted next time.
+    std::fprintf(stderr, "%s WARN worker zygote failed, spawning directly: %s\n",
+                 absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", absl::Now(), absl::UTCTimeZone()).c_str(),
+                 std::string(pid.status().message()).c_str());
+  }
   std::vector<char*> argv;
   for (const std::string& a : request.argv) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
@@ -44,11 +236,6 @@ absl::StatusOr<int> LocalLauncher::Launch(const LaunchRequest& request) {
   for (const std::string& e : env) envp.push_back(const_cast<char*>(e.c_str()));
   envp.push_back(nullptr);
 
-  int log_fd = open(request.log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
-  if (log_fd < 0) {
-    return absl::InternalError(
-        absl::StrCat(request.log_path, ": cannot open worker log: ", strerror(errno)));
-  }
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
@@ -78,7 +265,7 @@ absl::StatusOr<int> LocalLauncher::Launch(const LaunchRequest& request) {
     return absl::FailedPreconditionError(
         absl::StrCat(request.argv[0], ": cannot execute: ", strerror(rc)));
   }
-  ++live_;
+  Track(pid);
   return pid;
 }
 
@@ -87,39 +274,77 @@ void LocalLauncher::Signal(int pid, int sig) {
 }
 
 void LocalLauncher::ReapLoop() {
+  epoll_event events[16];
   for (;;) {
     {
       absl::MutexLock lock(&mu_);
-      auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return live_ > 0 || stopping_; };
+      auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return !children_.empty() || !ready_.empty() || stopping_;
+      };
       mu_.AwaitWithTimeout(absl::Condition(&ready), absl::Seconds(1));
       if (stopping_) return;
-      if (live_ == 0) continue;
+      if (children_.empty() && ready_.empty()) continue;
     }
-    int status = 0;
-    // Poll rather than block, so the destructor never waits on a child.
-    pid_t pid = waitpid(-1, &status, WNOHANG);
-    if (pid == 0) {
-      usleep(2000);
-      continue;
+    if (wake_fd_ >= 0) {
+      uint64_t count;
+      (void)!read(wake_fd_, &count, sizeof(count));
     }
-    if (pid < 0) {
-      if (errno == ECHILD) {
-        absl::MutexLock lock(&mu_);
-        live_ = 0;
+    // Collect every child that has ended (re-parented strays included, so
+    // none is left a zombie), then sleep until a pidfd reports the next.
+    for (;;) {
+      int status = 0;
+      pid_t pid = waitpid(-1, &status, WNOHANG);
+      if (pid == 0) break;
+      if (pid < 0) {
+        if (errno == EINTR) continue;
+        break;  // ECHILD: none has ended (a child started since is tracked)
       }
-      continue;
+      ProcessExit exit;
+      exit.pid = pid;
+      if (WIFEXITED(status)) exit.exit_code = WEXITSTATUS(status);
+      if (WIFSIGNALED(status)) exit.signal = WTERMSIG(status);
+      ExitCallback callback;
+      {
+        absl::MutexLock lock(&mu_);
+        auto it = children_.find(pid);
+        if (it == children_.end()) {
+          // Not tracked (yet): a zygote's worker whose pid is on its way to
+          // Track, or a stray re-parented here. Kept for Track, bounded.
+          if (unclaimed_.size() >= 4096) unclaimed_.erase(unclaimed_.begin());
+          unclaimed_[pid] = exit;
+          continue;
+        }
+        if (it->second >= 0) {
+          epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, it->second, nullptr);
+          close(it->second);
+        }
+        children_.erase(it);
+        if (pid == zygote_pid_) {
+          zygote_pid_ = 0;  // restarted at the next launch
+          continue;
+        }
+        callback = callback_;
+      }
+      if (callback) callback(exit);
     }
-    ProcessExit exit;
-    exit.pid = pid;
-    if (WIFEXITED(status)) exit.exit_code = WEXITSTATUS(status);
-    if (WIFSIGNALED(status)) exit.signal = WTERMSIG(status);
+    std::vector<ProcessExit> claimed;
     ExitCallback callback;
     {
       absl::MutexLock lock(&mu_);
-      --live_;
+      claimed.swap(ready_);
       callback = callback_;
     }
-    if (callback) callback(exit);
+    for (const ProcessExit& exit : claimed) {
+      if (callback) callback(exit);
+    }
+    bool pidfds = true;
+    {
+      absl::MutexLock lock(&mu_);
+      for (const auto& [pid, fd] : children_) pidfds = pidfds && fd >= 0;
+    }
+    // Without pidfds (old kernels), poll.
+    int n = epoll_fd_ >= 0 ? epoll_wait(epoll_fd_, events, 16, pidfds ? 200 : 2) : -1;
+    if (n < 0 && epoll_fd_ < 0) usleep(2000);
   }
 }
 

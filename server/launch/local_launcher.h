@@ -1,43 +1,95 @@
-// LocalLauncher: fork + exec on this machine.
+// LocalLauncher: starts workers on this machine.
 //
-// posix_spawn (vfork-style: fast even for a large, threaded daemon). Each
-// child gets its own process group (so a signal reaches the worker and
-// anything it started), no blocked signals, default dispositions, and
-// TRAIND_PARENT_PID in its environment: the worker arms PR_SET_PDEATHSIG
-// itself (ArmParentDeathSignal) so it dies with the daemon. The parent-death
+// With a zygote (LocalLauncherOptions::zygote_worker), a worker whose argv[0]
+// is that traind-worker is forked by `traind-worker --zygote`, a process
+// started once that has already done its dynamic linking and static
+// initialization (worker/zygote/zygote.h): a fresh process per task without
+// paying exec + linking each time. The launcher makes this process a child
+// subreaper, so such workers are re-parented to it and waited for, signalled
+// and reaped like any child. If the zygote cannot be started or stops
+// answering, it is restarted, and meanwhile workers are spawned directly.
+//
+// Otherwise posix_spawn (vfork-style: fast even for a large, threaded
+// daemon). Each child gets its own process group (so a signal reaches the
+// worker and anything it started), no blocked signals, default
+// dispositions, and TRAIND_PARENT_PID in its environment: the worker arms
+// PR_SET_PDEATHSIG itself so it dies with the daemon. The parent-death
 // signal fires when the *thread* that spawned it exits: call Launch from a
 // thread that lives as long as the daemon.
+//
+// Exits are noticed at once (a pidfd per child, in an epoll set) and
+// reported through the exit callback.
 //
 // Thread-safety: all methods are thread-safe.
 #ifndef TRAIND_SERVER_LAUNCH_LOCAL_LAUNCHER_H_
 #define TRAIND_SERVER_LAUNCH_LOCAL_LAUNCHER_H_
 
+#include <map>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "server/launch/launcher.h"
 
 namespace traind::server {
 
+struct LocalLauncherOptions {
+  // traind-worker's path: workers started with this argv[0] are forked by a
+  // zygote run from it. Empty: every worker is spawned directly.
+  std::string zygote_worker;
+  // The zygote's environment ("NAME=value"; nothing is inherited). Each
+  // worker still gets exactly its LaunchRequest::env.
+  std::vector<std::string> zygote_env;
+  // How long a zygote gets to answer a request before it is replaced.
+  absl::Duration zygote_timeout = absl::Seconds(10);
+};
+
 class LocalLauncher final : public Launcher {
  public:
-  LocalLauncher();
-  ~LocalLauncher() override;  // stops the reaper; does not kill children
+  explicit LocalLauncher(LocalLauncherOptions options = {});
+  // Stops the reaper and the zygote; does not kill workers.
+  ~LocalLauncher() override;
 
   void SetExitCallback(ExitCallback callback) override;
   absl::StatusOr<int> Launch(const LaunchRequest& request) override;
   void Signal(int pid, int sig) override;
 
+  // Starts the zygote now rather than at the first Launch (so that the
+  // first task does not wait for it). No-op without one.
+  absl::Status StartZygote();
+  // The zygote's pid, or 0 when none runs (tests).
+  int zygote_pid();
+
  private:
+  absl::StatusOr<int> LaunchThroughZygote(const LaunchRequest& request, int log_fd);
+  absl::Status StartZygoteLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(zygote_mu_);
+  void StopZygoteLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(zygote_mu_);
+  // Tracks a started child (its pidfd in the epoll set).
+  void Track(int pid) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ReapLoop();
+
+  const LocalLauncherOptions options_;
+  bool zygote_enabled_ = false;
+
+  // Serializes zygote requests (one in flight) and guards its handle.
+  absl::Mutex zygote_mu_ ABSL_ACQUIRED_BEFORE(mu_);
+  int zygote_fd_ ABSL_GUARDED_BY(zygote_mu_) = -1;
 
   absl::Mutex mu_;
   ExitCallback callback_ ABSL_GUARDED_BY(mu_);
-  int live_ ABSL_GUARDED_BY(mu_) = 0;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  // Started children -> their pidfd (-1 where pidfds are unavailable).
+  absl::flat_hash_map<int, int> children_ ABSL_GUARDED_BY(mu_);
+  // Exits reaped before their pid was tracked, and those now claimed.
+  std::map<int, ProcessExit> unclaimed_ ABSL_GUARDED_BY(mu_);
+  std::vector<ProcessExit> ready_ ABSL_GUARDED_BY(mu_);
+  int zygote_pid_ ABSL_GUARDED_BY(mu_) = 0;
+  int epoll_fd_ = -1;
+  int wake_fd_ = -1;  // eventfd: wakes the reaper (stop)
   std::thread reaper_;
 };
 

@@ -2,6 +2,8 @@
 
 #include <sqlite3.h>
 
+#include <string>
+#include <unordered_map>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -10,6 +12,20 @@
 #include "google/protobuf/util/time_util.h"
 
 namespace traind::server {
+// Prepared statements of the connection, kept for reuse and keyed by their
+// SQL text: parsing and planning a statement costs more than running the
+// small ones traind issues for every worker report.
+struct StatementCache {
+  struct Entry {
+    sqlite3_stmt* stmt = nullptr;
+    bool busy = false;
+  };
+  std::unordered_map<std::string, Entry> entries;
+  ~StatementCache() {
+    for (auto& [sql, e] : entries) sqlite3_finalize(e.stmt);
+  }
+};
+
 namespace {
 
 using google::protobuf::Timestamp;
@@ -75,13 +91,35 @@ CREATE TABLE IF NOT EXISTS events (
 );
 )sql";
 
-// A prepared statement, finalized on destruction.
+// A prepared statement: taken from the cache (reset and returned to it on
+// destruction), or, while the cached one is in use, prepared for this use
+// and finalized on destruction.
 class Stmt {
  public:
-  Stmt(sqlite3* db, const char* sql) : db_(db) {
-    rc_ = sqlite3_prepare_v2(db, sql, -1, &stmt_, nullptr);
+  Stmt(sqlite3* db, StatementCache* cache, const char* sql) : db_(db) {
+    auto it = cache->entries.find(sql);
+    if (it == cache->entries.end()) {
+      rc_ = sqlite3_prepare_v3(db, sql, -1, SQLITE_PREPARE_PERSISTENT, &stmt_, nullptr);
+      if (rc_ != SQLITE_OK) return;
+      it = cache->entries.emplace(sql, StatementCache::Entry{stmt_, false}).first;
+    }
+    if (it->second.busy) {
+      rc_ = sqlite3_prepare_v2(db, sql, -1, &stmt_, nullptr);
+      return;
+    }
+    entry_ = &it->second;
+    entry_->busy = true;
+    stmt_ = entry_->stmt;
   }
-  ~Stmt() { sqlite3_finalize(stmt_); }
+  ~Stmt() {
+    if (entry_ == nullptr) {
+      sqlite3_finalize(stmt_);
+      return;
+    }
+    sqlite3_reset(stmt_);
+    sqlite3_clear_bindings(stmt_);
+    entry_->busy = false;
+  }
   Stmt(const Stmt&) = delete;
   Stmt& operator=(const Stmt&) = delete;
 
@@ -142,8 +180,9 @@ class Stmt {
 
  private:
   sqlite3* db_;
+  StatementCache::Entry* entry_ = nullptr;
   sqlite3_stmt* stmt_ = nullptr;
-  int rc_;
+  int rc_ = SQLITE_OK;
 };
 
 #define STORE_RETURN_IF_ERROR(expr)        \
@@ -178,17 +217,18 @@ absl::StatusOr<std::unique_ptr<JobStore>> JobStore::Open(const std::string& path
   return store;
 }
 
-JobStore::JobStore(sqlite3* db) : db_(db) {}
+JobStore::JobStore(sqlite3* db) : db_(db), stmts_(std::make_unique<StatementCache>()) {}
 
 JobStore::~JobStore() {
   absl::MutexLock lock(&mu_);
+  stmts_.reset();  // finalized before the connection closes
   sqlite3_close(db_);
 }
 
 absl::Status JobStore::Migrate() {
   int64_t version = 0;
   {
-    Stmt st(db_, "PRAGMA user_version");
+    Stmt st(db_, stmts_.get(), "PRAGMA user_version");
     STORE_RETURN_IF_ERROR(st.status());
     absl::StatusOr<bool> row = st.Step();
     if (!row.ok()) return row.status();
@@ -201,7 +241,7 @@ absl::Status JobStore::Migrate() {
   }
   bool legacy = false;  // tables of schema 1, which set no user_version
   {
-    Stmt st(db_, "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'jobs'");
+    Stmt st(db_, stmts_.get(), "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'jobs'");
     STORE_RETURN_IF_ERROR(st.status());
     absl::StatusOr<bool> row = st.Step();
     if (!row.ok()) return row.status();
@@ -217,7 +257,7 @@ absl::Status JobStore::Migrate() {
     }
     if (legacy || version == 2) {
       bool has_attempts = false;
-      Stmt st(db_, "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'attempts'");
+      Stmt st(db_, stmts_.get(), "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'attempts'");
       STORE_RETURN_IF_ERROR(st.status());
       absl::StatusOr<bool> row = st.Step();
       if (!row.ok()) return row.status();
@@ -251,7 +291,7 @@ absl::Status JobStore::WriteJobRow(const Job& job, bool insert,
                "result, owner, idem_key) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)"
              : "UPDATE jobs SET name = ?2, state = ?3, spec = ?4, create_us = ?5, start_us = ?6, "
                "end_us = ?7, failure = ?8, result = ?9 WHERE id = ?1";
-  Stmt st(db_, sql);
+  Stmt st(db_, stmts_.get(), sql);
   STORE_RETURN_IF_ERROR(st.status());
   st.Bind(1, job.id());
   st.Bind(2, job.spec().name());
@@ -274,7 +314,7 @@ absl::Status JobStore::WriteJobRow(const Job& job, bool insert,
 }
 
 absl::Status JobStore::WriteTaskRow(const std::string& job_id, const Task& task) {
-  Stmt st(db_,
+  Stmt st(db_, stmts_.get(),
           "INSERT INTO tasks (job_id, idx, state, epochs_done, epochs_total, result, failure) "
           "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) ON CONFLICT (job_id, idx) DO UPDATE SET "
           "state = excluded.state, epochs_done = excluded.epochs_done, "
@@ -290,7 +330,7 @@ absl::Status JobStore::WriteTaskRow(const std::string& job_id, const Task& task)
   st.BindMessage(7, task.failure(), task.has_failure());
   STORE_RETURN_IF_ERROR(st.Run());
   for (const traind::v1::Attempt& a : task.attempts()) {
-    Stmt at(db_,
+    Stmt at(db_, stmts_.get(),
             "INSERT INTO attempts (job_id, task_idx, number, pid, start_us, end_us, failure, "
             "log_path, detail) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) "
             "ON CONFLICT (job_id, task_idx, number) DO UPDATE SET pid = excluded.pid, "
@@ -326,7 +366,7 @@ absl::Status JobStore::Apply(const StoreMutation& m, const std::string& job_id,
     std::vector<const traind::v1::EpochMetrics*> epochs = m.epochs;
     if (m.epoch != nullptr) epochs.insert(epochs.begin(), m.epoch);
     for (const traind::v1::EpochMetrics* epoch : epochs) {
-      Stmt st(db_,
+      Stmt st(db_, stmts_.get(),
               "INSERT OR IGNORE INTO epochs (job_id, task_idx, attempt, epoch, metrics) "
               "VALUES (?1, ?2, ?3, ?4, ?5)");
       STORE_RETURN_IF_ERROR(st.status());
@@ -339,7 +379,7 @@ absl::Status JobStore::Apply(const StoreMutation& m, const std::string& job_id,
       if (epoch_inserted != nullptr && epoch == m.epoch) *epoch_inserted = sqlite3_changes(db_) > 0;
     }
     for (const traind::v1::JobEvent* e : m.events) {
-      Stmt st(db_, "INSERT INTO events (job_id, seq, event) VALUES (?1, ?2, ?3)");
+      Stmt st(db_, stmts_.get(), "INSERT INTO events (job_id, seq, event) VALUES (?1, ?2, ?3)");
       STORE_RETURN_IF_ERROR(st.status());
       st.Bind(1, job_id);
       st.Bind(2, e->sequence());
@@ -359,7 +399,7 @@ absl::Status JobStore::Apply(const StoreMutation& m, const std::string& job_id,
 absl::StatusOr<Job> JobStore::LoadJobLocked(const std::string& job_id) {
   Job job;
   {
-    Stmt st(db_,
+    Stmt st(db_, stmts_.get(),
             "SELECT id, state, spec, create_us, start_us, end_us, failure, result, owner "
             "FROM jobs WHERE id = ?1");
     STORE_RETURN_IF_ERROR(st.status());
@@ -382,7 +422,7 @@ absl::StatusOr<Job> JobStore::LoadJobLocked(const std::string& job_id) {
     job.set_owner(st.Text(8));
   }
   {
-    Stmt st(db_,
+    Stmt st(db_, stmts_.get(),
             "SELECT idx, state, epochs_done, epochs_total, result, failure FROM tasks "
             "WHERE job_id = ?1 ORDER BY idx");
     STORE_RETURN_IF_ERROR(st.status());
@@ -401,7 +441,7 @@ absl::StatusOr<Job> JobStore::LoadJobLocked(const std::string& job_id) {
     }
   }
   {
-    Stmt st(db_,
+    Stmt st(db_, stmts_.get(),
             "SELECT task_idx, number, pid, start_us, end_us, failure, log_path, detail "
             "FROM attempts WHERE job_id = ?1 ORDER BY task_idx, number");
     STORE_RETURN_IF_ERROR(st.status());
@@ -434,7 +474,7 @@ absl::StatusOr<std::vector<Job>> JobStore::LoadActiveJobs() {
   absl::MutexLock lock(&mu_);
   std::vector<std::string> ids;
   {
-    Stmt st(db_, "SELECT id, state FROM jobs ORDER BY seq");
+    Stmt st(db_, stmts_.get(), "SELECT id, state FROM jobs ORDER BY seq");
     STORE_RETURN_IF_ERROR(st.status());
     for (;;) {
       absl::StatusOr<bool> row = st.Step();
@@ -466,7 +506,7 @@ absl::StatusOr<std::vector<Job>> JobStore::ListJobs(const JobListFilter& f,
   absl::StrAppend(&sql, " ORDER BY seq DESC LIMIT ?3");
   std::vector<std::pair<std::string, int64_t>> rows;
   {
-    Stmt st(db_, sql.c_str());
+    Stmt st(db_, stmts_.get(), sql.c_str());
     STORE_RETURN_IF_ERROR(st.status());
     if (!f.name_contains.empty()) st.Bind(1, f.name_contains);
     if (f.before_seq > 0) st.Bind(2, f.before_seq);
@@ -491,7 +531,7 @@ absl::StatusOr<std::vector<Job>> JobStore::ListJobs(const JobListFilter& f,
 absl::StatusOr<std::vector<traind::v1::JobEvent>> JobStore::ReadEvents(const std::string& job_id,
                                                                        int64_t after, int limit) {
   absl::MutexLock lock(&mu_);
-  Stmt st(db_, "SELECT event FROM events WHERE job_id = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3");
+  Stmt st(db_, stmts_.get(), "SELECT event FROM events WHERE job_id = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3");
   STORE_RETURN_IF_ERROR(st.status());
   st.Bind(1, job_id);
   st.Bind(2, after);
@@ -509,7 +549,7 @@ absl::StatusOr<std::vector<traind::v1::JobEvent>> JobStore::ReadEvents(const std
 absl::StatusOr<std::optional<std::string>> JobStore::FindByIdempotencyKey(
     const std::string& owner, const std::string& key) {
   absl::MutexLock lock(&mu_);
-  Stmt st(db_, "SELECT id FROM jobs WHERE owner = ?1 AND idem_key = ?2");
+  Stmt st(db_, stmts_.get(), "SELECT id FROM jobs WHERE owner = ?1 AND idem_key = ?2");
   STORE_RETURN_IF_ERROR(st.status());
   st.Bind(1, owner);
   st.Bind(2, key);
@@ -521,7 +561,7 @@ absl::StatusOr<std::optional<std::string>> JobStore::FindByIdempotencyKey(
 
 absl::StatusOr<int64_t> JobStore::LastEventSequence(const std::string& job_id) {
   absl::MutexLock lock(&mu_);
-  Stmt st(db_, "SELECT COALESCE(MAX(seq), 0) FROM events WHERE job_id = ?1");
+  Stmt st(db_, stmts_.get(), "SELECT COALESCE(MAX(seq), 0) FROM events WHERE job_id = ?1");
   STORE_RETURN_IF_ERROR(st.status());
   st.Bind(1, job_id);
   absl::StatusOr<bool> row = st.Step();
@@ -532,7 +572,7 @@ absl::StatusOr<int64_t> JobStore::LastEventSequence(const std::string& job_id) {
 absl::StatusOr<std::vector<traind::v1::EpochMetrics>> JobStore::ReadEpochs(
     const std::string& job_id) {
   absl::MutexLock lock(&mu_);
-  Stmt st(db_,
+  Stmt st(db_, stmts_.get(),
           "SELECT metrics FROM epochs WHERE job_id = ?1 ORDER BY task_idx, attempt, epoch");
   STORE_RETURN_IF_ERROR(st.status());
   st.Bind(1, job_id);

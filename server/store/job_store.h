@@ -24,6 +24,10 @@
 struct sqlite3;
 
 namespace traind::server {
+struct StatementCache;
+}  // namespace traind::server
+
+namespace traind::server {
 
 // One atomic change: everything in it is written in one transaction.
 struct StoreMutation {
@@ -93,6 +97,7 @@ class JobStore final {
 
   absl::Mutex mu_;
   sqlite3* db_ ABSL_GUARDED_BY(mu_);
+  std::unique_ptr<StatementCache> stmts_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace traind::server

@@ -1,5 +1,6 @@
 // End to end: the real traind and traind-worker binaries, over gRPC on a
 // unix socket, with the iris data.
+#include <algorithm>
 #include <fstream>
 #include <functional>
 #include <map>
@@ -181,6 +182,48 @@ struct BadSpecCase {
   std::function<void(traind::v1::JobSpec*)> mutate;
   std::string field;  // expected at the start of the message, after "spec."
 };
+
+// Workers forked by the zygote (the default) and workers exec'd one per
+// task are the same program given the same task: every fold's result agrees
+// exactly, and both kinds are traind's own children.
+TEST_F(DaemonTest, ZygoteAndExecdWorkersGiveIdenticalResults) {
+  std::vector<JobEvent> events;
+  Job forked = RunToEnd(IrisSpec(), &events);
+  ASSERT_EQ(forked.state(), Job::SUCCEEDED) << forked.DebugString();
+  EXPECT_NE(daemon_->Log().find("worker zygote started"), std::string::npos) << daemon_->Log();
+
+  Daemon direct(dir_.path() + "/direct", {"--cpu-slots=2", "--worker-zygote=false"});
+  ASSERT_TRUE(direct.Start()) << direct.Log();
+  absl::StatusOr<Job> submitted = SubmitJob(direct.stub(), IrisSpec());
+  ASSERT_TRUE(submitted.ok()) << submitted.status();
+  std::vector<JobEvent> direct_events;
+  ASSERT_TRUE(WatchAll(direct.stub(), submitted->id(), 0, &direct_events).ok());
+  Job execd = GetJob(direct.stub(), submitted->id());
+  ASSERT_EQ(execd.state(), Job::SUCCEEDED) << execd.DebugString();
+  EXPECT_EQ(direct.Log().find("worker zygote"), std::string::npos) << direct.Log();
+
+  ASSERT_EQ(forked.tasks_size(), execd.tasks_size());
+  for (int t = 0; t < forked.tasks_size(); ++t) {
+    const traind::v1::FoldResult& a = forked.tasks(t).result();
+    const traind::v1::FoldResult& b = execd.tasks(t).result();
+    EXPECT_EQ(a.best_epoch(), b.best_epoch()) << "task " << t;
+    ASSERT_FALSE(a.val().empty()) << "task " << t;
+    for (const auto& [name, value] : a.val()) {
+      ASSERT_TRUE(b.val().contains(name)) << name;
+      EXPECT_EQ(value, b.val().at(name)) << "task " << t << " val." << name;
+    }
+  }
+  std::vector<double> a_losses, b_losses;
+  for (const JobEvent& e : events) {
+    if (e.has_epoch()) a_losses.push_back(e.epoch().train().at("loss"));
+  }
+  for (const JobEvent& e : direct_events) {
+    if (e.has_epoch()) b_losses.push_back(e.epoch().train().at("loss"));
+  }
+  std::sort(a_losses.begin(), a_losses.end());
+  std::sort(b_losses.begin(), b_losses.end());
+  EXPECT_EQ(a_losses, b_losses);
+}
 
 TEST_F(DaemonTest, InvalidSpecsAreRejectedWithTheFieldPathAndNothingIsStored) {
   std::vector<BadSpecCase> cases = {

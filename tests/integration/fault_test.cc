@@ -4,6 +4,9 @@
 #include <signal.h>
 
 #include <fstream>
+#include <iterator>
+#include <algorithm>
+#include <iterator>
 #include <map>
 #include <set>
 #include <sstream>
@@ -50,6 +53,14 @@ bool ProcessAlive(int pid) {
 }
 
 // Children of `pid` (any state) and how many are zombies.
+// Children of `pid` other than the worker zygote (`traind-worker --zygote`,
+// which lives as long as traind), and how many of them are zombies.
+bool IsZygote(const std::string& pid) {
+  std::ifstream in("/proc/" + pid + "/cmdline");
+  std::string cmdline((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return cmdline.find(std::string("--zygote") + '\0') != std::string::npos;
+}
+
 std::pair<int, int> Children(int pid) {
   int children = 0, zombies = 0;
   DIR* d = opendir("/proc");
@@ -63,7 +74,8 @@ std::pair<int, int> Children(int pid) {
     if (close == std::string::npos) continue;
     std::vector<std::string> f = absl::StrSplit(line.substr(close + 2), ' ');
     int ppid = 0;
-    if (f.size() > 1 && absl::SimpleAtoi(f[1], &ppid) && ppid == pid) {
+    if (f.size() > 1 && absl::SimpleAtoi(f[1], &ppid) && ppid == pid &&
+        !(f[0] != "Z" && IsZygote(e->d_name))) {
       ++children;
       zombies += f[0] == "Z";
     }
@@ -129,27 +141,50 @@ class FaultTest : public ::testing::Test {
   }
 
   // Checks the metric history: per (task, attempt) each epoch once and in
-  // order, and each task's last attempt reported every epoch.
-  void ExpectCompleteHistory(const std::vector<JobEvent>& events, const Job& job, int epochs) {
+  // order, from the first epoch or from the one after the checkpoint the
+  // attempt resumed from; each task's last attempt reported every epoch up
+  // to the last, and an attempt resumed after epoch k follows one that
+  // reported epoch k. Returns the epochs each (task, attempt) resumed after.
+  std::map<std::pair<int, int>, int> ExpectCompleteHistory(const std::vector<JobEvent>& events,
+                                                           const Job& job, int epochs) {
     std::map<std::pair<int, int>, std::vector<int>> seen;
+    std::map<std::pair<int, int>, int> resumed;
     for (const JobEvent& e : events) {
       if (e.has_epoch()) seen[{e.epoch().task(), e.epoch().attempt()}].push_back(e.epoch().epoch());
+      if (e.has_task_state() && e.task_state().resumed_epochs() > 0) {
+        resumed[{e.task_state().task(), e.task_state().attempt()}] = e.task_state().resumed_epochs();
+      }
     }
     for (const auto& [key, list] : seen) {
+      const int first = resumed.count(key) ? resumed[key] + 1 : 1;
       for (size_t i = 0; i < list.size(); ++i) {
-        EXPECT_EQ(list[i], static_cast<int>(i + 1))
+        EXPECT_EQ(list[i], first + static_cast<int>(i))
             << "task " << key.first << " attempt " << key.second << ": epochs out of order or twice";
       }
     }
+    for (const auto& [key, after] : resumed) {
+      int before = 0;  // the most any earlier attempt of the task reported
+      for (const auto& [k, list] : seen) {
+        if (k.first == key.first && k.second < key.second && !list.empty()) {
+          before = std::max(before, list.back());
+        }
+      }
+      EXPECT_GE(before, after) << "task " << key.first << " attempt " << key.second
+                               << " resumed after epoch " << after << " that no attempt reported";
+    }
     for (const Task& t : job.tasks()) {
       const int last = t.attempts(t.attempts_size() - 1).number();
-      const size_t reported = seen[std::make_pair(t.index(), last)].size();
-      EXPECT_EQ(reported, static_cast<size_t>(epochs))
+      const auto key = std::make_pair(t.index(), last);
+      const int first = resumed.count(key) ? resumed[key] + 1 : 1;
+      const std::vector<int>& list = seen[key];
+      EXPECT_EQ(list.size(), static_cast<size_t>(epochs - first + 1))
           << "task " << t.index() << " attempt " << last;
+      if (!list.empty()) EXPECT_EQ(list.back(), epochs) << "task " << t.index();
     }
     for (size_t i = 0; i < events.size(); ++i) {
       EXPECT_EQ(events[i].sequence(), static_cast<int64_t>(i + 1));
     }
+    return resumed;
   }
 
   TempDir dir_;
@@ -246,7 +281,10 @@ TEST_F(FaultTest, SigtermStopsWithinTheGraceAndTheNextStartResumes) {
   Job done = Get(job.id());
   ASSERT_EQ(done.state(), Job::SUCCEEDED) << done.DebugString();
   EXPECT_EQ(done.tasks(0).attempts(0).failure().reason(), Failure::LOST);
-  ExpectCompleteHistory(events, done, epochs);
+  // The stopped worker checkpointed within the grace; the next attempt
+  // continued from there.
+  std::map<std::pair<int, int>, int> resumed = ExpectCompleteHistory(events, done, epochs);
+  EXPECT_GE(resumed[std::make_pair(0, 2)], 3) << "task 0 attempt 2 did not resume";
 }
 
 TEST_F(FaultTest, QueuedJobCancelsAtOnceAndIdempotentResubmitReturnsTheSameJob) {

@@ -25,6 +25,7 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "traind/v1/job.pb.h"
+#include "worker/engine/backend/cpu/cpu_backend.h"
 #include "worker/engine/data/dataset.h"
 #include "worker/engine/data/split.h"
 #include "worker/engine/fit.h"
@@ -225,8 +226,9 @@ TEST(SteadyStateAllocations, HooksSeeAllocations) {
 // dnnl_primitive_execute, whatever the caller does: it copies the arguments
 // into a std::unordered_map (one node per argument plus its bucket array) and
 // makes one more allocation per call — 6 or 7 per matmul for our 4 or 5
-// arguments (src, weights, dst, user scratchpad, bias). Those are bounded
-// here by `matmuls` executions per step, and must not grow from step to step.
+// arguments (src, weights, dst, user scratchpad, bias), fewer per reorder.
+// Those are bounded here by `matmuls` executions (matmuls and reorders) per
+// step, and must not grow from step to step.
 void ExpectSteadyState(const char* name, const traind::v1::JobSpec& spec, const Dataset& data,
                        int matmuls) {
   void* frames[4];
@@ -245,6 +247,17 @@ TEST(SteadyStateAllocations, Mlp784) {
   // 3 forward matmuls, 3 weight gradients, 2 data gradients.
   ExpectSteadyState("MLP 784-512-256-10, batch 128, SGD momentum", MlpSpec({512, 256}, 128),
                     Synthetic(1024, 784, 10), 8);
+}
+
+// bf16 matmuls: the bf16 copies of x, w and dz live in buffers planned with
+// each kernel. Per layer and step: reorders of x and w (forward, reused by
+// the backward pass) and of dz, besides the 3 (first layer: 2) matmuls.
+TEST(SteadyStateAllocations, Mlp784Bf16) {
+  if (!CpuSupportsBf16()) GTEST_SKIP() << "this CPU has neither AVX512-BF16 nor AMX";
+  traind::v1::JobSpec spec = MlpSpec({512, 256}, 128);
+  spec.mutable_training()->set_precision(traind::v1::BF16);
+  ExpectSteadyState("MLP 784-512-256-10, batch 128, SGD momentum, bf16", spec,
+                    Synthetic(1024, 784, 10), 8 + 9);
 }
 
 TEST(SteadyStateAllocations, SmallMlp) {

@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -24,6 +25,7 @@
 #include "worker/engine/metrics.h"
 #include "worker/engine/network.h"
 #include "worker/engine/optimizers.h"
+#include "worker/engine/parallel/communicator.h"
 #include "worker/engine/random.h"
 #include "worker/engine/schedules.h"
 #include "worker/engine/spec_check.h"
@@ -55,10 +57,6 @@ absl::Status CheckInputs(const JobSpec& spec, const Dataset& data, const FoldRow
     }
   }
   if (rows.train.empty()) return InvalidSpecError("the fold has no training rows");
-  if (spec.resources().device() != traind::v1::CPU) {
-    return InvalidSpecError(
-        "resources.device: this engine trains on the CPU only (no GPU backend yet)");
-  }
   if (TargetKindOf(spec) != data.target) {
     return absl::InvalidArgumentError("Fit: the dataset was loaded for another loss");
   }
@@ -118,6 +116,18 @@ absl::Status MakeDirs(const std::string& path) {
   return absl::OkStatus();
 }
 
+// The rows of a batch of `rows` that rank `rank` of `ranks` trains or
+// evaluates: a contiguous share, the first rows % ranks ranks one row more
+// than the others (possibly none).
+struct Share {
+  int64_t first = 0;
+  int64_t rows = 0;
+};
+Share ShareOf(int64_t rows, int rank, int ranks) {
+  const int64_t base = rows / ranks, extra = rows % ranks;
+  return {rank * base + std::min<int64_t>(rank, extra), base + (rank < extra ? 1 : 0)};
+}
+
 // Input and loss-gradient buffers for one batch size.
 struct BatchBuffers {
   int64_t batch = 0;
@@ -134,13 +144,28 @@ class FoldTrainer {
         rows_(rows),
         fold_(fold),
         options_(options),
-        observer_(observer) {}
+        observer_(observer),
+        comm_(options.communicator),
+        rank_(comm_ != nullptr ? comm_->rank() : 0),
+        ranks_(comm_ != nullptr ? comm_->size() : 1),
+        writer_(rank_ == 0) {}
+
+  // True when Run's error is one every rank returns at the same point (a
+  // divergence or stop seen in reduced values, ranks that disagree), so no
+  // rank waits for another.
+  bool every_rank_fails() const { return every_rank_fails_; }
 
   absl::StatusOr<FoldResult> Run() {
     TRAIND_RETURN_IF_ERROR(Prepare());
     TRAIND_RETURN_IF_ERROR(MaybeResume());
+    TRAIND_RETURN_IF_ERROR(CheckRanksAgree());
     TRAIND_RETURN_IF_ERROR(Train());
     TRAIND_RETURN_IF_ERROR(Finish());
+    if (comm_ != nullptr) {
+      // Every rank got here: none returns success while another failed.
+      double done = 1;
+      TRAIND_RETURN_IF_ERROR(comm_->AllReduceSum(&done, 1));
+    }
     return result_;
   }
 
@@ -160,9 +185,12 @@ class FoldTrainer {
     outputs_ = data_.ModelOutputs();
     TRAIND_RETURN_IF_ERROR(CheckOutputs());
 
-    TRAIND_ASSIGN_OR_RETURN(backend_, CreateCpuBackend());
-    TRAIND_ASSIGN_OR_RETURN(Network network,
-                            Network::Create(backend_.get(), width_, spec_.model()));
+    backend_ = options_.backend;
+    if (backend_ == nullptr) {
+      TRAIND_ASSIGN_OR_RETURN(owned_backend_, CreateCpuBackend(spec_.training().precision()));
+      backend_ = owned_backend_.get();
+    }
+    TRAIND_ASSIGN_OR_RETURN(Network network, Network::Create(backend_, width_, spec_.model()));
     network_ = std::make_unique<Network>(std::move(network));
     Rng init_rng(DeriveSeed(spec_.seed(), static_cast<uint64_t>(fold_), kInitStream));
     TRAIND_RETURN_IF_ERROR(network_->Initialize(init_rng));
@@ -180,8 +208,7 @@ class FoldTrainer {
         TRAIND_RETURN_IF_ERROR(backend_->CopyFromHost(initial[i].data(), params_[i].value));
       }
     }
-    TRAIND_ASSIGN_OR_RETURN(optimizer_,
-                            CreateOptimizer(spec_.optimizer(), backend_.get(), params_));
+    TRAIND_ASSIGN_OR_RETURN(optimizer_, CreateOptimizer(spec_.optimizer(), backend_, params_));
     TRAIND_ASSIGN_OR_RETURN(loss_, Loss::Create(spec_.loss(), data_.target, outputs_));
 
     const auto& training = spec_.training();
@@ -215,6 +242,11 @@ class FoldTrainer {
     val_pred_.resize(rows_.val.size() * k);
     val_classes_.resize(rows_.val.size());
     val_values_.resize(values_.empty() ? 0 : rows_.val.size() * k);
+    // Every rank reports metrics over all validation rows: their targets are
+    // set once, whoever evaluates them.
+    FillTargets(rows_.val, val_classes_.data(), val_values_.empty() ? nullptr : val_values_.data());
+    write_artifacts_ = !options_.artifacts_dir.empty();
+    if (comm_ != nullptr) PrepareDataParallel();
 
     result_.set_fold(fold_);
     const TaskPlan plan = PlanTasks(spec_);
@@ -223,6 +255,60 @@ class FoldTrainer {
     result_.set_train_rows(n);
     result_.set_val_rows(static_cast<int64_t>(rows_.val.size()));
     result_.set_selection(selection_.active ? selection_.monitor.Describe() : "last epoch");
+    return absl::OkStatus();
+  }
+
+  // Data parallelism: the gradient buckets, the state every rank keeps in
+  // step, the host buffer of reductions.
+  void PrepareDataParallel() {
+    // Buckets from the end of the flat gradients: backward finishes the
+    // last layers first.
+    const int64_t total = network_->gradients().size();
+    const int64_t per =
+        std::max<int64_t>(Network::kGradientAlignment,
+                          options_.allreduce_bucket_bytes / static_cast<int64_t>(sizeof(float)));
+    for (int64_t end = total; end > 0; end -= per) {
+      buckets_.emplace_back(std::max<int64_t>(0, end - per), end);
+    }
+    for (const Parameter& p : state_) {
+      if (p.grad == nullptr) synced_buffers_.push_back(p);
+    }
+    const int64_t rows = std::max<int64_t>(static_cast<int64_t>(rows_.train.size()),
+                                           static_cast<int64_t>(rows_.val.size()));
+    reduce_.resize(static_cast<size_t>(2 + rows * outputs_));
+  }
+
+  // Data parallelism: the ranks were given the same task and resumed from
+  // the same checkpoint; rank 0's artifacts_dir decides whether artifacts
+  // are written (by rank 0, after a final validation pass of all ranks).
+  absl::Status CheckRanksAgree() {
+    if (comm_ == nullptr) return absl::OkStatus();
+    constexpr int kFields = 3;
+    std::vector<double> all(static_cast<size_t>(ranks_ * kFields), 0.0);
+    double* mine = all.data() + rank_ * kFields;
+    const std::string spec_bytes = spec_.SerializeAsString();
+    const std::vector<int64_t> identity = Identity();
+    mine[0] = epochs_done_;
+    mine[1] = Crc32(identity.data(), identity.size() * sizeof(int64_t),
+                    Crc32(spec_bytes.data(), spec_bytes.size()));
+    mine[2] = options_.artifacts_dir.empty() ? 0 : 1;
+    TRAIND_RETURN_IF_ERROR(comm_->AllReduceSum(all.data(), static_cast<int64_t>(all.size())));
+    every_rank_fails_ = true;  // every rank sees the same sums
+    for (int r = 1; r < ranks_; ++r) {
+      const double* other = all.data() + r * kFields;
+      if (other[1] != all[1]) {
+        return absl::FailedPreconditionError(absl::StrFormat(
+            "data parallelism: rank %d was given another spec, task or rows than rank 0", r));
+      }
+      if (other[0] != all[0]) {
+        return absl::FailedPreconditionError(absl::StrFormat(
+            "data parallelism: rank %d resumed after epoch %d, rank 0 after epoch %d (every "
+            "rank needs the same checkpoint_dir)",
+            r, static_cast<int>(other[0]), static_cast<int>(all[0])));
+      }
+    }
+    every_rank_fails_ = false;
+    write_artifacts_ = all[2] != 0;
     return absl::OkStatus();
   }
 
@@ -297,38 +383,149 @@ class FoldTrainer {
 
   // ------------------------------------------------------------- batches
 
-  // Forward pass of `rows` (and, when training, the backward pass and the
-  // update with `lr`). Predictions go to pred/classes/values at the batch's
-  // rows (each [rows.size(), ...]).
-  absl::Status RunBatch(absl::Span<const int64_t> rows, bool train, double lr, float* pred,
-                        int32_t* classes, float* values, LossSums* sums) {
-    const int64_t batch = static_cast<int64_t>(rows.size());
+  // classes/values[i] = the targets of rows[i] (each [rows.size(), ...]).
+  void FillTargets(absl::Span<const int64_t> rows, int32_t* classes, float* values) const {
     const int64_t k = outputs_;
-    TRAIND_ASSIGN_OR_RETURN(BatchBuffers * b, BuffersFor(batch));
-    TRAIND_RETURN_IF_ERROR(backend_->GatherRows(features_.data(), width_, rows, &b->x));
-    // Targets of the batch, on the host.
-    for (int64_t i = 0; i < batch; ++i) {
-      const int64_t r = rows[static_cast<size_t>(i)];
+    for (size_t i = 0; i < rows.size(); ++i) {
+      const int64_t r = rows[i];
       if (!data_.y.empty()) classes[i] = data_.y[static_cast<size_t>(r)];
       if (!values_.empty()) {
-        std::memcpy(values + i * k, values_.data() + r * k, static_cast<size_t>(k) * sizeof(float));
+        std::memcpy(values + static_cast<int64_t>(i) * k, values_.data() + r * k,
+                    static_cast<size_t>(k) * sizeof(float));
       }
     }
+  }
+
+  // Forward pass of `rows` -> their predictions and targets at
+  // pred/classes/values (each [rows.size(), ...]), *sums; when training, the
+  // gradient of the rows' mean loss in host_grad_, and *buffers hold the
+  // batch for the backward pass. `first_row`: the position of rows[0] in
+  // the global batch (dropout masks are drawn by global row).
+  absl::Status ForwardBatch(absl::Span<const int64_t> rows, bool train, int64_t first_row,
+                            float* pred, int32_t* classes, float* values, LossSums* sums,
+                            BatchBuffers** buffers) {
+    const int64_t batch = static_cast<int64_t>(rows.size());
+    TRAIND_ASSIGN_OR_RETURN(BatchBuffers * b, BuffersFor(batch));
+    TRAIND_RETURN_IF_ERROR(backend_->GatherRows(features_.data(), width_, rows, &b->x));
+    FillTargets(rows, classes, values);
     ForwardMode mode;
     mode.training = train;
     mode.seed = DeriveSeed(dropout_seed_, static_cast<uint64_t>(steps_));
     // x: [batch, width] -> outputs: [batch, k]
-    TRAIND_ASSIGN_OR_RETURN(Tensor * outputs, network_->Forward(b->x, mode));
+    TRAIND_ASSIGN_OR_RETURN(Tensor * outputs, network_->Forward(b->x, mode, first_row));
     TRAIND_RETURN_IF_ERROR(backend_->CopyToHost(*outputs, host_out_.data()));
     BatchTargets targets;
     targets.classes = classes;
     targets.values = values;
     loss_->Compute(host_out_.data(), batch, targets, train ? host_grad_.data() : nullptr, sums);
     loss_->Predict(host_out_.data(), batch, pred);
-    if (!train || !std::isfinite(sums->value_sum)) return absl::OkStatus();
-    TRAIND_RETURN_IF_ERROR(backend_->CopyFromHost(host_grad_.data(), &b->doutputs));
-    TRAIND_RETURN_IF_ERROR(network_->Backward(b->x, &b->doutputs));
+    *buffers = b;
+    return absl::OkStatus();
+  }
+
+  // One optimizer step with learning rate `lr` on the global batch `batch`,
+  // which starts at position `start` of the epoch's order: this rank's
+  // share of it forward and backward, the gradients summed across ranks,
+  // the update. *sums: the loss sums of the whole batch (all ranks); when
+  // they are not finite, nothing is updated. *stop: some rank's observer
+  // asked to stop (data parallelism; one rank polls after the step).
+  absl::Status TrainStep(absl::Span<const int64_t> batch, int64_t start, double lr, LossSums* sums,
+                         bool* stop) {
+    const int64_t k = outputs_;
+    const Share share = ShareOf(static_cast<int64_t>(batch.size()), rank_, ranks_);
+    const int64_t at = start + share.first;  // the share's position in the epoch's order
+    BatchBuffers* b = nullptr;
+    LossSums mine;
+    if (share.rows > 0) {
+      TRAIND_RETURN_IF_ERROR(ForwardBatch(
+          batch.subspan(static_cast<size_t>(share.first), static_cast<size_t>(share.rows)),
+          /*train=*/true, share.first, train_pred_.data() + at * k, train_classes_.data() + at,
+          train_values_.empty() ? nullptr : train_values_.data() + at * k, &mine, &b));
+    }
+    *sums = mine;
+    if (comm_ != nullptr) {
+      // The batch's loss (every rank sees a divergence at the same batch)
+      // and whether any rank was asked to stop, in one reduction.
+      double totals[3] = {mine.value_sum, mine.weight_sum,
+                          observer_ != nullptr && observer_->StopRequested() ? 1.0 : 0.0};
+      TRAIND_RETURN_IF_ERROR(comm_->AllReduceSum(totals, 3));
+      sums->value_sum = totals[0];
+      sums->weight_sum = totals[1];
+      *stop = totals[2] > 0;
+    }
+    if (!std::isfinite(sums->value_sum)) return absl::OkStatus();
+    next_bucket_ = 0;
+    if (share.rows > 0) {
+      if (mine.weight_sum != sums->weight_sum) {
+        // host_grad_ is the gradient of the share's mean loss; the update
+        // follows the global batch's mean: scale by the share's weight.
+        const float scale =
+            sums->weight_sum > 0 ? static_cast<float>(mine.weight_sum / sums->weight_sum) : 0.0f;
+        for (int64_t i = 0; i < share.rows * k; ++i) host_grad_[static_cast<size_t>(i)] *= scale;
+      }
+      TRAIND_RETURN_IF_ERROR(backend_->CopyFromHost(host_grad_.data(), &b->doutputs));
+      if (comm_ == nullptr) {
+        TRAIND_RETURN_IF_ERROR(network_->Backward(b->x, &b->doutputs));
+      } else {
+        // Each bucket is summed as soon as backward has finished it.
+        TRAIND_RETURN_IF_ERROR(network_->Backward(b->x, &b->doutputs, [this](size_t layer) {
+          return ReduceBucketsFrom(network_->gradients_ready_from(layer));
+        }));
+      }
+    } else if (network_->gradients().size() > 0) {
+      // No rows here this step: a zero gradient joins the sum.
+      TRAIND_RETURN_IF_ERROR(backend_->Fill(0.0f, &network_->gradients()));
+    }
+    if (comm_ != nullptr) {
+      TRAIND_RETURN_IF_ERROR(ReduceBucketsFrom(0));
+      TRAIND_RETURN_IF_ERROR(SyncBuffers(
+          share.rows > 0, std::min<int64_t>(static_cast<int64_t>(batch.size()), ranks_)));
+    }
+    // Clipping (inside Step) sees the summed gradient.
     return optimizer_->Step(lr);
+  }
+
+  // Sums, across ranks, the gradient buckets not yet summed that start at
+  // or after flat offset `ready`, in bucket order (the same on every rank).
+  absl::Status ReduceBucketsFrom(int64_t ready) {
+    float* grads = network_->gradients().f32();
+    while (next_bucket_ < buckets_.size() && buckets_[next_bucket_].first >= ready) {
+      const auto [begin, end] = buckets_[next_bucket_++];
+      TRAIND_RETURN_IF_ERROR(comm_->AllReduceSum(grads + begin, end - begin));
+    }
+    return absl::OkStatus();
+  }
+
+  // Running statistics (batch norm) are updated from each rank's own rows;
+  // after every step they are replaced by their mean over the `ranks` ranks
+  // that had rows (`ran`: this one did), so all ranks keep the same state.
+  absl::Status SyncBuffers(bool ran, int64_t ranks) {
+    for (const Parameter& p : synced_buffers_) {
+      if (!ran) TRAIND_RETURN_IF_ERROR(backend_->Fill(0.0f, p.value));
+      TRAIND_RETURN_IF_ERROR(comm_->AllReduceSum(p.value->f32(), p.value->size()));
+      if (ranks > 1) {
+        TRAIND_RETURN_IF_ERROR(backend_->Scale(1.0f / static_cast<float>(ranks), p.value));
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  // Data parallelism: values[0, count) (this rank's rows set, the others'
+  // zero) and *sums (unless null) summed across ranks, so every rank holds
+  // all rows' predictions and the pass's loss sums.
+  absl::Status ReduceRows(float* values, int64_t count, LossSums* sums) {
+    reduce_[0] = sums != nullptr ? sums->value_sum : 0.0;
+    reduce_[1] = sums != nullptr ? sums->weight_sum : 0.0;
+    for (int64_t i = 0; i < count; ++i) reduce_[static_cast<size_t>(2 + i)] = values[i];
+    TRAIND_RETURN_IF_ERROR(comm_->AllReduceSum(reduce_.data(), 2 + count));
+    for (int64_t i = 0; i < count; ++i) {
+      values[i] = static_cast<float>(reduce_[static_cast<size_t>(2 + i)]);
+    }
+    if (sums != nullptr) {
+      sums->value_sum = reduce_[0];
+      sums->weight_sum = reduce_[1];
+    }
+    return absl::OkStatus();
   }
 
   PassPredictions Pass(int64_t rows, const std::vector<float>& pred,
@@ -344,20 +541,29 @@ class FoldTrainer {
     return p;
   }
 
-  // A full evaluation pass over rows.val -> val_pred_ etc., *sums.
+  // A full evaluation pass over rows.val -> val_pred_ etc., *sums. With
+  // data parallelism each rank evaluates its share of the rows, and the
+  // predictions and sums are then summed across ranks.
   absl::Status Validate(LossSums* sums) {
     const int64_t n = static_cast<int64_t>(rows_.val.size());
     const int64_t k = outputs_;
-    for (int64_t start = 0; start < n; start += batch_size_) {
-      const int64_t size = std::min(batch_size_, n - start);
+    const Share share = ShareOf(n, rank_, ranks_);
+    if (comm_ != nullptr) std::fill(val_pred_.begin(), val_pred_.end(), 0.0f);
+    // Batches of the largest training share: their buffers exist already.
+    const int64_t chunk = (batch_size_ + ranks_ - 1) / ranks_;
+    const int64_t end = share.first + share.rows;
+    for (int64_t start = share.first; start < end; start += chunk) {
+      const int64_t size = std::min(chunk, end - start);
       LossSums batch;
-      TRAIND_RETURN_IF_ERROR(
-          RunBatch(absl::MakeConstSpan(rows_.val).subspan(static_cast<size_t>(start),
-                                                          static_cast<size_t>(size)),
-                   /*train=*/false, 0, val_pred_.data() + start * k, val_classes_.data() + start,
-                   val_values_.empty() ? nullptr : val_values_.data() + start * k, &batch));
+      BatchBuffers* b = nullptr;
+      TRAIND_RETURN_IF_ERROR(ForwardBatch(
+          absl::MakeConstSpan(rows_.val).subspan(static_cast<size_t>(start),
+                                                 static_cast<size_t>(size)),
+          /*train=*/false, 0, val_pred_.data() + start * k, val_classes_.data() + start,
+          val_values_.empty() ? nullptr : val_values_.data() + start * k, &batch, &b));
       sums->Add(batch);
     }
+    if (comm_ != nullptr) TRAIND_RETURN_IF_ERROR(ReduceRows(val_pred_.data(), n * k, sums));
     return absl::OkStatus();
   }
 
@@ -372,18 +578,20 @@ class FoldTrainer {
       const auto start_time = std::chrono::steady_clock::now();
       const double lr = schedule_->LearningRate(epoch - 1);
       if (shuffle_) Shuffle(order_.data(), order_.size(), shuffle_rng_);
+      // Data parallelism: each rank fills its own rows of train_pred_.
+      if (comm_ != nullptr) std::fill(train_pred_.begin(), train_pred_.end(), 0.0f);
       LossSums train_loss;
       int64_t seen = 0;
       for (int64_t b = 0; b < batches_per_epoch_ && steps_ < max_steps_; ++b) {
         const int64_t start = b * batch_size_;
         const int64_t size = std::min(batch_size_, n - start);
         LossSums sums;
-        TRAIND_RETURN_IF_ERROR(RunBatch(
-            absl::MakeConstSpan(order_).subspan(static_cast<size_t>(start),
-                                                static_cast<size_t>(size)),
-            /*train=*/true, lr, train_pred_.data() + start * k, train_classes_.data() + start,
-            train_values_.empty() ? nullptr : train_values_.data() + start * k, &sums));
+        bool stop = false;
+        TRAIND_RETURN_IF_ERROR(TrainStep(absl::MakeConstSpan(order_).subspan(
+                                             static_cast<size_t>(start), static_cast<size_t>(size)),
+                                         start, lr, &sums, &stop));
         if (!std::isfinite(sums.value_sum)) {
+          every_rank_fails_ = true;  // the batch's loss is summed across ranks
           return DivergedError(absl::StrFormat("loss became %s at epoch %d, batch %d",
                                                std::isnan(sums.value_sum) ? "nan" : "inf", epoch,
                                                b + 1));
@@ -391,8 +599,10 @@ class FoldTrainer {
         train_loss.Add(sums);
         seen += size;
         ++steps_;
-        if (observer_ != nullptr && observer_->StopRequested()) {
+        if (comm_ == nullptr) stop = observer_ != nullptr && observer_->StopRequested();
+        if (stop) {
           TRAIND_RETURN_IF_ERROR(WriteStopCheckpoint());
+          every_rank_fails_ = true;  // the stop was agreed across ranks
           return CancelledError(
               absl::StrFormat("stopped on request at epoch %d, batch %d", epoch, b + 1));
         }
@@ -402,6 +612,11 @@ class FoldTrainer {
       report.set_attempt(options_.attempt);
       report.set_epoch(epoch);
       report.set_batches(steps_);
+      if (comm_ != nullptr) {
+        FillTargets(absl::MakeConstSpan(order_).subspan(0, static_cast<size_t>(seen)),
+                    train_classes_.data(), train_values_.empty() ? nullptr : train_values_.data());
+        TRAIND_RETURN_IF_ERROR(ReduceRows(train_pred_.data(), seen * k, nullptr));
+      }
       WriteMetrics(metrics_.train, Pass(seen, train_pred_, train_classes_, train_values_),
                    train_loss.mean(), top_k_, report.mutable_train());
       const bool last = steps_ >= max_steps_;
@@ -409,6 +624,7 @@ class FoldTrainer {
         LossSums val_loss;
         TRAIND_RETURN_IF_ERROR(Validate(&val_loss));
         if (!std::isfinite(val_loss.mean())) {
+          every_rank_fails_ = true;
           return DivergedError(absl::StrFormat("validation loss became %s at epoch %d",
                                                std::isnan(val_loss.mean()) ? "nan" : "inf", epoch));
         }
@@ -417,14 +633,20 @@ class FoldTrainer {
             Pass(static_cast<int64_t>(rows_.val.size()), val_pred_, val_classes_, val_values_),
             val_loss.mean(), top_k_, report.mutable_val());
       }
-      report.set_seconds(
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - start_time).count());
+      double seconds =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start_time).count();
+      if (comm_ != nullptr) {
+        // Rank 0's time: every rank reports the same metrics.
+        if (rank_ != 0) seconds = 0;
+        TRAIND_RETURN_IF_ERROR(comm_->AllReduceSum(&seconds, 1));
+      }
+      report.set_seconds(seconds);
       TRAIND_RETURN_IF_ERROR(Handlers(epoch, report));
       *result_.mutable_final_train() = report.train();
       result_.set_epochs_run(epoch);
       if (observer_ != nullptr) TRAIND_RETURN_IF_ERROR(observer_->OnEpochEnd(report));
       epochs_done_ = epoch;
-      if (!options_.checkpoint_dir.empty()) {
+      if (writer_ && !options_.checkpoint_dir.empty()) {
         Snapshot(&snapshot_);
         snapshot_valid_ = true;
         const int32_t every = spec_.has_checkpoint() ? spec_.checkpoint().every_epochs() : 0;
@@ -467,7 +689,7 @@ class FoldTrainer {
       schedule_->Observe(value, plateau_.monitor.maximize);
     }
     if (best_ckpt_.active && best_ckpt_.ValueOf(report, &value) &&
-        best_ckpt_.Update(value, epoch)) {
+        best_ckpt_.Update(value, epoch) && writer_) {
       CheckpointWriter writer;
       epochs_done_ = epoch;  // the snapshot is of this epoch
       Snapshot(&writer);
@@ -656,7 +878,7 @@ class FoldTrainer {
   }
 
   absl::Status WriteStopCheckpoint() {
-    if (options_.checkpoint_dir.empty() || !snapshot_valid_) return absl::OkStatus();
+    if (!writer_ || options_.checkpoint_dir.empty() || !snapshot_valid_) return absl::OkStatus();
     WritePeriodic(epochs_done_);
     return absl::OkStatus();
   }
@@ -700,14 +922,17 @@ class FoldTrainer {
         TRAIND_RETURN_IF_ERROR(backend_->CopyFromHost(best_state_[i].data(), state_[i].value));
       }
     }
-    if (options_.artifacts_dir.empty()) return absl::OkStatus();
-    TRAIND_RETURN_IF_ERROR(MakeDirs(options_.artifacts_dir));
+    // Only rank 0 writes artifacts; with validation rows every rank takes
+    // part in the last validation pass.
+    if (!write_artifacts_) return absl::OkStatus();
+    if (writer_) TRAIND_RETURN_IF_ERROR(MakeDirs(options_.artifacts_dir));
     if (has_val_) {
       LossSums sums;
       TRAIND_RETURN_IF_ERROR(Validate(&sums));
+      if (!writer_) return absl::OkStatus();
       TRAIND_RETURN_IF_ERROR(WritePredictions(options_.artifacts_dir + "/predictions.csv"));
       result_.set_predictions_path(options_.artifacts_dir + "/predictions.csv");
-    } else {
+    } else if (writer_) {
       CheckpointWriter writer;
       Snapshot(&writer);
       TRAIND_RETURN_IF_ERROR(writer.WriteFile(options_.artifacts_dir + "/model.ckpt"));
@@ -760,6 +985,13 @@ class FoldTrainer {
   const int32_t fold_;
   const FitOptions options_;
   FitObserver* const observer_;
+  // Data parallelism: null with one rank. Only rank 0 (writer_) writes
+  // checkpoints and artifacts.
+  Communicator* const comm_;
+  const int rank_, ranks_;
+  const bool writer_;
+  bool write_artifacts_ = false;
+  bool every_rank_fails_ = false;
 
   ResolvedMetrics metrics_;
   int top_k_ = 5;
@@ -794,8 +1026,17 @@ class FoldTrainer {
   CheckpointWriter snapshot_;
   bool snapshot_valid_ = false;
 
+  // Data parallelism: gradient buckets [begin, end) of the flat gradients,
+  // last first; running statistics kept equal across ranks; host buffer of
+  // the reductions of predictions.
+  std::vector<std::pair<int64_t, int64_t>> buckets_;
+  size_t next_bucket_ = 0;
+  std::vector<Parameter> synced_buffers_;
+  std::vector<double> reduce_;
+
   // Declared before what they own memory for: destroyed last.
-  std::unique_ptr<Backend> backend_;
+  std::unique_ptr<Backend> owned_backend_;  // when FitOptions::backend is null
+  Backend* backend_ = nullptr;
   std::unique_ptr<Network> network_;
   std::vector<Parameter> params_, state_;
   std::unique_ptr<Optimizer> optimizer_;
@@ -808,9 +1049,32 @@ class FoldTrainer {
 
 absl::StatusOr<FoldResult> Fit(const JobSpec& spec, const Dataset& data, const FoldRows& rows,
                                int32_t fold, const FitOptions& options, FitObserver* observer) {
-  TRAIND_RETURN_IF_ERROR(CheckTrainingSpec(spec));
-  TRAIND_RETURN_IF_ERROR(CheckInputs(spec, data, rows));
-  return FoldTrainer(spec, data, rows, fold, options, observer).Run();
+  bool every_rank_fails = false;
+  absl::StatusOr<FoldResult> result = [&]() -> absl::StatusOr<FoldResult> {
+    TRAIND_RETURN_IF_ERROR(CheckTrainingSpec(spec));
+    TRAIND_RETURN_IF_ERROR(CheckInputs(spec, data, rows));
+    const bool cpu = options.backend == nullptr || absl::StartsWith(options.backend->name(), "cpu");
+    if (spec.resources().device() == traind::v1::GPU && cpu) {
+      return InvalidSpecError(
+          "resources.device: gpu, but this run trains on the CPU backend (a GPU job needs the "
+          "CUDA backend)");
+    }
+    const Communicator* comm = options.communicator;
+    if (comm != nullptr && (comm->size() < 1 || comm->rank() < 0 || comm->rank() >= comm->size())) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("Fit: communicator of rank %d of %d ranks", comm->rank(), comm->size()));
+    }
+    FoldTrainer trainer(spec, data, rows, fold, options, observer);
+    absl::StatusOr<FoldResult> trained = trainer.Run();
+    every_rank_fails = trainer.every_rank_fails();
+    return trained;
+  }();
+  // A rank that fails alone must not leave the others waiting in a
+  // collective.
+  if (!result.ok() && options.communicator != nullptr && !every_rank_fails) {
+    options.communicator->Abort(result.status().message());
+  }
+  return result;
 }
 
 }  // namespace traind::engine

@@ -43,26 +43,53 @@ struct FitOptions {
   // Where checkpoints live (created if missing); empty: no checkpoints and
   // no resume. A valid checkpoint of the same spec and task there is resumed
   // from (the latest one); corrupt ones are reported through
-  // FitObserver::OnWarning and skipped.
+  // FitObserver::OnWarning and skipped. Data parallelism: every rank resumes
+  // from it (give every rank the same directory); only rank 0 writes.
   std::string checkpoint_dir;
   // Where the task's artifacts go (created if missing); empty: none.
   // predictions.csv holds the validation rows' predictions of the final
   // (best, when restored) model; a task without validation rows writes its
-  // model as model.ckpt.
+  // model as model.ckpt. Data parallelism: rank 0's decides, and only rank 0
+  // writes (and sets FoldResult's predictions_path / model_path).
   std::string artifacts_dir;
   // Tests and warm starts: replaces the initialized trainable parameters, in
   // Network::parameters() order ([in, out] row-major weights). Not owned.
   const std::vector<std::vector<float>>* initial_parameters = nullptr;
   // The backend to train on (not owned; outlives Fit). Null: Fit creates
-  // the CPU backend.
+  // the CPU backend. A spec with resources.device: gpu is refused on the CPU
+  // backend.
   Backend* backend = nullptr;
   // Data parallelism (not owned; outlives Fit). With a communicator of size
   // N, this call is rank communicator->rank() of N processes (or threads)
-  // that call Fit with the same spec, data and rows: each trains on its
-  // share of every global batch of training.batch_size rows, gradients are
-  // summed across ranks before every update, and metrics are reduced so that
-  // every rank reports the same numbers. Null: one rank.
+  // that call Fit with the same spec, data and rows:
+  // - training.batch_size is the global batch. Every rank draws the same
+  //   shuffled order; each global batch is split into N contiguous shares
+  //   whose sizes differ by at most one row (a rank may get none of a small
+  //   last batch; it still takes part in every collective).
+  // - Each share's loss gradient is weighted by its part of the global
+  //   batch's loss weight, and the gradients (one flat buffer, see Network)
+  //   are summed across ranks in buckets of allreduce_bucket_bytes, each as
+  //   soon as the backward pass has finished it, before every update; so the
+  //   update, gradient clipping included, is the one-rank update of the
+  //   global batch. Dropout masks are drawn by global row, as with one rank.
+  // - Batch norm normalizes with each share's own statistics (as PyTorch's
+  //   DistributedDataParallel does), so with batch norm N ranks differ from
+  //   one rank; its running statistics are averaged across ranks after every
+  //   step, so all ranks keep the same model.
+  // - Train metrics, validation (each rank evaluates a share of rows.val)
+  //   and EpochMetrics.seconds (rank 0's) are reduced so that every rank
+  //   reports the same EpochMetrics and takes the same early-stopping and
+  //   best-epoch decisions; without batch norm they equal one rank's within
+  //   float rounding.
+  // - Observers run on every rank. A stop requested on any rank stops every
+  //   rank after the same batch. A rank that fails calls
+  //   communicator->Abort() with its error, so the others fail fast (their
+  //   error names it) instead of waiting; Fit succeeds on no rank unless it
+  //   succeeds on all.
+  // Null: one rank.
   Communicator* communicator = nullptr;
+  // Data parallelism: the size of the pieces the gradients are summed in.
+  int64_t allreduce_bucket_bytes = int64_t{4} << 20;
 };
 
 // Trains spec.model on rows.train of `data` and validates on rows.val.

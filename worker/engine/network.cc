@@ -10,6 +10,25 @@
 #include "worker/engine/status.h"
 
 namespace traind::engine {
+namespace {
+
+// Rng is a counter: Rng(seed) after `draws` draws is Rng(AdvanceSeed(seed,
+// draws)), whose outputs are those of Rng(seed) from draw `draws` on.
+constexpr uint64_t AdvanceSeed(uint64_t seed, uint64_t draws) {
+  return seed + draws * 0x9E3779B97F4A7C15ULL;
+}
+static_assert(
+    [] {
+      Rng rng(5);
+      for (int i = 0; i < 3; ++i) rng.Next();
+      return rng.state();
+    }() == AdvanceSeed(5, 3),
+    "Rng must stay a counter for Network::Forward's first_row");
+
+// The deleter of a view: the flat buffer owns the memory.
+void KeepMemory(void*) {}
+
+}  // namespace
 
 ActivationFn ToActivationFn(traind::v1::Activation activation, bool has_alpha, double alpha) {
   ActivationFn f;
@@ -104,7 +123,42 @@ absl::StatusOr<Network> Network::Create(Backend* backend, int64_t inputs,
     width = layer->out();
     network.layers_.push_back(std::move(layer));
   }
+  TRAIND_RETURN_IF_ERROR(network.FlattenGradients());
   return network;
+}
+
+absl::Status Network::FlattenGradients() {
+  auto padded = [](int64_t n) {
+    return (n + kGradientAlignment - 1) / kGradientAlignment * kGradientAlignment;
+  };
+  std::vector<std::vector<Parameter>> per_layer(layers_.size());
+  gradient_starts_.assign(layers_.size(), 0);
+  int64_t total = 0;
+  for (size_t l = 0; l < layers_.size(); ++l) {
+    layers_[l]->AppendParameters("", &per_layer[l]);
+    gradient_starts_[l] = total;
+    for (const Parameter& p : per_layer[l]) {
+      if (p.grad == nullptr || p.grad->dtype() != DType::kF32) {
+        return absl::InternalError("network: a trainable parameter without an f32 gradient");
+      }
+      total += padded(p.grad->size());
+    }
+  }
+  if (total == 0) return absl::OkStatus();
+  TRAIND_ASSIGN_OR_RETURN(gradients_, backend_->Allocate1d(DType::kF32, total));
+  TRAIND_RETURN_IF_ERROR(backend_->Fill(0.0f, &gradients_));
+  float* base = gradients_.f32();
+  int64_t offset = 0;
+  for (const std::vector<Parameter>& params : per_layer) {
+    for (const Parameter& p : params) {
+      Tensor* g = p.grad;
+      // The layer's own gradient tensor is freed; the view takes its place.
+      *g = Tensor(base + offset, &KeepMemory, DType::kF32, g->rows(), g->cols(), g->rank(),
+                  gradients_.space());
+      offset += padded(g->size());
+    }
+  }
+  return absl::OkStatus();
 }
 
 absl::Status Network::Initialize(Rng& rng) {
@@ -131,7 +185,8 @@ absl::StatusOr<Network::Workspace*> Network::WorkspaceFor(int64_t batch) {
   return workspaces_.back().get();
 }
 
-absl::StatusOr<Tensor*> Network::Forward(const Tensor& x, const ForwardMode& mode) {
+absl::StatusOr<Tensor*> Network::Forward(const Tensor& x, const ForwardMode& mode,
+                                         int64_t first_row) {
   if (x.cols() != inputs_) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "network forward: x has %d columns, the network %d inputs", x.cols(), inputs_));
@@ -142,6 +197,10 @@ absl::StatusOr<Tensor*> Network::Forward(const Tensor& x, const ForwardMode& mod
   ForwardMode layer_mode = mode;
   for (size_t l = 0; l < layers_.size(); ++l) {
     layer_mode.seed = DeriveSeed(mode.seed, static_cast<uint64_t>(l));
+    if (first_row > 0) {
+      layer_mode.seed =
+          AdvanceSeed(layer_mode.seed, static_cast<uint64_t>(first_row * layers_[l]->out()));
+    }
     TRAIND_RETURN_IF_ERROR(layers_[l]->Forward(*input, layer_mode, &ws->y[l]));
     input = &ws->y[l];
   }
@@ -149,6 +208,11 @@ absl::StatusOr<Tensor*> Network::Forward(const Tensor& x, const ForwardMode& mod
 }
 
 absl::Status Network::Backward(const Tensor& x, Tensor* doutputs) {
+  return Backward(x, doutputs, [](size_t) { return absl::OkStatus(); });
+}
+
+absl::Status Network::Backward(const Tensor& x, Tensor* doutputs,
+                               absl::FunctionRef<absl::Status(size_t layer)> layer_done) {
   TRAIND_ASSIGN_OR_RETURN(Workspace * ws, WorkspaceFor(x.rows()));
   // doutputs: [batch, outputs] -> dy[L-2] -> ... -> dy[0]: [batch, w0].
   // The first layer's dx (the gradient w.r.t. the data) is never computed.
@@ -157,6 +221,7 @@ absl::Status Network::Backward(const Tensor& x, Tensor* doutputs) {
     Tensor* dy = l + 1 == layers_.size() ? doutputs : &ws->dy[l];
     Tensor* dx = l == 0 ? nullptr : &ws->dy[l - 1];
     TRAIND_RETURN_IF_ERROR(layers_[l]->Backward(input, ws->y[l], dy, dx));
+    TRAIND_RETURN_IF_ERROR(layer_done(l));
   }
   return absl::OkStatus();
 }

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "traind/v1/job.pb.h"
@@ -19,12 +20,22 @@
 
 namespace traind::engine {
 
+// Every trainable parameter's gradient lives in one flat buffer,
+// gradients(), allocated once by Create: the layers' gradient tensors are
+// views into it, in parameters() order, each starting at a multiple of
+// kGradientAlignment floats (the gaps hold zeros). A data-parallel step
+// sums it across ranks in a few large pieces instead of one call per tensor.
+//
 // Thread safety: not thread-safe.
 class Network {
  public:
+  // Floats between the starts of consecutive gradients in gradients() are a
+  // multiple of this (256 bytes, the alignment of a device allocation).
+  static constexpr int64_t kGradientAlignment = 64;
+
   // The layers of `model` for `inputs` input features, parameters
-  // uninitialized. Errors: InvalidSpecError with a field path for a model
-  // CheckModelSpec would reject.
+  // uninitialized, gradients zero. Errors: InvalidSpecError with a field
+  // path for a model CheckModelSpec would reject.
   // REQUIRES: backend outlives the network.
   static absl::StatusOr<Network> Create(Backend* backend, int64_t inputs,
                                         const traind::v1::ModelSpec& model);
@@ -38,13 +49,34 @@ class Network {
   // x: [batch, inputs] -> outputs: [batch, outputs]. The outputs live in the
   // network's buffers for this batch size until its next Forward. Layer l's
   // randomness is seeded with DeriveSeed(mode.seed, l).
-  absl::StatusOr<Tensor*> Forward(const Tensor& x, const ForwardMode& mode);
+  absl::StatusOr<Tensor*> Forward(const Tensor& x, const ForwardMode& mode) {
+    return Forward(x, mode, 0);
+  }
   absl::StatusOr<Tensor*> Forward(const Tensor& x) { return Forward(x, ForwardMode()); }
+  // As Forward(x, mode), for rows first_row, first_row + 1, ... of a larger
+  // batch (one rank's share of a global batch): each layer's randomness
+  // continues its stream at the share's first element, so the rows draw the
+  // dropout masks they draw in a pass over the whole batch. (The backends
+  // draw element i of a mask from the i-th output of Rng(seed).)
+  absl::StatusOr<Tensor*> Forward(const Tensor& x, const ForwardMode& mode, int64_t first_row);
 
   // doutputs: [batch, outputs] = dL/doutputs (overwritten) -> every
   // parameter's grad (overwritten, not accumulated).
   // REQUIRES: the last Forward with this batch size was a training Forward(x).
   absl::Status Backward(const Tensor& x, Tensor* doutputs);
+  // As Backward; calls layer_done(l) after layer l's backward pass (from the
+  // last layer to the first), when the gradients from
+  // gradients_ready_from(l) to the end of gradients() are final. An error
+  // from layer_done stops the pass and is returned.
+  absl::Status Backward(const Tensor& x, Tensor* doutputs,
+                        absl::FunctionRef<absl::Status(size_t layer)> layer_done);
+
+  // The gradients of all trainable parameters: [count] (see the class
+  // comment). Empty when the network has no trainable parameters.
+  Tensor& gradients() { return gradients_; }
+  // The offset in gradients() of the first gradient of layers l, l + 1, ...
+  // (gradients().size() when none of them has parameters).
+  int64_t gradients_ready_from(size_t layer) const { return gradient_starts_[layer]; }
 
   int64_t inputs() const { return inputs_; }
   int64_t outputs() const { return layers_.back()->out(); }
@@ -67,9 +99,14 @@ class Network {
   Network(Backend* backend, int64_t inputs) : backend_(backend), inputs_(inputs) {}
 
   absl::StatusOr<Workspace*> WorkspaceFor(int64_t batch);
+  // Allocates gradients_ and makes every layer's gradient a view into it.
+  absl::Status FlattenGradients();
 
   Backend* backend_;
   int64_t inputs_;
+  // Declared before the layers, whose gradient tensors are views into it.
+  Tensor gradients_;
+  std::vector<int64_t> gradient_starts_;  // [layers]
   std::vector<std::unique_ptr<Layer>> layers_;
   std::vector<std::unique_ptr<Workspace>> workspaces_;
 };

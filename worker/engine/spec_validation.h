@@ -20,9 +20,17 @@
 
 namespace traind::engine {
 
+// True when this machine's CPU has AVX512-BF16 or AMX-BF16 (cpuid), with the
+// AVX-512 register state enabled by the OS. Detected once per process.
+bool HostCpuHasBf16();
+
 struct ValidationContext {
   // GPUs this server can place tasks on.
   int gpus = 0;
+  // Whether CPU tasks run on a CPU with bf16 matmuls (training.precision:
+  // bf16). The default is this machine's CPU, where the local launcher runs
+  // them; the worker checks its own CPU again when it creates the backend.
+  bool cpu_bf16 = HostCpuHasBf16();
 };
 
 // What validation learned of the model's shape (when the data could be read).
@@ -36,6 +44,11 @@ struct ValidatedShape {
 // be read (the task then fails with DATA_ERROR).
 absl::Status ValidateJobSpec(const traind::v1::JobSpec& spec, const ValidationContext& context,
                              ValidatedShape* shape = nullptr);
+
+// training.precision of a job on the CPU: fp32 (or unspecified) always,
+// bf16 when `cpu_bf16`; tf32 is a GPU mode. The InvalidSpecError names the
+// field. Used at submit (ValidateJobSpec) and by the worker's CPU backend.
+absl::Status CheckCpuPrecision(traind::v1::Precision precision, bool cpu_bf16);
 
 // The tasks a spec expands to.
 //

@@ -213,3 +213,61 @@ TEST(ValidateJobSpecTest, DaemonCases) {
 
 }  // namespace
 }  // namespace traind::engine
+
+namespace traind::engine {
+namespace {
+
+absl::Status ValidateWith(const JobSpec& spec, bool cpu_bf16, int gpus = 0) {
+  ValidationContext context;
+  context.cpu_bf16 = cpu_bf16;
+  context.gpus = gpus;
+  return ValidateJobSpec(spec, context);
+}
+
+TEST(ValidateJobSpecTest, PrecisionOnTheCpu) {
+  JobSpec spec = Iris();
+  for (traind::v1::Precision p : {traind::v1::PRECISION_UNSPECIFIED, traind::v1::FP32}) {
+    spec.mutable_training()->set_precision(p);
+    EXPECT_TRUE(ValidateWith(spec, false).ok()) << ValidateWith(spec, false);
+  }
+
+  spec.mutable_training()->set_precision(traind::v1::BF16);
+  EXPECT_TRUE(ValidateWith(spec, true).ok()) << ValidateWith(spec, true);
+  absl::Status no_bf16 = ValidateWith(spec, false);
+  EXPECT_EQ(FailureKindOf(no_bf16), FailureKind::kInvalidSpec);
+  EXPECT_EQ(no_bf16.message(),
+            "training.precision: bf16 needs a CPU with AVX512-BF16 or AMX (this CPU has "
+            "neither); use fp32");
+
+  spec.mutable_training()->set_precision(traind::v1::TF32);
+  for (bool cpu_bf16 : {false, true}) {
+    absl::Status tf32 = ValidateWith(spec, cpu_bf16);
+    EXPECT_EQ(FailureKindOf(tf32), FailureKind::kInvalidSpec);
+    EXPECT_EQ(tf32.message(),
+              "training.precision: tf32 is a GPU mode (resources.device: gpu); CPU jobs train "
+              "in fp32 or bf16");
+  }
+
+  spec.mutable_training()->set_precision(static_cast<traind::v1::Precision>(9));
+  EXPECT_EQ(ValidateWith(spec, true).message(), "training.precision: unknown value 9");
+}
+
+TEST(ValidateJobSpecTest, PrecisionOnTheGpuIsNotTheCpusConcern) {
+  JobSpec spec = Iris();
+  spec.mutable_resources()->set_device(traind::v1::GPU);
+  spec.mutable_resources()->set_count(1);
+  for (traind::v1::Precision p : {traind::v1::BF16, traind::v1::TF32}) {
+    spec.mutable_training()->set_precision(p);
+    EXPECT_TRUE(ValidateWith(spec, /*cpu_bf16=*/false, /*gpus=*/1).ok())
+        << ValidateWith(spec, false, 1);
+  }
+  spec.mutable_training()->set_precision(static_cast<traind::v1::Precision>(9));
+  EXPECT_EQ(ValidateWith(spec, false, 1).message(), "training.precision: unknown value 9");
+}
+
+TEST(ValidateJobSpecTest, DefaultContextDescribesThisCpu) {
+  EXPECT_EQ(ValidationContext().cpu_bf16, HostCpuHasBf16());
+}
+
+}  // namespace
+}  // namespace traind::engine

@@ -68,10 +68,13 @@ absl::Status InProcessGroup::AllReduce(int rank, T* data, int64_t count) {
   auto all_here = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return !aborted_.empty() || arrived_ == size_;
   };
-  if (!mu_.AwaitWithDeadline(absl::Condition(&all_here), deadline) || !aborted_.empty()) {
+  mu_.AwaitWithDeadline(absl::Condition(&all_here), deadline);
+  if (arrived_ < size_) {  // aborted, or a rank is missing
     if (aborted_.empty()) aborted_ = "a rank did not reach the collective in time";
     return failed();
   }
+  // Every rank is here: the round completes even when a rank aborts before
+  // the others have taken its result (that rank has already returned).
   if (!reduced_) {
     // Sum in rank order into the group's scratch, which stays valid until
     // every rank has copied it (the next round starts only then).

@@ -3,7 +3,9 @@
 // same global batch, and the abort path.
 //
 // Sums are taken in rank order (0, 1, ..., N-1) on every call, so results
-// are deterministic and the same on every rank.
+// are deterministic and the same on every rank. A collective that every rank
+// has reached completes on every rank, even if one of them aborts before the
+// others return from it; Abort fails those not yet reached by all.
 //
 // Thread-safety: each rank's Communicator is used by one thread; the group
 // synchronizes them.

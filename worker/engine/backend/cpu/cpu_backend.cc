@@ -15,6 +15,7 @@
 #include "absl/strings/str_format.h"
 #include "oneapi/dnnl/dnnl.hpp"
 #include "worker/engine/random.h"
+#include "worker/engine/spec_validation.h"
 #include "worker/engine/status.h"
 
 namespace traind::engine {
@@ -288,7 +289,8 @@ class MatmulPlan {
     return plan;
   }
 
-  absl::Status Run(const dnnl::stream& stream, const float* src, const float* weights,
+  // src and weights are f32 or bf16, as the plan was created.
+  absl::Status Run(const dnnl::stream& stream, const void* src, const void* weights,
                    const float* bias, float* dst) const {
     TRAIND_RETURN_IF_ERROR(SetHandle(src_, src));
     TRAIND_RETURN_IF_ERROR(SetHandle(weights_, weights));
@@ -311,15 +313,71 @@ class MatmulPlan {
   }
 
  private:
-  static absl::Status SetHandle(const dnnl::memory& memory, const float* data) {
+  static absl::Status SetHandle(const dnnl::memory& memory, const void* data) {
     // oneDNN takes a non-const pointer for inputs too; it only reads them.
     return FromDnnlStatus(
-        dnnl_memory_set_data_handle_v2(memory.get(), const_cast<float*>(data), nullptr),
+        dnnl_memory_set_data_handle_v2(memory.get(), const_cast<void*>(data), nullptr),
         "set data handle");
   }
 
   dnnl::matmul primitive_;
   dnnl::memory src_, weights_, bias_, dst_, scratchpad_;
+};
+
+// A bf16 buffer of a fixed size, 64-byte aligned, allocated once.
+using Bf16Buffer = std::unique_ptr<void, void (*)(void*)>;
+
+Bf16Buffer AllocateBf16(int64_t elements) {
+  void* p = ::operator new(static_cast<size_t>(std::max<int64_t>(elements, 32)) * 2, kAlignment);
+  return Bf16Buffer(p, &FreeAligned);
+}
+
+// One f32 -> bf16 reorder (round to nearest even) of a plain [rows, cols]
+// matrix, run like MatmulPlan: memory objects without buffers of their own,
+// executed through the C API on a stack array.
+class ReorderPlan {
+ public:
+  ReorderPlan() = default;
+
+  static ReorderPlan Create(const dnnl::engine& engine, int64_t rows, int64_t cols) {
+    using dt = dnnl::memory::data_type;
+    using tag = dnnl::memory::format_tag;
+    const dnnl::memory::desc src({rows, cols}, dt::f32, tag::ab);
+    const dnnl::memory::desc dst({rows, cols}, dt::bf16, tag::ab);
+    dnnl::primitive_attr attr;
+    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    ReorderPlan plan;
+    plan.src_ = dnnl::memory(src, engine, DNNL_MEMORY_NONE);
+    plan.dst_ = dnnl::memory(dst, engine, DNNL_MEMORY_NONE);
+    const dnnl::reorder::primitive_desc pd(engine, src, engine, dst, attr);
+    plan.primitive_ = dnnl::reorder(pd);
+    if (pd.scratchpad_desc().get_size() > 0) {
+      plan.scratchpad_ = dnnl::memory(pd.scratchpad_desc(), engine);
+    }
+    return plan;
+  }
+
+  absl::Status Run(const dnnl::stream& stream, const float* src, void* dst) const {
+    TRAIND_RETURN_IF_ERROR(FromDnnlStatus(
+        dnnl_memory_set_data_handle_v2(src_.get(), const_cast<float*>(src), nullptr),
+        "set data handle"));
+    TRAIND_RETURN_IF_ERROR(FromDnnlStatus(
+        dnnl_memory_set_data_handle_v2(dst_.get(), dst, nullptr), "set data handle"));
+    std::array<dnnl_exec_arg_t, 3> args = {{
+        {DNNL_ARG_FROM, src_.get()},
+        {DNNL_ARG_TO, dst_.get()},
+    }};
+    int nargs = 2;
+    if (scratchpad_) args[nargs++] = {DNNL_ARG_SCRATCHPAD, scratchpad_.get()};
+    TRAIND_RETURN_IF_ERROR(
+        FromDnnlStatus(dnnl_primitive_execute(primitive_.get(), stream.get(), nargs, args.data()),
+                       "reorder execute"));
+    return FromDnnlStatus(dnnl_stream_wait(stream.get()), "stream wait");
+  }
+
+ private:
+  dnnl::reorder primitive_;
+  dnnl::memory src_, dst_, scratchpad_;
 };
 
 class CpuDenseKernel final : public DenseKernel {
@@ -385,12 +443,120 @@ class CpuDenseKernel final : public DenseKernel {
   MatmulPlan forward_, backward_data_, backward_weights_;
 };
 
+// The dense kernel of precision BF16: the three matmuls multiply bf16 copies
+// of x, w and dz (made by reorders into buffers allocated here) and
+// accumulate in fp32 into fp32 y, dx and dw. The activation, the bias and
+// its gradient are fp32, as in CpuDenseKernel.
+//
+// Forward converts x and w and remembers which tensors it converted;
+// Backward converts dz, and converts x or w again only when it is given
+// other tensors than the forward pass (a caller that changes a tensor's
+// values in place between the two breaks the Backward contract anyway).
+class CpuBf16DenseKernel final : public DenseKernel {
+ public:
+  CpuBf16DenseKernel(const dnnl::engine& engine, const dnnl::stream& stream, int64_t batch,
+                     int64_t in, int64_t out, const DenseKernelOptions& options)
+      : stream_(stream),
+        batch_(batch),
+        in_(in),
+        out_(out),
+        activation_(options.activation),
+        bias_(options.bias),
+        x_bf16_(AllocateBf16(batch * in)),
+        w_bf16_(AllocateBf16(in * out)),
+        dz_bf16_(AllocateBf16(batch * out)) {
+    using dt = dnnl::memory::data_type;
+    using tag = dnnl::memory::format_tag;
+    using dims = dnnl::memory::dims;
+    const dnnl::memory::desc x({batch, in}, dt::bf16, tag::ab);
+    const dnnl::memory::desc w({in, out}, dt::bf16, tag::ab);
+    const dnnl::memory::desc dz({batch, out}, dt::bf16, tag::ab);
+    const dnnl::memory::desc b({1, out}, dt::f32, tag::ab);
+    const dnnl::memory::desc y({batch, out}, dt::f32, tag::ab);
+    const dnnl::memory::desc dx({batch, in}, dt::f32, tag::ab);
+    const dnnl::memory::desc dw({in, out}, dt::f32, tag::ab);
+    // Transposed views of the bf16 copies by strides: wᵀ: [out, in], xᵀ: [in, batch].
+    const dnnl::memory::desc w_t({out, in}, dt::bf16, dims{1, out});
+    const dnnl::memory::desc x_t({in, batch}, dt::bf16, dims{1, in});
+
+    dnnl::primitive_attr forward_attr;
+    if (activation_.kind != DenseActivation::kLinear) {
+      dnnl::post_ops ops;
+      AppendPostOp(activation_, &ops);
+      forward_attr.set_post_ops(ops);
+    }
+    // bf16 x: [batch, in] · bf16 w: [in, out] + f32 b -> f32 y: [batch, out], activation fused.
+    forward_ = MatmulPlan::Create(engine, x, w, bias_ ? &b : nullptr, y, forward_attr);
+    // bf16 dz: [batch, out] · bf16 wᵀ: [out, in] -> f32 dx: [batch, in]
+    backward_data_ = MatmulPlan::Create(engine, dz, w_t, nullptr, dx, dnnl::primitive_attr());
+    // bf16 xᵀ: [in, batch] · bf16 dz: [batch, out] -> f32 dw: [in, out]
+    backward_weights_ = MatmulPlan::Create(engine, x_t, dz, nullptr, dw, dnnl::primitive_attr());
+    to_bf16_x_ = ReorderPlan::Create(engine, batch, in);
+    to_bf16_w_ = ReorderPlan::Create(engine, in, out);
+    to_bf16_dz_ = ReorderPlan::Create(engine, batch, out);
+  }
+
+  absl::Status Forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor* y) override {
+    TRAIND_RETURN_IF_ERROR(CheckDenseForwardArgs(x, w, b, *y, batch_, in_, out_, bias_));
+    TRAIND_RETURN_IF_ERROR(ConvertX(x));
+    TRAIND_RETURN_IF_ERROR(ConvertW(w));
+    return forward_.Run(stream_, x_bf16_.get(), w_bf16_.get(), bias_ ? b.f32() : nullptr,
+                        y->f32());
+  }
+
+  absl::Status Backward(const Tensor& x, const Tensor& w, const Tensor& y, Tensor* dy, Tensor* dw,
+                        Tensor* db, Tensor* dx) override {
+    TRAIND_RETURN_IF_ERROR(CheckDenseBackwardArgs(x, w, y, *dy, *dw, db, dx, batch_, in_, out_));
+    float* g = dy->f32();
+    // dy -> dz = dy ⊙ f'(z) (from y), and db = column sums of dz, in one pass.
+    ActivationGradAndBiasSum(activation_, batch_, out_, y.f32(), g,
+                             db != nullptr ? db->f32() : nullptr);
+    TRAIND_RETURN_IF_ERROR(to_bf16_dz_.Run(stream_, g, dz_bf16_.get()));
+    if (x.f32() != x_converted_) TRAIND_RETURN_IF_ERROR(ConvertX(x));
+    TRAIND_RETURN_IF_ERROR(
+        backward_weights_.Run(stream_, x_bf16_.get(), dz_bf16_.get(), nullptr, dw->f32()));
+    if (dx != nullptr) {
+      if (w.f32() != w_converted_) TRAIND_RETURN_IF_ERROR(ConvertW(w));
+      TRAIND_RETURN_IF_ERROR(
+          backward_data_.Run(stream_, dz_bf16_.get(), w_bf16_.get(), nullptr, dx->f32()));
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  absl::Status ConvertX(const Tensor& x) {
+    x_converted_ = nullptr;
+    TRAIND_RETURN_IF_ERROR(to_bf16_x_.Run(stream_, x.f32(), x_bf16_.get()));
+    x_converted_ = x.f32();
+    return absl::OkStatus();
+  }
+  absl::Status ConvertW(const Tensor& w) {
+    w_converted_ = nullptr;
+    TRAIND_RETURN_IF_ERROR(to_bf16_w_.Run(stream_, w.f32(), w_bf16_.get()));
+    w_converted_ = w.f32();
+    return absl::OkStatus();
+  }
+
+  dnnl::stream stream_;
+  const int64_t batch_, in_, out_;
+  const ActivationFn activation_;
+  const bool bias_;
+  Bf16Buffer x_bf16_, w_bf16_, dz_bf16_;  // [batch, in], [in, out], [batch, out]
+  // The tensors whose values x_bf16_ and w_bf16_ hold (null: none).
+  const float* x_converted_ = nullptr;
+  const float* w_converted_ = nullptr;
+  MatmulPlan forward_, backward_data_, backward_weights_;
+  ReorderPlan to_bf16_x_, to_bf16_w_, to_bf16_dz_;
+};
+
 class CpuBackend final : public Backend {
  public:
-  CpuBackend(dnnl::engine engine, dnnl::stream stream)
-      : engine_(std::move(engine)), stream_(std::move(stream)) {}
+  CpuBackend(dnnl::engine engine, dnnl::stream stream, traind::v1::Precision precision)
+      : engine_(std::move(engine)), stream_(std::move(stream)), precision_(precision) {}
 
-  std::string name() const override { return "cpu (oneDNN)"; }
+  std::string name() const override {
+    return precision_ == traind::v1::BF16 ? "cpu (oneDNN, bf16 matmuls)" : "cpu (oneDNN)";
+  }
 
   absl::StatusOr<Tensor> Allocate1d(DType dtype, int64_t n) override {
     return AllocateImpl(dtype, 1, n, 1);
@@ -442,6 +608,10 @@ class CpuBackend final : public Backend {
           absl::StrFormat("CreateDenseKernel: bad shape batch %d, in %d, out %d", batch, in, out));
     }
     try {
+      if (precision_ == traind::v1::BF16) {
+        return std::unique_ptr<DenseKernel>(
+            new CpuBf16DenseKernel(engine_, stream_, batch, in, out, options));
+      }
       return std::unique_ptr<DenseKernel>(
           new CpuDenseKernel(engine_, stream_, batch, in, out, options));
     } catch (const dnnl::error& e) {
@@ -885,15 +1055,24 @@ class CpuBackend final : public Backend {
 
   dnnl::engine engine_;
   dnnl::stream stream_;
+  const traind::v1::Precision precision_;
 };
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<Backend>> CreateCpuBackend() {
+bool CpuSupportsBf16() {
+  const int isa = static_cast<int>(dnnl::get_effective_cpu_isa());
+  return (isa & dnnl_cpu_isa_avx512_core_bf16) == dnnl_cpu_isa_avx512_core_bf16;
+}
+
+absl::StatusOr<std::unique_ptr<Backend>> CreateCpuBackend(traind::v1::Precision precision) {
+  TRAIND_RETURN_IF_ERROR(
+      CheckCpuPrecision(precision, precision == traind::v1::BF16 && CpuSupportsBf16()));
   try {
     dnnl::engine engine(dnnl::engine::kind::cpu, 0);
     dnnl::stream stream(engine);
-    return std::unique_ptr<Backend>(new CpuBackend(std::move(engine), std::move(stream)));
+    return std::unique_ptr<Backend>(
+        new CpuBackend(std::move(engine), std::move(stream), precision));
   } catch (const dnnl::error& e) {
     return FromDnnl(e, "cannot create the CPU engine");
   }

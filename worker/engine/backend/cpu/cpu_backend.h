@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "absl/status/statusor.h"
+#include "traind/v1/job.pb.h"
 #include "worker/engine/backend/backend.h"
 
 namespace traind::engine {
@@ -14,8 +15,28 @@ namespace traind::engine {
 // (OMP_NUM_THREADS). Tensors live in host memory (64-byte aligned), so the
 // caller may read and write them through data pointers.
 //
-// Results are bit-identical from run to run for the same thread count.
-absl::StatusOr<std::unique_ptr<Backend>> CreateCpuBackend();
+// `precision` is the arithmetic of the dense kernels' matmuls:
+// - PRECISION_UNSPECIFIED, FP32: fp32 throughout.
+// - BF16: the forward (x w) and both gradient matmuls (dy wᵀ, xᵀ dy) multiply
+//   bfloat16 copies of their fp32 operands (rounded to nearest even by oneDNN
+//   reorders into buffers planned with the kernel) and accumulate in fp32
+//   into fp32 outputs. Everything else (weights, biases, gradients, optimizer
+//   state, activations between layers, losses) stays fp32. A kernel converts
+//   w and x in Forward and reuses those copies in Backward when it is given
+//   the same tensors, so w is converted once per training step.
+//
+// Errors: InvalidSpecError (its message names training.precision) for TF32
+// (a GPU mode) and for BF16 on a CPU without AVX512-BF16 or AMX-BF16 as
+// oneDNN sees it (see CpuSupportsBf16); DeviceError when oneDNN fails.
+//
+// Results are bit-identical from run to run for the same thread count and
+// precision.
+absl::StatusOr<std::unique_ptr<Backend>> CreateCpuBackend(
+    traind::v1::Precision precision = traind::v1::PRECISION_UNSPECIFIED);
+
+// True when oneDNN runs bf16 matmuls natively on this CPU (its effective ISA,
+// which ONEDNN_MAX_CPU_ISA may lower, includes AVX512-BF16; AMX implies it).
+bool CpuSupportsBf16();
 
 }  // namespace traind::engine
 

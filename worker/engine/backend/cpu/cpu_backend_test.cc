@@ -1,14 +1,22 @@
 // The CPU backend's ops against plain double-precision loops, and the
-// softmax cross-entropy gradient against finite differences.
+// softmax cross-entropy gradient against finite differences; the bf16 dense
+// kernel against references on bf16-rounded and on fp32 inputs.
 #include "worker/engine/backend/cpu/cpu_backend.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
 #include <memory>
+#include <string>
 #include <utility>
 #include <vector>
 
 #include "gtest/gtest.h"
 #include "worker/engine/random.h"
+#include "worker/engine/spec_validation.h"
+#include "worker/engine/status.h"
 
 namespace traind::engine {
 namespace {
@@ -100,6 +108,318 @@ TEST_F(CpuBackendTest, DenseKernelRejectsWrongShapes) {
   Tensor y = std::move(backend_->Allocate2d(DType::kF32, 5, 2)).value();
   EXPECT_EQ((*kernel)->Forward(x, w, b, &y).code(), absl::StatusCode::kInvalidArgument);
   EXPECT_FALSE(backend_->CreateDenseKernel(0, 3, 2, DenseActivation::kLinear).ok());
+}
+
+// v rounded to the nearest bfloat16 (ties to even), as oneDNN's reorders
+// (and the AVX512-BF16 conversion instructions) round. v is finite.
+float RoundToBf16(float v) {
+  uint32_t u;
+  std::memcpy(&u, &v, sizeof(u));
+  u += 0x7fffu + ((u >> 16) & 1u);
+  u &= 0xffff0000u;
+  std::memcpy(&v, &u, sizeof(u));
+  return v;
+}
+
+std::vector<float> Values(const Tensor& t) {
+  return std::vector<float>(t.f32(), t.f32() + t.size());
+}
+
+std::vector<float> RoundedToBf16(std::vector<float> v) {
+  for (float& e : v) e = RoundToBf16(e);
+  return v;
+}
+
+// |got - want| <= tolerance, and got finite (NaN never passes).
+::testing::AssertionResult Close(float got, double want, double tolerance) {
+  if (std::isfinite(got) && std::abs(got - want) <= tolerance) {
+    return ::testing::AssertionSuccess();
+  }
+  return ::testing::AssertionFailure()
+         << "got " << got << ", want " << want << " ± " << tolerance;
+}
+
+// One dense layer's forward and backward results, and the inputs they were
+// computed from.
+struct DenseRun {
+  std::vector<float> x, w, b, dy;  // inputs
+  std::vector<float> y, dz, dw, db, dx;  // dz: dy ⊙ f'(y), what Backward left in dy
+};
+
+DenseRun RunDense(Backend* backend, int64_t batch, int64_t in, int64_t out, DenseActivation act,
+                  uint64_t seed) {
+  Rng rng(seed);
+  auto fill = [&](Tensor* t, double scale) {
+    for (int64_t i = 0; i < t->size(); ++i) {
+      t->f32()[i] = static_cast<float>(scale * (2 * rng.Uniform() - 1));
+    }
+  };
+  Tensor x = std::move(backend->Allocate2d(DType::kF32, batch, in)).value();
+  Tensor w = std::move(backend->Allocate2d(DType::kF32, in, out)).value();
+  Tensor b = std::move(backend->Allocate1d(DType::kF32, out)).value();
+  Tensor dy = std::move(backend->Allocate2d(DType::kF32, batch, out)).value();
+  fill(&x, 1.0);
+  fill(&w, 0.5);
+  fill(&b, 0.5);
+  fill(&dy, 1.0);
+  Tensor y = std::move(backend->Allocate2d(DType::kF32, batch, out)).value();
+  Tensor dw = std::move(backend->Allocate2d(DType::kF32, in, out)).value();
+  Tensor db = std::move(backend->Allocate1d(DType::kF32, out)).value();
+  Tensor dx = std::move(backend->Allocate2d(DType::kF32, batch, in)).value();
+  DenseRun run;
+  run.x = Values(x);
+  run.w = Values(w);
+  run.b = Values(b);
+  run.dy = Values(dy);
+  auto kernel = backend->CreateDenseKernel(batch, in, out, act);
+  EXPECT_TRUE(kernel.ok()) << kernel.status();
+  if (!kernel.ok()) return run;
+  EXPECT_TRUE((*kernel)->Forward(x, w, b, &y).ok());
+  EXPECT_TRUE((*kernel)->Backward(x, w, y, &dy, &dw, &db, &dx).ok());
+  run.y = Values(y);
+  run.dz = Values(dy);
+  run.dw = Values(dw);
+  run.db = Values(db);
+  run.dx = Values(dx);
+  return run;
+}
+
+double Apply(DenseActivation act, double z) {
+  switch (act) {
+    case DenseActivation::kRelu:
+      return std::max(z, 0.0);
+    case DenseActivation::kTanh:
+      return std::tanh(z);
+    case DenseActivation::kSigmoid:
+      return 1 / (1 + std::exp(-z));
+    default:
+      return z;
+  }
+}
+
+// f'(z) from y = f(z), in double.
+double DerivativeFromY(DenseActivation act, double y) {
+  switch (act) {
+    case DenseActivation::kRelu:
+      return y > 0 ? 1 : 0;
+    case DenseActivation::kTanh:
+      return 1 - y * y;
+    case DenseActivation::kSigmoid:
+      return y * (1 - y);
+    default:
+      return 1;
+  }
+}
+
+// Checks a bf16 run against double-precision references computed from
+// `x`, `w` and dz (each as given: rounded to bf16 or not): each result
+// within `relative` × Σ|terms| (+ a floor for results near zero). Returns
+// the largest error seen, relative to Σ|terms|.
+double CheckDenseRun(const DenseRun& run, const std::vector<float>& x, const std::vector<float>& w,
+                     const std::vector<float>& dz, DenseActivation act, int64_t batch, int64_t in,
+                     int64_t out, double relative) {
+  double worst = 0;
+  auto check = [&](float got, double want, double magnitude, const std::string& where) {
+    const double tolerance = relative * magnitude + 1e-6;
+    EXPECT_TRUE(Close(got, want, tolerance)) << where;
+    if (magnitude > 0) worst = std::max(worst, std::abs(got - want) / magnitude);
+  };
+  for (int64_t r = 0; r < batch; ++r) {
+    for (int64_t j = 0; j < out; ++j) {
+      double z = run.b[j], magnitude = std::abs(run.b[j]);
+      for (int64_t k = 0; k < in; ++k) {
+        z += double{x[r * in + k]} * w[k * out + j];
+        magnitude += std::abs(double{x[r * in + k]} * w[k * out + j]);
+      }
+      // The activations here are 1-Lipschitz: the bound carries over.
+      check(run.y[r * out + j], Apply(act, z), magnitude, "y " + std::to_string(r) + "," +
+                                                              std::to_string(j));
+    }
+  }
+  for (int64_t k = 0; k < in; ++k) {
+    for (int64_t j = 0; j < out; ++j) {
+      double sum = 0, magnitude = 0;
+      for (int64_t r = 0; r < batch; ++r) {
+        sum += double{x[r * in + k]} * dz[r * out + j];
+        magnitude += std::abs(double{x[r * in + k]} * dz[r * out + j]);
+      }
+      check(run.dw[k * out + j], sum, magnitude, "dw " + std::to_string(k) + "," +
+                                                     std::to_string(j));
+    }
+  }
+  for (int64_t r = 0; r < batch; ++r) {
+    for (int64_t k = 0; k < in; ++k) {
+      double sum = 0, magnitude = 0;
+      for (int64_t j = 0; j < out; ++j) {
+        sum += double{dz[r * out + j]} * w[k * out + j];
+        magnitude += std::abs(double{dz[r * out + j]} * w[k * out + j]);
+      }
+      check(run.dx[r * in + k], sum, magnitude, "dx " + std::to_string(r) + "," +
+                                                    std::to_string(k));
+    }
+  }
+  return worst;
+}
+
+class CpuBf16Test : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!CpuSupportsBf16()) {
+      GTEST_SKIP() << "this CPU has neither AVX512-BF16 nor AMX (as oneDNN sees it): "
+                      "training.precision: bf16 is refused here";
+    }
+    absl::StatusOr<std::unique_ptr<Backend>> backend = CreateCpuBackend(traind::v1::BF16);
+    ASSERT_TRUE(backend.ok()) << backend.status();
+    backend_ = std::move(*backend);
+  }
+
+  std::unique_ptr<Backend> backend_;
+};
+
+// Against a reference whose inputs are rounded to bf16 as the kernel rounds
+// them: the products are then exact, and only fp32 accumulation separates
+// the two (a bf16 accumulation would miss by ~1e-3). Odd sizes, and one
+// large enough for oneDNN's blocked kernels.
+TEST_F(CpuBf16Test, DenseMatchesReferenceOnBf16RoundedInputs) {
+  struct Shape {
+    int64_t batch, in, out;
+  };
+  for (Shape shape : {Shape{37, 19, 23}, Shape{128, 300, 129}}) {
+    for (DenseActivation act : {DenseActivation::kLinear, DenseActivation::kRelu}) {
+      SCOPED_TRACE(::testing::Message() << "[" << shape.batch << ", " << shape.in << "] -> "
+                                        << shape.out << ", activation "
+                                        << static_cast<int>(act));
+      const DenseRun run = RunDense(backend_.get(), shape.batch, shape.in, shape.out, act, 11);
+      ASSERT_FALSE(run.y.empty());
+      // dz = dy ⊙ f'(y) from the kernel's own y (linear, relu: exact in
+      // fp32), then rounded as the kernel rounds it.
+      std::vector<float> dz = run.dy;
+      for (size_t i = 0; i < dz.size(); ++i) {
+        dz[i] = static_cast<float>(dz[i] * DerivativeFromY(act, run.y[i]));
+      }
+      for (size_t i = 0; i < dz.size(); ++i) ASSERT_EQ(run.dz[i], dz[i]) << i;
+      CheckDenseRun(run, RoundedToBf16(run.x), RoundedToBf16(run.w), RoundedToBf16(dz), act,
+                    shape.batch, shape.in, shape.out, 1e-5);
+      // db: fp32 column sums of the (unrounded) dz.
+      for (int64_t j = 0; j < shape.out; ++j) {
+        double sum = 0;
+        for (int64_t r = 0; r < shape.batch; ++r) sum += dz[r * shape.out + j];
+        EXPECT_TRUE(Close(run.db[j], sum, 1e-4)) << "db " << j;
+      }
+    }
+  }
+}
+
+// Against the plain fp32 computation: within bf16's precision (8-bit
+// significand: each rounded operand is off by at most 2⁻⁹ relative, so a
+// product by < 2⁻⁸), and measurably off it, so the bf16 path is the one
+// that ran.
+TEST_F(CpuBf16Test, DenseIsWithinBf16PrecisionOfFp32) {
+  const int64_t batch = 64, in = 200, out = 96;
+  for (DenseActivation act : {DenseActivation::kLinear, DenseActivation::kRelu,
+                              DenseActivation::kTanh, DenseActivation::kSigmoid}) {
+    SCOPED_TRACE(::testing::Message() << "activation " << static_cast<int>(act));
+    const DenseRun run = RunDense(backend_.get(), batch, in, out, act, 5);
+    ASSERT_FALSE(run.y.empty());
+    std::vector<float> dz = run.dy;
+    for (size_t i = 0; i < dz.size(); ++i) {
+      dz[i] = static_cast<float>(dz[i] * DerivativeFromY(act, run.y[i]));
+    }
+    const double worst = CheckDenseRun(run, run.x, run.w, dz, act, batch, in, out, 1e-2);
+    EXPECT_GT(worst, 1e-4) << "as close to fp32 as fp32 itself: were bf16 products used?";
+  }
+}
+
+// Backward reuses the bf16 copies Forward made of the same x and w, and
+// converts again when given other tensors.
+TEST_F(CpuBf16Test, BackwardConvertsTensorsItWasNotGivenInForward) {
+  const int64_t batch = 16, in = 24, out = 8;
+  Rng rng(9);
+  auto random = [&](int64_t rows, int64_t cols) {
+    Tensor t = std::move(backend_->Allocate2d(DType::kF32, rows, cols)).value();
+    for (int64_t i = 0; i < t.size(); ++i) t.f32()[i] = static_cast<float>(2 * rng.Uniform() - 1);
+    return t;
+  };
+  Tensor x = random(batch, in), w = random(in, out);
+  Tensor x2 = random(batch, in), w2 = random(in, out);
+  Tensor b = std::move(backend_->Allocate1d(DType::kF32, out)).value();
+  ASSERT_TRUE(backend_->Fill(0.0f, &b).ok());
+  Tensor y = std::move(backend_->Allocate2d(DType::kF32, batch, out)).value();
+  Tensor dy = random(batch, out);
+  const std::vector<float> dz = RoundedToBf16(Values(dy));
+  Tensor dw = std::move(backend_->Allocate2d(DType::kF32, in, out)).value();
+  Tensor dx = std::move(backend_->Allocate2d(DType::kF32, batch, in)).value();
+  auto kernel = backend_->CreateDenseKernel(batch, in, out, DenseActivation::kLinear);
+  ASSERT_TRUE(kernel.ok()) << kernel.status();
+  ASSERT_TRUE((*kernel)->Forward(x, w, b, &y).ok());
+  ASSERT_TRUE((*kernel)->Backward(x2, w2, y, &dy, &dw, nullptr, &dx).ok());
+  const std::vector<float> xr = RoundedToBf16(Values(x2)), wr = RoundedToBf16(Values(w2));
+  for (int64_t k = 0; k < in; ++k) {
+    for (int64_t j = 0; j < out; ++j) {
+      double sum = 0;
+      for (int64_t r = 0; r < batch; ++r) sum += double{xr[r * in + k]} * dz[r * out + j];
+      EXPECT_TRUE(Close(dw.f32()[k * out + j], sum, 1e-5)) << "dw " << k << "," << j;
+    }
+  }
+  for (int64_t r = 0; r < batch; ++r) {
+    for (int64_t k = 0; k < in; ++k) {
+      double sum = 0;
+      for (int64_t j = 0; j < out; ++j) sum += double{dz[r * out + j]} * wr[k * out + j];
+      EXPECT_TRUE(Close(dx.f32()[r * in + k], sum, 1e-5)) << "dx " << r << "," << k;
+    }
+  }
+}
+
+// precision: fp32 is the default path, bit for bit.
+TEST(CpuBackendPrecisionTest, Fp32IsTheDefaultPathBitForBit) {
+  std::unique_ptr<Backend> plain = std::move(CreateCpuBackend()).value();
+  absl::StatusOr<std::unique_ptr<Backend>> fp32 = CreateCpuBackend(traind::v1::FP32);
+  ASSERT_TRUE(fp32.ok()) << fp32.status();
+  EXPECT_EQ(plain->name(), (*fp32)->name());
+  for (DenseActivation act : {DenseActivation::kLinear, DenseActivation::kRelu}) {
+    const DenseRun a = RunDense(plain.get(), 128, 300, 129, act, 3);
+    const DenseRun b = RunDense(fp32->get(), 128, 300, 129, act, 3);
+    ASSERT_FALSE(a.y.empty());
+    auto bits = [](const std::vector<float>& v) {
+      return std::string(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(float));
+    };
+    EXPECT_EQ(bits(a.y), bits(b.y));
+    EXPECT_EQ(bits(a.dw), bits(b.dw));
+    EXPECT_EQ(bits(a.db), bits(b.db));
+    EXPECT_EQ(bits(a.dx), bits(b.dx));
+  }
+}
+
+// The submit-time check (cpuid, in the server) and the worker's (oneDNN)
+// agree, unless oneDNN's ISA is capped.
+TEST(CpuBackendPrecisionTest, CpuidAgreesWithOneDnn) {
+  if (std::getenv("ONEDNN_MAX_CPU_ISA") != nullptr || std::getenv("DNNL_MAX_CPU_ISA") != nullptr) {
+    GTEST_SKIP() << "oneDNN's ISA is capped by the environment";
+  }
+  EXPECT_EQ(HostCpuHasBf16(), CpuSupportsBf16());
+}
+
+TEST(CpuBackendPrecisionTest, Tf32IsRefused) {
+  absl::StatusOr<std::unique_ptr<Backend>> backend = CreateCpuBackend(traind::v1::TF32);
+  ASSERT_FALSE(backend.ok());
+  EXPECT_EQ(FailureKindOf(backend.status()), FailureKind::kInvalidSpec);
+  EXPECT_EQ(backend.status().message(),
+            "training.precision: tf32 is a GPU mode (resources.device: gpu); CPU jobs train in "
+            "fp32 or bf16");
+}
+
+TEST(CpuBackendPrecisionTest, Bf16NeedsTheCpuFeature) {
+  absl::StatusOr<std::unique_ptr<Backend>> backend = CreateCpuBackend(traind::v1::BF16);
+  if (CpuSupportsBf16()) {
+    ASSERT_TRUE(backend.ok()) << backend.status();
+    EXPECT_EQ((*backend)->name(), "cpu (oneDNN, bf16 matmuls)");
+    return;
+  }
+  ASSERT_FALSE(backend.ok());
+  EXPECT_EQ(FailureKindOf(backend.status()), FailureKind::kInvalidSpec);
+  EXPECT_EQ(backend.status().message(),
+            "training.precision: bf16 needs a CPU with AVX512-BF16 or AMX (this CPU has "
+            "neither); use fp32");
 }
 
 TEST_F(CpuBackendTest, SoftmaxCrossEntropyValues) {

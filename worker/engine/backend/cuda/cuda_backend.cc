@@ -1,20 +1,25 @@
-#include "worker/engine/backend/tensor_checks.h"
 #include "worker/engine/backend/cuda/cuda_backend.h"
 
+#include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
+#include <array>
 #include <climits>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "worker/engine/backend/cuda/cuda_kernels.h"
 #include "worker/engine/backend/cuda/cuda_raii.h"
 #include "worker/engine/backend/cuda/cuda_status.h"
+#include "worker/engine/backend/tensor_checks.h"
 #include "worker/engine/status.h"
 
 namespace traind::engine {
@@ -22,13 +27,15 @@ namespace {
 
 using cuda::Act;
 using cuda::CublasHandle;
+using cuda::CublasLtHandle;
 using cuda::CudaStatus;
 using cuda::DeviceBuffer;
 using cuda::Event;
 using cuda::PinnedBuffer;
 using cuda::Stream;
 
-#define TRAIND_LAUNCH(call) TRAIND_RETURN_IF_ERROR(::traind::engine::cuda::CudaStatus((call), #call))
+#define TRAIND_LAUNCH(call) \
+  TRAIND_RETURN_IF_ERROR(::traind::engine::cuda::CudaStatus((call), #call))
 
 static_assert(static_cast<int>(DenseActivation::kLinear) == static_cast<int>(Act::kLinear));
 static_assert(static_cast<int>(DenseActivation::kRelu) == static_cast<int>(Act::kRelu));
@@ -70,33 +77,107 @@ absl::Status Reserve(PinnedBuffer* buffer, size_t bytes) {
   return absl::OkStatus();
 }
 
+// Host-to-device uploads go through a ring of pinned staging buffers, each
+// reused only once the copy out of it has completed (its event): the host
+// never waits for the device in the steady state, and the caller may reuse
+// its source at once.
+constexpr int kUploadSlots = 4;
+// Larger CopyFromHost payloads (initial weights, checkpoints) are copied
+// straight from pageable memory instead of growing the pinned ring.
+constexpr size_t kMaxStagedCopyBytes = size_t{16} << 20;
+
+struct UploadSlot {
+  PinnedBuffer buffer;
+  Event done;
+};
+
+cublasComputeType_t ComputeType(GemmPrecision precision) {
+  return precision == GemmPrecision::kTf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+}
+
+// What the device needs of the backend to run a dense kernel.
+struct GemmContext {
+  cublasHandle_t cublas;
+  cublasLtHandle_t cublas_lt;
+  cudaStream_t stream;
+  void* workspace;
+  size_t workspace_bytes;
+  GemmPrecision precision;
+  bool use_cublaslt;
+};
+
 // Row-major GEMMs through column-major cuBLAS: a row-major [r, c] matrix is
 // the column-major [c, r] matrix, its transpose. So row-major C = A · B is
 // column-major Cᵀ = Bᵀ · Aᵀ: swap the operands, keep the flags.
+//
+// Forward: cuBLASLt with the bias and the activation in the epilogue where
+// it has them (planned once, at creation); otherwise cuBLAS + one
+// bias/activation kernel. Backward: cuBLAS GEMMs in the kernel's precision.
+// kBf16: x, w and dz are rounded into bf16 scratch buffers owned by the
+// kernel (allocated at creation, so a step allocates nothing); the products
+// accumulate and write in fp32. Backward reuses the bf16 copies of x and w
+// made by the last Forward when it is given the same tensors (the interface
+// requires the forward pass's x, and w is only updated after Backward).
 class CudaDenseKernel final : public DenseKernel {
  public:
-  CudaDenseKernel(cublasHandle_t cublas, cudaStream_t stream, int64_t batch, int64_t in,
-                  int64_t out, const DenseKernelOptions& options)
-      : cublas_(cublas),
-        stream_(stream),
-        batch_(batch),
-        in_(in),
-        out_(out),
-        activation_(options.activation),
-        bias_(options.bias) {}
+  static absl::StatusOr<std::unique_ptr<CudaDenseKernel>> Create(
+      const GemmContext& context, int64_t batch, int64_t in, int64_t out,
+      const DenseKernelOptions& options) {
+    std::unique_ptr<CudaDenseKernel> k(new CudaDenseKernel(context, batch, in, out, options));
+    if (context.precision == GemmPrecision::kBf16) {
+      TRAIND_ASSIGN_OR_RETURN(k->x16_, DeviceBuffer::Allocate(Bytes16(batch * in)));
+      TRAIND_ASSIGN_OR_RETURN(k->w16_, DeviceBuffer::Allocate(Bytes16(in * out)));
+      TRAIND_ASSIGN_OR_RETURN(k->g16_, DeviceBuffer::Allocate(Bytes16(batch * out)));
+    }
+    if (context.use_cublaslt) TRAIND_RETURN_IF_ERROR(k->PlanLt());
+    return k;
+  }
 
   absl::Status Forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor* y) override {
     TRAIND_RETURN_IF_ERROR(CheckDenseForwardArgs(x, w, b, *y, batch_, in_, out_, bias_));
+    const void* a = w.f32();
+    const void* bx = x.f32();
+    if (bf16()) {
+      TRAIND_LAUNCH(cuda::LaunchToBf16(w.f32(), w16_.as<uint16_t>(), in_ * out_, ctx_.stream));
+      TRAIND_LAUNCH(cuda::LaunchToBf16(x.f32(), x16_.as<uint16_t>(), batch_ * in_, ctx_.stream));
+      w16_source_ = w.raw();
+      x16_source_ = x.raw();
+      a = w16_.get();
+      bx = x16_.get();
+    }
     const float one = 1.0f, zero = 0.0f;
-    // y: [batch, out] = x: [batch, in] · w: [in, out]
-    // column-major: yᵀ[out, batch] = wᵀ[out, in] · xᵀ[in, batch]
-    TRAIND_CUBLAS_RETURN_IF_ERROR(cublasSgemm(cublas_, CUBLAS_OP_N, CUBLAS_OP_N, Int(out_),
-                                              Int(batch_), Int(in_), &one, w.f32(), Int(out_),
-                                              x.f32(), Int(in_), &zero, y->f32(), Int(out_)));
+    if (lt_ready_) {
+      if (lt_bias_ && lt_bias_pointer_ != b.raw()) {
+        const void* bias = b.raw();
+        TRAIND_RETURN_IF_ERROR(lt_desc_.Set(CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias));
+        lt_bias_pointer_ = bias;
+      }
+      // y: [batch, out] = x: [batch, in] · w: [in, out]
+      // column-major: yᵀ[out, batch] = wᵀ[out, in] · xᵀ[in, batch] (+ bias per row of yᵀ)
+      const cublasStatus_t status =
+          cublasLtMatmul(ctx_.cublas_lt, lt_desc_.get(), &one, a, lt_a_.get(), bx, lt_b_.get(),
+                         &zero, y->f32(), lt_d_.get(), y->f32(), lt_d_.get(), &lt_algo_,
+                         ctx_.workspace, ctx_.workspace_bytes, ctx_.stream);
+      if (status == CUBLAS_STATUS_SUCCESS) {
+        // What the epilogue does not do: the activation (its bias was added).
+        if (!lt_activation_fused_) {
+          TRAIND_LAUNCH(cuda::LaunchBiasActivation(ToAct(activation_.kind), activation_.alpha,
+                                                   nullptr, y->f32(), batch_, out_, ctx_.stream));
+        }
+        return absl::OkStatus();
+      }
+      if (status != CUBLAS_STATUS_NOT_SUPPORTED) {
+        return cuda::CublasStatus(status, "cublasLtMatmul (dense forward)");
+      }
+      // Not for these pointers after all: the cuBLAS path from now on.
+      lt_ready_ = false;
+    }
+    TRAIND_RETURN_IF_ERROR(Gemm(CUBLAS_OP_N, CUBLAS_OP_N, out_, batch_, in_, a, out_, bx, in_,
+                                y->f32(), out_, "cublasGemmEx (dense forward)"));
     // y = act(y + b), one fused pass.
     TRAIND_LAUNCH(cuda::LaunchBiasActivation(ToAct(activation_.kind), activation_.alpha,
                                              bias_ ? b.f32() : nullptr, y->f32(), batch_, out_,
-                                             stream_));
+                                             ctx_.stream));
     return absl::OkStatus();
   }
 
@@ -104,52 +185,193 @@ class CudaDenseKernel final : public DenseKernel {
                         Tensor* db, Tensor* dx) override {
     TRAIND_RETURN_IF_ERROR(CheckDenseBackwardArgs(x, w, y, *dy, *dw, db, dx, batch_, in_, out_));
     float* g = dy->f32();
+    const void* g_in = g;
+    const void* x_in = x.f32();
+    const void* w_in = w.f32();
     // dz = dy ⊙ f'(z), from y (as the CPU kernel).
-    TRAIND_LAUNCH(cuda::LaunchActivationGradFromOutput(
-        ToAct(activation_.kind), activation_.alpha, y.f32(), g, batch_ * out_, stream_));
-    // db: [out] = Σ_rows dz
-    if (db != nullptr) TRAIND_LAUNCH(cuda::LaunchColumnSum(g, batch_, out_, db->f32(), stream_));
-    const float one = 1.0f, zero = 0.0f;
+    if (bf16()) {
+      TRAIND_LAUNCH(cuda::LaunchActivationGradFromOutputBf16(
+          ToAct(activation_.kind), activation_.alpha, y.f32(), g, g16_.as<uint16_t>(),
+          batch_ * out_, ctx_.stream));
+      if (x16_source_ != x.raw()) {
+        TRAIND_LAUNCH(cuda::LaunchToBf16(x.f32(), x16_.as<uint16_t>(), batch_ * in_, ctx_.stream));
+        x16_source_ = x.raw();
+      }
+      if (dx != nullptr && w16_source_ != w.raw()) {
+        TRAIND_LAUNCH(cuda::LaunchToBf16(w.f32(), w16_.as<uint16_t>(), in_ * out_, ctx_.stream));
+        w16_source_ = w.raw();
+      }
+      g_in = g16_.get();
+      x_in = x16_.get();
+      w_in = w16_.get();
+    } else {
+      TRAIND_LAUNCH(cuda::LaunchActivationGradFromOutput(ToAct(activation_.kind), activation_.alpha,
+                                                         y.f32(), g, batch_ * out_, ctx_.stream));
+    }
+    // db: [out] = Σ_rows dz (fp32, in double)
+    if (db != nullptr) {
+      TRAIND_LAUNCH(cuda::LaunchColumnSum(g, batch_, out_, db->f32(), ctx_.stream));
+    }
     // dw: [in, out] = xᵀ · dz; column-major dwᵀ[out, in] = dzᵀ[out, batch] · x[batch, in]
-    TRAIND_CUBLAS_RETURN_IF_ERROR(cublasSgemm(cublas_, CUBLAS_OP_N, CUBLAS_OP_T, Int(out_),
-                                              Int(in_), Int(batch_), &one, g, Int(out_), x.f32(),
-                                              Int(in_), &zero, dw->f32(), Int(out_)));
+    TRAIND_RETURN_IF_ERROR(Gemm(CUBLAS_OP_N, CUBLAS_OP_T, out_, in_, batch_, g_in, out_, x_in, in_,
+                                dw->f32(), out_, "cublasGemmEx (dense backward dw)"));
     if (dx != nullptr) {
       // dx: [batch, in] = dz · wᵀ; column-major dxᵀ[in, batch] = w[in, out] · dzᵀ[out, batch]
-      TRAIND_CUBLAS_RETURN_IF_ERROR(cublasSgemm(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, Int(in_),
-                                                Int(batch_), Int(out_), &one, w.f32(), Int(out_),
-                                                g, Int(out_), &zero, dx->f32(), Int(in_)));
+      TRAIND_RETURN_IF_ERROR(Gemm(CUBLAS_OP_T, CUBLAS_OP_N, in_, batch_, out_, w_in, out_, g_in,
+                                  out_, dx->f32(), in_, "cublasGemmEx (dense backward dx)"));
     }
     return absl::OkStatus();
   }
 
  private:
-  static int Int(int64_t v) { return static_cast<int>(v); }
+  CudaDenseKernel(const GemmContext& context, int64_t batch, int64_t in, int64_t out,
+                  const DenseKernelOptions& options)
+      : ctx_(context),
+        batch_(batch),
+        in_(in),
+        out_(out),
+        activation_(options.activation),
+        bias_(options.bias) {}
 
-  cublasHandle_t cublas_;
-  cudaStream_t stream_;
+  static int Int(int64_t v) { return static_cast<int>(v); }
+  static size_t Bytes16(int64_t n) { return static_cast<size_t>(n) * sizeof(uint16_t); }
+  bool bf16() const { return ctx_.precision == GemmPrecision::kBf16; }
+  cudaDataType_t InputType() const { return bf16() ? CUDA_R_16BF : CUDA_R_32F; }
+
+  // Column-major C[m, n] = op(A) · op(B), fp32 C; A and B in the kernel's
+  // input type (fp32, or bf16 scratch).
+  absl::Status Gemm(cublasOperation_t op_a, cublasOperation_t op_b, int64_t m, int64_t n, int64_t k,
+                    const void* a, int64_t lda, const void* b, int64_t ldb, float* c, int64_t ldc,
+                    absl::string_view what) {
+    const float one = 1.0f, zero = 0.0f;
+    return cuda::CublasStatus(
+        cublasGemmEx(ctx_.cublas, op_a, op_b, Int(m), Int(n), Int(k), &one, a, InputType(),
+                     Int(lda), b, InputType(), Int(ldb), &zero, c, CUDA_R_32F, Int(ldc),
+                     ComputeType(ctx_.precision), CUBLAS_GEMM_DEFAULT),
+        what);
+  }
+
+  // Plans the cuBLASLt forward pass; leaves lt_ready_ false (the cuBLAS
+  // path) when cuBLASLt has no algorithm for this shape and epilogue.
+  absl::Status PlanLt() {
+    const DenseActivation act = activation_.kind;
+    // cuBLASLt's GELU is the tanh approximation: within the error of TF32 /
+    // bf16 products, not of fp32 ones.
+    const bool fuse_relu = act == DenseActivation::kRelu;
+    const bool fuse_gelu = act == DenseActivation::kGelu && ctx_.precision != GemmPrecision::kFp32;
+    cublasLtEpilogue_t epilogue;
+    if (fuse_relu) {
+      epilogue = bias_ ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_RELU;
+    } else if (fuse_gelu) {
+      epilogue = bias_ ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_GELU;
+    } else {
+      epilogue = bias_ ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
+    }
+    lt_activation_fused_ = fuse_relu || fuse_gelu || act == DenseActivation::kLinear;
+    lt_bias_ = bias_;
+    TRAIND_ASSIGN_OR_RETURN(lt_desc_,
+                            cuda::LtMatmulDesc::Create(ComputeType(ctx_.precision), CUDA_R_32F));
+    const cublasOperation_t no_transpose = CUBLAS_OP_N;
+    TRAIND_RETURN_IF_ERROR(lt_desc_.Set(CUBLASLT_MATMUL_DESC_TRANSA, no_transpose));
+    TRAIND_RETURN_IF_ERROR(lt_desc_.Set(CUBLASLT_MATMUL_DESC_TRANSB, no_transpose));
+    TRAIND_RETURN_IF_ERROR(lt_desc_.Set(CUBLASLT_MATMUL_DESC_EPILOGUE, epilogue));
+    if (bias_) {
+      const int32_t bias_type = CUDA_R_32F;
+      TRAIND_RETURN_IF_ERROR(lt_desc_.Set(CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, bias_type));
+    }
+    // A = wᵀ[out, in], B = xᵀ[in, batch], D = yᵀ[out, batch], column-major.
+    TRAIND_ASSIGN_OR_RETURN(lt_a_, cuda::LtMatrixLayout::Create(InputType(), out_, in_, out_));
+    TRAIND_ASSIGN_OR_RETURN(lt_b_, cuda::LtMatrixLayout::Create(InputType(), in_, batch_, in_));
+    TRAIND_ASSIGN_OR_RETURN(lt_d_, cuda::LtMatrixLayout::Create(CUDA_R_32F, out_, batch_, out_));
+    TRAIND_ASSIGN_OR_RETURN(cuda::LtPreference preference,
+                            cuda::LtPreference::Create(ctx_.workspace_bytes));
+    cublasLtMatmulHeuristicResult_t result = {};
+    int found = 0;
+    const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(
+        ctx_.cublas_lt, lt_desc_.get(), lt_a_.get(), lt_b_.get(), lt_d_.get(), lt_d_.get(),
+        preference.get(), 1, &result, &found);
+    if (status == CUBLAS_STATUS_NOT_SUPPORTED || (status == CUBLAS_STATUS_SUCCESS && found == 0)) {
+      return absl::OkStatus();  // the cuBLAS path
+    }
+    TRAIND_RETURN_IF_ERROR(cuda::CublasStatus(status, "cublasLtMatmulAlgoGetHeuristic"));
+    if (result.state != CUBLAS_STATUS_SUCCESS) return absl::OkStatus();
+    lt_algo_ = result.algo;
+    lt_ready_ = true;
+    return absl::OkStatus();
+  }
+
+  const GemmContext ctx_;
   const int64_t batch_, in_, out_;
   const ActivationFn activation_;
   const bool bias_;
+
+  // cuBLASLt plan of the forward pass.
+  bool lt_ready_ = false;
+  bool lt_bias_ = false;              // the epilogue adds the bias
+  bool lt_activation_fused_ = false;  // the epilogue applies the activation
+  const void* lt_bias_pointer_ = nullptr;
+  cuda::LtMatmulDesc lt_desc_;
+  cuda::LtMatrixLayout lt_a_, lt_b_, lt_d_;
+  cublasLtMatmulAlgo_t lt_algo_ = {};
+
+  // kBf16 scratch: x [batch, in], w [in, out], dz [batch, out] as bf16.
+  DeviceBuffer x16_, w16_, g16_;
+  const void* x16_source_ = nullptr;  // the tensors x16_ / w16_ were made from
+  const void* w16_source_ = nullptr;
 };
+
+// A multi-tensor optimizer table in device memory: the entries, then one
+// chunk per block. Keyed by the tensors' pointers and sizes.
+struct MultiTensorTable {
+  std::vector<cuda::MultiTensorEntry> entries;
+  std::vector<int64_t> sizes;
+  DeviceBuffer device;
+  int64_t num_chunks = 0;
+  uint64_t last_used = 0;
+
+  const cuda::MultiTensorEntry* device_entries() const {
+    return device.as<cuda::MultiTensorEntry>();
+  }
+  const cuda::MultiTensorChunk* device_chunks() const {
+    return reinterpret_cast<const cuda::MultiTensorChunk*>(
+        device.as<char>() + entries.size() * sizeof(cuda::MultiTensorEntry));
+  }
+};
+
+// Tables kept at once (an optimizer uses one; a few more cover tests and
+// warm starts). The least recently used one is replaced.
+constexpr size_t kMaxMultiTensorTables = 4;
+
+bool SameEntries(const std::vector<cuda::MultiTensorEntry>& a,
+                 const std::vector<cuda::MultiTensorEntry>& b) {
+  return a.size() == b.size() &&
+         (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(a[0])) == 0);
+}
 
 class CudaBackend final : public Backend {
  public:
-  CudaBackend(int device, Stream stream, CublasHandle cublas, DeviceBuffer cublas_workspace,
-              Event gather_rows_done, Event gather_labels_done)
-      : device_(device),
+  CudaBackend(const CudaBackendOptions& options, Stream stream, CublasHandle cublas,
+              CublasLtHandle cublas_lt, DeviceBuffer cublas_workspace,
+              std::array<UploadSlot, kUploadSlots> uploads)
+      : options_(options),
         stream_(std::move(stream)),
         cublas_workspace_(std::move(cublas_workspace)),
         cublas_(std::move(cublas)),
-        gather_rows_done_(std::move(gather_rows_done)),
-        gather_labels_done_(std::move(gather_labels_done)) {}
+        cublas_lt_(std::move(cublas_lt)),
+        uploads_(std::move(uploads)) {}
 
   ~CudaBackend() override {
     // Work still queued may read scratch buffers freed below.
     (void)cudaStreamSynchronize(stream_.get());
   }
 
-  std::string name() const override { return absl::StrCat("cuda (cuBLAS), device ", device_); }
+  std::string name() const override {
+    const char* precision = options_.precision == GemmPrecision::kTf32   ? "tf32"
+                            : options_.precision == GemmPrecision::kBf16 ? "bf16"
+                                                                         : "fp32";
+    return absl::StrCat("cuda (cuBLAS", options_.use_cublaslt ? ", cuBLASLt" : "", ", ", precision,
+                        "), device ", options_.device);
+  }
 
   cudaStream_t stream() const { return stream_.get(); }
 
@@ -163,18 +385,23 @@ class CudaBackend final : public Backend {
   absl::Status CopyFromHost(const void* src, Tensor* dst) override {
     TRAIND_RETURN_IF_ERROR(CheckDevice(*dst, "CopyFromHost"));
     if (dst->bytes() == 0) return absl::OkStatus();
-    // From pageable memory the call returns once `src` has been staged, so
-    // the caller may reuse it at once.
-    TRAIND_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(dst->raw(), src, dst->bytes(),
-                                                cudaMemcpyHostToDevice, stream_.get()));
-    return absl::OkStatus();
+    if (dst->bytes() > kMaxStagedCopyBytes) {
+      // From pageable memory the call returns once `src` has been staged, so
+      // the caller may reuse it at once.
+      TRAIND_CUDA_RETURN_IF_ERROR(
+          cudaMemcpyAsync(dst->raw(), src, dst->bytes(), cudaMemcpyHostToDevice, stream_.get()));
+      return absl::OkStatus();
+    }
+    TRAIND_ASSIGN_OR_RETURN(void* staging, AcquireUpload(dst->bytes()));
+    std::memcpy(staging, src, dst->bytes());
+    return Upload(staging, dst->raw(), dst->bytes());
   }
 
   absl::Status CopyToHost(const Tensor& src, void* dst) override {
     TRAIND_RETURN_IF_ERROR(CheckDevice(src, "CopyToHost"));
     if (src.bytes() == 0) return absl::OkStatus();
-    TRAIND_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(dst, src.raw(), src.bytes(),
-                                                cudaMemcpyDeviceToHost, stream_.get()));
+    TRAIND_CUDA_RETURN_IF_ERROR(
+        cudaMemcpyAsync(dst, src.raw(), src.bytes(), cudaMemcpyDeviceToHost, stream_.get()));
     TRAIND_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_.get()));
     return absl::OkStatus();
   }
@@ -192,19 +419,14 @@ class CudaBackend final : public Backend {
     TRAIND_RETURN_IF_ERROR(CheckShape(*dst, DType::kF32, n, cols, "GatherRows dst"));
     TRAIND_RETURN_IF_ERROR(CheckDevice(*dst, "GatherRows"));
     if (dst->bytes() == 0) return absl::OkStatus();
-    // Gather on the host into pinned staging, then one asynchronous copy. The
-    // staging buffer is reused once the previous copy out of it is done.
-    TRAIND_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(gather_rows_done_.get()));
-    TRAIND_RETURN_IF_ERROR(Reserve(&row_staging_, dst->bytes()));
-    float* staging = row_staging_.as<float>();
+    // Gather on the host into pinned staging, then one asynchronous copy.
+    TRAIND_ASSIGN_OR_RETURN(void* staging_bytes, AcquireUpload(dst->bytes()));
+    float* staging = static_cast<float*>(staging_bytes);
     for (int64_t i = 0; i < n; ++i) {
       std::memcpy(staging + i * cols, src + rows[static_cast<size_t>(i)] * cols,
                   static_cast<size_t>(cols) * sizeof(float));
     }
-    TRAIND_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(dst->raw(), staging, dst->bytes(),
-                                                cudaMemcpyHostToDevice, stream_.get()));
-    TRAIND_CUDA_RETURN_IF_ERROR(cudaEventRecord(gather_rows_done_.get(), stream_.get()));
-    return absl::OkStatus();
+    return Upload(staging, dst->raw(), dst->bytes());
   }
 
   absl::Status GatherLabels(const int32_t* src, absl::Span<const int64_t> rows,
@@ -214,31 +436,36 @@ class CudaBackend final : public Backend {
     }
     TRAIND_RETURN_IF_ERROR(CheckDevice(*dst, "GatherLabels"));
     if (dst->bytes() == 0) return absl::OkStatus();
-    TRAIND_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(gather_labels_done_.get()));
-    TRAIND_RETURN_IF_ERROR(Reserve(&label_staging_, dst->bytes()));
-    int32_t* staging = label_staging_.as<int32_t>();
+    TRAIND_ASSIGN_OR_RETURN(void* staging_bytes, AcquireUpload(dst->bytes()));
+    int32_t* staging = static_cast<int32_t*>(staging_bytes);
     for (size_t i = 0; i < rows.size(); ++i) staging[i] = src[rows[i]];
-    TRAIND_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(dst->raw(), staging, dst->bytes(),
-                                                cudaMemcpyHostToDevice, stream_.get()));
-    TRAIND_CUDA_RETURN_IF_ERROR(cudaEventRecord(gather_labels_done_.get(), stream_.get()));
-    return absl::OkStatus();
+    return Upload(staging, dst->raw(), dst->bytes());
   }
 
   absl::StatusOr<std::unique_ptr<DenseKernel>> CreateDenseKernel(
       int64_t batch, int64_t in, int64_t out, const DenseKernelOptions& options) override {
     if (batch <= 0 || in <= 0 || out <= 0 || batch > INT_MAX || in > INT_MAX || out > INT_MAX) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "dense kernel [%d, %d] -> [%d, %d]: dimensions must be in [1, 2^31)", batch, in, batch,
-          out));
+      return absl::InvalidArgumentError(
+          absl::StrFormat("dense kernel [%d, %d] -> [%d, %d]: dimensions must be in [1, 2^31)",
+                          batch, in, batch, out));
     }
-    return std::unique_ptr<DenseKernel>(
-        new CudaDenseKernel(cublas_.get(), stream_.get(), batch, in, out, options));
+    GemmContext context;
+    context.cublas = cublas_.get();
+    context.cublas_lt = cublas_lt_.get();
+    context.stream = stream_.get();
+    context.workspace = cublas_workspace_.get();
+    context.workspace_bytes = cublas_workspace_.bytes();
+    context.precision = options_.precision;
+    context.use_cublaslt = options_.use_cublaslt;
+    TRAIND_ASSIGN_OR_RETURN(std::unique_ptr<CudaDenseKernel> kernel,
+                            CudaDenseKernel::Create(context, batch, in, out, options));
+    return std::unique_ptr<DenseKernel>(std::move(kernel));
   }
 
   absl::Status ActivationForward(const ActivationFn& f, const Tensor& x, Tensor* y) override {
     TRAIND_RETURN_IF_ERROR(CheckSameSize(x, *y, "ActivationForward"));
-    TRAIND_LAUNCH(cuda::LaunchActivationForward(ToAct(f.kind), f.alpha, x.f32(), y->f32(),
-                                                x.size(), stream_.get()));
+    TRAIND_LAUNCH(cuda::LaunchActivationForward(ToAct(f.kind), f.alpha, x.f32(), y->f32(), x.size(),
+                                                stream_.get()));
     return absl::OkStatus();
   }
 
@@ -247,8 +474,8 @@ class CudaBackend final : public Backend {
     TRAIND_RETURN_IF_ERROR(CheckSameSize(x, y, "ActivationBackward"));
     TRAIND_RETURN_IF_ERROR(CheckSameSize(x, dy, "ActivationBackward"));
     TRAIND_RETURN_IF_ERROR(CheckSameSize(x, *dx, "ActivationBackward"));
-    TRAIND_LAUNCH(cuda::LaunchActivationBackward(ToAct(f.kind), f.alpha, x.f32(), y.f32(),
-                                                 dy.f32(), dx->f32(), x.size(), stream_.get()));
+    TRAIND_LAUNCH(cuda::LaunchActivationBackward(ToAct(f.kind), f.alpha, x.f32(), y.f32(), dy.f32(),
+                                                 dx->f32(), x.size(), stream_.get()));
     return absl::OkStatus();
   }
 
@@ -280,10 +507,10 @@ class CudaBackend final : public Backend {
     const int64_t batch = x.rows(), n = x.cols();
     TRAIND_RETURN_IF_ERROR(
         CheckBatchNormArgs(x, gamma, beta, *running_mean, *running_var, *mean, *rstd, *y));
-    TRAIND_LAUNCH(cuda::LaunchBatchNormForward(
-        training, momentum, epsilon, x.f32(), batch, n, gamma.f32(), beta.f32(),
-        running_mean->f32(), running_var->f32(), mean->f32(), rstd->f32(), y->f32(),
-        stream_.get()));
+    TRAIND_LAUNCH(cuda::LaunchBatchNormForward(training, momentum, epsilon, x.f32(), batch, n,
+                                               gamma.f32(), beta.f32(), running_mean->f32(),
+                                               running_var->f32(), mean->f32(), rstd->f32(),
+                                               y->f32(), stream_.get()));
     return absl::OkStatus();
   }
 
@@ -292,10 +519,9 @@ class CudaBackend final : public Backend {
                                  Tensor* dbeta, Tensor* dx) override {
     const int64_t batch = x.rows(), n = x.cols();
     TRAIND_RETURN_IF_ERROR(CheckShape(dy, DType::kF32, batch, n, "batch norm dy"));
-    TRAIND_LAUNCH(cuda::LaunchBatchNormBackward(x.f32(), batch, n, gamma.f32(), mean.f32(),
-                                                rstd.f32(), dy.f32(), dgamma->f32(),
-                                                dbeta->f32(), dx != nullptr ? dx->f32() : nullptr,
-                                                stream_.get()));
+    TRAIND_LAUNCH(cuda::LaunchBatchNormBackward(
+        x.f32(), batch, n, gamma.f32(), mean.f32(), rstd.f32(), dy.f32(), dgamma->f32(),
+        dbeta->f32(), dx != nullptr ? dx->f32() : nullptr, stream_.get()));
     return absl::OkStatus();
   }
 
@@ -307,9 +533,8 @@ class CudaBackend final : public Backend {
     if (mean->size() != batch || rstd->size() != batch || gamma.size() != n || beta.size() != n) {
       return absl::InvalidArgumentError("layer norm: bad statistic sizes");
     }
-    TRAIND_LAUNCH(cuda::LaunchLayerNormForward(epsilon, x.f32(), batch, n, gamma.f32(),
-                                               beta.f32(), mean->f32(), rstd->f32(), y->f32(),
-                                               stream_.get()));
+    TRAIND_LAUNCH(cuda::LaunchLayerNormForward(epsilon, x.f32(), batch, n, gamma.f32(), beta.f32(),
+                                               mean->f32(), rstd->f32(), y->f32(), stream_.get()));
     return absl::OkStatus();
   }
 
@@ -318,10 +543,9 @@ class CudaBackend final : public Backend {
                                  Tensor* dbeta, Tensor* dx) override {
     const int64_t batch = x.rows(), n = x.cols();
     TRAIND_RETURN_IF_ERROR(CheckShape(dy, DType::kF32, batch, n, "layer norm dy"));
-    TRAIND_LAUNCH(cuda::LaunchLayerNormBackward(x.f32(), batch, n, gamma.f32(), mean.f32(),
-                                                rstd.f32(), dy.f32(), dgamma->f32(),
-                                                dbeta->f32(), dx != nullptr ? dx->f32() : nullptr,
-                                                stream_.get()));
+    TRAIND_LAUNCH(cuda::LaunchLayerNormBackward(
+        x.f32(), batch, n, gamma.f32(), mean.f32(), rstd.f32(), dy.f32(), dgamma->f32(),
+        dbeta->f32(), dx != nullptr ? dx->f32() : nullptr, stream_.get()));
     return absl::OkStatus();
   }
 
@@ -360,7 +584,8 @@ class CudaBackend final : public Backend {
       TRAIND_RETURN_IF_ERROR(CheckShape(*dlogits, DType::kF32, batch, classes, "softmax dlogits"));
     }
     const size_t rows = static_cast<size_t>(batch);
-    TRAIND_RETURN_IF_ERROR(Reserve(&row_loss_, rows * sizeof(double) + sizeof(cuda::SoftmaxResult)));
+    TRAIND_RETURN_IF_ERROR(
+        Reserve(&row_loss_, rows * sizeof(double) + sizeof(cuda::SoftmaxResult)));
     TRAIND_RETURN_IF_ERROR(Reserve(&row_correct_, rows * sizeof(long long)));
     TRAIND_RETURN_IF_ERROR(Reserve(&host_result_, sizeof(cuda::SoftmaxResult)));
     double* row_loss = row_loss_.as<double>();
@@ -369,8 +594,8 @@ class CudaBackend final : public Backend {
         logits.f32(), labels.s32(), batch, classes, dlogits != nullptr ? dlogits->f32() : nullptr,
         row_loss, row_correct_.as<long long>(), device_result, stream_.get()));
     TRAIND_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(host_result_.get(), device_result,
-                                                sizeof(cuda::SoftmaxResult),
-                                                cudaMemcpyDeviceToHost, stream_.get()));
+                                                sizeof(cuda::SoftmaxResult), cudaMemcpyDeviceToHost,
+                                                stream_.get()));
     TRAIND_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_.get()));
     const cuda::SoftmaxResult& result = *host_result_.as<cuda::SoftmaxResult>();
     if (result.bad_row >= 0) {
@@ -394,10 +619,43 @@ class CudaBackend final : public Backend {
       TRAIND_RETURN_IF_ERROR(CheckSameSize(grad, *velocity, "SgdUpdate"));
       v = velocity->f32();
     }
-    TRAIND_LAUNCH(cuda::LaunchSgd(
+    TRAIND_LAUNCH(cuda::LaunchSgd(static_cast<float>(step.learning_rate),
+                                  static_cast<float>(step.weight_decay),
+                                  static_cast<float>(step.momentum), step.nesterov, grad.f32(), v,
+                                  param->f32(), param->size(), stream_.get()));
+    return absl::OkStatus();
+  }
+
+  // One launch over every tensor (see MultiTensorTable).
+  absl::Status SgdUpdateMany(const SgdStep& step, absl::Span<const Tensor* const> grads,
+                             absl::Span<Tensor* const> velocities,
+                             absl::Span<Tensor* const> params) override {
+    const bool momentum = step.momentum != 0.0;
+    if (grads.size() != params.size() ||
+        (!velocities.empty() && velocities.size() != params.size())) {
+      return absl::InvalidArgumentError("SgdUpdate: tensor lists of different lengths");
+    }
+    table_entries_.clear();
+    table_sizes_.clear();
+    for (size_t i = 0; i < params.size(); ++i) {
+      TRAIND_RETURN_IF_ERROR(CheckSameSize(*grads[i], *params[i], "SgdUpdate"));
+      TRAIND_RETURN_IF_ERROR(CheckDevice(*params[i], "SgdUpdate"));
+      float* v = nullptr;
+      if (momentum) {
+        if (velocities.empty() || velocities[i] == nullptr) {
+          return absl::InvalidArgumentError("SgdUpdate: momentum without velocity");
+        }
+        TRAIND_RETURN_IF_ERROR(CheckSameSize(*grads[i], *velocities[i], "SgdUpdate"));
+        v = velocities[i]->f32();
+      }
+      table_entries_.push_back({grads[i]->f32(), v, nullptr, params[i]->f32()});
+      table_sizes_.push_back(params[i]->size());
+    }
+    TRAIND_ASSIGN_OR_RETURN(const MultiTensorTable* table, TableFor());
+    TRAIND_LAUNCH(cuda::LaunchSgdMany(
         static_cast<float>(step.learning_rate), static_cast<float>(step.weight_decay),
-        static_cast<float>(step.momentum), step.nesterov, grad.f32(), v, param->f32(),
-        param->size(), stream_.get()));
+        static_cast<float>(step.momentum), step.nesterov, table->device_entries(),
+        table->device_chunks(), table->num_chunks, stream_.get()));
     return absl::OkStatus();
   }
 
@@ -406,19 +664,35 @@ class CudaBackend final : public Backend {
     TRAIND_RETURN_IF_ERROR(CheckSameSize(grad, *param, "AdamUpdate"));
     TRAIND_RETURN_IF_ERROR(CheckSameSize(grad, *m, "AdamUpdate"));
     TRAIND_RETURN_IF_ERROR(CheckSameSize(grad, *v, "AdamUpdate"));
-    // The scalars exactly as the CPU backend computes them.
-    const double bias_correction1 = 1.0 - std::pow(step.beta1, static_cast<double>(step.step));
-    const double bias_correction2 = 1.0 - std::pow(step.beta2, static_cast<double>(step.step));
-    const float step_size = static_cast<float>(step.learning_rate / bias_correction1);
-    const float sqrt_bc2 = static_cast<float>(std::sqrt(bias_correction2));
-    const float l2 = step.decoupled ? 0.0f : static_cast<float>(step.weight_decay);
-    const float decay =
-        step.decoupled ? static_cast<float>(1.0 - step.learning_rate * step.weight_decay) : 1.0f;
-    TRAIND_LAUNCH(cuda::LaunchAdam(
-        step_size, sqrt_bc2, static_cast<float>(step.beta1), static_cast<float>(step.beta2),
-        static_cast<float>(1.0 - step.beta1), static_cast<float>(1.0 - step.beta2),
-        static_cast<float>(step.epsilon), l2, decay, grad.f32(), m->f32(), v->f32(),
-        param->f32(), param->size(), stream_.get()));
+    const AdamScalars a = AdamScalarsOf(step);
+    TRAIND_LAUNCH(cuda::LaunchAdam(a.step_size, a.sqrt_bc2, a.b1, a.b2, a.one_minus_b1,
+                                   a.one_minus_b2, a.eps, a.l2, a.decay, grad.f32(), m->f32(),
+                                   v->f32(), param->f32(), param->size(), stream_.get()));
+    return absl::OkStatus();
+  }
+
+  // One launch over every tensor (see MultiTensorTable).
+  absl::Status AdamUpdateMany(const AdamStep& step, absl::Span<const Tensor* const> grads,
+                              absl::Span<Tensor* const> m, absl::Span<Tensor* const> v,
+                              absl::Span<Tensor* const> params) override {
+    if (grads.size() != params.size() || m.size() != params.size() || v.size() != params.size()) {
+      return absl::InvalidArgumentError("AdamUpdate: tensor lists of different lengths");
+    }
+    table_entries_.clear();
+    table_sizes_.clear();
+    for (size_t i = 0; i < params.size(); ++i) {
+      TRAIND_RETURN_IF_ERROR(CheckSameSize(*grads[i], *params[i], "AdamUpdate"));
+      TRAIND_RETURN_IF_ERROR(CheckSameSize(*grads[i], *m[i], "AdamUpdate"));
+      TRAIND_RETURN_IF_ERROR(CheckSameSize(*grads[i], *v[i], "AdamUpdate"));
+      TRAIND_RETURN_IF_ERROR(CheckDevice(*params[i], "AdamUpdate"));
+      table_entries_.push_back({grads[i]->f32(), m[i]->f32(), v[i]->f32(), params[i]->f32()});
+      table_sizes_.push_back(params[i]->size());
+    }
+    TRAIND_ASSIGN_OR_RETURN(const MultiTensorTable* table, TableFor());
+    const AdamScalars a = AdamScalarsOf(step);
+    TRAIND_LAUNCH(cuda::LaunchAdamMany(
+        a.step_size, a.sqrt_bc2, a.b1, a.b2, a.one_minus_b1, a.one_minus_b2, a.eps, a.l2, a.decay,
+        table->device_entries(), table->device_chunks(), table->num_chunks, stream_.get()));
     return absl::OkStatus();
   }
 
@@ -441,6 +715,27 @@ class CudaBackend final : public Backend {
   }
 
  private:
+  // Adam's scalars exactly as the CPU backend computes them.
+  struct AdamScalars {
+    float step_size, sqrt_bc2, b1, b2, one_minus_b1, one_minus_b2, eps, l2, decay;
+  };
+  static AdamScalars AdamScalarsOf(const AdamStep& step) {
+    const double bias_correction1 = 1.0 - std::pow(step.beta1, static_cast<double>(step.step));
+    const double bias_correction2 = 1.0 - std::pow(step.beta2, static_cast<double>(step.step));
+    AdamScalars a;
+    a.step_size = static_cast<float>(step.learning_rate / bias_correction1);
+    a.sqrt_bc2 = static_cast<float>(std::sqrt(bias_correction2));
+    a.b1 = static_cast<float>(step.beta1);
+    a.b2 = static_cast<float>(step.beta2);
+    a.one_minus_b1 = static_cast<float>(1.0 - step.beta1);
+    a.one_minus_b2 = static_cast<float>(1.0 - step.beta2);
+    a.eps = static_cast<float>(step.epsilon);
+    a.l2 = step.decoupled ? 0.0f : static_cast<float>(step.weight_decay);
+    a.decay =
+        step.decoupled ? static_cast<float>(1.0 - step.learning_rate * step.weight_decay) : 1.0f;
+    return a;
+  }
+
   absl::StatusOr<Tensor> AllocateImpl(DType dtype, int64_t rows, int64_t cols, int rank) {
     if (rows < 0 || cols < 0) return absl::InvalidArgumentError("Allocate: negative dimension");
     const size_t bytes = static_cast<size_t>(rows * cols) * SizeOf(dtype);
@@ -451,15 +746,86 @@ class CudaBackend final : public Backend {
     return Tensor(data, &FreeDevice, dtype, rows, cols, rank, MemorySpace::kDevice);
   }
 
-  const int device_;
-  // Destroyed in reverse order: the handle before its workspace and stream.
+  // The next staging slot, at least `bytes` large, once the copy out of it
+  // has completed (in the steady state it has long completed: no wait).
+  absl::StatusOr<void*> AcquireUpload(size_t bytes) {
+    UploadSlot& slot = uploads_[next_upload_];
+    TRAIND_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(slot.done.get()));
+    TRAIND_RETURN_IF_ERROR(Reserve(&slot.buffer, bytes));
+    return slot.buffer.get();
+  }
+  // Enqueues the copy out of the slot AcquireUpload returned and moves on.
+  absl::Status Upload(const void* staging, void* dst, size_t bytes) {
+    UploadSlot& slot = uploads_[next_upload_];
+    next_upload_ = (next_upload_ + 1) % kUploadSlots;
+    TRAIND_CUDA_RETURN_IF_ERROR(
+        cudaMemcpyAsync(dst, staging, bytes, cudaMemcpyHostToDevice, stream_.get()));
+    TRAIND_CUDA_RETURN_IF_ERROR(cudaEventRecord(slot.done.get(), stream_.get()));
+    return absl::OkStatus();
+  }
+
+  // The device table of table_entries_ / table_sizes_: a cached one when the
+  // same tensors were updated before (no upload), else a new one, uploaded
+  // once. Allocates only when a table outgrows the buffer it replaces.
+  absl::StatusOr<const MultiTensorTable*> TableFor() {
+    ++table_clock_;
+    for (MultiTensorTable& t : tables_) {
+      if (t.sizes == table_sizes_ && SameEntries(t.entries, table_entries_)) {
+        t.last_used = table_clock_;
+        return &t;
+      }
+    }
+    MultiTensorTable* table = nullptr;
+    if (tables_.size() < kMaxMultiTensorTables) {
+      table = &tables_.emplace_back();
+    } else {
+      table = &tables_[0];
+      for (MultiTensorTable& t : tables_) {
+        if (t.last_used < table->last_used) table = &t;
+      }
+    }
+    // Chunks: each tensor in runs of at most kMultiTensorChunk elements.
+    table_chunks_.clear();
+    for (size_t i = 0; i < table_sizes_.size(); ++i) {
+      for (int64_t start = 0; start < table_sizes_[i]; start += cuda::kMultiTensorChunk) {
+        const int64_t count = std::min(cuda::kMultiTensorChunk, table_sizes_[i] - start);
+        table_chunks_.push_back({static_cast<int32_t>(i), static_cast<int32_t>(count), start});
+      }
+    }
+    const size_t entry_bytes = table_entries_.size() * sizeof(cuda::MultiTensorEntry);
+    const size_t chunk_bytes = table_chunks_.size() * sizeof(cuda::MultiTensorChunk);
+    table->entries = table_entries_;
+    table->sizes = table_sizes_;
+    table->num_chunks = static_cast<int64_t>(table_chunks_.size());
+    table->last_used = table_clock_;
+    if (entry_bytes + chunk_bytes == 0) return table;
+    // The old buffer may still be read by a launch in flight: cudaFree waits.
+    TRAIND_RETURN_IF_ERROR(Reserve(&table->device, entry_bytes + chunk_bytes));
+    TRAIND_ASSIGN_OR_RETURN(void* staging, AcquireUpload(entry_bytes + chunk_bytes));
+    std::memcpy(staging, table_entries_.data(), entry_bytes);
+    if (chunk_bytes > 0) {
+      std::memcpy(static_cast<char*>(staging) + entry_bytes, table_chunks_.data(), chunk_bytes);
+    }
+    TRAIND_RETURN_IF_ERROR(Upload(staging, table->device.get(), entry_bytes + chunk_bytes));
+    return table;
+  }
+
+  const CudaBackendOptions options_;
+  // Destroyed in reverse order: the handles before their workspace and stream.
   Stream stream_;
   DeviceBuffer cublas_workspace_;
   CublasHandle cublas_;
-  Event gather_rows_done_, gather_labels_done_;
-  PinnedBuffer row_staging_, label_staging_;
+  CublasLtHandle cublas_lt_;
+  std::array<UploadSlot, kUploadSlots> uploads_;
+  int next_upload_ = 0;
   DeviceBuffer row_loss_, row_correct_, reduce_scratch_;
   PinnedBuffer host_result_;
+  // Multi-tensor optimizer tables (host scratch reused between calls).
+  std::vector<MultiTensorTable> tables_;
+  uint64_t table_clock_ = 0;
+  std::vector<cuda::MultiTensorEntry> table_entries_;
+  std::vector<int64_t> table_sizes_;
+  std::vector<cuda::MultiTensorChunk> table_chunks_;
 };
 
 }  // namespace
@@ -469,23 +835,27 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateCudaBackend(const CudaBackendOpti
   const int devices = cuda::DeviceCount(&reason);
   if (devices == 0) return absl::FailedPreconditionError(reason);
   if (options.device < 0 || options.device >= devices) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "CUDA device %d does not exist (%d visible)", options.device, devices));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("CUDA device %d does not exist (%d visible)", options.device, devices));
   }
   TRAIND_CUDA_RETURN_IF_ERROR(cudaSetDevice(options.device));
   TRAIND_ASSIGN_OR_RETURN(Stream stream, Stream::Create());
   TRAIND_ASSIGN_OR_RETURN(CublasHandle cublas, CublasHandle::Create(stream.get()));
+  TRAIND_ASSIGN_OR_RETURN(CublasLtHandle cublas_lt, CublasLtHandle::Create());
   TRAIND_ASSIGN_OR_RETURN(DeviceBuffer workspace, DeviceBuffer::Allocate(kCublasWorkspaceBytes));
   TRAIND_CUBLAS_RETURN_IF_ERROR(
       cublasSetWorkspace(cublas.get(), workspace.get(), workspace.bytes()));
   TRAIND_CUBLAS_RETURN_IF_ERROR(cublasSetPointerMode(cublas.get(), CUBLAS_POINTER_MODE_HOST));
-  TRAIND_CUBLAS_RETURN_IF_ERROR(cublasSetMathMode(
-      cublas.get(), options.allow_tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
-  TRAIND_ASSIGN_OR_RETURN(Event rows_done, Event::Create());
-  TRAIND_ASSIGN_OR_RETURN(Event labels_done, Event::Create());
-  return std::unique_ptr<Backend>(new CudaBackend(options.device, std::move(stream),
-                                                  std::move(cublas), std::move(workspace),
-                                                  std::move(rows_done), std::move(labels_done)));
+  // The compute type of each GEMM says what it may use (CUBLAS_COMPUTE_32F:
+  // no TF32, whatever the math mode).
+  TRAIND_CUBLAS_RETURN_IF_ERROR(cublasSetMathMode(cublas.get(), CUBLAS_DEFAULT_MATH));
+  std::array<UploadSlot, kUploadSlots> uploads;
+  for (UploadSlot& slot : uploads) {
+    TRAIND_ASSIGN_OR_RETURN(slot.done, Event::Create());
+  }
+  return std::unique_ptr<Backend>(new CudaBackend(options, std::move(stream), std::move(cublas),
+                                                  std::move(cublas_lt), std::move(workspace),
+                                                  std::move(uploads)));
 }
 
 cudaStream_t CudaStreamOf(Backend& backend) {

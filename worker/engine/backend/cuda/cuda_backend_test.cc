@@ -89,6 +89,8 @@ class CudaVsCpuTest : public ::testing::Test {
     gpu_ = std::move(*gpu);
   }
 
+  // Tensors of every CUDA backend live in the device's memory: a tensor
+  // allocated by gpu_ works with another CUDA backend of the same device.
   Pair FromHost(const std::vector<float>& v, int64_t rows, int64_t cols, int rank = 2) {
     Pair p;
     p.cpu = std::move(rank == 1 ? cpu_->Allocate1d(DType::kF32, cols)
@@ -99,6 +101,9 @@ class CudaVsCpuTest : public ::testing::Test {
                 .value();
     EXPECT_TRUE(cpu_->CopyFromHost(v.data(), &p.cpu).ok());
     EXPECT_TRUE(gpu_->CopyFromHost(v.data(), &p.gpu).ok());
+    // The upload is asynchronous on gpu_'s stream; another backend's stream
+    // must not read the tensor before it lands.
+    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     return p;
   }
   Pair Random(int64_t rows, int64_t cols, double lo, double hi, int rank = 2) {
@@ -118,9 +123,11 @@ class CudaVsCpuTest : public ::testing::Test {
     return v;
   }
 
-  // |gpu - cpu| <= atol + rtol |cpu| elementwise; NaN never passes.
-  void ExpectClose(const Pair& p, double rtol, double atol, const std::string& what) {
-    const std::vector<float> c = Host(p.cpu, *cpu_), g = Host(p.gpu, *gpu_);
+  // |gpu - cpu| <= atol + rtol |cpu| elementwise; NaN never passes. `gpu`:
+  // the backend whose stream wrote p.gpu last (default gpu_).
+  void ExpectClose(const Pair& p, double rtol, double atol, const std::string& what,
+                   Backend* gpu = nullptr) {
+    const std::vector<float> c = Host(p.cpu, *cpu_), g = Host(p.gpu, gpu ? *gpu : *gpu_);
     ASSERT_EQ(c.size(), g.size());
     int bad = 0;
     for (size_t i = 0; i < c.size(); ++i) {
@@ -132,6 +139,10 @@ class CudaVsCpuTest : public ::testing::Test {
     }
     EXPECT_EQ(bad, 0) << what << ": " << bad << " of " << c.size() << " differ";
   }
+
+  // Every activation, with and without bias: forward, and backward for the
+  // training kernels, against the CPU backend.
+  void CheckDenseEveryActivation(Backend& gpu, double rtol, double atol);
 
   std::unique_ptr<Backend> cpu_, gpu_;
   Rng rng_{20240611};
@@ -170,34 +181,72 @@ TEST_F(CudaVsCpuTest, GatherRowsAndLabels) {
 }
 
 TEST_F(CudaVsCpuTest, DenseForwardBackwardEveryActivation) {
+  // The default backend: the forward pass through cuBLASLt's epilogues.
+  CheckDenseEveryActivation(*gpu_, kGemmRtol, kGemmAtol);
+}
+
+TEST_F(CudaVsCpuTest, DenseWithoutCublasLtMatchesToo) {
+  CudaBackendOptions options;
+  options.use_cublaslt = false;
+  auto gpu = CreateCudaBackend(options);
+  ASSERT_TRUE(gpu.ok()) << gpu.status();
+  CheckDenseEveryActivation(**gpu, kGemmRtol, kGemmAtol);
+}
+
+TEST_F(CudaVsCpuTest, Tf32AndBf16GemmsAreCloseToFp32) {
+  // TF32 rounds products' inputs to 10 mantissa bits, bf16 to 7: compared
+  // with the CPU's fp32 within what that rounding allows (K = 19 here).
+  for (GemmPrecision precision : {GemmPrecision::kTf32, GemmPrecision::kBf16}) {
+    const bool bf16 = precision == GemmPrecision::kBf16;
+    SCOPED_TRACE(bf16 ? "bf16" : "tf32");
+    CudaBackendOptions options;
+    options.precision = precision;
+    auto gpu = CreateCudaBackend(options);
+    ASSERT_TRUE(gpu.ok()) << gpu.status();
+    EXPECT_NE((*gpu)->name().find(bf16 ? "bf16" : "tf32"), std::string::npos) << (*gpu)->name();
+    CheckDenseEveryActivation(**gpu, bf16 ? 3e-2 : 5e-3, bf16 ? 3e-2 : 5e-3);
+    // The benchmark MLP's first layer: K = 784.
+    auto kc = cpu_->CreateDenseKernel(256, 784, 512, DenseActivation::kRelu);
+    auto kg = (*gpu)->CreateDenseKernel(256, 784, 512, DenseActivation::kRelu);
+    ASSERT_TRUE(kc.ok() && kg.ok());
+    Pair x = Random(256, 784, 0, 1), w = Random(784, 512, -0.05, 0.05);
+    Pair b = Random1d(512, -0.1, 0.1), y = Zeros(256, 512);
+    ASSERT_TRUE((*kc)->Forward(x.cpu, w.cpu, b.cpu, &y.cpu).ok());
+    ASSERT_TRUE((*kg)->Forward(x.gpu, w.gpu, b.gpu, &y.gpu).ok());
+    ExpectClose(y, 2e-2, bf16 ? 2e-2 : 5e-3, "dense y (K = 784)", gpu->get());
+  }
+}
+
+void CudaVsCpuTest::CheckDenseEveryActivation(Backend& gpu, double rtol, double atol) {
   const int64_t batch = 37, in = 19, out = 23;
   for (DenseActivation act :
        {DenseActivation::kLinear, DenseActivation::kRelu, DenseActivation::kLeakyRelu,
         DenseActivation::kElu, DenseActivation::kSigmoid, DenseActivation::kTanh,
         DenseActivation::kGelu, DenseActivation::kSoftplus, DenseActivation::kSwish}) {
     for (bool bias : {true, false}) {
-      SCOPED_TRACE(testing::Message() << "activation " << static_cast<int>(act) << " bias " << bias);
+      SCOPED_TRACE(testing::Message()
+                   << "activation " << static_cast<int>(act) << " bias " << bias);
       DenseKernelOptions options;
       options.activation.kind = act;
       options.activation.alpha = 0.1f;
       options.bias = bias;
       auto kc = cpu_->CreateDenseKernel(batch, in, out, options);
-      auto kg = gpu_->CreateDenseKernel(batch, in, out, options);
+      auto kg = gpu.CreateDenseKernel(batch, in, out, options);
       ASSERT_TRUE(kc.ok() && kg.ok());
       Pair x = Random(batch, in, -1, 1), w = Random(in, out, -0.5, 0.5);
       Pair b = Random1d(out, -0.5, 0.5), y = Zeros(batch, out);
       ASSERT_TRUE((*kc)->Forward(x.cpu, w.cpu, b.cpu, &y.cpu).ok());
       ASSERT_TRUE((*kg)->Forward(x.gpu, w.gpu, b.gpu, &y.gpu).ok());
-      ExpectClose(y, kGemmRtol, kGemmAtol, "dense y");
+      ExpectClose(y, rtol, atol, "dense y", &gpu);
       if (!DerivativeFromOutput(act)) continue;  // not a training kernel
       Pair dy = Random(batch, out, -1, 1), dw = Zeros(in, out), db = Zeros(1, out, 1);
       Pair dx = Zeros(batch, in);
       ASSERT_TRUE((*kc)->Backward(x.cpu, w.cpu, y.cpu, &dy.cpu, &dw.cpu, &db.cpu, &dx.cpu).ok());
       ASSERT_TRUE((*kg)->Backward(x.gpu, w.gpu, y.gpu, &dy.gpu, &dw.gpu, &db.gpu, &dx.gpu).ok());
-      ExpectClose(dy, kGemmRtol, kGemmAtol, "dense dz");
-      ExpectClose(dw, kGemmRtol, kGemmAtol, "dense dw");
-      ExpectClose(db, kGemmRtol, kGemmAtol, "dense db");
-      ExpectClose(dx, kGemmRtol, kGemmAtol, "dense dx");
+      ExpectClose(dy, rtol, atol, "dense dz", &gpu);
+      ExpectClose(dw, rtol, atol, "dense dw", &gpu);
+      ExpectClose(db, rtol, atol, "dense db", &gpu);
+      ExpectClose(dx, rtol, atol, "dense dx", &gpu);
     }
   }
 }
@@ -300,12 +349,10 @@ TEST_F(CudaVsCpuTest, LayerNorm) {
   const int64_t batch = 29, n = 77;
   Pair x = Random(batch, n, -2, 3), gamma = Random1d(n, 0.5, 1.5), beta = Random1d(n, -1, 1);
   Pair mean = Zeros(1, batch, 1), rstd = Zeros(1, batch, 1), y = Zeros(batch, n);
-  ASSERT_TRUE(cpu_->LayerNormForward(1e-5f, x.cpu, gamma.cpu, beta.cpu, &mean.cpu, &rstd.cpu,
-                                     &y.cpu)
-                  .ok());
-  ASSERT_TRUE(gpu_->LayerNormForward(1e-5f, x.gpu, gamma.gpu, beta.gpu, &mean.gpu, &rstd.gpu,
-                                     &y.gpu)
-                  .ok());
+  ASSERT_TRUE(
+      cpu_->LayerNormForward(1e-5f, x.cpu, gamma.cpu, beta.cpu, &mean.cpu, &rstd.cpu, &y.cpu).ok());
+  ASSERT_TRUE(
+      gpu_->LayerNormForward(1e-5f, x.gpu, gamma.gpu, beta.gpu, &mean.gpu, &rstd.gpu, &y.gpu).ok());
   ExpectClose(y, kRtol, 1e-5, "layer norm y");
   ExpectClose(mean, kRtol, kAtol, "layer norm mean");
   ExpectClose(rstd, kRtol, kAtol, "layer norm rstd");
@@ -339,7 +386,8 @@ TEST_F(CudaVsCpuTest, SoftmaxCrossEntropy) {
     const int64_t batch = 67;
     Pair logits = Random(batch, classes, -5, 5), dl = Zeros(batch, classes);
     std::vector<int32_t> labels(batch);
-    for (auto& l : labels) l = static_cast<int32_t>(rng_.UniformInt(static_cast<uint64_t>(classes)));
+    for (auto& l : labels)
+      l = static_cast<int32_t>(rng_.UniformInt(static_cast<uint64_t>(classes)));
     Tensor lc = std::move(cpu_->Allocate1d(DType::kS32, batch)).value();
     Tensor lg = std::move(gpu_->Allocate1d(DType::kS32, batch)).value();
     ASSERT_TRUE(cpu_->CopyFromHost(labels.data(), &lc).ok());
@@ -409,6 +457,113 @@ TEST_F(CudaVsCpuTest, OptimizerUpdates) {
       ASSERT_TRUE(gpu_->RmsPropUpdate(step, g.gpu, &s.gpu, &b.gpu, &w.gpu).ok());
     }
     ExpectClose(w, kRtol, kAtol, "rmsprop w");
+  }
+}
+
+TEST_F(CudaVsCpuTest, MultiTensorUpdatesEqualTensorByTensor) {
+  // Sizes around the multi-tensor chunk (4096) and a tiny one.
+  const std::vector<int64_t> sizes = {1, 4095, 4096, 4097, 10000, 33};
+  const size_t k = sizes.size();
+  auto make = [&](double lo, double hi) {
+    std::vector<Pair> v;
+    for (int64_t n : sizes) v.push_back(Random1d(n, lo, hi));
+    return v;
+  };
+  // Two GPU copies of the same start: one updated per tensor, one in one launch.
+  auto copy_gpu = [&](const std::vector<Pair>& from) {
+    std::vector<Pair> to;
+    for (const Pair& p : from) to.push_back(FromHost(Host(p.gpu, *gpu_), 1, p.gpu.size(), 1));
+    return to;
+  };
+  auto expect_equal = [&](const std::vector<Pair>& a, const std::vector<Pair>& b,
+                          const std::string& what) {
+    for (size_t i = 0; i < a.size(); ++i) {
+      EXPECT_EQ(Host(a[i].gpu, *gpu_), Host(b[i].gpu, *gpu_)) << what << " tensor " << i;
+    }
+  };
+  auto ptrs = [](std::vector<Pair>& v) {
+    std::vector<Tensor*> out;
+    for (Pair& p : v) out.push_back(&p.gpu);
+    return out;
+  };
+  for (int variant = 0; variant < 3; ++variant) {
+    SCOPED_TRACE(testing::Message() << "sgd variant " << variant);
+    SgdStep step;
+    step.learning_rate = 0.05;
+    step.momentum = variant == 0 ? 0.0 : 0.9;
+    step.nesterov = variant == 2;
+    step.weight_decay = 1e-3;
+    std::vector<Pair> w1 = make(-1, 1), v1 = make(-0.1, 0.1);
+    std::vector<Pair> w2 = copy_gpu(w1), v2 = copy_gpu(v1);
+    std::vector<Tensor*> pw = ptrs(w2), pv = ptrs(v2);
+    for (int t = 0; t < 3; ++t) {  // later steps reuse the uploaded table
+      std::vector<Pair> g = make(-1, 1);
+      std::vector<const Tensor*> pg;
+      for (size_t i = 0; i < k; ++i) {
+        ASSERT_TRUE(gpu_->SgdUpdate(step, g[i].gpu, &v1[i].gpu, &w1[i].gpu).ok());
+        pg.push_back(&g[i].gpu);
+      }
+      const absl::Span<Tensor* const> velocities =
+          variant == 0 ? absl::Span<Tensor* const>() : absl::Span<Tensor* const>(pv);
+      ASSERT_TRUE(gpu_->SgdUpdateMany(step, pg, velocities, pw).ok());
+    }
+    expect_equal(w1, w2, "sgd w");
+    if (variant > 0) expect_equal(v1, v2, "sgd v");
+  }
+  for (bool decoupled : {false, true}) {
+    SCOPED_TRACE(decoupled ? "adamw" : "adam");
+    AdamStep step;
+    step.learning_rate = 1e-2;
+    step.weight_decay = 1e-2;
+    step.decoupled = decoupled;
+    std::vector<Pair> w1 = make(-1, 1), m1 = make(0, 0), v1 = make(0, 0);
+    std::vector<Pair> w2 = copy_gpu(w1), m2 = copy_gpu(m1), v2 = copy_gpu(v1);
+    std::vector<Tensor*> pw = ptrs(w2), pm = ptrs(m2), pv = ptrs(v2);
+    for (int t = 1; t <= 3; ++t) {
+      step.step = t;
+      std::vector<Pair> g = make(-1, 1);
+      std::vector<const Tensor*> pg;
+      for (size_t i = 0; i < k; ++i) {
+        ASSERT_TRUE(gpu_->AdamUpdate(step, g[i].gpu, &m1[i].gpu, &v1[i].gpu, &w1[i].gpu).ok());
+        pg.push_back(&g[i].gpu);
+      }
+      // A subset first (another table), then all of them.
+      if (t == 2) {
+        std::vector<const Tensor*> g0 = {pg[0]};
+        std::vector<Tensor*> m0 = {pm[0]}, v0 = {pv[0]}, w0 = {pw[0]};
+        ASSERT_TRUE(gpu_->AdamUpdateMany(step, g0, m0, v0, w0).ok());
+        ASSERT_TRUE(gpu_->AdamUpdate(step, *pg[0], &m1[0].gpu, &v1[0].gpu, &w1[0].gpu).ok());
+      }
+      ASSERT_TRUE(gpu_->AdamUpdateMany(step, pg, pm, pv, pw).ok());
+    }
+    expect_equal(w1, w2, "adam w");
+    expect_equal(m1, m2, "adam m");
+    expect_equal(v1, v2, "adam v");
+  }
+  // Mismatched lists are refused, not launched.
+  std::vector<Pair> w = make(-1, 1);
+  std::vector<Tensor*> pw = ptrs(w);
+  std::vector<const Tensor*> pg = {&w[0].gpu};
+  SgdStep step;
+  step.learning_rate = 0.1;
+  EXPECT_FALSE(gpu_->SgdUpdateMany(step, pg, {}, pw).ok());
+}
+
+TEST_F(CudaVsCpuTest, StagedUploadsNeverOverwriteACopyInFlight) {
+  // More uploads than staging slots, each from the same host buffer changed
+  // in between: every tensor must hold what it was given.
+  std::vector<Tensor> tensors;
+  std::vector<float> host(3000);
+  for (int i = 0; i < 11; ++i) {
+    for (size_t j = 0; j < host.size(); ++j) host[j] = static_cast<float>(i * 10000 + j);
+    tensors.push_back(std::move(gpu_->Allocate1d(DType::kF32, 3000)).value());
+    ASSERT_TRUE(gpu_->CopyFromHost(host.data(), &tensors.back()).ok());
+  }
+  for (int i = 0; i < 11; ++i) {
+    std::vector<float> got(3000);
+    ASSERT_TRUE(gpu_->CopyToHost(tensors[i], got.data()).ok());
+    EXPECT_EQ(got[0], static_cast<float>(i * 10000));
+    EXPECT_EQ(got[2999], static_cast<float>(i * 10000 + 2999));
   }
 }
 

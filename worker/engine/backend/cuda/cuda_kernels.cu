@@ -1,9 +1,12 @@
 // Kernels of the CUDA backend. See cuda_kernels.h for the contracts; the
 // formulas mirror backend/cpu/cpu_backend.cc line for line where the CPU
 // backend fixes an order or a precision.
-#include "worker/engine/backend/cuda/cuda_kernels.h"
+#include <cuda_bf16.h>
 
 #include <cstdint>
+#include <cstring>
+
+#include "worker/engine/backend/cuda/cuda_kernels.h"
 
 namespace traind::engine::cuda {
 namespace {
@@ -21,7 +24,7 @@ inline int Blocks(int64_t n) {
 
 inline cudaError_t Launched() { return cudaGetLastError(); }
 
-#define GRID_STRIDE(i, n)                                                              \
+#define GRID_STRIDE(i, n)                                                                \
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < (n); \
        i += static_cast<int64_t>(blockDim.x) * gridDim.x)
 
@@ -84,9 +87,7 @@ __device__ __forceinline__ uint64_t MixBits(uint64_t z) {
   return z ^ (z >> 31);
 }
 
-__global__ void FillKernel(float value, float* p, int64_t n) {
-  GRID_STRIDE(i, n) p[i] = value;
-}
+__global__ void FillKernel(float value, float* p, int64_t n) { GRID_STRIDE(i, n) p[i] = value; }
 
 __global__ void BiasActivationKernel(Act act, float alpha, const float* __restrict__ b,
                                      float* __restrict__ y, int64_t rows, int64_t cols) {
@@ -98,8 +99,7 @@ __global__ void BiasActivationKernel(Act act, float alpha, const float* __restri
   }
 }
 
-__global__ void ActivationForwardKernel(Act act, float alpha, const float* x, float* y,
-                                        int64_t n) {
+__global__ void ActivationForwardKernel(Act act, float alpha, const float* x, float* y, int64_t n) {
   GRID_STRIDE(i, n) y[i] = Activate(act, alpha, x[i]);
 }
 
@@ -154,9 +154,7 @@ __global__ void MultiplyKernel(const float* a, const float* b, float* out, int64
   GRID_STRIDE(i, n) out[i] = a[i] * b[i];
 }
 
-__global__ void ScaleKernel(float factor, float* p, int64_t n) {
-  GRID_STRIDE(i, n) p[i] *= factor;
-}
+__global__ void ScaleKernel(float factor, float* p, int64_t n) { GRID_STRIDE(i, n) p[i] *= factor; }
 
 __global__ void ClipKernel(float limit, float* p, int64_t n) {
   GRID_STRIDE(i, n) p[i] = fminf(limit, fmaxf(-limit, p[i]));
@@ -194,8 +192,7 @@ __global__ void BatchNormForwardKernel(bool training, float momentum, float epsi
       mean[j] = mu;
       rstd[j] = rs;
       running_mean[j] = (1.0f - momentum) * running_mean[j] + momentum * mu;
-      running_var[j] =
-          (1.0f - momentum) * running_var[j] + momentum * static_cast<float>(unbiased);
+      running_var[j] = (1.0f - momentum) * running_var[j] + momentum * static_cast<float>(unbiased);
       stats[0][threadIdx.x] = mu;
       stats[1][threadIdx.x] = rs;
     }
@@ -220,8 +217,8 @@ __global__ void BatchNormBackwardKernel(const float* __restrict__ x, int64_t bat
                                         const float* __restrict__ gamma,
                                         const float* __restrict__ mean,
                                         const float* __restrict__ rstd,
-                                        const float* __restrict__ dy, float* dgamma,
-                                        float* dbeta, float* dx) {
+                                        const float* __restrict__ dy, float* dgamma, float* dbeta,
+                                        float* dx) {
   __shared__ double shared[kRowLanes][32];
   const int64_t j = static_cast<int64_t>(blockIdx.x) * 32 + threadIdx.x;
   const bool valid = j < n;
@@ -308,8 +305,8 @@ __global__ void LayerNormBackwardDataKernel(const float* __restrict__ x, int64_t
 }
 
 // dgamma[j] = Σ_r dy x̂, dbeta[j] = Σ_r dy (column reduction, x̂ from the row statistics).
-__global__ void LayerNormBackwardParamsKernel(const float* __restrict__ x, int64_t batch,
-                                              int64_t n, const float* __restrict__ mean,
+__global__ void LayerNormBackwardParamsKernel(const float* __restrict__ x, int64_t batch, int64_t n,
+                                              const float* __restrict__ mean,
                                               const float* __restrict__ rstd,
                                               const float* __restrict__ dy, float* dgamma,
                                               float* dbeta) {
@@ -389,8 +386,7 @@ __global__ void SoftmaxRowsKernel(const float* __restrict__ logits,
   for (int offset = 16; offset > 0; offset >>= 1) {
     const float other = __shfl_xor_sync(0xffffffffu, best, offset);
     const int64_t other_arg = __shfl_xor_sync(0xffffffffu, arg, offset);
-    if (other_arg >= 0 &&
-        (arg < 0 || other > best || (other == best && other_arg < arg))) {
+    if (other_arg >= 0 && (arg < 0 || other > best || (other == best && other_arg < arg))) {
       best = other;
       arg = other_arg;
     }
@@ -444,31 +440,89 @@ __global__ void SoftmaxReduceKernel(const double* row_loss, const long long* row
   }
 }
 
-__global__ void SgdKernel(float lr, float wd, float mu, bool nesterov, const float* g, float* v,
-                          float* w, int64_t n) {
-  GRID_STRIDE(i, n) {
-    if (v == nullptr) {
-      w[i] -= lr * (g[i] + wd * w[i]);
-    } else if (nesterov) {
-      const float gi = g[i] + wd * w[i];
-      v[i] = mu * v[i] + gi;
-      w[i] -= lr * (gi + mu * v[i]);
-    } else {
-      v[i] = mu * v[i] + (g[i] + wd * w[i]);
-      w[i] -= lr * v[i];
-    }
+// One element of an SGD step (shared by the per-tensor and multi-tensor kernels).
+__device__ __forceinline__ void SgdElement(float lr, float wd, float mu, bool nesterov,
+                                           const float* g, float* v, float* w, int64_t i) {
+  if (v == nullptr) {
+    w[i] -= lr * (g[i] + wd * w[i]);
+  } else if (nesterov) {
+    const float gi = g[i] + wd * w[i];
+    v[i] = mu * v[i] + gi;
+    w[i] -= lr * (gi + mu * v[i]);
+  } else {
+    v[i] = mu * v[i] + (g[i] + wd * w[i]);
+    w[i] -= lr * v[i];
   }
 }
 
-__global__ void AdamKernel(float step_size, float sqrt_bc2, float b1, float b2,
-                           float one_minus_b1, float one_minus_b2, float eps, float l2,
-                           float decay, const float* g, float* m, float* v, float* w, int64_t n) {
+__global__ void SgdKernel(float lr, float wd, float mu, bool nesterov, const float* g, float* v,
+                          float* w, int64_t n) {
+  GRID_STRIDE(i, n) SgdElement(lr, wd, mu, nesterov, g, v, w, i);
+}
+
+// One element of an Adam step.
+__device__ __forceinline__ void AdamElement(float step_size, float sqrt_bc2, float b1, float b2,
+                                            float one_minus_b1, float one_minus_b2, float eps,
+                                            float l2, float decay, const float* g, float* m,
+                                            float* v, float* w, int64_t i) {
+  w[i] *= decay;
+  const float gi = g[i] + l2 * w[i];
+  m[i] = b1 * m[i] + one_minus_b1 * gi;
+  v[i] = b2 * v[i] + one_minus_b2 * gi * gi;
+  w[i] -= step_size * (m[i] / (sqrtf(v[i]) / sqrt_bc2 + eps));
+}
+
+__global__ void AdamKernel(float step_size, float sqrt_bc2, float b1, float b2, float one_minus_b1,
+                           float one_minus_b2, float eps, float l2, float decay, const float* g,
+                           float* m, float* v, float* w, int64_t n) {
   GRID_STRIDE(i, n) {
-    w[i] *= decay;
-    const float gi = g[i] + l2 * w[i];
-    m[i] = b1 * m[i] + one_minus_b1 * gi;
-    v[i] = b2 * v[i] + one_minus_b2 * gi * gi;
-    w[i] -= step_size * (m[i] / (sqrtf(v[i]) / sqrt_bc2 + eps));
+    AdamElement(step_size, sqrt_bc2, b1, b2, one_minus_b1, one_minus_b2, eps, l2, decay, g, m, v, w,
+                i);
+  }
+}
+
+// Multi-tensor steps: block b updates chunks[b], a run of one tensor.
+__global__ void SgdManyKernel(float lr, float wd, float mu, bool nesterov,
+                              const MultiTensorEntry* __restrict__ entries,
+                              const MultiTensorChunk* __restrict__ chunks) {
+  const MultiTensorChunk c = chunks[blockIdx.x];
+  const MultiTensorEntry e = entries[c.tensor];
+  const int64_t end = c.start + c.count;
+  for (int64_t i = c.start + threadIdx.x; i < end; i += blockDim.x) {
+    SgdElement(lr, wd, mu, nesterov, e.grad, e.state1, e.param, i);
+  }
+}
+
+__global__ void AdamManyKernel(float step_size, float sqrt_bc2, float b1, float b2,
+                               float one_minus_b1, float one_minus_b2, float eps, float l2,
+                               float decay, const MultiTensorEntry* __restrict__ entries,
+                               const MultiTensorChunk* __restrict__ chunks) {
+  const MultiTensorChunk c = chunks[blockIdx.x];
+  const MultiTensorEntry e = entries[c.tensor];
+  const int64_t end = c.start + c.count;
+  for (int64_t i = c.start + threadIdx.x; i < end; i += blockDim.x) {
+    AdamElement(step_size, sqrt_bc2, b1, b2, one_minus_b1, one_minus_b2, eps, l2, decay, e.grad,
+                e.state1, e.state2, e.param, i);
+  }
+}
+
+__device__ __forceinline__ uint16_t Bf16Bits(float x) {
+  const __nv_bfloat16 b = __float2bfloat16_rn(x);
+  uint16_t bits;
+  memcpy(&bits, &b, sizeof(bits));
+  return bits;
+}
+
+__global__ void ToBf16Kernel(const float* __restrict__ src, uint16_t* __restrict__ dst, int64_t n) {
+  GRID_STRIDE(i, n) dst[i] = Bf16Bits(src[i]);
+}
+
+__global__ void ActivationGradFromOutputBf16Kernel(Act act, float alpha, const float* y, float* g,
+                                                   uint16_t* g16, int64_t n) {
+  GRID_STRIDE(i, n) {
+    const float v = act == Act::kLinear ? g[i] : g[i] * Derivative(act, alpha, 0.0f, y[i]);
+    g[i] = v;
+    g16[i] = Bf16Bits(v);
   }
 }
 
@@ -562,13 +616,13 @@ cudaError_t LaunchClip(float limit, float* p, int64_t n, cudaStream_t stream) {
 }
 
 cudaError_t LaunchBatchNormForward(bool training, float momentum, float epsilon, const float* x,
-                                   int64_t batch, int64_t n, const float* gamma,
-                                   const float* beta, float* running_mean, float* running_var,
-                                   float* mean, float* rstd, float* y, cudaStream_t stream) {
+                                   int64_t batch, int64_t n, const float* gamma, const float* beta,
+                                   float* running_mean, float* running_var, float* mean,
+                                   float* rstd, float* y, cudaStream_t stream) {
   if (n <= 0) return cudaSuccess;
   BatchNormForwardKernel<<<ColumnBlocks(n), dim3(32, kRowLanes), 0, stream>>>(
-      training, momentum, epsilon, x, batch, n, gamma, beta, running_mean, running_var, mean,
-      rstd, y);
+      training, momentum, epsilon, x, batch, n, gamma, beta, running_mean, running_var, mean, rstd,
+      y);
   return Launched();
 }
 
@@ -582,8 +636,8 @@ cudaError_t LaunchBatchNormBackward(const float* x, int64_t batch, int64_t n, co
 }
 
 cudaError_t LaunchLayerNormForward(float epsilon, const float* x, int64_t batch, int64_t n,
-                                   const float* gamma, const float* beta, float* mean,
-                                   float* rstd, float* y, cudaStream_t stream) {
+                                   const float* gamma, const float* beta, float* mean, float* rstd,
+                                   float* y, cudaStream_t stream) {
   if (batch <= 0) return cudaSuccess;
   LayerNormForwardKernel<<<RowBlocks(batch), dim3(32, kWarpsPerBlock), 0, stream>>>(
       epsilon, x, batch, n, gamma, beta, mean, rstd, y);
@@ -650,6 +704,40 @@ cudaError_t LaunchRmsProp(float lr, float alpha, float one_minus_alpha, float ep
   if (n <= 0) return cudaSuccess;
   RmsPropKernel<<<Blocks(n), kThreads, 0, stream>>>(lr, alpha, one_minus_alpha, eps, momentum, wd,
                                                     g, s, b, w, n);
+  return Launched();
+}
+
+cudaError_t LaunchSgdMany(float lr, float wd, float momentum, bool nesterov,
+                          const MultiTensorEntry* entries, const MultiTensorChunk* chunks,
+                          int64_t num_chunks, cudaStream_t stream) {
+  if (num_chunks <= 0) return cudaSuccess;
+  if (num_chunks > INT32_MAX) return cudaErrorInvalidValue;
+  SgdManyKernel<<<static_cast<unsigned>(num_chunks), kThreads, 0, stream>>>(
+      lr, wd, momentum, nesterov, entries, chunks);
+  return Launched();
+}
+
+cudaError_t LaunchAdamMany(float step_size, float sqrt_bc2, float b1, float b2, float one_minus_b1,
+                           float one_minus_b2, float eps, float l2, float decay,
+                           const MultiTensorEntry* entries, const MultiTensorChunk* chunks,
+                           int64_t num_chunks, cudaStream_t stream) {
+  if (num_chunks <= 0) return cudaSuccess;
+  if (num_chunks > INT32_MAX) return cudaErrorInvalidValue;
+  AdamManyKernel<<<static_cast<unsigned>(num_chunks), kThreads, 0, stream>>>(
+      step_size, sqrt_bc2, b1, b2, one_minus_b1, one_minus_b2, eps, l2, decay, entries, chunks);
+  return Launched();
+}
+
+cudaError_t LaunchToBf16(const float* src, uint16_t* dst, int64_t n, cudaStream_t stream) {
+  if (n <= 0) return cudaSuccess;
+  ToBf16Kernel<<<Blocks(n), kThreads, 0, stream>>>(src, dst, n);
+  return Launched();
+}
+
+cudaError_t LaunchActivationGradFromOutputBf16(Act act, float alpha, const float* y, float* g,
+                                               uint16_t* g16, int64_t n, cudaStream_t stream) {
+  if (n <= 0) return cudaSuccess;
+  ActivationGradFromOutputBf16Kernel<<<Blocks(n), kThreads, 0, stream>>>(act, alpha, y, g, g16, n);
   return Launched();
 }
 

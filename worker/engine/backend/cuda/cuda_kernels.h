@@ -71,17 +71,17 @@ cudaError_t LaunchClip(float limit, float* p, int64_t n, cudaStream_t stream);
 
 // x: [batch, n]; gamma, beta, running_*, mean, rstd: [n].
 cudaError_t LaunchBatchNormForward(bool training, float momentum, float epsilon, const float* x,
-                                   int64_t batch, int64_t n, const float* gamma,
-                                   const float* beta, float* running_mean, float* running_var,
-                                   float* mean, float* rstd, float* y, cudaStream_t stream);
+                                   int64_t batch, int64_t n, const float* gamma, const float* beta,
+                                   float* running_mean, float* running_var, float* mean,
+                                   float* rstd, float* y, cudaStream_t stream);
 // dx may be null.
 cudaError_t LaunchBatchNormBackward(const float* x, int64_t batch, int64_t n, const float* gamma,
                                     const float* mean, const float* rstd, const float* dy,
                                     float* dgamma, float* dbeta, float* dx, cudaStream_t stream);
 // x: [batch, n]; mean, rstd: [batch]; gamma, beta: [n].
 cudaError_t LaunchLayerNormForward(float epsilon, const float* x, int64_t batch, int64_t n,
-                                   const float* gamma, const float* beta, float* mean,
-                                   float* rstd, float* y, cudaStream_t stream);
+                                   const float* gamma, const float* beta, float* mean, float* rstd,
+                                   float* y, cudaStream_t stream);
 cudaError_t LaunchLayerNormBackward(const float* x, int64_t batch, int64_t n, const float* gamma,
                                     const float* mean, const float* rstd, const float* dy,
                                     float* dgamma, float* dbeta, float* dx, cudaStream_t stream);
@@ -99,16 +99,49 @@ cudaError_t LaunchSoftmaxCrossEntropy(const float* logits, const int32_t* labels
                                       cudaStream_t stream);
 
 // Optimizer steps; scalars prepared on the host exactly as the CPU backend
-// prepares them.
+// prepares them. The *Many launches update several tensors in one launch
+// with the same per-element formulas (bit-identical results).
 cudaError_t LaunchSgd(float lr, float wd, float momentum, bool nesterov, const float* g,
-                      float* v /*null without momentum*/, float* w, int64_t n,
-                      cudaStream_t stream);
+                      float* v /*null without momentum*/, float* w, int64_t n, cudaStream_t stream);
 cudaError_t LaunchAdam(float step_size, float sqrt_bc2, float b1, float b2, float one_minus_b1,
                        float one_minus_b2, float eps, float l2, float decay, const float* g,
                        float* m, float* v, float* w, int64_t n, cudaStream_t stream);
 cudaError_t LaunchRmsProp(float lr, float alpha, float one_minus_alpha, float eps, float momentum,
                           float wd, const float* g, float* s, float* b /*may be null*/, float* w,
                           int64_t n, cudaStream_t stream);
+
+// One tensor of a multi-tensor optimizer step (device pointers).
+struct MultiTensorEntry {
+  const float* grad;
+  float* state1;  // SGD: velocity (null without momentum); Adam: m
+  float* state2;  // Adam: v; SGD: unused (null)
+  float* param;
+};
+
+// Elements of one tensor updated by one block of a multi-tensor launch.
+inline constexpr int64_t kMultiTensorChunk = 4096;
+
+// A run of at most kMultiTensorChunk elements of entries[tensor]: one block.
+struct MultiTensorChunk {
+  int32_t tensor;
+  int32_t count;
+  int64_t start;
+};
+
+// entries: [tensors], chunks: [num_chunks], both in device memory.
+cudaError_t LaunchSgdMany(float lr, float wd, float momentum, bool nesterov,
+                          const MultiTensorEntry* entries, const MultiTensorChunk* chunks,
+                          int64_t num_chunks, cudaStream_t stream);
+cudaError_t LaunchAdamMany(float step_size, float sqrt_bc2, float b1, float b2, float one_minus_b1,
+                           float one_minus_b2, float eps, float l2, float decay,
+                           const MultiTensorEntry* entries, const MultiTensorChunk* chunks,
+                           int64_t num_chunks, cudaStream_t stream);
+
+// bf16 GEMM inputs. `dst` holds bfloat16 bit patterns (round to nearest even).
+cudaError_t LaunchToBf16(const float* src, uint16_t* dst, int64_t n, cudaStream_t stream);
+// LaunchActivationGradFromOutput, then g16 = bf16(g) in the same pass.
+cudaError_t LaunchActivationGradFromOutputBf16(Act act, float alpha, const float* y, float* g,
+                                               uint16_t* g16, int64_t n, cudaStream_t stream);
 
 }  // namespace traind::engine::cuda
 

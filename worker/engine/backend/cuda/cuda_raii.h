@@ -1,4 +1,4 @@
-// Move-only owners of CUDA and cuBLAS resources.
+// Move-only owners of CUDA, cuBLAS and cuBLASLt resources.
 //
 // Each object owns one handle and releases it in its destructor; copying is
 // impossible (std::unique_ptr inside), so a device buffer or a handle is never
@@ -10,10 +10,12 @@
 #ifndef TRAIND_WORKER_ENGINE_BACKEND_CUDA_CUDA_RAII_H_
 #define TRAIND_WORKER_ENGINE_BACKEND_CUDA_CUDA_RAII_H_
 
+#include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <type_traits>
 
@@ -38,6 +40,20 @@ struct EventDestroy {
 };
 struct CublasDestroy {
   void operator()(cublasContext* h) const { (void)cublasDestroy(h); }
+};
+struct CublasLtDestroy {
+  void operator()(cublasLtContext* h) const { (void)cublasLtDestroy(h); }
+};
+struct LtMatmulDescDestroy {
+  void operator()(cublasLtMatmulDescOpaque_t* d) const { (void)cublasLtMatmulDescDestroy(d); }
+};
+struct LtMatrixLayoutDestroy {
+  void operator()(cublasLtMatrixLayoutOpaque_t* l) const { (void)cublasLtMatrixLayoutDestroy(l); }
+};
+struct LtPreferenceDestroy {
+  void operator()(cublasLtMatmulPreferenceOpaque_t* p) const {
+    (void)cublasLtMatmulPreferenceDestroy(p);
+  }
 };
 }  // namespace internal
 
@@ -123,8 +139,8 @@ class Event {
   Event() = default;
   static absl::StatusOr<Event> Create() {
     cudaEvent_t e = nullptr;
-    TRAIND_RETURN_IF_ERROR(CudaStatus(cudaEventCreateWithFlags(&e, cudaEventDisableTiming),
-                                      "cudaEventCreate"));
+    TRAIND_RETURN_IF_ERROR(
+        CudaStatus(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreate"));
     Event event;
     event.event_.reset(e);
     return event;
@@ -153,9 +169,93 @@ class CublasHandle {
   std::unique_ptr<cublasContext, internal::CublasDestroy> handle_;
 };
 
+// A cuBLASLt handle (cuBLASLt takes the stream per call).
+class CublasLtHandle {
+ public:
+  CublasLtHandle() = default;
+  static absl::StatusOr<CublasLtHandle> Create() {
+    cublasLtHandle_t h = nullptr;
+    TRAIND_RETURN_IF_ERROR(CublasStatus(cublasLtCreate(&h), "cublasLtCreate"));
+    CublasLtHandle handle;
+    handle.handle_.reset(h);
+    return handle;
+  }
+  cublasLtHandle_t get() const { return handle_.get(); }
+
+ private:
+  std::unique_ptr<cublasLtContext, internal::CublasLtDestroy> handle_;
+};
+
+// A cuBLASLt matmul descriptor (compute type, transposes, epilogue).
+class LtMatmulDesc {
+ public:
+  LtMatmulDesc() = default;
+  static absl::StatusOr<LtMatmulDesc> Create(cublasComputeType_t compute, cudaDataType_t scale) {
+    cublasLtMatmulDesc_t d = nullptr;
+    TRAIND_RETURN_IF_ERROR(
+        CublasStatus(cublasLtMatmulDescCreate(&d, compute, scale), "cublasLtMatmulDescCreate"));
+    LtMatmulDesc desc;
+    desc.desc_.reset(d);
+    return desc;
+  }
+  template <typename T>
+  absl::Status Set(cublasLtMatmulDescAttributes_t attribute, const T& value) {
+    return CublasStatus(cublasLtMatmulDescSetAttribute(desc_.get(), attribute, &value, sizeof(T)),
+                        "cublasLtMatmulDescSetAttribute");
+  }
+  cublasLtMatmulDesc_t get() const { return desc_.get(); }
+
+ private:
+  std::unique_ptr<cublasLtMatmulDescOpaque_t, internal::LtMatmulDescDestroy> desc_;
+};
+
+// A cuBLASLt matrix layout: column-major rows x cols with leading dimension ld.
+class LtMatrixLayout {
+ public:
+  LtMatrixLayout() = default;
+  static absl::StatusOr<LtMatrixLayout> Create(cudaDataType_t type, uint64_t rows, uint64_t cols,
+                                               int64_t ld) {
+    cublasLtMatrixLayout_t l = nullptr;
+    TRAIND_RETURN_IF_ERROR(CublasStatus(cublasLtMatrixLayoutCreate(&l, type, rows, cols, ld),
+                                        "cublasLtMatrixLayoutCreate"));
+    LtMatrixLayout layout;
+    layout.layout_.reset(l);
+    return layout;
+  }
+  cublasLtMatrixLayout_t get() const { return layout_.get(); }
+
+ private:
+  std::unique_ptr<cublasLtMatrixLayoutOpaque_t, internal::LtMatrixLayoutDestroy> layout_;
+};
+
+// A cuBLASLt heuristic preference (workspace limit).
+class LtPreference {
+ public:
+  LtPreference() = default;
+  static absl::StatusOr<LtPreference> Create(size_t max_workspace_bytes) {
+    cublasLtMatmulPreference_t p = nullptr;
+    TRAIND_RETURN_IF_ERROR(
+        CublasStatus(cublasLtMatmulPreferenceCreate(&p), "cublasLtMatmulPreferenceCreate"));
+    LtPreference preference;
+    preference.preference_.reset(p);
+    const uint64_t bytes = max_workspace_bytes;
+    TRAIND_RETURN_IF_ERROR(
+        CublasStatus(cublasLtMatmulPreferenceSetAttribute(
+                         p, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &bytes, sizeof(bytes)),
+                     "cublasLtMatmulPreferenceSetAttribute"));
+    return preference;
+  }
+  cublasLtMatmulPreference_t get() const { return preference_.get(); }
+
+ private:
+  std::unique_ptr<cublasLtMatmulPreferenceOpaque_t, internal::LtPreferenceDestroy> preference_;
+};
+
 static_assert(!std::is_copy_constructible_v<DeviceBuffer> &&
               !std::is_copy_constructible_v<Stream> && !std::is_copy_constructible_v<Event> &&
               !std::is_copy_constructible_v<CublasHandle> &&
+              !std::is_copy_constructible_v<CublasLtHandle> &&
+              !std::is_copy_constructible_v<LtMatmulDesc> &&
               std::is_nothrow_move_constructible_v<DeviceBuffer>);
 
 }  // namespace traind::engine::cuda

@@ -10,10 +10,10 @@ absl::Status DeviceOutOfMemory(absl::string_view call, size_t needed_bytes) {
   const cudaError_t info = cudaMemGetInfo(&free_bytes, &total_bytes);
   (void)cudaGetLastError();
   std::string message = absl::StrCat(call, ": out of device memory");
-  if (needed_bytes > 0) absl::StrAppend(&message, absl::StrFormat("; needed %d bytes", needed_bytes));
+  if (needed_bytes > 0)
+    absl::StrAppend(&message, absl::StrFormat("; needed %d bytes", needed_bytes));
   if (info == cudaSuccess) {
-    absl::StrAppend(&message,
-                    absl::StrFormat("; %d bytes free of %d", free_bytes, total_bytes));
+    absl::StrAppend(&message, absl::StrFormat("; %d bytes free of %d", free_bytes, total_bytes));
   } else {
     absl::StrAppend(&message, "; free bytes unknown (", cudaGetErrorName(info), ")");
   }
@@ -25,15 +25,15 @@ absl::Status CudaStatus(cudaError_t error, absl::string_view call, size_t needed
   // Non-sticky errors stay in the runtime's last-error slot; clear it.
   (void)cudaGetLastError();
   if (error == cudaErrorMemoryAllocation) return DeviceOutOfMemory(call, needed_bytes);
-  return DeviceError(absl::StrCat(call, ": ", cudaGetErrorName(error), ": ",
-                                  cudaGetErrorString(error)));
+  return DeviceError(
+      absl::StrCat(call, ": ", cudaGetErrorName(error), ": ", cudaGetErrorString(error)));
 }
 
 absl::Status CublasStatus(cublasStatus_t status, absl::string_view call, size_t needed_bytes) {
   if (status == CUBLAS_STATUS_SUCCESS) return absl::OkStatus();
   if (status == CUBLAS_STATUS_ALLOC_FAILED) return DeviceOutOfMemory(call, needed_bytes);
-  return DeviceError(absl::StrCat(call, ": ", cublasGetStatusName(status), ": ",
-                                  cublasGetStatusString(status)));
+  return DeviceError(
+      absl::StrCat(call, ": ", cublasGetStatusName(status), ": ", cublasGetStatusString(status)));
 }
 
 int DeviceCount(std::string* reason) {
@@ -42,8 +42,8 @@ int DeviceCount(std::string* reason) {
   (void)cudaGetLastError();
   if (error != cudaSuccess) {
     if (reason != nullptr) {
-      *reason = absl::StrCat("no CUDA device: cudaGetDeviceCount: ", cudaGetErrorName(error),
-                             " (", cudaGetErrorString(error), ")");
+      *reason = absl::StrCat("no CUDA device: cudaGetDeviceCount: ", cudaGetErrorName(error), " (",
+                             cudaGetErrorString(error), ")");
     }
     return 0;
   }

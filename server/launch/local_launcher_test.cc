@@ -1,0 +1,197 @@
+#include "server/launch/local_launcher.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "gtest/gtest.h"
+
+namespace traind::server {
+namespace {
+
+namespace fs = std::filesystem;
+
+const char* const kChild = TRAIND_ZYGOTE_TEST_CHILD;
+
+// Collects exits reported by a launcher.
+class Exits {
+ public:
+  void Add(const ProcessExit& e) {
+    absl::MutexLock lock(&mu_);
+    ++count_[e.pid];
+    last_[e.pid] = e;
+  }
+  // Waits for `pid`'s exit (at most 10 s).
+  ProcessExit Wait(int pid) {
+    absl::MutexLock lock(&mu_);
+    auto seen = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return count_.count(pid) > 0; };
+    EXPECT_TRUE(mu_.AwaitWithTimeout(absl::Condition(&seen), absl::Seconds(10)))
+        << "no exit reported for pid " << pid;
+    return last_[pid];
+  }
+  int Count(int pid) {
+    absl::MutexLock lock(&mu_);
+    return count_[pid];
+  }
+
+ private:
+  absl::Mutex mu_;
+  std::map<int, int> count_ ABSL_GUARDED_BY(mu_);
+  std::map<int, ProcessExit> last_ ABSL_GUARDED_BY(mu_);
+};
+
+class LocalLauncherTest : public ::testing::TestWithParam<bool> {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           absl::StrCat("traind-launcher-test-", getpid(), "-", GetParam() ? "zygote" : "spawn");
+    fs::create_directories(dir_);
+    LocalLauncherOptions o;
+    if (GetParam()) {
+      o.zygote_worker = kChild;
+      o.zygote_env = {"PATH=/usr/bin:/bin"};
+    }
+    launcher_ = std::make_unique<LocalLauncher>(o);
+    launcher_->SetExitCallback([this](const ProcessExit& e) { exits_.Add(e); });
+    ASSERT_TRUE(launcher_->StartZygote().ok());
+  }
+  void TearDown() override {
+    launcher_.reset();
+    fs::remove_all(dir_);
+  }
+  LaunchRequest Request(std::vector<std::string> args, std::string log = "log") {
+    LaunchRequest r;
+    r.argv = {kChild};
+    for (std::string& a : args) r.argv.push_back(std::move(a));
+    r.env = {"ONLY=this", "PATH=/usr/bin:/bin"};
+    r.log_path = (dir_ / log).string();
+    return r;
+  }
+  std::string Read(const std::string& log) {
+    std::ifstream in(dir_ / log);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+  }
+
+  fs::path dir_;
+  Exits exits_;
+  std::unique_ptr<LocalLauncher> launcher_;
+};
+
+TEST_P(LocalLauncherTest, WorkerIsOurChildWithItsOwnGroupEnvironmentAndLog) {
+  if (GetParam()) {
+    ASSERT_GT(launcher_->zygote_pid(), 0);
+  } else {
+    EXPECT_EQ(launcher_->zygote_pid(), 0);
+  }
+  absl::StatusOr<int> pid = launcher_->Launch(Request({"report"}));
+  ASSERT_TRUE(pid.ok()) << pid.status();
+  EXPECT_NE(*pid, launcher_->zygote_pid());
+  ProcessExit e = exits_.Wait(*pid);
+  EXPECT_EQ(e.exit_code, 0);  // 99: its parent was not the launcher's process
+  EXPECT_EQ(e.signal, 0);
+  const std::string log = Read("log");
+  EXPECT_NE(log.find(absl::StrCat("ppid=", getpid(), "\n")), std::string::npos) << log;
+  EXPECT_NE(log.find(absl::StrCat("pgid=", *pid, "\n")), std::string::npos) << log;
+  EXPECT_NE(log.find("stdin=/dev/null\n"), std::string::npos) << log;
+  EXPECT_NE(log.find("argv1=report\n"), std::string::npos) << log;
+  EXPECT_NE(log.find("to stderr\n"), std::string::npos) << log;
+  // Exactly the request's environment, plus the parent's pid.
+  std::vector<std::string> env;
+  std::istringstream lines(log);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("env ", 0) == 0) env.push_back(line.substr(4));
+  }
+  std::sort(env.begin(), env.end());
+  EXPECT_EQ(env, (std::vector<std::string>{"ONLY=this", "PATH=/usr/bin:/bin",
+                                           absl::StrCat("TRAIND_PARENT_PID=", getpid())}));
+  EXPECT_EQ(exits_.Count(*pid), 1);
+}
+
+TEST_P(LocalLauncherTest, ExitStatusAndSignals) {
+  absl::StatusOr<int> seven = launcher_->Launch(Request({"exit", "7"}));
+  ASSERT_TRUE(seven.ok()) << seven.status();
+  absl::StatusOr<int> sleeper = launcher_->Launch(Request({"sleep"}));
+  ASSERT_TRUE(sleeper.ok()) << sleeper.status();
+  EXPECT_EQ(exits_.Wait(*seven).exit_code, 7);
+  launcher_->Signal(*sleeper, SIGTERM);
+  ProcessExit e = exits_.Wait(*sleeper);
+  EXPECT_EQ(e.signal, SIGTERM);
+}
+
+TEST_P(LocalLauncherTest, ManyLaunchesFromManyThreadsEachReportedOnce) {
+  std::vector<std::thread> threads;
+  absl::Mutex mu;
+  std::vector<std::pair<int, int>> started;  // pid, expected code
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 8; ++i) {
+        const int code = t * 8 + i;
+        absl::StatusOr<int> pid = launcher_->Launch(Request({"exit", std::to_string(code)}));
+        ASSERT_TRUE(pid.ok()) << pid.status();
+        absl::MutexLock lock(&mu);
+        started.emplace_back(*pid, code);
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  ASSERT_EQ(started.size(), 32u);
+  for (const auto& [pid, code] : started) {
+    EXPECT_EQ(exits_.Wait(pid).exit_code, code);
+    EXPECT_EQ(exits_.Count(pid), 1);
+  }
+}
+
+// A launch right after the last child was reaped (the reaper then finds no
+// child at all) must still be waited for.
+TEST_P(LocalLauncherTest, BackToBackLaunchesNeverLoseAnExit) {
+  for (int i = 0; i < 150; ++i) {
+    absl::StatusOr<int> pid = launcher_->Launch(Request({"exit", std::to_string(i % 100)}));
+    ASSERT_TRUE(pid.ok()) << pid.status();
+    ASSERT_EQ(exits_.Wait(*pid).exit_code, i % 100) << "launch " << i;
+  }
+}
+
+TEST_P(LocalLauncherTest, ADeadZygoteIsReplaced) {
+  if (!GetParam()) GTEST_SKIP() << "no zygote in this mode";
+  const int first = launcher_->zygote_pid();
+  ASSERT_GT(first, 0);
+  kill(first, SIGKILL);
+  for (int i = 0; i < 2000 && launcher_->zygote_pid() == first; ++i) usleep(1000);
+  ASSERT_EQ(launcher_->zygote_pid(), 0) << "the launcher did not notice its zygote die";
+  absl::StatusOr<int> pid = launcher_->Launch(Request({"exit", "3"}));
+  ASSERT_TRUE(pid.ok()) << pid.status();
+  EXPECT_EQ(exits_.Wait(*pid).exit_code, 3);
+  EXPECT_GT(launcher_->zygote_pid(), 0);
+  EXPECT_NE(launcher_->zygote_pid(), first);
+  // The zygote's own exit is not a worker's.
+  EXPECT_EQ(exits_.Count(first), 0);
+}
+
+TEST_P(LocalLauncherTest, UnexecutableWorkerIsAnError) {
+  LaunchRequest r = Request({"exit", "0"});
+  r.argv[0] = (dir_ / "no-such-worker").string();
+  absl::StatusOr<int> pid = launcher_->Launch(r);
+  ASSERT_FALSE(pid.ok());
+  EXPECT_NE(pid.status().message().find("no-such-worker"), std::string::npos) << pid.status();
+}
+
+INSTANTIATE_TEST_SUITE_P(Modes, LocalLauncherTest, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& p) {
+                           return p.param ? "Zygote" : "Spawn";
+                         });
+
+}  // namespace
+}  // namespace traind::server
