@@ -213,6 +213,9 @@ int Sgemm(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // As traind-worker does: no oneDNN profiler hooks unless asked for.
+  setenv("ONEDNN_ITT_TASK_LEVEL", "0", /*overwrite=*/0);
+  setenv("ONEDNN_JIT_PROFILE", "0", /*overwrite=*/0);
   const std::string mode = argc > 1 ? argv[1] : "";
   if (mode == "fit") return Fit(argc, argv);
   if (mode == "sgemm") return Sgemm(argc, argv);

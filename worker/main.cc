@@ -49,6 +49,7 @@
 #include "traind/v1/worker_service.grpc.pb.h"
 #include "worker/cuda_plugin_loader.h"
 #include "worker/engine/backend/backend.h"
+#include "worker/engine/backend/cpu/cpu_backend.h"
 #include "worker/engine/data/dataset.h"
 #include "worker/engine/data/split.h"
 #include "worker/engine/fit.h"
@@ -636,6 +637,23 @@ bool ArmParentDeathSignal() {
 
 int WorkerMain(int argc, char** argv);
 
+// The zygote's one-time work that every fold would otherwise repeat:
+// oneDNN's CPU engine and JIT machinery (ISA detection, code buffers, the
+// primitive cache), brought up by creating — never running — a small dense
+// kernel, and the protobuf descriptors of the job spec. Creates no thread:
+// nothing here executes a primitive.
+void PrewarmZygote() {
+  setenv("ONEDNN_ITT_TASK_LEVEL", "0", /*overwrite=*/0);
+  setenv("ONEDNN_JIT_PROFILE", "0", /*overwrite=*/0);
+  (void)traind::v1::JobSpec::descriptor();
+  (void)traind::v1::TaskAssignment::descriptor();
+  absl::StatusOr<std::unique_ptr<engine::Backend>> cpu = engine::CreateCpuBackend();
+  if (!cpu.ok()) return;
+  for (engine::DenseActivation a : {engine::DenseActivation::kRelu, engine::DenseActivation::kLinear}) {
+    (void)(*cpu)->CreateDenseKernel(16, 16, 16, a);
+  }
+}
+
 // A worker forked by the zygote: the OpenMP runtime read its settings when
 // the zygote loaded it, so this task's thread count is applied here.
 int ForkedWorkerMain(int argc, char** argv) {
@@ -653,6 +671,7 @@ int main(int argc, char** argv) {
     // Started by traind once: fork a fresh worker per task attempt (see
     // worker/zygote/zygote.h). No threads, channels or devices here.
     if (!traind::worker::ArmParentDeathSignal()) return traind::worker::kUnreachable;
+    traind::worker::PrewarmZygote();
     return traind::zygote::RunZygote(traind::zygote::kZygoteControlFd,
                                      traind::worker::ForkedWorkerMain);
   }

@@ -222,13 +222,14 @@ def sgemm(bin_dir, envs, m, n, k, reps=10):
 
 
 class Daemon:
-    def __init__(self, bin_dir, slots, threads):
+    def __init__(self, bin_dir, slots, threads, zygote=True):
         self.dir = tempfile.mkdtemp(prefix="traind-cpubench-")
         self.address = "unix:%s/traind.sock" % self.dir
         self.log = open(os.path.join(self.dir, "traind.log"), "w")
         self.p = subprocess.Popen(
             [os.path.join(bin_dir, "traind"), "--state-dir", self.dir, "--listen", self.address,
-             "--cpu-slots", str(slots), "--worker-threads", str(threads), "--data-root", ROOT],
+             "--cpu-slots", str(slots), "--worker-threads", str(threads), "--data-root", ROOT,
+             "--worker-zygote=%s" % ("true" if zygote else "false")],
             stderr=self.log, stdout=self.log, cwd=ROOT)
         for _ in range(500):
             if os.path.exists(os.path.join(self.dir, "traind.sock")):
@@ -316,13 +317,14 @@ def cv_case(bin_dir, work, envs, repeats):
         "root": ROOT, "cv": "", "training": "batches: 1"})
     env1 = Envs.threads(envs.traind, 1)
     peer_env = Envs.threads(envs.best, 1)
-    seq, par = Daemon(bin_dir, 1, 1), Daemon(bin_dir, 2, 1)
-    res = {k: [] for k in ("inproc", "inproc_train", "d1_wall", "d1_srv", "d2_wall", "d2_srv", "py", "py_train",
-                           "att_ms", "gap_ms", "first_ms", "tail_ms")}
+    seq, par, execd = Daemon(bin_dir, 1, 1), Daemon(bin_dir, 2, 1), Daemon(bin_dir, 1, 1, zygote=False)
+    res = {k: [] for k in ("inproc", "inproc_train", "d1_wall", "d1_srv", "d2_wall", "d2_srv", "dx_wall", "dx_srv",
+                           "py", "py_train", "att_ms", "gap_ms", "first_ms", "tail_ms")}
     loads = [load()]
     try:
         seq.submit(iris10)  # warm the page cache and SQLite once
         par.submit(iris10)
+        execd.submit(iris10)
         for _ in range(repeats):
             w, t, _ = standalone(bin_dir, iris10, env1)
             res["inproc"].append(w)
@@ -342,6 +344,9 @@ def cv_case(bin_dir, work, envs, repeats):
             w, s, _ = par.submit(iris10)
             res["d2_wall"].append(w)
             res["d2_srv"].append(s)
+            w, s, _ = execd.submit(iris10)
+            res["dx_wall"].append(w)
+            res["dx_srv"].append(s)
             t0 = time.perf_counter()
             tr = 0.0
             for fold in range(10 if len(res["py"]) < 2 else 0):
@@ -364,11 +369,13 @@ def cv_case(bin_dir, work, envs, repeats):
     finally:
         seq.stop()
         par.stop()
+        execd.stop()
     m = {k: med(v) for k, v in res.items()}
     say("| how | wall s (median of %d; PyTorch per fold: %d) | vs in-process | training time inside |" % (repeats, len(res["py"])))
     say("| --- | --- | --- | --- |")
     say("| traind engine in one process: `traind-worker --spec` (10 folds in turn, 1 thread) | %.3f | 1.00 | %.3f s (Σ epoch seconds) |" % (m["inproc"], m["inproc_train"]))
-    say("| daemon, 1 CPU slot × 1 thread (folds in turn: one worker process per fold) | %.3f (server: create→end %.3f) | **%.2f** | |" % (m["d1_wall"], m["d1_srv"], m["d1_wall"] / m["inproc"]))
+    say("| daemon, 1 CPU slot × 1 thread (folds in turn: one worker process per fold, forked by the zygote) | %.3f (server: create→end %.3f) | **%.2f** | |" % (m["d1_wall"], m["d1_srv"], m["d1_wall"] / m["inproc"]))
+    say("| daemon, 1 CPU slot × 1 thread, `worker_zygote: false` (traind-worker exec'd per fold) | %.3f (server %.3f) | %.2f | |" % (m["dx_wall"], m["dx_srv"], m["dx_wall"] / m["inproc"]))
     say("| daemon, default 2 CPU slots × 1 thread (2 fold workers at once) | %.3f (server %.3f) | %.2f | |" % (m["d2_wall"], m["d2_srv"], m["d2_wall"] / m["inproc"]))
     say("| PyTorch, one `/usr/bin/python3` process per fold, in turn (start + import torch + train), 1 thread | %.3f | %.2f | %.3f s (training loops) |" % (m["py"], m["py"] / m["inproc"], m["py_train"]))
     say()
@@ -377,8 +384,8 @@ def cv_case(bin_dir, work, envs, repeats):
     say()
     if res["att_ms"]:
         say("Where the daemon's time goes (1 slot, from the job's own timestamps, medians): submit → first worker "
-            "exec'd %.1f ms; each attempt (exec → exit reaped) %.1f ms, of which the training itself is ≈ %.1f ms "
-            "(in-process Σ epoch seconds / 10); between one fold's end and the next fold's exec %.1f ms; "
+            "started %.1f ms; each attempt (started → exit reaped) %.1f ms, of which the training itself is ≈ %.1f ms "
+            "(in-process Σ epoch seconds / 10); between one fold's end and the next fold's start %.1f ms; "
             "last fold's end → job end %.1f ms." % (m["first_ms"], m["att_ms"], 100 * m["inproc_train"], m["gap_ms"],
                                                     m["tail_ms"]))
     say()

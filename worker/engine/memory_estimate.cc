@@ -11,6 +11,10 @@ MemoryEstimate EstimateMemory(const traind::v1::JobSpec& spec, int64_t features,
   int64_t per_row = features + 2 * outputs;  // input batch, loss gradient, host outputs
   int64_t width = features;
   int64_t workspace = 0;
+  // bf16 products: each dense layer keeps bf16 (2-byte) copies of its input
+  // batch, its weights and its output gradient.
+  const bool bf16 = spec.training().precision() == traind::v1::BF16;
+  int64_t bf16_copies = 0;
   for (const traind::v1::Layer& layer : spec.model().layers()) {
     switch (layer.kind_case()) {
       case traind::v1::Layer::kDense: {
@@ -24,6 +28,7 @@ MemoryEstimate EstimateMemory(const traind::v1::JobSpec& spec, int64_t features,
         }
         // oneDNN matmul scratchpads: at most a packed copy of the weights.
         workspace += 3 * width * units * kFloat;
+        if (bf16) bf16_copies += 2 * (batch * width + width * units + batch * units);
         width = units;
         break;
       }
@@ -63,8 +68,13 @@ MemoryEstimate EstimateMemory(const traind::v1::JobSpec& spec, int64_t features,
   // A training batch and an evaluation batch of the same size, plus the
   // checkpoint serialization buffer (one copy of the state).
   e.activations = 2 * batch * per_row * kFloat;
-  e.workspace = workspace + (trainable + buffers) * (2 + state_copies) * kFloat +
+  e.workspace = workspace + bf16_copies + (trainable + buffers) * (2 + state_copies) * kFloat +
                 (16 << 20);  // oneDNN, OpenMP and allocator overhead
+  // On a GPU: the cuBLAS/cuBLASLt workspace (32 MiB, the size recommended
+  // for Hopper) and the multi-tensor optimizer's pointer tables.
+  if (spec.resources().device() == traind::v1::GPU) {
+    e.workspace += (32 << 20) + (64 << 10);
+  }
   return e;
 }
 

@@ -176,6 +176,21 @@ TEST(MemoryEstimateTest, CountsParametersStateAndActivations) {
   EXPECT_EQ(EstimateMemory(spec, 50, 10).optimizer_state, 0);
 }
 
+TEST(MemoryEstimateTest, Bf16CopiesAndTheGpuWorkspaceAreCounted) {
+  JobSpec spec;
+  spec.mutable_model()->add_layers()->mutable_dense()->set_units(100);
+  spec.mutable_model()->add_layers()->mutable_dense()->set_units(10);
+  spec.mutable_training()->set_batch_size(32);
+  const int64_t fp32 = EstimateMemory(spec, 50, 10).workspace;
+  spec.mutable_training()->set_precision(traind::v1::BF16);
+  // Per dense layer, 2 bytes per element of x, w and dy.
+  const int64_t copies = 2 * (32 * 50 + 50 * 100 + 32 * 100) + 2 * (32 * 100 + 100 * 10 + 32 * 10);
+  EXPECT_EQ(EstimateMemory(spec, 50, 10).workspace - fp32, copies);
+  spec.mutable_training()->set_precision(traind::v1::FP32);
+  spec.mutable_resources()->set_device(traind::v1::GPU);
+  EXPECT_EQ(EstimateMemory(spec, 50, 10).workspace - fp32, (32 << 20) + (64 << 10));
+}
+
 }  // namespace
 }  // namespace traind::engine
 
