@@ -264,9 +264,10 @@ int Run(ServerConfig flags) {
   LocalLauncherOptions lo;
   if (flags.worker_zygote) {
     lo.zygote_worker = worker_path;
-    // Bind every symbol once in the zygote, not lazily in each worker.
+    // The OpenMP runtime reads its settings once, when the zygote loads it:
+    // the workers' thread count is set here (and again by each worker).
     lo.zygote_env = {absl::StrCat("OMP_NUM_THREADS=", so.worker_threads),
-                     "PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8", "LD_BIND_NOW=1"};
+                     "PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8"};
   }
   LocalLauncher launcher(lo);
   if (flags.worker_zygote) {

@@ -69,12 +69,17 @@ LocalLauncher::~LocalLauncher() {
 void LocalLauncher::SetExitCallback(ExitCallback callback) {
   absl::MutexLock lock(&mu_);
   callback_ = std::move(callback);
+  // The previous callback may be running on the reaper: wait until it has
+  // returned, so that whatever it refers to may be destroyed after this.
+  auto idle = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return callbacks_running_ == 0; };
+  mu_.Await(absl::Condition(&idle));
 }
 
-void LocalLauncher::Track(int pid) {
+void LocalLauncher::Track(int pid, bool may_have_exited) {
   // A worker forked by the zygote is this process's child before its pid
-  // arrives here: the reaper may have collected it already.
-  if (auto it = unclaimed_.find(pid); it != unclaimed_.end()) {
+  // arrives here: if something killed it before it was let go, the reaper
+  // has collected it already (during this request: older entries are gone).
+  if (auto it = unclaimed_.find(pid); may_have_exited && it != unclaimed_.end()) {
     ready_.push_back(it->second);
     unclaimed_.erase(it);
     if (wake_fd_ >= 0) {
@@ -134,6 +139,9 @@ absl::Status LocalLauncher::StartZygoteLocked() {
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
   posix_spawn_file_actions_adddup2(&actions, sv[1], zygote::kZygoteControlFd);
+  // Nothing else of traind's: descriptors it inherited without
+  // close-on-exec (from its own parent) stop here.
+  posix_spawn_file_actions_addclosefrom_np(&actions, zygote::kZygoteControlFd + 1);
   posix_spawnattr_t attr;
   posix_spawnattr_init(&attr);
   posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
@@ -156,7 +164,8 @@ absl::Status LocalLauncher::StartZygoteLocked() {
   }
   zygote_fd_ = sv[0];
   zygote_pid_ = pid;
-  Track(pid);
+  zygote_pids_.insert(pid);
+  Track(pid, /*may_have_exited=*/false);
   return absl::OkStatus();
 }
 
@@ -176,6 +185,11 @@ absl::StatusOr<int> LocalLauncher::LaunchThroughZygote(const LaunchRequest& requ
   if (zygote_fd_ < 0) {
     if (absl::Status s = StartZygoteLocked(); !s.ok()) return s;
   }
+  {
+    // Exits collected before this request cannot be this request's worker.
+    absl::MutexLock lock(&mu_);
+    unclaimed_.clear();
+  }
   zygote::SpawnRequest z;
   z.argv = request.argv;
   z.env = request.env;
@@ -186,13 +200,20 @@ absl::StatusOr<int> LocalLauncher::LaunchThroughZygote(const LaunchRequest& requ
       sent.ok() ? zygote::ReceiveSpawnReply(zygote_fd_, options_.zygote_timeout)
                 : absl::StatusOr<zygote::SpawnReply>(sent);
   if (!reply.ok()) {
-    // A zygote that does not answer is replaced on the next launch.
-    int pid = 0;
+    // A zygote that does not answer is replaced on the next launch. A worker
+    // it may still fork never runs: its gate closes with the socket.
     {
       absl::MutexLock lock(&mu_);
-      pid = zygote_pid_;
+      // Only while it is still this process's unreaped child (its pidfd
+      // then still refers to it): never a recycled pid.
+      if (auto it = children_.find(zygote_pid_); zygote_pid_ > 0 && it != children_.end()) {
+        if (it->second >= 0) {
+          syscall(SYS_pidfd_send_signal, it->second, SIGKILL, nullptr, 0);
+        } else {
+          kill(zygote_pid_, SIGKILL);
+        }
+      }
     }
-    if (pid > 0) kill(pid, SIGKILL);
     StopZygoteLocked();
     return reply.status();
   }
@@ -200,8 +221,16 @@ absl::StatusOr<int> LocalLauncher::LaunchThroughZygote(const LaunchRequest& requ
     return absl::UnavailableError(absl::StrCat("zygote: ", reply->what, ": ",
                                                strerror(reply->error)));
   }
-  absl::MutexLock lock(&mu_);
-  Track(reply->pid);
+  {
+    absl::MutexLock lock(&mu_);
+    Track(reply->pid, /*may_have_exited=*/true);
+  }
+  // Tracked: let it run.
+  const char go = 'g';
+  if (reply->go_fd >= 0) {
+    (void)!write(reply->go_fd, &go, 1);
+    close(reply->go_fd);
+  }
   return static_cast<int>(reply->pid);
 }
 
@@ -241,6 +270,7 @@ absl::StatusOr<int> LocalLauncher::Launch(const LaunchRequest& request) {
   posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
   posix_spawn_file_actions_adddup2(&actions, log_fd, 1);
   posix_spawn_file_actions_adddup2(&actions, log_fd, 2);
+  posix_spawn_file_actions_addclosefrom_np(&actions, 3);  // nothing else of traind's
   posix_spawnattr_t attr;
   posix_spawnattr_init(&attr);
   // Its own process group, no blocked signals, and the signals traind
@@ -265,7 +295,7 @@ absl::StatusOr<int> LocalLauncher::Launch(const LaunchRequest& request) {
     return absl::FailedPreconditionError(
         absl::StrCat(request.argv[0], ": cannot execute: ", strerror(rc)));
   }
-  Track(pid);
+  Track(pid, /*may_have_exited=*/false);
   return pid;
 }
 
@@ -319,13 +349,18 @@ void LocalLauncher::ReapLoop() {
           close(it->second);
         }
         children_.erase(it);
-        if (pid == zygote_pid_) {
-          zygote_pid_ = 0;  // restarted at the next launch
+        if (zygote_pids_.erase(pid) > 0) {
+          if (pid == zygote_pid_) zygote_pid_ = 0;  // restarted at the next launch
           continue;
         }
         callback = callback_;
+        if (callback) ++callbacks_running_;
       }
-      if (callback) callback(exit);
+      if (callback) {
+        callback(exit);
+        absl::MutexLock lock(&mu_);
+        --callbacks_running_;
+      }
     }
     std::vector<ProcessExit> claimed;
     ExitCallback callback;
@@ -333,9 +368,12 @@ void LocalLauncher::ReapLoop() {
       absl::MutexLock lock(&mu_);
       claimed.swap(ready_);
       callback = callback_;
+      if (callback && !claimed.empty()) ++callbacks_running_;
     }
-    for (const ProcessExit& exit : claimed) {
-      if (callback) callback(exit);
+    if (callback && !claimed.empty()) {
+      for (const ProcessExit& exit : claimed) callback(exit);
+      absl::MutexLock lock(&mu_);
+      --callbacks_running_;
     }
     bool pidfds = true;
     {

@@ -25,6 +25,7 @@
 #define TRAIND_SERVER_LAUNCH_LOCAL_LAUNCHER_H_
 
 #include <map>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -54,6 +55,7 @@ class LocalLauncher final : public Launcher {
   // Stops the reaper and the zygote; does not kill workers.
   ~LocalLauncher() override;
 
+  // Returns once no earlier callback is running.
   void SetExitCallback(ExitCallback callback) override;
   absl::StatusOr<int> Launch(const LaunchRequest& request) override;
   void Signal(int pid, int sig) override;
@@ -68,8 +70,9 @@ class LocalLauncher final : public Launcher {
   absl::StatusOr<int> LaunchThroughZygote(const LaunchRequest& request, int log_fd);
   absl::Status StartZygoteLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(zygote_mu_);
   void StopZygoteLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(zygote_mu_);
-  // Tracks a started child (its pidfd in the epoll set).
-  void Track(int pid) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Tracks a started child (its pidfd in the epoll set). may_have_exited:
+  // a zygote's worker, which the reaper may have collected already.
+  void Track(int pid, bool may_have_exited) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ReapLoop();
 
   const LocalLauncherOptions options_;
@@ -87,7 +90,9 @@ class LocalLauncher final : public Launcher {
   // Exits reaped before their pid was tracked, and those now claimed.
   std::map<int, ProcessExit> unclaimed_ ABSL_GUARDED_BY(mu_);
   std::vector<ProcessExit> ready_ ABSL_GUARDED_BY(mu_);
-  int zygote_pid_ ABSL_GUARDED_BY(mu_) = 0;
+  int zygote_pid_ ABSL_GUARDED_BY(mu_) = 0;     // the current zygote
+  std::set<int> zygote_pids_ ABSL_GUARDED_BY(mu_);  // every zygote not yet reaped
+  int callbacks_running_ ABSL_GUARDED_BY(mu_) = 0;
   int epoll_fd_ = -1;
   int wake_fd_ = -1;  // eventfd: wakes the reaper (stop)
   std::thread reaper_;

@@ -1,6 +1,10 @@
 #include "server/launch/local_launcher.h"
 
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -16,6 +20,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "gtest/gtest.h"
+#include "worker/zygote/zygote.h"
 
 namespace traind::server {
 namespace {
@@ -44,6 +49,10 @@ class Exits {
     absl::MutexLock lock(&mu_);
     return count_[pid];
   }
+  std::map<int, int> All() {
+    absl::MutexLock lock(&mu_);
+    return count_;
+  }
 
  private:
   absl::Mutex mu_;
@@ -68,6 +77,8 @@ class LocalLauncherTest : public ::testing::TestWithParam<bool> {
   }
   void TearDown() override {
     launcher_.reset();
+    // Every exit was reported once, even counting late duplicates.
+    for (const auto& [pid, count] : exits_.All()) EXPECT_LE(count, 1) << "pid " << pid;
     fs::remove_all(dir_);
   }
   LaunchRequest Request(std::vector<std::string> args, std::string log = "log") {
@@ -108,6 +119,14 @@ TEST_P(LocalLauncherTest, WorkerIsOurChildWithItsOwnGroupEnvironmentAndLog) {
   EXPECT_NE(log.find("stdin=/dev/null\n"), std::string::npos) << log;
   EXPECT_NE(log.find("argv1=report\n"), std::string::npos) << log;
   EXPECT_NE(log.find("to stderr\n"), std::string::npos) << log;
+  // Nothing of the launcher's (or the zygote's) leaks into the worker.
+  std::vector<std::string> fds;
+  std::istringstream fd_lines(log);
+  for (std::string line; std::getline(fd_lines, line);) {
+    if (line.rfind("fd ", 0) == 0) fds.push_back(line.substr(3));
+  }
+  std::sort(fds.begin(), fds.end());
+  EXPECT_EQ(fds, (std::vector<std::string>{"0", "1", "2"}));
   // Exactly the request's environment, plus the parent's pid.
   std::vector<std::string> env;
   std::istringstream lines(log);
@@ -163,6 +182,105 @@ TEST_P(LocalLauncherTest, BackToBackLaunchesNeverLoseAnExit) {
     ASSERT_TRUE(pid.ok()) << pid.status();
     ASSERT_EQ(exits_.Wait(*pid).exit_code, i % 100) << "launch " << i;
   }
+}
+
+// A zygote that answers too late is replaced, and the attempt is started
+// directly instead; the worker it forked meanwhile must never run (the
+// attempt would run twice).
+TEST(LocalLauncherZygoteTest, AWorkerWhoseRequestTimedOutNeverRuns) {
+  const fs::path dir = fs::temp_directory_path() / absl::StrCat("traind-launcher-late-", getpid());
+  fs::create_directories(dir);
+  LocalLauncherOptions o;
+  o.zygote_worker = kChild;
+  o.zygote_env = {"PATH=/usr/bin:/bin"};
+  o.zygote_timeout = absl::Milliseconds(2);  // many replies are late
+  Exits exits;
+  {
+    LocalLauncher launcher(o);
+    launcher.SetExitCallback([&](const ProcessExit& e) { exits.Add(e); });
+    const std::string marks = (dir / "marks").string();
+    for (int i = 0; i < 30; ++i) {
+      LaunchRequest r;
+      r.argv = {kChild, "mark", marks};
+      r.env = {"PATH=/usr/bin:/bin"};
+      r.log_path = (dir / "log").string();
+      absl::StatusOr<int> pid = launcher.Launch(r);
+      ASSERT_TRUE(pid.ok()) << pid.status();
+      EXPECT_EQ(exits.Wait(*pid).exit_code, 0);
+    }
+    usleep(200 * 1000);  // a stray worker would have marked by now
+    std::ifstream in(marks);
+    int lines = 0;
+    for (std::string line; std::getline(in, line);) ++lines;
+    EXPECT_EQ(lines, 30);
+  }
+  fs::remove_all(dir);
+}
+
+// The zygote's protocol, driven by hand: a forked worker runs only when
+// told to, and one whose gate closes without a go exits without running.
+TEST(ZygoteProtocolTest, AWorkerRunsOnlyAfterItsGo) {
+  ASSERT_EQ(prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0), 0);
+  const fs::path dir = fs::temp_directory_path() / absl::StrCat("traind-zygote-gate-", getpid());
+  fs::create_directories(dir);
+  int sv[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv), 0);
+  const pid_t zygote = fork();
+  if (zygote == 0) {
+    dup2(sv[1], zygote::kZygoteControlFd);
+    execl(kChild, kChild, zygote::kZygoteFlag, static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  close(sv[1]);
+  const std::string marks = (dir / "marks").string();
+  auto spawn = [&]() -> zygote::SpawnReply {
+    zygote::SpawnRequest request;
+    request.argv = {kChild, "mark", marks};
+    request.env = {"PATH=/usr/bin:/bin"};
+    request.log_fd = open((dir / "log").c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
+    EXPECT_TRUE(zygote::SendSpawnRequest(sv[0], request).ok());
+    close(request.log_fd);
+    absl::StatusOr<zygote::SpawnReply> reply = zygote::ReceiveSpawnReply(sv[0], absl::Seconds(10));
+    EXPECT_TRUE(reply.ok()) << reply.status();
+    return reply.ok() ? *reply : zygote::SpawnReply();
+  };
+  auto lines = [&] {
+    std::ifstream in(marks);
+    int n = 0;
+    for (std::string line; std::getline(in, line);) ++n;
+    return n;
+  };
+  // Closed without a go: exits 0 without running, as this process's child.
+  zygote::SpawnReply held = spawn();
+  ASSERT_GT(held.pid, 0);
+  ASSERT_GE(held.go_fd, 0);
+  close(held.go_fd);
+  int status = -1;
+  ASSERT_EQ(waitpid(held.pid, &status, 0), held.pid);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  EXPECT_EQ(lines(), 0);
+  // Let go: runs.
+  zygote::SpawnReply go = spawn();
+  ASSERT_GT(go.pid, 0);
+  ASSERT_EQ(write(go.go_fd, "g", 1), 1);
+  close(go.go_fd);
+  ASSERT_EQ(waitpid(go.pid, &status, 0), go.pid);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  EXPECT_EQ(lines(), 1);
+  // A request it cannot parse is answered, and the zygote carries on.
+  ASSERT_EQ(send(sv[0], "xx", 2, MSG_NOSIGNAL), 2);
+  absl::StatusOr<zygote::SpawnReply> refused = zygote::ReceiveSpawnReply(sv[0], absl::Seconds(10));
+  ASSERT_TRUE(refused.ok()) << refused.status();
+  EXPECT_LE(refused->pid, 0);
+  EXPECT_EQ(refused->error, EINVAL);
+  zygote::SpawnReply again = spawn();
+  ASSERT_GT(again.pid, 0);
+  close(again.go_fd);
+  ASSERT_EQ(waitpid(again.pid, &status, 0), again.pid);
+  close(sv[0]);  // the zygote exits
+  ASSERT_EQ(waitpid(zygote, &status, 0), zygote);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  fs::remove_all(dir);
 }
 
 TEST_P(LocalLauncherTest, ADeadZygoteIsReplaced) {

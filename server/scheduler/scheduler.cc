@@ -94,31 +94,38 @@ void Scheduler::Stop() {
   {
     absl::MutexLock lock(&mu_);
     if (stopping_) return;
-    stopping_ = true;
+    stopping_ = true;  // nothing new is dispatched or accepted
     for (const auto& [pid, ref] : by_pid_) pids.push_back(pid);
   }
-  if (loop_.joinable()) loop_.join();
   // Running attempts stay RUNNING in the store: the next start recovers
-  // them as LOST and runs them again.
+  // them as LOST and runs them again. They get stop_grace to checkpoint.
+  // The loop thread runs until then: a worker spawned from it directly dies
+  // with it (PR_SET_PDEATHSIG), which would cut the grace short.
   for (int pid : pids) launcher_->Signal(pid, SIGTERM);
-  absl::Time deadline = absl::Now() + options_.stop_grace;
-  absl::MutexLock lock(&mu_);
-  auto none_left = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return by_pid_.empty(); };
-  if (!mu_.AwaitWithDeadline(absl::Condition(&none_left), deadline)) {
-    for (const auto& [pid, ref] : by_pid_) launcher_->Signal(pid, SIGKILL);
-    mu_.AwaitWithTimeout(absl::Condition(&none_left), options_.stop_grace);
+  {
+    absl::Time deadline = absl::Now() + options_.stop_grace;
+    absl::MutexLock lock(&mu_);
+    auto none_left = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return by_pid_.empty(); };
+    if (!mu_.AwaitWithDeadline(absl::Condition(&none_left), deadline)) {
+      for (const auto& [pid, ref] : by_pid_) launcher_->Signal(pid, SIGKILL);
+      mu_.AwaitWithTimeout(absl::Condition(&none_left), options_.stop_grace);
+    }
+    loop_exit_ = true;
   }
+  if (loop_.joinable()) loop_.join();
+  // No exit reaches this scheduler after it is gone.
+  launcher_->SetExitCallback(nullptr);
 }
 
 void Scheduler::Loop() {
   absl::MutexLock lock(&mu_);
-  while (!stopping_) {
+  while (!loop_exit_) {
     last_loop_ = absl::Now();
     if (gpus_.AnyDraining()) RefreshGpusLocked(false);
-    DispatchLocked();
+    if (!stopping_) DispatchLocked();
     EnforceDeadlinesLocked();
     wake_ = false;
-    auto woken = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return wake_ || stopping_; };
+    auto woken = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return wake_ || loop_exit_; };
     mu_.AwaitWithTimeout(absl::Condition(&woken), gpus_.AnyDraining() ? absl::Milliseconds(100)
                                                                        : absl::Milliseconds(250));
   }

@@ -240,7 +240,8 @@ class Scheduler final {
   absl::Time last_gpu_refresh_ ABSL_GUARDED_BY(mu_);
   void RefreshGpusLocked(bool force) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool wake_ ABSL_GUARDED_BY(mu_) = false;
-  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;   // Stop() called: no new work
+  bool loop_exit_ ABSL_GUARDED_BY(mu_) = false;  // the loop thread returns
   bool started_ ABSL_GUARDED_BY(mu_) = false;
   absl::Time last_loop_ ABSL_GUARDED_BY(mu_) = absl::Now();
   std::thread loop_;

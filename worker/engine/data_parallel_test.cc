@@ -86,6 +86,26 @@ JobSpec IrisSpec() {
   return spec;
 }
 
+// A dense layer without bias (batch norm after it cancels any bias: its
+// gradient would be rounding noise only, which Adam would scale up to
+// steps of the learning rate).
+void AddDenseWithoutBias(JobSpec* spec, int units) {
+  AddDense(spec, units, traind::v1::LINEAR);
+  spec->mutable_model()->mutable_layers()->rbegin()->mutable_dense()->set_bias(false);
+}
+
+// Dense(16, no bias) + batch norm + relu + Dense(3) on iris, batch 10.
+JobSpec IrisBatchNormSpec() {
+  JobSpec spec = IrisSpec();
+  spec.mutable_model()->clear_layers();
+  AddDenseWithoutBias(&spec, 16);
+  spec.mutable_model()->add_layers()->mutable_batch_norm();
+  spec.mutable_model()->add_layers()->mutable_activation()->set_function(traind::v1::RELU);
+  AddDense(&spec, 3, traind::v1::LINEAR);
+  spec.mutable_training()->set_batch_size(10);  // 3 ranks: 4, 3, 3 rows
+  return spec;
+}
+
 // Regression on diabetes (unscaled targets, so the gradients are large and
 // clipping by norm is active at every step), SGD with momentum.
 JobSpec DiabetesSpec() {
@@ -445,17 +465,22 @@ void ExpectEquivalent(JobSpec spec, const Dataset& data, const FoldRows& rows,
 // by the share's weight.
 constexpr double kTolerance = 1e-5;
 
+
+// A group of one rank takes the one-rank path (batch norm included).
 TEST(DataParallelTest, OneRankGroupEqualsNoCommunicatorExactly) {
-  const JobSpec spec = IrisSpec();
-  const FoldRows rows = IrisFold0();
-  std::unique_ptr<Reference> ref = RunOneRank(spec, Iris(), rows, {});
-  const auto runs = RunRanks(1, spec, Iris(), rows, {});
-  ASSERT_TRUE(ref->result.ok()) << ref->result.status();
-  ASSERT_TRUE(runs[0]->result.ok()) << runs[0]->result.status();
-  ASSERT_EQ(ref->recorder.epochs.size(), runs[0]->recorder.epochs.size());
-  for (size_t e = 0; e < ref->recorder.epochs.size(); ++e) {
-    ExpectSameMap(ref->recorder.epochs[e].train(), runs[0]->recorder.epochs[e].train(), "train");
-    ExpectSameMap(ref->recorder.epochs[e].val(), runs[0]->recorder.epochs[e].val(), "val");
+  for (const JobSpec& spec : {IrisSpec(), IrisBatchNormSpec()}) {
+    SCOPED_TRACE(spec.model().layers_size());
+    const FoldRows rows = IrisFold0();
+    std::unique_ptr<Reference> ref = RunOneRank(spec, Iris(), rows, {});
+    const auto runs = RunRanks(1, spec, Iris(), rows, {});
+    ASSERT_TRUE(ref->result.ok()) << ref->result.status();
+    ASSERT_TRUE(runs[0]->result.ok()) << runs[0]->result.status();
+    ASSERT_EQ(ref->recorder.epochs.size(), runs[0]->recorder.epochs.size());
+    for (size_t e = 0; e < ref->recorder.epochs.size(); ++e) {
+      ExpectSameMap(ref->recorder.epochs[e].train(), runs[0]->recorder.epochs[e].train(),
+                    "train");
+      ExpectSameMap(ref->recorder.epochs[e].val(), runs[0]->recorder.epochs[e].val(), "val");
+    }
   }
 }
 
@@ -520,27 +545,46 @@ TEST(DataParallelTest, DropoutMasksAreDrawnByGlobalRow) {
   ExpectEquivalent(spec, Iris(), IrisFold0(), {2, 3}, kTolerance);
 }
 
-// Batch norm keeps per-rank batch statistics, so N ranks differ from one
-// rank; the ranks still agree on everything, running statistics included.
-TEST(DataParallelTest, BatchNormRanksAgreeWithEachOther) {
-  JobSpec spec = IrisSpec();
+// Batch norm's statistics are summed across ranks: the model, its running
+// statistics included, and the metrics equal one rank's.
+TEST(DataParallelTest, BatchNormOnTwoAndThreeRanksEqualsOneRank) {
+  ExpectEquivalent(IrisBatchNormSpec(), Iris(), IrisFold0(), {2, 3}, kTolerance);
+}
+
+TEST(DataParallelTest, BatchNormWithARankWithoutRowsEqualsOneRank) {
+  // A first batch norm layer (whose dx is not needed), two batch norm
+  // layers, small buckets. SGD: a one-row batch leaves only rounding noise
+  // in the gradients before a batch norm layer, which Adam would scale up.
+  JobSpec spec = IrisBatchNormSpec();
   spec.mutable_model()->clear_layers();
-  AddDense(&spec, 16, traind::v1::LINEAR);
+  spec.mutable_model()->add_layers()->mutable_batch_norm()->set_momentum(0.3);
+  AddDense(&spec, 16, traind::v1::TANH);
   spec.mutable_model()->add_layers()->mutable_batch_norm();
   spec.mutable_model()->add_layers()->mutable_activation()->set_function(traind::v1::RELU);
   AddDense(&spec, 3, traind::v1::LINEAR);
-  spec.mutable_training()->set_batch_size(10);
-  ScratchDir artifacts;
-  FitOptions options;
-  options.artifacts_dir = artifacts.path();
-  const auto runs = RunRanks(3, spec, Iris(), IrisFold0(), options);
-  ExpectRanksAgree(runs);
-  for (const EpochMetrics& m : runs[0]->recorder.epochs) {
-    EXPECT_TRUE(std::isfinite(m.train().at("loss")));
-    EXPECT_TRUE(std::isfinite(m.val().at("loss")));
-  }
-  // Learning happened.
-  EXPECT_GT(runs[0]->result->val().at("accuracy"), 0.6);
+  spec.mutable_optimizer()->clear_adam();
+  spec.mutable_optimizer()->mutable_sgd()->set_learning_rate(0.05);
+  spec.mutable_optimizer()->mutable_sgd()->set_momentum(0.9);
+  // 121 training rows: the last batch has one row, so with 3 ranks two have
+  // none (and with 2 ranks one).
+  const FoldRows fold = IrisFold0();
+  FoldRows rows;
+  rows.train = fold.train;
+  rows.train.push_back(fold.val[0]);
+  rows.val.assign(fold.val.begin() + 1, fold.val.end());
+  ASSERT_EQ(rows.train.size() % 10, 1u);
+  ExpectEquivalent(spec, Iris(), rows, {2, 3}, kTolerance, /*bucket_bytes=*/256);
+}
+
+TEST(DataParallelTest, BatchNormAndDropoutEqualOneRank) {
+  JobSpec spec = IrisSpec();
+  spec.mutable_model()->clear_layers();
+  AddDense(&spec, 32, traind::v1::RELU);
+  spec.mutable_model()->add_layers()->mutable_dropout()->set_rate(0.3);
+  spec.mutable_model()->add_layers()->mutable_batch_norm();
+  AddDense(&spec, 3, traind::v1::LINEAR);
+  spec.mutable_training()->set_batch_size(14);  // 120 rows: a last batch of 8
+  ExpectEquivalent(spec, Iris(), IrisFold0(), {2, 3}, kTolerance);
 }
 
 TEST(DataParallelTest, ObserverErrorOnOneRankFailsEveryRankPromptly) {

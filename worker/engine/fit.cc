@@ -270,9 +270,6 @@ class FoldTrainer {
     for (int64_t end = total; end > 0; end -= per) {
       buckets_.emplace_back(std::max<int64_t>(0, end - per), end);
     }
-    for (const Parameter& p : state_) {
-      if (p.grad == nullptr) synced_buffers_.push_back(p);
-    }
     const int64_t rows = std::max<int64_t>(static_cast<int64_t>(rows_.train.size()),
                                            static_cast<int64_t>(rows_.val.size()));
     reduce_.resize(static_cast<size_t>(2 + rows * outputs_));
@@ -400,17 +397,16 @@ class FoldTrainer {
   // pred/classes/values (each [rows.size(), ...]), *sums; when training, the
   // gradient of the rows' mean loss in host_grad_, and *buffers hold the
   // batch for the backward pass. `first_row`: the position of rows[0] in
-  // the global batch (dropout masks are drawn by global row).
+  // the global batch (dropout masks are drawn by global row) of
+  // `batch_rows` rows (batch norm's statistics are the global batch's).
   absl::Status ForwardBatch(absl::Span<const int64_t> rows, bool train, int64_t first_row,
-                            float* pred, int32_t* classes, float* values, LossSums* sums,
-                            BatchBuffers** buffers) {
+                            int64_t batch_rows, float* pred, int32_t* classes, float* values,
+                            LossSums* sums, BatchBuffers** buffers) {
     const int64_t batch = static_cast<int64_t>(rows.size());
     TRAIND_ASSIGN_OR_RETURN(BatchBuffers * b, BuffersFor(batch));
     TRAIND_RETURN_IF_ERROR(backend_->GatherRows(features_.data(), width_, rows, &b->x));
     FillTargets(rows, classes, values);
-    ForwardMode mode;
-    mode.training = train;
-    mode.seed = DeriveSeed(dropout_seed_, static_cast<uint64_t>(steps_));
+    const ForwardMode mode = ModeFor(train, batch_rows);
     // x: [batch, width] -> outputs: [batch, k]
     TRAIND_ASSIGN_OR_RETURN(Tensor * outputs, network_->Forward(b->x, mode, first_row));
     TRAIND_RETURN_IF_ERROR(backend_->CopyToHost(*outputs, host_out_.data()));
@@ -421,6 +417,19 @@ class FoldTrainer {
     loss_->Predict(host_out_.data(), batch, pred);
     *buffers = b;
     return absl::OkStatus();
+  }
+
+  // The forward pass of this step: a training pass of a global batch of
+  // `batch_rows` rows, split across the ranks, or an evaluation pass.
+  ForwardMode ModeFor(bool train, int64_t batch_rows) const {
+    ForwardMode mode;
+    mode.training = train;
+    mode.seed = DeriveSeed(dropout_seed_, static_cast<uint64_t>(steps_));
+    if (train) {
+      mode.communicator = comm_;
+      mode.batch_rows = batch_rows;
+    }
+    return mode;
   }
 
   // One optimizer step with learning rate `lr` on the global batch `batch`,
@@ -439,8 +448,13 @@ class FoldTrainer {
     if (share.rows > 0) {
       TRAIND_RETURN_IF_ERROR(ForwardBatch(
           batch.subspan(static_cast<size_t>(share.first), static_cast<size_t>(share.rows)),
-          /*train=*/true, share.first, train_pred_.data() + at * k, train_classes_.data() + at,
+          /*train=*/true, share.first, static_cast<int64_t>(batch.size()),
+          train_pred_.data() + at * k, train_classes_.data() + at,
           train_values_.empty() ? nullptr : train_values_.data() + at * k, &mine, &b));
+    } else if (comm_ != nullptr) {
+      // No rows here this step: batch norm's statistics still need this rank.
+      TRAIND_RETURN_IF_ERROR(
+          network_->JoinForward(ModeFor(/*train=*/true, static_cast<int64_t>(batch.size()))));
     }
     *sums = mine;
     if (comm_ != nullptr) {
@@ -472,15 +486,19 @@ class FoldTrainer {
           return ReduceBucketsFrom(network_->gradients_ready_from(layer));
         }));
       }
-    } else if (network_->gradients().size() > 0) {
-      // No rows here this step: a zero gradient joins the sum.
-      TRAIND_RETURN_IF_ERROR(backend_->Fill(0.0f, &network_->gradients()));
+    } else {
+      // No rows here this step: a zero gradient joins the sum, and the
+      // collectives of the backward pass, in the same order.
+      if (network_->gradients().size() > 0) {
+        TRAIND_RETURN_IF_ERROR(backend_->Fill(0.0f, &network_->gradients()));
+      }
+      if (comm_ != nullptr) {
+        TRAIND_RETURN_IF_ERROR(network_->JoinBackward([this](size_t layer) {
+          return ReduceBucketsFrom(network_->gradients_ready_from(layer));
+        }));
+      }
     }
-    if (comm_ != nullptr) {
-      TRAIND_RETURN_IF_ERROR(ReduceBucketsFrom(0));
-      TRAIND_RETURN_IF_ERROR(SyncBuffers(
-          share.rows > 0, std::min<int64_t>(static_cast<int64_t>(batch.size()), ranks_)));
-    }
+    if (comm_ != nullptr) TRAIND_RETURN_IF_ERROR(ReduceBucketsFrom(0));
     // Clipping (inside Step) sees the summed gradient.
     return optimizer_->Step(lr);
   }
@@ -492,20 +510,6 @@ class FoldTrainer {
     while (next_bucket_ < buckets_.size() && buckets_[next_bucket_].first >= ready) {
       const auto [begin, end] = buckets_[next_bucket_++];
       TRAIND_RETURN_IF_ERROR(comm_->AllReduceSum(grads + begin, end - begin));
-    }
-    return absl::OkStatus();
-  }
-
-  // Running statistics (batch norm) are updated from each rank's own rows;
-  // after every step they are replaced by their mean over the `ranks` ranks
-  // that had rows (`ran`: this one did), so all ranks keep the same state.
-  absl::Status SyncBuffers(bool ran, int64_t ranks) {
-    for (const Parameter& p : synced_buffers_) {
-      if (!ran) TRAIND_RETURN_IF_ERROR(backend_->Fill(0.0f, p.value));
-      TRAIND_RETURN_IF_ERROR(comm_->AllReduceSum(p.value->f32(), p.value->size()));
-      if (ranks > 1) {
-        TRAIND_RETURN_IF_ERROR(backend_->Scale(1.0f / static_cast<float>(ranks), p.value));
-      }
     }
     return absl::OkStatus();
   }
@@ -559,7 +563,7 @@ class FoldTrainer {
       TRAIND_RETURN_IF_ERROR(ForwardBatch(
           absl::MakeConstSpan(rows_.val).subspan(static_cast<size_t>(start),
                                                  static_cast<size_t>(size)),
-          /*train=*/false, 0, val_pred_.data() + start * k, val_classes_.data() + start,
+          /*train=*/false, 0, size, val_pred_.data() + start * k, val_classes_.data() + start,
           val_values_.empty() ? nullptr : val_values_.data() + start * k, &batch, &b));
       sums->Add(batch);
     }
@@ -1027,11 +1031,9 @@ class FoldTrainer {
   bool snapshot_valid_ = false;
 
   // Data parallelism: gradient buckets [begin, end) of the flat gradients,
-  // last first; running statistics kept equal across ranks; host buffer of
-  // the reductions of predictions.
+  // last first; host buffer of the reductions of predictions.
   std::vector<std::pair<int64_t, int64_t>> buckets_;
   size_t next_bucket_ = 0;
-  std::vector<Parameter> synced_buffers_;
   std::vector<double> reduce_;
 
   // Declared before what they own memory for: destroyed last.

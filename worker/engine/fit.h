@@ -72,15 +72,16 @@ struct FitOptions {
   //   soon as the backward pass has finished it, before every update; so the
   //   update, gradient clipping included, is the one-rank update of the
   //   global batch. Dropout masks are drawn by global row, as with one rank.
-  // - Batch norm normalizes with each share's own statistics (as PyTorch's
-  //   DistributedDataParallel does), so with batch norm N ranks differ from
-  //   one rank; its running statistics are averaged across ranks after every
-  //   step, so all ranks keep the same model.
+  // - Batch norm is synchronized (as PyTorch's SyncBatchNorm): the column
+  //   sums of its forward pass (the mean, then the squared deviations from
+  //   it) and of its backward pass are summed across ranks, so every share
+  //   is normalized with the global batch's statistics and every rank
+  //   updates the running statistics as one rank would. A rank without rows
+  //   in a batch contributes zero sums.
   // - Train metrics, validation (each rank evaluates a share of rows.val)
   //   and EpochMetrics.seconds (rank 0's) are reduced so that every rank
   //   reports the same EpochMetrics and takes the same early-stopping and
-  //   best-epoch decisions; without batch norm they equal one rank's within
-  //   float rounding.
+  //   best-epoch decisions; they equal one rank's within float rounding.
   // - Observers run on every rank. A stop requested on any rank stops every
   //   rank after the same batch. A rank that fails calls
   //   communicator->Abort() with its error, so the others fail fast (their

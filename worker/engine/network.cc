@@ -226,6 +226,19 @@ absl::Status Network::Backward(const Tensor& x, Tensor* doutputs,
   return absl::OkStatus();
 }
 
+absl::Status Network::JoinForward(const ForwardMode& mode) {
+  for (std::unique_ptr<Layer>& layer : layers_) TRAIND_RETURN_IF_ERROR(layer->JoinForward(mode));
+  return absl::OkStatus();
+}
+
+absl::Status Network::JoinBackward(absl::FunctionRef<absl::Status(size_t layer)> layer_done) {
+  for (size_t l = layers_.size(); l-- > 0;) {
+    TRAIND_RETURN_IF_ERROR(layers_[l]->JoinBackward());
+    TRAIND_RETURN_IF_ERROR(layer_done(l));
+  }
+  return absl::OkStatus();
+}
+
 std::vector<Parameter> Network::parameters() {
   std::vector<Parameter> params;
   for (size_t l = 0; l < layers_.size(); ++l) {

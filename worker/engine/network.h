@@ -81,6 +81,16 @@ class Network {
   int64_t inputs() const { return inputs_; }
   int64_t outputs() const { return layers_.back()->out(); }
   std::vector<std::unique_ptr<Layer>>& layers() { return layers_; }
+  // Data parallelism: on a rank with no rows of a training batch, in place
+  // of Forward and Backward (with the same mode and layer_done as the other
+  // ranks): takes part in the collectives the layers make (batch norm's
+  // statistics) and updates their state as the other ranks do. The
+  // gradients are left as they are, but for those of layers with
+  // collectives, which are set to zero; layer_done is called as Backward
+  // calls it.
+  absl::Status JoinForward(const ForwardMode& mode);
+  absl::Status JoinBackward(absl::FunctionRef<absl::Status(size_t layer)> layer_done);
+
   // Trainable parameters in layer order (weight then bias, gamma then beta).
   std::vector<Parameter> parameters();
   // Parameters and untrained state (batch norm's running statistics): all

@@ -85,6 +85,10 @@ absl::StatusOr<std::string> ReceiveMessage(int fd, int* passed_fd) {
   }
   if (n == 0) return absl::NotFoundError("zygote: control socket closed");
   if (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) {
+    if (passed_fd != nullptr && *passed_fd >= 0) {
+      close(*passed_fd);
+      *passed_fd = -1;
+    }
     return absl::InvalidArgumentError("zygote: message truncated");
   }
   buf.resize(static_cast<size_t>(n));
@@ -135,11 +139,17 @@ bool ReadFull(int fd, void* data, size_t size) {
 [[noreturn]] void BecomeWorker(SpawnRequest& request, int control_fd, int gate,
                                int (*worker_main)(int, char**)) {
   close(control_fd);
-  // Wait until the zygote has reaped the intermediate: from then on this
-  // process's parent is traind (the child subreaper).
-  char c;
-  while (read(gate, &c, 1) < 0 && errno == EINTR) {
-  }
+  // Wait for traind's go: it comes once this process is traind's child (the
+  // zygote has reaped the intermediate) and traind is tracking its pid. If
+  // traind gave up on the request instead (no reply in time, the zygote
+  // killed), the gate closes without a go and this process must not run:
+  // traind may already have started the attempt another way.
+  char c = 0;
+  ssize_t n;
+  do {
+    n = read(gate, &c, 1);
+  } while (n < 0 && errno == EINTR);
+  if (n != 1 || c != 'g') _exit(0);
   close(gate);
   setpgid(0, 0);
   int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
@@ -148,8 +158,9 @@ bool ReadFull(int fd, void* data, size_t size) {
     dup2(request.log_fd, 1);
     dup2(request.log_fd, 2);
   }
-  if (devnull > 2) close(devnull);
-  if (request.log_fd > 2) close(request.log_fd);
+  // Nothing but stdin, stdout and stderr: not the zygote's descriptors,
+  // not the passed log descriptor.
+  close_range(3, ~0U, 0);
   sigset_t none;
   sigemptyset(&none);
   sigprocmask(SIG_SETMASK, &none, nullptr);
@@ -215,14 +226,16 @@ SpawnReply Spawn(SpawnRequest& request, int control_fd, int (*worker_main)(int, 
   int status = 0;
   while (waitpid(mid, &status, 0) < 0 && errno == EINTR) {
   }
-  // The intermediate is gone: the worker is traind's child now. Let it go.
-  close(gate[1]);
+  // The intermediate is gone: the worker is traind's child now. traind
+  // gets the gate's write end with the reply and lets the worker go.
   if (!got || msg[0] <= 0) {
+    close(gate[1]);
     reply.error = got ? msg[1] : EPIPE;
     reply.what = "fork";
     return reply;
   }
   reply.pid = msg[0];
+  reply.go_fd = gate[1];
   return reply;
 }
 
@@ -249,10 +262,13 @@ absl::StatusOr<SpawnReply> ReceiveSpawnReply(int fd, absl::Duration timeout) {
     }
     break;
   }
-  absl::StatusOr<std::string> m = ReceiveMessage(fd, nullptr);
-  if (!m.ok()) return m.status();
   SpawnReply reply;
-  if (m->size() < 8) return absl::InvalidArgumentError("zygote: short reply");
+  absl::StatusOr<std::string> m = ReceiveMessage(fd, &reply.go_fd);
+  if (!m.ok()) return m.status();
+  if (m->size() < 8) {
+    if (reply.go_fd >= 0) close(reply.go_fd);
+    return absl::InvalidArgumentError("zygote: short reply");
+  }
   int32_t head[2];
   std::memcpy(head, m->data(), sizeof(head));
   reply.pid = head[0];
@@ -279,7 +295,7 @@ absl::Status SendSpawnReply(int fd, const SpawnReply& reply) {
   int32_t head[2] = {static_cast<int32_t>(reply.pid), reply.error};
   std::memcpy(payload.data(), head, sizeof(head));
   payload += reply.what;
-  return SendMessage(fd, payload, -1);
+  return SendMessage(fd, payload, reply.go_fd);
 }
 
 int RunZygote(int control_fd, int (*worker_main)(int, char**)) {
@@ -289,12 +305,21 @@ int RunZygote(int control_fd, int (*worker_main)(int, char**)) {
       if (absl::IsNotFound(request.status())) return 0;
       std::fprintf(stderr, "traind-worker zygote: %s\n",
                    std::string(request.status().message()).c_str());
-      if (absl::IsInvalidArgument(request.status())) continue;
-      return 1;
+      if (!absl::IsInvalidArgument(request.status())) return 1;
+      // A request it cannot read gets an answer, not silence.
+      SpawnReply refused;
+      refused.error = EINVAL;
+      refused.what = std::string(request.status().message());
+      if (!SendSpawnReply(control_fd, refused).ok()) return 1;
+      continue;
     }
     SpawnReply reply = Spawn(*request, control_fd, worker_main);
     if (request->log_fd >= 0) close(request->log_fd);
-    if (!SendSpawnReply(control_fd, reply).ok()) return 1;
+    const bool sent = SendSpawnReply(control_fd, reply).ok();
+    // traind holds the gate now (or, if the reply was lost, nobody: the
+    // worker then sees it close and exits without running).
+    if (reply.go_fd >= 0) close(reply.go_fd);
+    if (!sent) return 1;
   }
 }
 

@@ -18,9 +18,11 @@
 // Protocol, on a SOCK_SEQPACKET socketpair (fd kZygoteControlFd in the
 // zygote): one request message per worker = a SpawnRequest (argv, the
 // complete environment, and the log file descriptor as SCM_RIGHTS); one
-// reply message = a SpawnReply (the worker's pid, or errno and what
-// failed). The zygote exits when traind closes its end (or dies:
-// PR_SET_PDEATHSIG).
+// reply message = a SpawnReply (the worker's pid and its go gate, or errno
+// and what failed). traind tracks the pid, then lets the worker go: a
+// worker cannot exit before traind knows it, and one whose request traind
+// gave up on (a late reply) never runs. The zygote exits when traind closes
+// its end (or dies: PR_SET_PDEATHSIG).
 #ifndef TRAIND_WORKER_ZYGOTE_ZYGOTE_H_
 #define TRAIND_WORKER_ZYGOTE_ZYGOTE_H_
 
@@ -50,6 +52,10 @@ struct SpawnReply {
   pid_t pid = -1;  // > 0: the worker, already re-parented to traind
   int error = 0;   // errno when pid <= 0
   std::string what;
+  // With a pid: the write end of the worker's gate (passed as SCM_RIGHTS).
+  // The worker runs only after traind writes 'g' to it; if it is closed
+  // without, the worker exits without running. The receiver owns it.
+  int go_fd = -1;
 };
 
 // traind's side. Sends a request (log_fd is passed, not closed).

@@ -1,8 +1,11 @@
 // A stand-in for traind-worker in the launcher's tests: the same zygote
 // entry point (--zygote) and a few behaviours chosen by argv[1]:
-//   report        print its parent, process group, stdin and environment
+//   report        print its parent, process group, stdin, open descriptors
+//                 and environment
 //   exit N        exit with status N
 //   sleep         wait to be signalled
+//   mark FILE     append a line to FILE, then exit 0
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/prctl.h>
 #include <unistd.h>
@@ -27,6 +30,13 @@ int ChildMain(int argc, char** argv) {
   if (argc < 2) return 2;
   const std::string mode = argv[1];
   if (mode == "exit" && argc == 3) return std::atoi(argv[2]);
+  if (mode == "mark" && argc == 3) {
+    FILE* f = std::fopen(argv[2], "a");
+    if (f == nullptr) return 3;
+    std::fprintf(f, "ran\n");
+    std::fclose(f);
+    return 0;
+  }
   if (mode == "sleep") {
     for (;;) pause();
   }
@@ -35,6 +45,13 @@ int ChildMain(int argc, char** argv) {
     (void)!readlink("/proc/self/fd/0", target, sizeof(target) - 1);
     std::printf("ppid=%d\npgid=%d\nstdin=%s\nargv1=%s\n", static_cast<int>(getppid()),
                 static_cast<int>(getpgid(0)), target, argv[1]);
+    if (DIR* d = opendir("/proc/self/fd"); d != nullptr) {
+      const int self = dirfd(d);
+      while (dirent* e = readdir(d)) {
+        if (e->d_name[0] != '.' && std::atoi(e->d_name) != self) std::printf("fd %s\n", e->d_name);
+      }
+      closedir(d);
+    }
     for (char** e = environ; *e != nullptr; ++e) std::printf("env %s\n", *e);
     std::fprintf(stderr, "to stderr\n");
     return 0;

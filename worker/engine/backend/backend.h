@@ -174,6 +174,42 @@ class Backend {
   virtual absl::Status BatchNormBackward(const Tensor& x, const Tensor& gamma, const Tensor& mean,
                                          const Tensor& rstd, const Tensor& dy, Tensor* dgamma,
                                          Tensor* dbeta, Tensor* dx) = 0;
+  // Batch normalization across ranks (data parallelism), in steps between
+  // which the caller sums the per-column partial results over the ranks;
+  // `count` is the number of rows of all ranks together (> 0). Each rank's
+  // x: [batch, n] may have 0 rows. Partial sums are taken per column in
+  // double, rows in order, and rounded to float.
+  //
+  // Forward: sum: [n] = Σ_r x[r, :].
+  virtual absl::Status BatchNormColumnSums(const Tensor& x, Tensor* sum) = 0;
+  // From the global sum: mean: [n] = sum / count; sq: [n] =
+  // Σ_r (x[r, :] - mean)².
+  virtual absl::Status BatchNormSquaredDeviations(const Tensor& x, const Tensor& sum,
+                                                  int64_t count, Tensor* mean, Tensor* sq) = 0;
+  // From the global sq: var = sq / count (biased, for y) and rstd =
+  // 1 / sqrt(var + epsilon); running statistics updated with `momentum` from
+  // mean and the unbiased sq / (count - 1) (var when count == 1), as
+  // BatchNormForward's training mode; y = gamma (x - mean) rstd + beta.
+  // With the global statistics of one rank's x, the results equal
+  // BatchNormForward's within float rounding.
+  virtual absl::Status BatchNormForwardFromMoments(float momentum, float epsilon, int64_t count,
+                                                   const Tensor& x, const Tensor& gamma,
+                                                   const Tensor& beta, const Tensor& mean,
+                                                   const Tensor& sq, Tensor* running_mean,
+                                                   Tensor* running_var, Tensor* rstd,
+                                                   Tensor* y) = 0;
+  // Backward, with x̂ = (x - mean) rstd: dbeta: [n] = Σ_r dy[r, :] and
+  // dgamma: [n] = Σ_r dy[r, :] x̂[r, :] (this rank's rows), and the same
+  // sums as sums: [2n] = [dbeta, dgamma] for the caller to sum over ranks.
+  virtual absl::Status BatchNormBackwardSums(const Tensor& x, const Tensor& mean,
+                                             const Tensor& rstd, const Tensor& dy, Tensor* dgamma,
+                                             Tensor* dbeta, Tensor* sums) = 0;
+  // From the global sums: dx: [batch, n] = gamma rstd / count
+  // (count dy - sums[0, n) - x̂ sums[n, 2n)).
+  virtual absl::Status BatchNormBackwardData(const Tensor& x, const Tensor& gamma,
+                                             const Tensor& mean, const Tensor& rstd,
+                                             const Tensor& dy, const Tensor& sums, int64_t count,
+                                             Tensor* dx) = 0;
   // Layer normalization of each row of x: [batch, n]; mean, rstd: [batch].
   virtual absl::Status LayerNormForward(float epsilon, const Tensor& x, const Tensor& gamma,
                                         const Tensor& beta, Tensor* mean, Tensor* rstd,

@@ -81,6 +81,25 @@ inline absl::Status CheckBatchNormArgs(const Tensor& x, const Tensor& gamma, con
   return absl::OkStatus();
 }
 
+// A [size] statistic (any rank) of f32.
+inline absl::Status CheckStatistic(const Tensor& t, int64_t size, const char* what) {
+  if (t.dtype() != DType::kF32 || t.size() != size) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s: expected %d f32 values, got %d", what, size, t.size()));
+  }
+  return absl::OkStatus();
+}
+
+// The global row count of a batch-norm step across ranks, of which this
+// rank has `batch` rows.
+inline absl::Status CheckCount(int64_t count, int64_t batch) {
+  if (count <= 0 || count < batch) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("batch norm: %d rows in all, %d on this rank", count, batch));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace traind::engine
 
 #endif  // TRAIND_WORKER_ENGINE_BACKEND_TENSOR_CHECKS_H_

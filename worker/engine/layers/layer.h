@@ -12,6 +12,8 @@
 
 namespace traind::engine {
 
+class Communicator;
+
 // A tensor owned by a layer, with its gradient (null for state that is not
 // trained, such as batch norm's running statistics).
 struct Parameter {
@@ -27,6 +29,13 @@ struct ForwardMode {
   // from the job's seed, the step and the layer, so a resumed run draws the
   // same masks as an uninterrupted one.
   uint64_t seed = 0;
+  // Data parallelism, training passes only: the ranks that share the batch
+  // (each passes its own rows), and the rows of the whole batch
+  // (batch_rows > 0). With a communicator of size > 1, batch norm
+  // normalizes with the statistics of the whole batch. Null: the pass sees
+  // the whole batch.
+  Communicator* communicator = nullptr;
+  int64_t batch_rows = 0;
 };
 
 // A layer owns its parameters, their gradients and per-batch-size scratch
@@ -51,6 +60,14 @@ class Layer {
   // REQUIRES: the last Forward with this batch size was a training pass on x
   // giving y.
   virtual absl::Status Backward(const Tensor& x, const Tensor& y, Tensor* dy, Tensor* dx) = 0;
+
+  // Data parallelism: on a rank with no rows of a training batch, instead
+  // of Forward and Backward: joins the collectives they make on the other
+  // ranks, contributing nothing, and updates the state they update. The
+  // parameters' gradients are left zero (JoinBackward sets those it writes
+  // to zero). Layers without collectives do nothing.
+  virtual absl::Status JoinForward(const ForwardMode& mode) { return absl::OkStatus(); }
+  virtual absl::Status JoinBackward() { return absl::OkStatus(); }
 
   // Trainable parameters (with gradients) named `prefix`.weight etc.
   virtual void AppendParameters(const std::string& prefix, std::vector<Parameter>* out) {}

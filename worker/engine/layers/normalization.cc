@@ -3,19 +3,29 @@
 #include <cstring>
 #include <utility>
 
+#include "absl/strings/str_format.h"
+#include "worker/engine/parallel/communicator.h"
 #include "worker/engine/status.h"
 
 namespace traind::engine {
+namespace {
+
+// The deleter of a view.
+void KeepMemory(void*) {}
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<BatchNorm>> BatchNorm::Create(Backend* backend, int64_t n,
                                                              float momentum, float epsilon) {
   std::unique_ptr<BatchNorm> layer(new BatchNorm(backend, n, momentum, epsilon));
   for (Tensor* t : {&layer->gamma_, &layer->beta_, &layer->dgamma_, &layer->dbeta_,
                     &layer->running_mean_, &layer->running_var_, &layer->mean_, &layer->rstd_,
-                    &layer->train_mean_, &layer->train_rstd_}) {
+                    &layer->train_mean_, &layer->train_rstd_, &layer->sum_, &layer->sq_}) {
     TRAIND_ASSIGN_OR_RETURN(*t, backend->Allocate1d(DType::kF32, n));
     TRAIND_RETURN_IF_ERROR(backend->Fill(0.0f, t));
   }
+  TRAIND_ASSIGN_OR_RETURN(layer->grad_sums_, backend->Allocate1d(DType::kF32, 2 * n));
+  TRAIND_RETURN_IF_ERROR(backend->Fill(0.0f, &layer->grad_sums_));
   Rng unused(0);
   TRAIND_RETURN_IF_ERROR(layer->Initialize(unused));
   return layer;
@@ -28,8 +38,66 @@ absl::Status BatchNorm::Initialize(Rng&) {
   return backend_->Fill(1.0f, &running_var_);
 }
 
+absl::Status BatchNorm::SetCommunicator(const ForwardMode& mode) {
+  comm_ = nullptr;
+  if (mode.communicator == nullptr || mode.communicator->size() <= 1) return absl::OkStatus();
+  if (mode.batch_rows <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("batch norm: a pass across ranks of %d rows", mode.batch_rows));
+  }
+  comm_ = mode.communicator;
+  count_ = mode.batch_rows;
+  return absl::OkStatus();
+}
+
+Tensor BatchNorm::NoRows() {
+  return Tensor(sq_.raw(), &KeepMemory, DType::kF32, 0, n_, 2, sq_.space());
+}
+
+absl::Status BatchNorm::SyncForward(const Tensor& x, Tensor* y) {
+  // Two passes, as BatchNormForward: the mean of the whole batch, then the
+  // squared deviations from it.
+  TRAIND_RETURN_IF_ERROR(backend_->BatchNormColumnSums(x, &sum_));
+  TRAIND_RETURN_IF_ERROR(comm_->AllReduceSum(sum_.f32(), n_));
+  TRAIND_RETURN_IF_ERROR(
+      backend_->BatchNormSquaredDeviations(x, sum_, count_, &train_mean_, &sq_));
+  TRAIND_RETURN_IF_ERROR(comm_->AllReduceSum(sq_.f32(), n_));
+  return backend_->BatchNormForwardFromMoments(momentum_, epsilon_, count_, x, gamma_, beta_,
+                                               train_mean_, sq_, &running_mean_, &running_var_,
+                                               &train_rstd_, y);
+}
+
+absl::Status BatchNorm::SyncBackward(const Tensor& x, const Tensor& dy, Tensor* dx) {
+  TRAIND_RETURN_IF_ERROR(backend_->BatchNormBackwardSums(x, train_mean_, train_rstd_, dy, &dgamma_,
+                                                         &dbeta_, &grad_sums_));
+  // Every rank sums, whether or not it needs dx.
+  TRAIND_RETURN_IF_ERROR(comm_->AllReduceSum(grad_sums_.f32(), grad_sums_.size()));
+  if (dx == nullptr) return absl::OkStatus();
+  return backend_->BatchNormBackwardData(x, gamma_, train_mean_, train_rstd_, dy, grad_sums_,
+                                         count_, dx);
+}
+
+absl::Status BatchNorm::JoinForward(const ForwardMode& mode) {
+  if (!mode.training) return absl::OkStatus();
+  TRAIND_RETURN_IF_ERROR(SetCommunicator(mode));
+  if (comm_ == nullptr) return absl::OkStatus();
+  const Tensor x = NoRows();
+  Tensor y = NoRows();
+  return SyncForward(x, &y);
+}
+
+absl::Status BatchNorm::JoinBackward() {
+  if (comm_ == nullptr) return absl::OkStatus();
+  const Tensor x = NoRows();
+  const Tensor dy = NoRows();
+  Tensor dx = NoRows();
+  return SyncBackward(x, dy, &dx);
+}
+
 absl::Status BatchNorm::Forward(const Tensor& x, const ForwardMode& mode, Tensor* y) {
   if (mode.training) {
+    TRAIND_RETURN_IF_ERROR(SetCommunicator(mode));
+    if (comm_ != nullptr) return SyncForward(x, y);
     return backend_->BatchNormForward(true, momentum_, epsilon_, x, gamma_, beta_, &running_mean_,
                                       &running_var_, &train_mean_, &train_rstd_, y);
   }
@@ -38,6 +106,7 @@ absl::Status BatchNorm::Forward(const Tensor& x, const ForwardMode& mode, Tensor
 }
 
 absl::Status BatchNorm::Backward(const Tensor& x, const Tensor&, Tensor* dy, Tensor* dx) {
+  if (comm_ != nullptr) return SyncBackward(x, *dy, dx);
   return backend_->BatchNormBackward(x, gamma_, train_mean_, train_rstd_, *dy, &dgamma_, &dbeta_,
                                      dx);
 }

@@ -16,6 +16,13 @@ namespace traind::engine {
 // x: [batch, n] -> y: [batch, n]. Training: batch statistics, running
 // statistics updated; evaluation: running statistics. gamma = 1, beta = 0 at
 // initialization; running mean 0, running variance 1.
+//
+// Synchronized across the ranks of a training pass whose ForwardMode has a
+// communicator of size > 1: the statistics (and the backward pass's column
+// sums) are those of the whole batch, summed across ranks, so every rank
+// normalizes, updates its running statistics and computes dx as one rank
+// with the whole batch would (within float rounding). dgamma and dbeta are
+// this rank's rows' share (the caller sums the gradients across ranks).
 class BatchNorm final : public Layer {
  public:
   static absl::StatusOr<std::unique_ptr<BatchNorm>> Create(Backend* backend, int64_t n,
@@ -25,12 +32,21 @@ class BatchNorm final : public Layer {
   absl::Status Initialize(Rng&) override;
   absl::Status Forward(const Tensor& x, const ForwardMode& mode, Tensor* y) override;
   absl::Status Backward(const Tensor& x, const Tensor& y, Tensor* dy, Tensor* dx) override;
+  absl::Status JoinForward(const ForwardMode& mode) override;
+  absl::Status JoinBackward() override;
   void AppendParameters(const std::string& prefix, std::vector<Parameter>* out) override;
   void AppendBuffers(const std::string& prefix, std::vector<Parameter>* out) override;
 
  private:
   BatchNorm(Backend* backend, int64_t n, float momentum, float epsilon)
       : backend_(backend), n_(n), momentum_(momentum), epsilon_(epsilon) {}
+
+  // The synchronized training passes (comm_ set).
+  absl::Status SetCommunicator(const ForwardMode& mode);
+  absl::Status SyncForward(const Tensor& x, Tensor* y);
+  absl::Status SyncBackward(const Tensor& x, const Tensor& dy, Tensor* dx);
+  // A [0, n] view (no rows) for a rank without rows.
+  Tensor NoRows();
 
   Backend* backend_;
   int64_t n_;
@@ -41,6 +57,12 @@ class BatchNorm final : public Layer {
   // Statistics of the last training pass (an evaluation pass in between
   // overwrites mean_/rstd_).
   Tensor train_mean_, train_rstd_;
+  // Synchronization of the last training pass: the ranks (null: none) and
+  // the rows of the whole batch; the statistics summed across ranks:
+  // sum_, sq_: [n]; grad_sums_: [2n].
+  Communicator* comm_ = nullptr;
+  int64_t count_ = 0;
+  Tensor sum_, sq_, grad_sums_;
 };
 
 // Normalizes each row of x: [batch, n] over its n values.

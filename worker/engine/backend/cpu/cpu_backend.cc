@@ -954,6 +954,129 @@ class CpuBackend final : public Backend {
     return absl::OkStatus();
   }
 
+  absl::Status BatchNormColumnSums(const Tensor& x, Tensor* sum) override {
+    const int64_t batch = x.rows(), n = x.cols();
+    TRAIND_RETURN_IF_ERROR(CheckStatistic(*sum, n, "batch norm sum"));
+    const float* in = x.f32();
+    for (int64_t j = 0; j < n; ++j) {
+      double s = 0;
+      for (int64_t r = 0; r < batch; ++r) s += in[r * n + j];
+      sum->f32()[j] = static_cast<float>(s);
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status BatchNormSquaredDeviations(const Tensor& x, const Tensor& sum, int64_t count,
+                                          Tensor* mean, Tensor* sq) override {
+    const int64_t batch = x.rows(), n = x.cols();
+    TRAIND_RETURN_IF_ERROR(CheckCount(count, batch));
+    for (const Tensor* t :
+         {&sum, static_cast<const Tensor*>(mean), static_cast<const Tensor*>(sq)}) {
+      TRAIND_RETURN_IF_ERROR(CheckStatistic(*t, n, "batch norm statistic"));
+    }
+    const float* in = x.f32();
+    for (int64_t j = 0; j < n; ++j) {
+      const float mu = static_cast<float>(sum.f32()[j] / static_cast<double>(count));
+      double s = 0;
+      for (int64_t r = 0; r < batch; ++r) {
+        const double d = static_cast<double>(in[r * n + j]) - mu;
+        s += d * d;
+      }
+      mean->f32()[j] = mu;
+      sq->f32()[j] = static_cast<float>(s);
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status BatchNormForwardFromMoments(float momentum, float epsilon, int64_t count,
+                                           const Tensor& x, const Tensor& gamma,
+                                           const Tensor& beta, const Tensor& mean,
+                                           const Tensor& sq, Tensor* running_mean,
+                                           Tensor* running_var, Tensor* rstd,
+                                           Tensor* y) override {
+    const int64_t batch = x.rows(), n = x.cols();
+    TRAIND_RETURN_IF_ERROR(CheckCount(count, batch));
+    TRAIND_RETURN_IF_ERROR(CheckBatchNormArgs(x, gamma, beta, *running_mean, *running_var, mean,
+                                              *rstd, *y));
+    TRAIND_RETURN_IF_ERROR(CheckStatistic(sq, n, "batch norm sq"));
+    const float* mu = mean.f32();
+    float* rs = rstd->f32();
+    for (int64_t j = 0; j < n; ++j) {
+      const double s = sq.f32()[j];
+      const double var = s / static_cast<double>(count);
+      const double unbiased = count > 1 ? s / static_cast<double>(count - 1) : var;
+      rs[j] = static_cast<float>(1.0 / std::sqrt(var + epsilon));
+      running_mean->f32()[j] = (1.0f - momentum) * running_mean->f32()[j] + momentum * mu[j];
+      running_var->f32()[j] =
+          (1.0f - momentum) * running_var->f32()[j] + momentum * static_cast<float>(unbiased);
+    }
+    const float* in = x.f32();
+    const float* g = gamma.f32();
+    const float* b = beta.f32();
+    float* out = y->f32();
+    for (int64_t r = 0; r < batch; ++r) {
+#pragma omp simd
+      for (int64_t j = 0; j < n; ++j)
+        out[r * n + j] = g[j] * (in[r * n + j] - mu[j]) * rs[j] + b[j];
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status BatchNormBackwardSums(const Tensor& x, const Tensor& mean, const Tensor& rstd,
+                                     const Tensor& dy, Tensor* dgamma, Tensor* dbeta,
+                                     Tensor* sums) override {
+    const int64_t batch = x.rows(), n = x.cols();
+    TRAIND_RETURN_IF_ERROR(CheckShape(dy, DType::kF32, batch, n, "batch norm dy"));
+    for (const Tensor* t : {&mean, &rstd, static_cast<const Tensor*>(dgamma),
+                            static_cast<const Tensor*>(dbeta)}) {
+      TRAIND_RETURN_IF_ERROR(CheckStatistic(*t, n, "batch norm statistic"));
+    }
+    TRAIND_RETURN_IF_ERROR(CheckStatistic(*sums, 2 * n, "batch norm sums"));
+    const float* in = x.f32();
+    const float* g = dy.f32();
+    const float* mu = mean.f32();
+    const float* rs = rstd.f32();
+    for (int64_t j = 0; j < n; ++j) {
+      double sum_dy = 0, sum_dy_xhat = 0;
+      for (int64_t r = 0; r < batch; ++r) {
+        const double xhat = (in[r * n + j] - mu[j]) * rs[j];
+        sum_dy += g[r * n + j];
+        sum_dy_xhat += g[r * n + j] * xhat;
+      }
+      dgamma->f32()[j] = sums->f32()[n + j] = static_cast<float>(sum_dy_xhat);
+      dbeta->f32()[j] = sums->f32()[j] = static_cast<float>(sum_dy);
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status BatchNormBackwardData(const Tensor& x, const Tensor& gamma, const Tensor& mean,
+                                     const Tensor& rstd, const Tensor& dy, const Tensor& sums,
+                                     int64_t count, Tensor* dx) override {
+    const int64_t batch = x.rows(), n = x.cols();
+    TRAIND_RETURN_IF_ERROR(CheckCount(count, batch));
+    TRAIND_RETURN_IF_ERROR(CheckShape(dy, DType::kF32, batch, n, "batch norm dy"));
+    TRAIND_RETURN_IF_ERROR(CheckShape(*dx, DType::kF32, batch, n, "batch norm dx"));
+    for (const Tensor* t : {&gamma, &mean, &rstd}) {
+      TRAIND_RETURN_IF_ERROR(CheckStatistic(*t, n, "batch norm statistic"));
+    }
+    TRAIND_RETURN_IF_ERROR(CheckStatistic(sums, 2 * n, "batch norm sums"));
+    const float* in = x.f32();
+    const float* g = dy.f32();
+    const float* mu = mean.f32();
+    const float* rs = rstd.f32();
+    const double c = static_cast<double>(count);
+    for (int64_t j = 0; j < n; ++j) {
+      const double sum_dy = sums.f32()[j], sum_dy_xhat = sums.f32()[n + j];
+      const double scale = gamma.f32()[j] * rs[j] / c;
+      for (int64_t r = 0; r < batch; ++r) {
+        const double xhat = (in[r * n + j] - mu[j]) * rs[j];
+        dx->f32()[r * n + j] =
+            static_cast<float>(scale * (c * g[r * n + j] - sum_dy - xhat * sum_dy_xhat));
+      }
+    }
+    return absl::OkStatus();
+  }
+
   absl::Status LayerNormForward(float epsilon, const Tensor& x, const Tensor& gamma,
                                 const Tensor& beta, Tensor* mean, Tensor* rstd,
                                 Tensor* y) override {

@@ -1,5 +1,6 @@
 // The CPU backend's ops against plain double-precision loops, and the
-// softmax cross-entropy gradient against finite differences; the bf16 dense
+// softmax cross-entropy gradient against finite differences; batch norm's
+// steps across ranks against hand-computed values and the fused ops; the bf16 dense
 // kernel against references on bf16-rounded and on fp32 inputs.
 #include "worker/engine/backend/cpu/cpu_backend.h"
 
@@ -497,6 +498,200 @@ TEST_F(CpuBackendTest, GatherRows) {
   EXPECT_EQ(std::vector<float>(x.f32(), x.f32() + 6), (std::vector<float>{30, 31, 32, 10, 11, 12}));
   EXPECT_EQ(y.s32()[0], 6);
   EXPECT_EQ(y.s32()[1], 8);
+}
+
+// The deleter of a view.
+void KeepMemory(void*) {}
+
+// Rows [first, first + rows) of a host matrix, as a view.
+Tensor RowsOf(Tensor& t, int64_t first, int64_t rows) {
+  return Tensor(t.f32() + first * t.cols(), &KeepMemory, DType::kF32, rows, t.cols(), 2,
+                MemorySpace::kHost);
+}
+
+TEST_F(CpuBackendTest, BatchNormAcrossRanksHandComputed) {
+  // Columns: 1, 3, 5 (mean 3, Σ(x - mean)² = 8) and 2, 6, 10 (mean 6, 32).
+  const float xs[6] = {1, 2, 3, 6, 5, 10};
+  Tensor x = std::move(backend_->Allocate2d(DType::kF32, 3, 2)).value();
+  ASSERT_TRUE(backend_->CopyFromHost(xs, &x).ok());
+  auto vec = [&](std::vector<float> v) {
+    Tensor t = std::move(backend_->Allocate1d(DType::kF32, static_cast<int64_t>(v.size()))).value();
+    EXPECT_TRUE(backend_->CopyFromHost(v.data(), &t).ok());
+    return t;
+  };
+  Tensor sum = vec({0, 0}), mean = vec({0, 0}), sq = vec({0, 0}), rstd = vec({0, 0});
+  Tensor gamma = vec({2, 1}), beta = vec({0.5f, 0});
+  Tensor running_mean = vec({0, 0}), running_var = vec({1, 1});
+  Tensor y = std::move(backend_->Allocate2d(DType::kF32, 3, 2)).value();
+  ASSERT_TRUE(backend_->BatchNormColumnSums(x, &sum).ok());
+  EXPECT_EQ(Values(sum), (std::vector<float>{9, 18}));
+  ASSERT_TRUE(backend_->BatchNormSquaredDeviations(x, sum, 3, &mean, &sq).ok());
+  EXPECT_EQ(Values(mean), (std::vector<float>{3, 6}));
+  EXPECT_EQ(Values(sq), (std::vector<float>{8, 32}));
+  ASSERT_TRUE(backend_->BatchNormForwardFromMoments(0.1f, 1e-5f, 3, x, gamma, beta, mean, sq,
+                                                    &running_mean, &running_var, &rstd, &y)
+                  .ok());
+  // Biased variances 8/3 and 32/3 normalize; unbiased 4 and 16 go into the
+  // running variance.
+  const double rs0 = 1 / std::sqrt(8.0 / 3 + 1e-5), rs1 = 1 / std::sqrt(32.0 / 3 + 1e-5);
+  EXPECT_NEAR(rstd.f32()[0], rs0, 1e-6);
+  EXPECT_NEAR(rstd.f32()[1], rs1, 1e-6);
+  EXPECT_NEAR(running_mean.f32()[0], 0.3, 1e-7);
+  EXPECT_NEAR(running_mean.f32()[1], 0.6, 1e-7);
+  EXPECT_NEAR(running_var.f32()[0], 0.9 + 0.1 * 4, 1e-6);
+  EXPECT_NEAR(running_var.f32()[1], 0.9 + 0.1 * 16, 1e-6);
+  for (int r = 0; r < 3; ++r) {
+    EXPECT_NEAR(y.f32()[r * 2], 2 * (xs[r * 2] - 3) * rs0 + 0.5, 1e-5);
+    EXPECT_NEAR(y.f32()[r * 2 + 1], (xs[r * 2 + 1] - 6) * rs1, 1e-5);
+  }
+
+  // Backward with dy = 1 in column 0 and x̂ in column 1:
+  // Σ dy = 3, 0; Σ dy x̂ = 0, Σ x̂² = 3 (var / (var + eps)).
+  const float dys[6] = {1, static_cast<float>(-4 * rs1), 1, 0, 1, static_cast<float>(4 * rs1)};
+  Tensor dy = std::move(backend_->Allocate2d(DType::kF32, 3, 2)).value();
+  ASSERT_TRUE(backend_->CopyFromHost(dys, &dy).ok());
+  Tensor dgamma = vec({0, 0}), dbeta = vec({0, 0}), sums = vec({0, 0, 0, 0});
+  ASSERT_TRUE(backend_->BatchNormBackwardSums(x, mean, rstd, dy, &dgamma, &dbeta, &sums).ok());
+  const double xhat_sq = 3 * (32.0 / 3) / (32.0 / 3 + 1e-5);
+  EXPECT_NEAR(sums.f32()[0], 3, 1e-6);
+  EXPECT_NEAR(sums.f32()[1], 0, 1e-6);
+  EXPECT_NEAR(sums.f32()[2], 0, 1e-6);
+  EXPECT_NEAR(sums.f32()[3], xhat_sq, 1e-5);
+  EXPECT_EQ(Values(dbeta), std::vector<float>(sums.f32(), sums.f32() + 2));
+  EXPECT_EQ(Values(dgamma), std::vector<float>(sums.f32() + 2, sums.f32() + 4));
+  Tensor dx = std::move(backend_->Allocate2d(DType::kF32, 3, 2)).value();
+  ASSERT_TRUE(backend_->BatchNormBackwardData(x, gamma, mean, rstd, dy, sums, 3, &dx).ok());
+  // A constant dy and dy ∝ x̂ are both removed by normalization: dx ≈ 0
+  // (up to the epsilon in the variance).
+  for (int i = 0; i < 6; ++i) EXPECT_NEAR(dx.f32()[i], 0, 1e-5) << i;
+
+  // A count below this rank's rows is the caller's bug.
+  EXPECT_EQ(backend_->BatchNormSquaredDeviations(x, sum, 2, &mean, &sq).code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+// The batch split in shares of 4, 3, 0 and 2 rows, the partial sums added
+// as a communicator would: the results equal the fused ops' on the whole
+// batch within float rounding.
+TEST_F(CpuBackendTest, BatchNormAcrossRanksEqualsTheFusedOps) {
+  const int64_t batch = 9, n = 5;
+  const std::vector<std::pair<int64_t, int64_t>> shares = {{0, 4}, {4, 3}, {7, 0}, {7, 2}};
+  Rng rng(17);
+  Tensor x = Random2d(batch, n, 3.0, rng);
+  for (int64_t i = 0; i < x.size(); ++i) x.f32()[i] += 10.0f;  // a mean far from 0
+  Tensor dy = Random2d(batch, n, 1.0, rng);
+  Tensor gamma = Random1d(n, 2.0, rng), beta = Random1d(n, 1.0, rng);
+  auto zeros = [&](int64_t size) {
+    Tensor t = std::move(backend_->Allocate1d(DType::kF32, size)).value();
+    EXPECT_TRUE(backend_->Fill(0.0f, &t).ok());
+    return t;
+  };
+  auto ones = [&](int64_t size) {
+    Tensor t = zeros(size);
+    EXPECT_TRUE(backend_->Fill(1.0f, &t).ok());
+    return t;
+  };
+
+  // The fused ops on the whole batch.
+  Tensor rm = zeros(n), rv = ones(n), mean = zeros(n), rstd = zeros(n);
+  Tensor y = std::move(backend_->Allocate2d(DType::kF32, batch, n)).value();
+  Tensor dx = std::move(backend_->Allocate2d(DType::kF32, batch, n)).value();
+  Tensor dgamma = zeros(n), dbeta = zeros(n);
+  ASSERT_TRUE(
+      backend_->BatchNormForward(true, 0.1f, 1e-5f, x, gamma, beta, &rm, &rv, &mean, &rstd, &y)
+          .ok());
+  ASSERT_TRUE(backend_->BatchNormBackward(x, gamma, mean, rstd, dy, &dgamma, &dbeta, &dx).ok());
+
+  // The split ops, one share at a time, every "rank" with its own state.
+  const size_t ranks = shares.size();
+  std::vector<Tensor> sum(ranks), sq(ranks), rmean(ranks), rrstd(ranks), rrm(ranks), rrv(ranks),
+      grad_sums(ranks), rdgamma(ranks), rdbeta(ranks);
+  for (size_t k = 0; k < ranks; ++k) {
+    for (std::vector<Tensor>* v : {&sum, &sq, &rmean, &rrstd, &rrm, &rdgamma, &rdbeta}) {
+      (*v)[k] = zeros(n);
+    }
+    rrv[k] = ones(n);
+    grad_sums[k] = zeros(2 * n);
+  }
+  // Sums the partial results of every rank into each (an all-reduce).
+  auto all_reduce = [&](std::vector<Tensor>& parts) {
+    std::vector<float> total(static_cast<size_t>(parts[0].size()), 0.0f);
+    for (const Tensor& p : parts) {
+      for (size_t i = 0; i < total.size(); ++i) total[i] += p.f32()[i];
+    }
+    for (Tensor& p : parts) std::copy(total.begin(), total.end(), p.f32());
+  };
+  Tensor y_split = std::move(backend_->Allocate2d(DType::kF32, batch, n)).value();
+  Tensor dx_split = std::move(backend_->Allocate2d(DType::kF32, batch, n)).value();
+  for (size_t k = 0; k < ranks; ++k) {
+    ASSERT_TRUE(backend_->BatchNormColumnSums(RowsOf(x, shares[k].first, shares[k].second),
+                                              &sum[k])
+                    .ok());
+  }
+  all_reduce(sum);
+  for (size_t k = 0; k < ranks; ++k) {
+    ASSERT_TRUE(backend_
+                    ->BatchNormSquaredDeviations(RowsOf(x, shares[k].first, shares[k].second),
+                                                 sum[k], batch, &rmean[k], &sq[k])
+                    .ok());
+  }
+  all_reduce(sq);
+  for (size_t k = 0; k < ranks; ++k) {
+    Tensor yk = RowsOf(y_split, shares[k].first, shares[k].second);
+    ASSERT_TRUE(backend_
+                    ->BatchNormForwardFromMoments(
+                        0.1f, 1e-5f, batch, RowsOf(x, shares[k].first, shares[k].second), gamma,
+                        beta, rmean[k], sq[k], &rrm[k], &rrv[k], &rrstd[k], &yk)
+                    .ok());
+    ASSERT_TRUE(backend_
+                    ->BatchNormBackwardSums(RowsOf(x, shares[k].first, shares[k].second),
+                                            rmean[k], rrstd[k],
+                                            RowsOf(dy, shares[k].first, shares[k].second),
+                                            &rdgamma[k], &rdbeta[k], &grad_sums[k])
+                    .ok());
+  }
+  std::vector<float> dgamma_total(n, 0.0f), dbeta_total(n, 0.0f);
+  for (size_t k = 0; k < ranks; ++k) {
+    for (int64_t j = 0; j < n; ++j) {
+      dgamma_total[j] += rdgamma[k].f32()[j];
+      dbeta_total[j] += rdbeta[k].f32()[j];
+    }
+  }
+  all_reduce(grad_sums);
+  for (size_t k = 0; k < ranks; ++k) {
+    Tensor dxk = RowsOf(dx_split, shares[k].first, shares[k].second);
+    ASSERT_TRUE(backend_
+                    ->BatchNormBackwardData(RowsOf(x, shares[k].first, shares[k].second), gamma,
+                                            rmean[k], rrstd[k],
+                                            RowsOf(dy, shares[k].first, shares[k].second),
+                                            grad_sums[k], batch, &dxk)
+                    .ok());
+  }
+
+  auto near = [](const std::vector<float>& expected, const std::vector<float>& actual,
+                 const char* what) {
+    ASSERT_EQ(expected.size(), actual.size()) << what;
+    for (size_t i = 0; i < expected.size(); ++i) {
+      EXPECT_NEAR(actual[i], expected[i], 2e-6 * (1 + std::fabs(expected[i]))) << what << " " << i;
+    }
+  };
+  for (size_t k = 0; k < ranks; ++k) {
+    SCOPED_TRACE(k);
+    near(Values(mean), Values(rmean[k]), "mean");
+    near(Values(rstd), Values(rrstd[k]), "rstd");
+    near(Values(rm), Values(rrm[k]), "running mean");
+    near(Values(rv), Values(rrv[k]), "running var");
+    // Every rank holds the same statistics.
+    EXPECT_EQ(Values(rrm[k]), Values(rrm[0]));
+    EXPECT_EQ(Values(rrv[k]), Values(rrv[0]));
+  }
+  near(Values(y), Values(y_split), "y");
+  near(Values(dx), Values(dx_split), "dx");
+  near(Values(dgamma), dgamma_total, "dgamma");
+  near(Values(dbeta), dbeta_total, "dbeta");
+  // The rank without rows contributes zeros.
+  EXPECT_EQ(Values(rdgamma[2]), std::vector<float>(n, 0.0f));
+  EXPECT_EQ(Values(rdbeta[2]), std::vector<float>(n, 0.0f));
 }
 
 }  // namespace

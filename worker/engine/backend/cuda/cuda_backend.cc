@@ -525,6 +525,75 @@ class CudaBackend final : public Backend {
     return absl::OkStatus();
   }
 
+  absl::Status BatchNormColumnSums(const Tensor& x, Tensor* sum) override {
+    TRAIND_RETURN_IF_ERROR(CheckStatistic(*sum, x.cols(), "batch norm sum"));
+    TRAIND_LAUNCH(cuda::LaunchColumnSum(x.f32(), x.rows(), x.cols(), sum->f32(), stream_.get()));
+    return absl::OkStatus();
+  }
+
+  absl::Status BatchNormSquaredDeviations(const Tensor& x, const Tensor& sum, int64_t count,
+                                          Tensor* mean, Tensor* sq) override {
+    const int64_t batch = x.rows(), n = x.cols();
+    TRAIND_RETURN_IF_ERROR(CheckCount(count, batch));
+    for (const Tensor* t :
+         {&sum, static_cast<const Tensor*>(mean), static_cast<const Tensor*>(sq)}) {
+      TRAIND_RETURN_IF_ERROR(CheckStatistic(*t, n, "batch norm statistic"));
+    }
+    TRAIND_LAUNCH(cuda::LaunchBatchNormSquaredDeviations(x.f32(), batch, n, sum.f32(), count,
+                                                         mean->f32(), sq->f32(), stream_.get()));
+    return absl::OkStatus();
+  }
+
+  absl::Status BatchNormForwardFromMoments(float momentum, float epsilon, int64_t count,
+                                           const Tensor& x, const Tensor& gamma,
+                                           const Tensor& beta, const Tensor& mean,
+                                           const Tensor& sq, Tensor* running_mean,
+                                           Tensor* running_var, Tensor* rstd,
+                                           Tensor* y) override {
+    const int64_t batch = x.rows(), n = x.cols();
+    TRAIND_RETURN_IF_ERROR(CheckCount(count, batch));
+    TRAIND_RETURN_IF_ERROR(CheckBatchNormArgs(x, gamma, beta, *running_mean, *running_var, mean,
+                                              *rstd, *y));
+    TRAIND_RETURN_IF_ERROR(CheckStatistic(sq, n, "batch norm sq"));
+    TRAIND_LAUNCH(cuda::LaunchBatchNormForwardFromMoments(
+        momentum, epsilon, count, x.f32(), batch, n, gamma.f32(), beta.f32(), mean.f32(), sq.f32(),
+        running_mean->f32(), running_var->f32(), rstd->f32(), y->f32(), stream_.get()));
+    return absl::OkStatus();
+  }
+
+  absl::Status BatchNormBackwardSums(const Tensor& x, const Tensor& mean, const Tensor& rstd,
+                                     const Tensor& dy, Tensor* dgamma, Tensor* dbeta,
+                                     Tensor* sums) override {
+    const int64_t batch = x.rows(), n = x.cols();
+    TRAIND_RETURN_IF_ERROR(CheckShape(dy, DType::kF32, batch, n, "batch norm dy"));
+    for (const Tensor* t : {&mean, &rstd, static_cast<const Tensor*>(dgamma),
+                            static_cast<const Tensor*>(dbeta)}) {
+      TRAIND_RETURN_IF_ERROR(CheckStatistic(*t, n, "batch norm statistic"));
+    }
+    TRAIND_RETURN_IF_ERROR(CheckStatistic(*sums, 2 * n, "batch norm sums"));
+    TRAIND_LAUNCH(cuda::LaunchBatchNormBackwardSums(x.f32(), batch, n, mean.f32(), rstd.f32(),
+                                                    dy.f32(), dgamma->f32(), dbeta->f32(),
+                                                    sums->f32(), stream_.get()));
+    return absl::OkStatus();
+  }
+
+  absl::Status BatchNormBackwardData(const Tensor& x, const Tensor& gamma, const Tensor& mean,
+                                     const Tensor& rstd, const Tensor& dy, const Tensor& sums,
+                                     int64_t count, Tensor* dx) override {
+    const int64_t batch = x.rows(), n = x.cols();
+    TRAIND_RETURN_IF_ERROR(CheckCount(count, batch));
+    TRAIND_RETURN_IF_ERROR(CheckShape(dy, DType::kF32, batch, n, "batch norm dy"));
+    TRAIND_RETURN_IF_ERROR(CheckShape(*dx, DType::kF32, batch, n, "batch norm dx"));
+    for (const Tensor* t : {&gamma, &mean, &rstd}) {
+      TRAIND_RETURN_IF_ERROR(CheckStatistic(*t, n, "batch norm statistic"));
+    }
+    TRAIND_RETURN_IF_ERROR(CheckStatistic(sums, 2 * n, "batch norm sums"));
+    TRAIND_LAUNCH(cuda::LaunchBatchNormBackwardData(x.f32(), batch, n, gamma.f32(), mean.f32(),
+                                                    rstd.f32(), dy.f32(), sums.f32(), count,
+                                                    dx->f32(), stream_.get()));
+    return absl::OkStatus();
+  }
+
   absl::Status LayerNormForward(float epsilon, const Tensor& x, const Tensor& gamma,
                                 const Tensor& beta, Tensor* mean, Tensor* rstd,
                                 Tensor* y) override {

@@ -345,6 +345,91 @@ TEST_F(CudaVsCpuTest, BatchNorm) {
   ExpectClose(dx, 1e-4, 1e-5, "batch norm dx");
 }
 
+void KeepMemory(void*) {}
+
+// A [0, cols] view of t: a rank without rows.
+Tensor NoRows(Tensor& t) {
+  return Tensor(t.raw(), &KeepMemory, DType::kF32, 0, t.cols(), 2, t.space());
+}
+
+// The steps of batch norm across ranks, one rank's sums standing for the
+// sums over all ranks, and a rank without rows.
+TEST_F(CudaVsCpuTest, BatchNormAcrossRanks) {
+  const int64_t batch = 70, n = 45;
+  Pair x = Random(batch, n, 8, 13), gamma = Random1d(n, 0.5, 1.5), beta = Random1d(n, -1, 1);
+  Pair rm = Random1d(n, -0.1, 0.1), rv = Random1d(n, 0.9, 1.1);
+  Pair sum = Zeros(1, n, 1), mean = Zeros(1, n, 1), sq = Zeros(1, n, 1), rstd = Zeros(1, n, 1);
+  Pair y = Zeros(batch, n);
+  ASSERT_TRUE(cpu_->BatchNormColumnSums(x.cpu, &sum.cpu).ok());
+  ASSERT_TRUE(gpu_->BatchNormColumnSums(x.gpu, &sum.gpu).ok());
+  ExpectClose(sum, kRtol, kAtol, "batch norm sum");
+  // The CPU's sums on both, so the next steps compare on the same input.
+  const std::vector<float> sums_cpu = Host(sum.cpu, *cpu_);
+  sum = FromHost(sums_cpu, 1, n, 1);
+  ASSERT_TRUE(
+      cpu_->BatchNormSquaredDeviations(x.cpu, sum.cpu, batch + 30, &mean.cpu, &sq.cpu).ok());
+  ASSERT_TRUE(
+      gpu_->BatchNormSquaredDeviations(x.gpu, sum.gpu, batch + 30, &mean.gpu, &sq.gpu).ok());
+  ExpectClose(mean, 0, 0, "batch norm mean");
+  ExpectClose(sq, kRtol, kAtol, "batch norm sq");
+  sq = FromHost(Host(sq.cpu, *cpu_), 1, n, 1);
+  ASSERT_TRUE(cpu_->BatchNormForwardFromMoments(0.1f, 1e-5f, batch + 30, x.cpu, gamma.cpu,
+                                                beta.cpu, mean.cpu, sq.cpu, &rm.cpu, &rv.cpu,
+                                                &rstd.cpu, &y.cpu)
+                  .ok());
+  ASSERT_TRUE(gpu_->BatchNormForwardFromMoments(0.1f, 1e-5f, batch + 30, x.gpu, gamma.gpu,
+                                                beta.gpu, mean.gpu, sq.gpu, &rm.gpu, &rv.gpu,
+                                                &rstd.gpu, &y.gpu)
+                  .ok());
+  ExpectClose(rstd, kRtol, kAtol, "batch norm rstd");
+  ExpectClose(rm, kRtol, kAtol, "batch norm running mean");
+  ExpectClose(rv, kRtol, kAtol, "batch norm running var");
+  ExpectClose(y, kRtol, 1e-5, "batch norm y");
+
+  Pair dy = Random(batch, n, -1, 1), dg = Zeros(1, n, 1), dbt = Zeros(1, n, 1);
+  Pair grad_sums = Zeros(1, 2 * n, 1), dx = Zeros(batch, n);
+  ASSERT_TRUE(cpu_->BatchNormBackwardSums(x.cpu, mean.cpu, rstd.cpu, dy.cpu, &dg.cpu, &dbt.cpu,
+                                          &grad_sums.cpu)
+                  .ok());
+  ASSERT_TRUE(gpu_->BatchNormBackwardSums(x.gpu, mean.gpu, rstd.gpu, dy.gpu, &dg.gpu, &dbt.gpu,
+                                          &grad_sums.gpu)
+                  .ok());
+  ExpectClose(dg, 1e-5, 1e-5, "batch norm dgamma");
+  ExpectClose(dbt, 1e-5, 1e-5, "batch norm dbeta");
+  ExpectClose(grad_sums, 1e-5, 1e-5, "batch norm sums");
+  grad_sums = FromHost(Host(grad_sums.cpu, *cpu_), 1, 2 * n, 1);
+  ASSERT_TRUE(cpu_->BatchNormBackwardData(x.cpu, gamma.cpu, mean.cpu, rstd.cpu, dy.cpu,
+                                          grad_sums.cpu, batch + 30, &dx.cpu)
+                  .ok());
+  ASSERT_TRUE(gpu_->BatchNormBackwardData(x.gpu, gamma.gpu, mean.gpu, rstd.gpu, dy.gpu,
+                                          grad_sums.gpu, batch + 30, &dx.gpu)
+                  .ok());
+  ExpectClose(dx, 1e-4, 1e-5, "batch norm dx");
+
+  // No rows: zero sums, running statistics updated all the same.
+  const Tensor none_cpu = NoRows(x.cpu), none_gpu = NoRows(x.gpu);
+  Tensor out_cpu = NoRows(y.cpu), out_gpu = NoRows(y.gpu);
+  ASSERT_TRUE(cpu_->BatchNormColumnSums(none_cpu, &sum.cpu).ok());
+  ASSERT_TRUE(gpu_->BatchNormColumnSums(none_gpu, &sum.gpu).ok());
+  ExpectClose(sum, 0, 0, "batch norm sum of no rows");
+  EXPECT_EQ(Host(sum.gpu, *gpu_), std::vector<float>(n, 0.0f));
+  ASSERT_TRUE(cpu_->BatchNormForwardFromMoments(0.1f, 1e-5f, batch + 30, none_cpu, gamma.cpu,
+                                                beta.cpu, mean.cpu, sq.cpu, &rm.cpu, &rv.cpu,
+                                                &rstd.cpu, &out_cpu)
+                  .ok());
+  ASSERT_TRUE(gpu_->BatchNormForwardFromMoments(0.1f, 1e-5f, batch + 30, none_gpu, gamma.gpu,
+                                                beta.gpu, mean.gpu, sq.gpu, &rm.gpu, &rv.gpu,
+                                                &rstd.gpu, &out_gpu)
+                  .ok());
+  ExpectClose(rm, kRtol, kAtol, "batch norm running mean, no rows");
+  ExpectClose(rv, kRtol, kAtol, "batch norm running var, no rows");
+  ASSERT_TRUE(gpu_->BatchNormBackwardSums(none_gpu, mean.gpu, rstd.gpu, NoRows(dy.gpu), &dg.gpu,
+                                          &dbt.gpu, &grad_sums.gpu)
+                  .ok());
+  EXPECT_EQ(Host(grad_sums.gpu, *gpu_), std::vector<float>(2 * n, 0.0f));
+  EXPECT_EQ(Host(dg.gpu, *gpu_), std::vector<float>(n, 0.0f));
+}
+
 TEST_F(CudaVsCpuTest, LayerNorm) {
   const int64_t batch = 29, n = 77;
   Pair x = Random(batch, n, -2, 3), gamma = Random1d(n, 0.5, 1.5), beta = Random1d(n, -1, 1);

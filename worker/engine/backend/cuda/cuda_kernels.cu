@@ -247,6 +247,97 @@ __global__ void BatchNormBackwardKernel(const float* __restrict__ x, int64_t bat
   }
 }
 
+__global__ void BatchNormSquaredDeviationsKernel(const float* __restrict__ x, int64_t batch,
+                                                 int64_t n, const float* __restrict__ sum,
+                                                 int64_t count, float* mean, float* sq) {
+  __shared__ double shared[kRowLanes][32];
+  const int64_t j = static_cast<int64_t>(blockIdx.x) * 32 + threadIdx.x;
+  const bool valid = j < n;
+  const float mu = valid ? static_cast<float>(sum[j] / static_cast<double>(count)) : 0.0f;
+  double s = 0;
+  if (valid) {
+    for (int64_t r = threadIdx.y; r < batch; r += kRowLanes) {
+      const double d = static_cast<double>(x[r * n + j]) - mu;
+      s += d * d;
+    }
+  }
+  s = ReduceRowLanes(s, shared);
+  if (valid && threadIdx.y == 0) {
+    mean[j] = mu;
+    sq[j] = static_cast<float>(s);
+  }
+}
+
+__global__ void BatchNormForwardFromMomentsKernel(
+    float momentum, float epsilon, int64_t count, const float* __restrict__ x, int64_t batch,
+    int64_t n, const float* __restrict__ gamma, const float* __restrict__ beta,
+    const float* __restrict__ mean, const float* __restrict__ sq, float* running_mean,
+    float* running_var, float* rstd, float* __restrict__ y) {
+  __shared__ float shared_rstd[32];
+  const int64_t j = static_cast<int64_t>(blockIdx.x) * 32 + threadIdx.x;
+  const bool valid = j < n;
+  if (valid && threadIdx.y == 0) {
+    const double s = sq[j];
+    const double var = s / static_cast<double>(count);
+    const double unbiased = count > 1 ? s / static_cast<double>(count - 1) : var;
+    const float rs = static_cast<float>(1.0 / sqrt(var + epsilon));
+    rstd[j] = rs;
+    running_mean[j] = (1.0f - momentum) * running_mean[j] + momentum * mean[j];
+    running_var[j] = (1.0f - momentum) * running_var[j] + momentum * static_cast<float>(unbiased);
+    shared_rstd[threadIdx.x] = rs;
+  }
+  __syncthreads();
+  if (!valid) return;
+  const float mu = mean[j], rs = shared_rstd[threadIdx.x];
+  const float g = gamma[j], b = beta[j];
+  for (int64_t r = threadIdx.y; r < batch; r += kRowLanes) {
+    y[r * n + j] = g * (x[r * n + j] - mu) * rs + b;
+  }
+}
+
+__global__ void BatchNormBackwardSumsKernel(const float* __restrict__ x, int64_t batch, int64_t n,
+                                            const float* __restrict__ mean,
+                                            const float* __restrict__ rstd,
+                                            const float* __restrict__ dy, float* dgamma,
+                                            float* dbeta, float* sums) {
+  __shared__ double shared[kRowLanes][32];
+  const int64_t j = static_cast<int64_t>(blockIdx.x) * 32 + threadIdx.x;
+  const bool valid = j < n;
+  const float mu = valid ? mean[j] : 0.0f, rs = valid ? rstd[j] : 0.0f;
+  double sum_dy = 0, sum_dy_xhat = 0;
+  if (valid) {
+    for (int64_t r = threadIdx.y; r < batch; r += kRowLanes) {
+      const double xhat = (x[r * n + j] - mu) * rs;
+      sum_dy += dy[r * n + j];
+      sum_dy_xhat += dy[r * n + j] * xhat;
+    }
+  }
+  sum_dy = ReduceRowLanes(sum_dy, shared);
+  sum_dy_xhat = ReduceRowLanes(sum_dy_xhat, shared);
+  if (valid && threadIdx.y == 0) {
+    dgamma[j] = sums[n + j] = static_cast<float>(sum_dy_xhat);
+    dbeta[j] = sums[j] = static_cast<float>(sum_dy);
+  }
+}
+
+__global__ void BatchNormBackwardDataKernel(const float* __restrict__ x, int64_t batch, int64_t n,
+                                            const float* __restrict__ gamma,
+                                            const float* __restrict__ mean,
+                                            const float* __restrict__ rstd,
+                                            const float* __restrict__ dy,
+                                            const float* __restrict__ sums, int64_t count,
+                                            float* __restrict__ dx) {
+  const double c = static_cast<double>(count);
+  GRID_STRIDE(i, batch * n) {
+    const int64_t j = i % n;
+    const float rs = rstd[j];
+    const double scale = gamma[j] * rs / c;
+    const double xhat = (x[i] - mean[j]) * rs;
+    dx[i] = static_cast<float>(scale *
+                               (c * dy[i] - static_cast<double>(sums[j]) - xhat * sums[n + j]));
+  }
+}
+
 // Row kernels: one warp per row, kWarpsPerBlock rows per block.
 constexpr int kWarpsPerBlock = 8;
 
@@ -632,6 +723,48 @@ cudaError_t LaunchBatchNormBackward(const float* x, int64_t batch, int64_t n, co
   if (n <= 0) return cudaSuccess;
   BatchNormBackwardKernel<<<ColumnBlocks(n), dim3(32, kRowLanes), 0, stream>>>(
       x, batch, n, gamma, mean, rstd, dy, dgamma, dbeta, dx);
+  return Launched();
+}
+
+cudaError_t LaunchBatchNormSquaredDeviations(const float* x, int64_t batch, int64_t n,
+                                             const float* sum, int64_t count, float* mean,
+                                             float* sq, cudaStream_t stream) {
+  if (n <= 0) return cudaSuccess;
+  BatchNormSquaredDeviationsKernel<<<ColumnBlocks(n), dim3(32, kRowLanes), 0, stream>>>(
+      x, batch, n, sum, count, mean, sq);
+  return Launched();
+}
+
+cudaError_t LaunchBatchNormForwardFromMoments(float momentum, float epsilon, int64_t count,
+                                              const float* x, int64_t batch, int64_t n,
+                                              const float* gamma, const float* beta,
+                                              const float* mean, const float* sq,
+                                              float* running_mean, float* running_var,
+                                              float* rstd, float* y, cudaStream_t stream) {
+  if (n <= 0) return cudaSuccess;
+  BatchNormForwardFromMomentsKernel<<<ColumnBlocks(n), dim3(32, kRowLanes), 0, stream>>>(
+      momentum, epsilon, count, x, batch, n, gamma, beta, mean, sq, running_mean, running_var,
+      rstd, y);
+  return Launched();
+}
+
+cudaError_t LaunchBatchNormBackwardSums(const float* x, int64_t batch, int64_t n,
+                                        const float* mean, const float* rstd, const float* dy,
+                                        float* dgamma, float* dbeta, float* sums,
+                                        cudaStream_t stream) {
+  if (n <= 0) return cudaSuccess;
+  BatchNormBackwardSumsKernel<<<ColumnBlocks(n), dim3(32, kRowLanes), 0, stream>>>(
+      x, batch, n, mean, rstd, dy, dgamma, dbeta, sums);
+  return Launched();
+}
+
+cudaError_t LaunchBatchNormBackwardData(const float* x, int64_t batch, int64_t n,
+                                        const float* gamma, const float* mean, const float* rstd,
+                                        const float* dy, const float* sums, int64_t count,
+                                        float* dx, cudaStream_t stream) {
+  if (batch <= 0 || n <= 0) return cudaSuccess;
+  BatchNormBackwardDataKernel<<<Blocks(batch * n), kThreads, 0, stream>>>(
+      x, batch, n, gamma, mean, rstd, dy, sums, count, dx);
   return Launched();
 }
 

@@ -78,6 +78,25 @@ cudaError_t LaunchBatchNormForward(bool training, float momentum, float epsilon,
 cudaError_t LaunchBatchNormBackward(const float* x, int64_t batch, int64_t n, const float* gamma,
                                     const float* mean, const float* rstd, const float* dy,
                                     float* dgamma, float* dbeta, float* dx, cudaStream_t stream);
+// Batch norm across ranks (Backend::BatchNormSquaredDeviations etc.):
+// x, dy, dx: [batch, n] (batch may be 0); statistics [n]; sums: [2n].
+cudaError_t LaunchBatchNormSquaredDeviations(const float* x, int64_t batch, int64_t n,
+                                             const float* sum, int64_t count, float* mean,
+                                             float* sq, cudaStream_t stream);
+cudaError_t LaunchBatchNormForwardFromMoments(float momentum, float epsilon, int64_t count,
+                                              const float* x, int64_t batch, int64_t n,
+                                              const float* gamma, const float* beta,
+                                              const float* mean, const float* sq,
+                                              float* running_mean, float* running_var,
+                                              float* rstd, float* y, cudaStream_t stream);
+cudaError_t LaunchBatchNormBackwardSums(const float* x, int64_t batch, int64_t n,
+                                        const float* mean, const float* rstd, const float* dy,
+                                        float* dgamma, float* dbeta, float* sums,
+                                        cudaStream_t stream);
+cudaError_t LaunchBatchNormBackwardData(const float* x, int64_t batch, int64_t n,
+                                        const float* gamma, const float* mean, const float* rstd,
+                                        const float* dy, const float* sums, int64_t count,
+                                        float* dx, cudaStream_t stream);
 // x: [batch, n]; mean, rstd: [batch]; gamma, beta: [n].
 cudaError_t LaunchLayerNormForward(float epsilon, const float* x, int64_t batch, int64_t n,
                                    const float* gamma, const float* beta, float* mean, float* rstd,
