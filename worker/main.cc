@@ -192,6 +192,8 @@ int PrintCapabilities() {
 
 class DaemonSession final : public engine::FitObserver {
  public:
+  static constexpr std::chrono::milliseconds kReportEvery{50};
+
   // Ranks other than 0 of a multi-GPU task report failures, warnings and
   // heartbeats; their epochs, start and result are rank 0's (identical on
   // every rank: Fit reduces them), so they are not sent.
@@ -230,6 +232,12 @@ class DaemonSession final : public engine::FitObserver {
         cv_.wait_until(lock, last_sent + std::chrono::seconds(2),
                        [this] { return done_ || !epochs_.empty(); });
         if (!epochs_.empty()) {
+          // Coalesced: a small fold's epochs come faster than anyone reads
+          // them, and each call costs the daemon a commit and the worker CPU
+          // it trains with. At most one call per kReportEvery (the first
+          // epoch after a pause goes at once, a flush immediately).
+          cv_.wait_until(lock, last_sent + kReportEvery,
+                         [this] { return done_ || flush_ || epochs_.size() >= 256; });
           // Everything queued goes in one call (at most 256 epochs).
           traind::v1::ReportEpochRequest req;
           *req.mutable_credentials() = creds_;
@@ -279,7 +287,10 @@ class DaemonSession final : public engine::FitObserver {
   // Waits until every queued epoch report has been delivered.
   absl::Status Flush() {
     std::unique_lock<std::mutex> lock(mu_);
+    flush_ = true;
+    cv_.notify_all();
     cv_.wait(lock, [this] { return epochs_.empty(); });
+    flush_ = false;
     return report_error_;
   }
 
@@ -391,6 +402,7 @@ class DaemonSession final : public engine::FitObserver {
   std::mutex mu_;
   std::condition_variable cv_;
   bool done_ = false;
+  bool flush_ = false;  // Flush() is waiting: send now
   std::deque<traind::v1::EpochMetrics> epochs_;  // reports not yet delivered
   std::atomic<uint64_t> progress_{0};
   std::atomic<bool> training_{false};
