@@ -519,6 +519,31 @@ TEST(DataParallelTest, SgdMomentumUnevenSharesAndALastBatchSmallerThanTheRanks) 
   ExpectEquivalent(spec, Iris(), rows, {2, 3}, kTolerance);
 }
 
+// Class weights with a zero and label smoothing: a share whose rows all
+// have the zero-weight class weighs nothing, yet smoothing gives its rows a
+// gradient, relative to the whole batch's weight.
+TEST(DataParallelTest, ZeroWeightClassWithLabelSmoothingEqualsOneRank) {
+  JobSpec spec = IrisSpec();
+  auto* ce = spec.mutable_loss()->mutable_softmax_cross_entropy();
+  for (double w : {0.0, 1.0, 2.0}) ce->add_class_weights(w);
+  ce->set_label_smoothing(0.3);
+  spec.mutable_training()->set_batch_size(4);
+  spec.mutable_training()->set_shuffle(false);
+  // Batches of (setosa, setosa, versicolor, virginica): on 2 ranks, rank
+  // 0's share is two setosa rows (weight 0).
+  FoldRows rows;
+  for (int64_t i = 0; i < 10; ++i) {
+    for (int64_t r : {2 * i, 2 * i + 1, 50 + i, 100 + i}) rows.train.push_back(r);
+  }
+  for (int64_t i = 30; i < 40; ++i) {
+    for (int64_t r : {i, 50 + i, 100 + i}) rows.val.push_back(r);
+  }
+  ASSERT_EQ(Iris().y[0], 0);
+  ASSERT_EQ(Iris().y[50], 1);
+  ASSERT_EQ(Iris().y[100], 2);
+  ExpectEquivalent(spec, Iris(), rows, {2}, kTolerance);
+}
+
 TEST(DataParallelTest, RegressionWithClippingByNormEqualsOneRank) {
   const FoldRows rows = FoldSplit(KFold(Diabetes().rows, 5, /*shuffle=*/true, 3), 0);
   ExpectEquivalent(DiabetesSpec(), Diabetes(), rows, {2, 3}, kTolerance);
@@ -676,6 +701,17 @@ TEST(DataParallelTest, RanksGivenOtherRowsFailAndSayWhich) {
     EXPECT_THAT(std::string(runs[r]->result.status().message()), HasSubstr("rank 2"))
         << runs[r]->result.status();
     EXPECT_LT(runs[r]->took, absl::Seconds(30));
+  }
+  // Other validation rows, as many: their metrics, and so the early-stopping
+  // decisions and collectives, would differ.
+  const auto val_runs =
+      RunRanks(2, IrisSpec(), Iris(), IrisFold0(), {}, [](int rank, Recorder*, FoldRows* rows) {
+        if (rank == 1) rows->val[0] = rows->train[0];
+      });
+  for (size_t r = 0; r < val_runs.size(); ++r) {
+    ASSERT_FALSE(val_runs[r]->result.ok()) << "rank " << r;
+    EXPECT_THAT(std::string(val_runs[r]->result.status().message()), HasSubstr("rank 1"))
+        << val_runs[r]->result.status();
   }
 }
 

@@ -286,8 +286,14 @@ class FoldTrainer {
     const std::string spec_bytes = spec_.SerializeAsString();
     const std::vector<int64_t> identity = Identity();
     mine[0] = epochs_done_;
-    mine[1] = Crc32(identity.data(), identity.size() * sizeof(int64_t),
-                    Crc32(spec_bytes.data(), spec_bytes.size()));
+    // The checkpoint identity covers the training rows; the validation rows
+    // and the bucket size must agree too, or the ranks' collectives differ.
+    const int64_t bucket = options_.allreduce_bucket_bytes;
+    uint32_t crc = Crc32(spec_bytes.data(), spec_bytes.size());
+    crc = Crc32(identity.data(), identity.size() * sizeof(int64_t), crc);
+    crc = Crc32(rows_.val.data(), rows_.val.size() * sizeof(int64_t), crc);
+    crc = Crc32(&bucket, sizeof(bucket), crc);
+    mine[1] = crc;
     mine[2] = options_.artifacts_dir.empty() ? 0 : 1;
     TRAIND_RETURN_IF_ERROR(comm_->AllReduceSum(all.data(), static_cast<int64_t>(all.size())));
     every_rank_fails_ = true;  // every rank sees the same sums
@@ -470,7 +476,17 @@ class FoldTrainer {
     if (!std::isfinite(sums->value_sum)) return absl::OkStatus();
     next_bucket_ = 0;
     if (share.rows > 0) {
-      if (mine.weight_sum != sums->weight_sum) {
+      if (mine.weight_sum == 0 && sums->weight_sum > 0) {
+        // The share weighs nothing by itself (every row of a class weighted
+        // 0), yet its rows still have a gradient (label smoothing): take it
+        // again, relative to the whole batch's weight.
+        BatchTargets targets;
+        targets.classes = train_classes_.data() + at;
+        targets.values = train_values_.empty() ? nullptr : train_values_.data() + at * k;
+        LossSums again;
+        loss_->Compute(host_out_.data(), share.rows, targets, host_grad_.data(), &again,
+                       sums->weight_sum);
+      } else if (mine.weight_sum != sums->weight_sum) {
         // host_grad_ is the gradient of the share's mean loss; the update
         // follows the global batch's mean: scale by the share's weight.
         const float scale =

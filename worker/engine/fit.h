@@ -56,8 +56,9 @@ struct FitOptions {
   // Network::parameters() order ([in, out] row-major weights). Not owned.
   const std::vector<std::vector<float>>* initial_parameters = nullptr;
   // The backend to train on (not owned; outlives Fit). Null: Fit creates
-  // the CPU backend. A spec with resources.device: gpu is refused on the CPU
-  // backend.
+  // the CPU backend for spec.training().precision(). A given backend was
+  // made for a precision by its creator (the worker passes the spec's).
+  // A spec with resources.device: gpu is refused on the CPU backend.
   Backend* backend = nullptr;
   // Data parallelism (not owned; outlives Fit). With a communicator of size
   // N, this call is rank communicator->rank() of N processes (or threads)

@@ -46,10 +46,12 @@ class Loss {
                                                       TargetKind target, int64_t outputs);
 
   // outputs: [batch, width] -> *sums; grad: [batch, width] = d(batch loss)/
-  // d outputs, where the batch loss is sums.value_sum / sums.weight_sum,
-  // unless grad is null. Non-finite outputs give a non-finite value_sum.
+  // d outputs, where the batch loss is sums.value_sum / sums.weight_sum
+  // (or / `normalizer` when it is > 0: data parallelism, where a rank's rows
+  // are part of a batch of that weight), unless grad is null. Non-finite
+  // outputs give a non-finite value_sum.
   virtual void Compute(const float* outputs, int64_t batch, const BatchTargets& targets,
-                       float* grad, LossSums* sums) const = 0;
+                       float* grad, LossSums* sums, double normalizer = 0) const = 0;
 
   // outputs: [batch, width] -> predictions: [batch, width]: class
   // probabilities (softmax), label probabilities (sigmoid) or values.
