@@ -26,6 +26,32 @@ namespace {
 
 int PidfdOpen(int pid) { return static_cast<int>(syscall(SYS_pidfd_open, pid, 0)); }
 
+// posix_spawn attributes of every child: no blocked signals, and the
+// signals traind ignores or handles back at their defaults; with
+// `own_group`, its own process group.
+class SpawnAttributes {
+ public:
+  explicit SpawnAttributes(bool own_group) {
+    posix_spawnattr_init(&attr_);
+    posix_spawnattr_setflags(&attr_, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF |
+                                         (own_group ? POSIX_SPAWN_SETPGROUP : 0));
+    if (own_group) posix_spawnattr_setpgroup(&attr_, 0);
+    sigset_t none, defaults;
+    sigemptyset(&none);
+    posix_spawnattr_setsigmask(&attr_, &none);
+    sigemptyset(&defaults);
+    for (int sig : {SIGPIPE, SIGTERM, SIGINT, SIGHUP, SIGCHLD}) sigaddset(&defaults, sig);
+    posix_spawnattr_setsigdefault(&attr_, &defaults);
+  }
+  ~SpawnAttributes() { posix_spawnattr_destroy(&attr_); }
+  SpawnAttributes(const SpawnAttributes&) = delete;
+  SpawnAttributes& operator=(const SpawnAttributes&) = delete;
+  const posix_spawnattr_t* get() const { return &attr_; }
+
+ private:
+  posix_spawnattr_t attr_;
+};
+
 }  // namespace
 
 LocalLauncher::LocalLauncher(LocalLauncherOptions options) : options_(std::move(options)) {
@@ -142,20 +168,11 @@ absl::Status LocalLauncher::StartZygoteLocked() {
   // Nothing else of traind's: descriptors it inherited without
   // close-on-exec (from its own parent) stop here.
   posix_spawn_file_actions_addclosefrom_np(&actions, zygote::kZygoteControlFd + 1);
-  posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-  sigset_t none, defaults;
-  sigemptyset(&none);
-  posix_spawnattr_setsigmask(&attr, &none);
-  sigemptyset(&defaults);
-  for (int sig : {SIGPIPE, SIGTERM, SIGINT, SIGHUP, SIGCHLD}) sigaddset(&defaults, sig);
-  posix_spawnattr_setsigdefault(&attr, &defaults);
+  const SpawnAttributes attr(/*own_group=*/false);
   absl::MutexLock lock(&mu_);
   pid_t pid = 0;
-  int rc = posix_spawn(&pid, argv[0], &actions, &attr, argv.data(), envp.data());
+  int rc = posix_spawn(&pid, argv[0], &actions, attr.get(), argv.data(), envp.data());
   posix_spawn_file_actions_destroy(&actions);
-  posix_spawnattr_destroy(&attr);
   close(sv[1]);
   if (rc != 0) {
     close(sv[0]);
@@ -271,25 +288,13 @@ absl::StatusOr<int> LocalLauncher::Launch(const LaunchRequest& request) {
   posix_spawn_file_actions_adddup2(&actions, log_fd, 1);
   posix_spawn_file_actions_adddup2(&actions, log_fd, 2);
   posix_spawn_file_actions_addclosefrom_np(&actions, 3);  // nothing else of traind's
-  posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
-  // Its own process group, no blocked signals, and the signals traind
-  // ignores or handles back at their defaults.
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK |
-                                      POSIX_SPAWN_SETSIGDEF);
-  posix_spawnattr_setpgroup(&attr, 0);
-  sigset_t none, defaults;
-  sigemptyset(&none);
-  posix_spawnattr_setsigmask(&attr, &none);
-  sigemptyset(&defaults);
-  for (int sig : {SIGPIPE, SIGTERM, SIGINT, SIGHUP, SIGCHLD}) sigaddset(&defaults, sig);
-  posix_spawnattr_setsigdefault(&attr, &defaults);
+  // Its own process group, so that a signal reaches everything it started.
+  const SpawnAttributes attr(/*own_group=*/true);
 
   absl::MutexLock lock(&mu_);
   pid_t pid = 0;
-  int rc = posix_spawn(&pid, argv[0], &actions, &attr, argv.data(), envp.data());
+  int rc = posix_spawn(&pid, argv[0], &actions, attr.get(), argv.data(), envp.data());
   posix_spawn_file_actions_destroy(&actions);
-  posix_spawnattr_destroy(&attr);
   close(log_fd);
   if (rc != 0) {
     return absl::FailedPreconditionError(

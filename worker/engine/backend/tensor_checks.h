@@ -100,6 +100,60 @@ inline absl::Status CheckCount(int64_t count, int64_t batch) {
   return absl::OkStatus();
 }
 
+// The arguments of the batch-norm ops across ranks (Backend::BatchNorm*):
+// one check per op, shared by the backends.
+inline absl::Status CheckBatchNormSquaredDeviationsArgs(const Tensor& x, const Tensor& sum,
+                                                        int64_t count, const Tensor& mean,
+                                                        const Tensor& sq) {
+  if (absl::Status s = CheckCount(count, x.rows()); !s.ok()) return s;
+  for (const Tensor* t : {&sum, &mean, &sq}) {
+    if (absl::Status s = CheckStatistic(*t, x.cols(), "batch norm statistic"); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+inline absl::Status CheckBatchNormFromMomentsArgs(int64_t count, const Tensor& x,
+                                                  const Tensor& gamma, const Tensor& beta,
+                                                  const Tensor& mean, const Tensor& sq,
+                                                  const Tensor& running_mean,
+                                                  const Tensor& running_var, const Tensor& rstd,
+                                                  const Tensor& y) {
+  if (absl::Status s = CheckCount(count, x.rows()); !s.ok()) return s;
+  if (absl::Status s = CheckBatchNormArgs(x, gamma, beta, running_mean, running_var, mean, rstd, y);
+      !s.ok()) {
+    return s;
+  }
+  return CheckStatistic(sq, x.cols(), "batch norm sq");
+}
+
+inline absl::Status CheckBatchNormBackwardSumsArgs(const Tensor& x, const Tensor& mean,
+                                                   const Tensor& rstd, const Tensor& dy,
+                                                   const Tensor& dgamma, const Tensor& dbeta,
+                                                   const Tensor& sums) {
+  const int64_t n = x.cols();
+  if (absl::Status s = CheckShape(dy, DType::kF32, x.rows(), n, "batch norm dy"); !s.ok()) {
+    return s;
+  }
+  for (const Tensor* t : {&mean, &rstd, &dgamma, &dbeta}) {
+    if (absl::Status s = CheckStatistic(*t, n, "batch norm statistic"); !s.ok()) return s;
+  }
+  return CheckStatistic(sums, 2 * n, "batch norm sums");
+}
+
+inline absl::Status CheckBatchNormBackwardDataArgs(const Tensor& x, const Tensor& gamma,
+                                                   const Tensor& mean, const Tensor& rstd,
+                                                   const Tensor& dy, const Tensor& sums,
+                                                   int64_t count, const Tensor& dx) {
+  const int64_t batch = x.rows(), n = x.cols();
+  if (absl::Status s = CheckCount(count, batch); !s.ok()) return s;
+  if (absl::Status s = CheckShape(dy, DType::kF32, batch, n, "batch norm dy"); !s.ok()) return s;
+  if (absl::Status s = CheckShape(dx, DType::kF32, batch, n, "batch norm dx"); !s.ok()) return s;
+  for (const Tensor* t : {&gamma, &mean, &rstd}) {
+    if (absl::Status s = CheckStatistic(*t, n, "batch norm statistic"); !s.ok()) return s;
+  }
+  return CheckStatistic(sums, 2 * n, "batch norm sums");
+}
+
 }  // namespace traind::engine
 
 #endif  // TRAIND_WORKER_ENGINE_BACKEND_TENSOR_CHECKS_H_

@@ -969,11 +969,7 @@ class CpuBackend final : public Backend {
   absl::Status BatchNormSquaredDeviations(const Tensor& x, const Tensor& sum, int64_t count,
                                           Tensor* mean, Tensor* sq) override {
     const int64_t batch = x.rows(), n = x.cols();
-    TRAIND_RETURN_IF_ERROR(CheckCount(count, batch));
-    for (const Tensor* t :
-         {&sum, static_cast<const Tensor*>(mean), static_cast<const Tensor*>(sq)}) {
-      TRAIND_RETURN_IF_ERROR(CheckStatistic(*t, n, "batch norm statistic"));
-    }
+    TRAIND_RETURN_IF_ERROR(CheckBatchNormSquaredDeviationsArgs(x, sum, count, *mean, *sq));
     const float* in = x.f32();
     for (int64_t j = 0; j < n; ++j) {
       const float mu = static_cast<float>(sum.f32()[j] / static_cast<double>(count));
@@ -995,10 +991,8 @@ class CpuBackend final : public Backend {
                                            Tensor* running_var, Tensor* rstd,
                                            Tensor* y) override {
     const int64_t batch = x.rows(), n = x.cols();
-    TRAIND_RETURN_IF_ERROR(CheckCount(count, batch));
-    TRAIND_RETURN_IF_ERROR(CheckBatchNormArgs(x, gamma, beta, *running_mean, *running_var, mean,
-                                              *rstd, *y));
-    TRAIND_RETURN_IF_ERROR(CheckStatistic(sq, n, "batch norm sq"));
+    TRAIND_RETURN_IF_ERROR(CheckBatchNormFromMomentsArgs(count, x, gamma, beta, mean, sq,
+                                                         *running_mean, *running_var, *rstd, *y));
     const float* mu = mean.f32();
     float* rs = rstd->f32();
     for (int64_t j = 0; j < n; ++j) {
@@ -1026,12 +1020,8 @@ class CpuBackend final : public Backend {
                                      const Tensor& dy, Tensor* dgamma, Tensor* dbeta,
                                      Tensor* sums) override {
     const int64_t batch = x.rows(), n = x.cols();
-    TRAIND_RETURN_IF_ERROR(CheckShape(dy, DType::kF32, batch, n, "batch norm dy"));
-    for (const Tensor* t : {&mean, &rstd, static_cast<const Tensor*>(dgamma),
-                            static_cast<const Tensor*>(dbeta)}) {
-      TRAIND_RETURN_IF_ERROR(CheckStatistic(*t, n, "batch norm statistic"));
-    }
-    TRAIND_RETURN_IF_ERROR(CheckStatistic(*sums, 2 * n, "batch norm sums"));
+    TRAIND_RETURN_IF_ERROR(
+        CheckBatchNormBackwardSumsArgs(x, mean, rstd, dy, *dgamma, *dbeta, *sums));
     const float* in = x.f32();
     const float* g = dy.f32();
     const float* mu = mean.f32();
@@ -1053,13 +1043,8 @@ class CpuBackend final : public Backend {
                                      const Tensor& rstd, const Tensor& dy, const Tensor& sums,
                                      int64_t count, Tensor* dx) override {
     const int64_t batch = x.rows(), n = x.cols();
-    TRAIND_RETURN_IF_ERROR(CheckCount(count, batch));
-    TRAIND_RETURN_IF_ERROR(CheckShape(dy, DType::kF32, batch, n, "batch norm dy"));
-    TRAIND_RETURN_IF_ERROR(CheckShape(*dx, DType::kF32, batch, n, "batch norm dx"));
-    for (const Tensor* t : {&gamma, &mean, &rstd}) {
-      TRAIND_RETURN_IF_ERROR(CheckStatistic(*t, n, "batch norm statistic"));
-    }
-    TRAIND_RETURN_IF_ERROR(CheckStatistic(sums, 2 * n, "batch norm sums"));
+    TRAIND_RETURN_IF_ERROR(
+        CheckBatchNormBackwardDataArgs(x, gamma, mean, rstd, dy, sums, count, *dx));
     const float* in = x.f32();
     const float* g = dy.f32();
     const float* mu = mean.f32();

@@ -534,11 +534,7 @@ class CudaBackend final : public Backend {
   absl::Status BatchNormSquaredDeviations(const Tensor& x, const Tensor& sum, int64_t count,
                                           Tensor* mean, Tensor* sq) override {
     const int64_t batch = x.rows(), n = x.cols();
-    TRAIND_RETURN_IF_ERROR(CheckCount(count, batch));
-    for (const Tensor* t :
-         {&sum, static_cast<const Tensor*>(mean), static_cast<const Tensor*>(sq)}) {
-      TRAIND_RETURN_IF_ERROR(CheckStatistic(*t, n, "batch norm statistic"));
-    }
+    TRAIND_RETURN_IF_ERROR(CheckBatchNormSquaredDeviationsArgs(x, sum, count, *mean, *sq));
     TRAIND_LAUNCH(cuda::LaunchBatchNormSquaredDeviations(x.f32(), batch, n, sum.f32(), count,
                                                          mean->f32(), sq->f32(), stream_.get()));
     return absl::OkStatus();
@@ -551,10 +547,8 @@ class CudaBackend final : public Backend {
                                            Tensor* running_var, Tensor* rstd,
                                            Tensor* y) override {
     const int64_t batch = x.rows(), n = x.cols();
-    TRAIND_RETURN_IF_ERROR(CheckCount(count, batch));
-    TRAIND_RETURN_IF_ERROR(CheckBatchNormArgs(x, gamma, beta, *running_mean, *running_var, mean,
-                                              *rstd, *y));
-    TRAIND_RETURN_IF_ERROR(CheckStatistic(sq, n, "batch norm sq"));
+    TRAIND_RETURN_IF_ERROR(CheckBatchNormFromMomentsArgs(count, x, gamma, beta, mean, sq,
+                                                         *running_mean, *running_var, *rstd, *y));
     TRAIND_LAUNCH(cuda::LaunchBatchNormForwardFromMoments(
         momentum, epsilon, count, x.f32(), batch, n, gamma.f32(), beta.f32(), mean.f32(), sq.f32(),
         running_mean->f32(), running_var->f32(), rstd->f32(), y->f32(), stream_.get()));
@@ -565,12 +559,8 @@ class CudaBackend final : public Backend {
                                      const Tensor& dy, Tensor* dgamma, Tensor* dbeta,
                                      Tensor* sums) override {
     const int64_t batch = x.rows(), n = x.cols();
-    TRAIND_RETURN_IF_ERROR(CheckShape(dy, DType::kF32, batch, n, "batch norm dy"));
-    for (const Tensor* t : {&mean, &rstd, static_cast<const Tensor*>(dgamma),
-                            static_cast<const Tensor*>(dbeta)}) {
-      TRAIND_RETURN_IF_ERROR(CheckStatistic(*t, n, "batch norm statistic"));
-    }
-    TRAIND_RETURN_IF_ERROR(CheckStatistic(*sums, 2 * n, "batch norm sums"));
+    TRAIND_RETURN_IF_ERROR(
+        CheckBatchNormBackwardSumsArgs(x, mean, rstd, dy, *dgamma, *dbeta, *sums));
     TRAIND_LAUNCH(cuda::LaunchBatchNormBackwardSums(x.f32(), batch, n, mean.f32(), rstd.f32(),
                                                     dy.f32(), dgamma->f32(), dbeta->f32(),
                                                     sums->f32(), stream_.get()));
@@ -581,13 +571,8 @@ class CudaBackend final : public Backend {
                                      const Tensor& rstd, const Tensor& dy, const Tensor& sums,
                                      int64_t count, Tensor* dx) override {
     const int64_t batch = x.rows(), n = x.cols();
-    TRAIND_RETURN_IF_ERROR(CheckCount(count, batch));
-    TRAIND_RETURN_IF_ERROR(CheckShape(dy, DType::kF32, batch, n, "batch norm dy"));
-    TRAIND_RETURN_IF_ERROR(CheckShape(*dx, DType::kF32, batch, n, "batch norm dx"));
-    for (const Tensor* t : {&gamma, &mean, &rstd}) {
-      TRAIND_RETURN_IF_ERROR(CheckStatistic(*t, n, "batch norm statistic"));
-    }
-    TRAIND_RETURN_IF_ERROR(CheckStatistic(sums, 2 * n, "batch norm sums"));
+    TRAIND_RETURN_IF_ERROR(
+        CheckBatchNormBackwardDataArgs(x, gamma, mean, rstd, dy, sums, count, *dx));
     TRAIND_LAUNCH(cuda::LaunchBatchNormBackwardData(x.f32(), batch, n, gamma.f32(), mean.f32(),
                                                     rstd.f32(), dy.f32(), sums.f32(), count,
                                                     dx->f32(), stream_.get()));
