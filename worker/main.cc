@@ -137,6 +137,21 @@ absl::Status AsTaskFailure(const absl::Status& s, absl::string_view context) {
   return engine::DeviceError(absl::StrCat(context, ": ", s.message()));
 }
 
+// Like AsTaskFailure, for waiting on the other ranks: a peer that failed,
+// went away or never came (Unavailable, Aborted, DeadlineExceeded with no
+// failure kind: NCCL's remote errors, aborts and timeouts, a rendezvous that
+// traind ended) is not this rank's device failing. Such a status keeps no
+// kind, so it is reported as WORKER_CRASHED, which traind retries, and it
+// does not pass for a DEVICE_ERROR (never retried) that could become the
+// attempt's failure instead of the dead peer's crash.
+absl::Status AsRankFailure(const absl::Status& s, absl::string_view context) {
+  if (engine::FailureKindOf(s) == engine::FailureKind::kNone &&
+      (absl::IsUnavailable(s) || absl::IsAborted(s) || absl::IsDeadlineExceeded(s))) {
+    return absl::Status(s.code(), absl::StrCat(context, ": ", s.message()));
+  }
+  return AsTaskFailure(s, context);
+}
+
 // Loads the plugin and creates the backend for `spec` on device 0. Logs how
 // long each part took (the per-task cost of a GPU task).
 absl::Status OpenGpu(const traind::v1::JobSpec& spec, GpuContext* gpu) {
@@ -489,15 +504,16 @@ int RunUnderDaemon(const std::string& server, const std::string& job, int task, 
       }
       grpc::Status rs = session.Rendezvous(world_size, posted, &unique_id, kRankTimeout);
       if (!rs.ok()) {
-        return fail(engine::DeviceError(absl::StrCat(
-            "NCCL rendezvous through traind failed", rank == 0 ? "" : " (waiting for rank 0)",
-            ": ", rs.error_message())));
+        return fail(AsRankFailure(
+            absl::Status(static_cast<absl::StatusCode>(rs.error_code()), rs.error_message()),
+            absl::StrCat("NCCL rendezvous through traind failed",
+                         rank == 0 ? "" : " (waiting for rank 0)")));
       }
       absl::StatusOr<std::unique_ptr<engine::Communicator>> communicator =
           gpu.plugin->CreateCommunicator(gpu.backend.get(), unique_id, rank, world_size,
                                          absl::ToDoubleSeconds(kRankTimeout));
       if (!communicator.ok()) {
-        return fail(AsTaskFailure(communicator.status(), "NCCL communicator"));
+        return fail(AsRankFailure(communicator.status(), "NCCL communicator"));
       }
       gpu.communicator = std::move(*communicator);
       Log(absl::StrCat("nccl ready: rank ", rank, " of ", world_size));

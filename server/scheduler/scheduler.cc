@@ -564,6 +564,8 @@ absl::Status Scheduler::LaunchLocked(LiveJob& lj, int task, const std::vector<in
     }
     la.rank_pids.push_back(*pid);
     la.rank_alive.push_back(true);
+    la.rank_failed.push_back(false);
+    la.rank_killed.push_back(false);
     ++la.alive;
     by_pid_[*pid] = {job.id(), task, rank};
     if (world > 1) a->add_rank_pids(*pid);
@@ -611,16 +613,28 @@ void Scheduler::EnforceDeadlinesLocked() {
   const absl::Time now = absl::Now();
   for (auto& [id, lj] : jobs_) {
     for (auto& [task, la] : lj->attempts) {
-      if (!la.failure.has_value() && !la.stop_requested &&
-          now - la.last_seen > options_.heartbeat_timeout) {
-        Failure f;
-        f.set_reason(Failure::TIMEOUT);
-        f.set_message(absl::StrCat("no heartbeat from the worker for ",
-                                   absl::FormatDuration(now - la.last_seen), "; killed"));
-        la.failure = f;
+      // Enforced while any rank runs that traind has not killed yet, also
+      // after a failure was recorded (the failure stays the first one): a
+      // rank that hangs must not keep the attempt, and its GPUs, forever.
+      bool unkilled = false;
+      for (size_t r = 0; r < la.rank_pids.size(); ++r) {
+        unkilled = unkilled || (la.rank_alive[r] && !la.rank_killed[r]);
+      }
+      if (unkilled && !la.stop_requested && now - la.last_seen > options_.heartbeat_timeout) {
+        const std::string message = absl::StrCat(
+            "no heartbeat from the worker for ", absl::FormatDuration(now - la.last_seen),
+            "; killed");
+        if (!la.failure.has_value()) {
+          Failure f;
+          f.set_reason(Failure::TIMEOUT);
+          f.set_message(message);
+          la.failure = f;
+          la.failure_rank = -1;
+        }
         LogWarning("task hung job=%s task=%d attempt=%d pid=%d: %s", id, task, la.number, la.pid,
-                   f.message());
+                   message);
         SignalAttemptLocked(la, SIGKILL);
+        FailRendezvousLocked(la, message);
         continue;
       }
       if (la.kill_at.has_value() && now >= *la.kill_at) {
@@ -669,10 +683,31 @@ void Scheduler::RemoveQueuedLocked(const std::string& job_id, int task) {
   }
 }
 
-void Scheduler::SignalAttemptLocked(const LiveAttempt& la, int sig) {
+void Scheduler::SignalAttemptLocked(LiveAttempt& la, int sig, int except_rank) {
   for (size_t r = 0; r < la.rank_pids.size(); ++r) {
-    if (la.rank_alive[r]) launcher_->Signal(la.rank_pids[r], sig);
+    if (!la.rank_alive[r] || static_cast<int>(r) == except_rank) continue;
+    if (sig == SIGKILL) {
+      if (la.rank_killed[r]) continue;  // once is enough
+      la.rank_killed[r] = true;
+    }
+    launcher_->Signal(la.rank_pids[r], sig);
   }
+}
+
+void Scheduler::FailRendezvousLocked(LiveAttempt& la, absl::string_view why) {
+  if (la.rendezvous_waiters.empty()) return;
+  std::vector<std::function<void(absl::StatusOr<std::string>)>> waiters;
+  waiters.swap(la.rendezvous_waiters);
+  for (auto& waiter : waiters) {
+    waiter(absl::AbortedError(
+        absl::StrCat("the attempt failed before rank 0 posted its NCCL id: ", why)));
+  }
+}
+
+void Scheduler::StopPeersLocked(LiveAttempt& la, int except_rank) {
+  SignalAttemptLocked(la, SIGKILL, except_rank);
+  FailRendezvousLocked(la, la.failure.has_value() ? la.failure->message()
+                                                  : std::string("rank 0 exited"));
 }
 
 void Scheduler::OnExit(const ProcessExit& exit) {
@@ -704,23 +739,47 @@ void Scheduler::OnExit(const ProcessExit& exit) {
     return;
   }
   if (!clean && !la.last_exit.has_value()) la.last_exit = exit;
-  if (la.alive > 0) {
-    // A rank died: the others cannot finish without it. Stop them now rather
-    // than let them wait on a collective.
-    if (!clean && !la.failure.has_value() && !la.stop_requested) {
-      Failure f;
-      f.set_reason(Failure::WORKER_CRASHED);
-      f.set_message(absl::StrCat("rank ", ref.rank, " (pid ", exit.pid, ") ",
-                                 exit.signal != 0
-                                     ? absl::StrCat("killed by signal ", SignalName(exit.signal))
-                                     : absl::StrCat("exited with code ", exit.exit_code)));
-      f.set_exit_code(exit.exit_code);
-      f.set_signal(exit.signal);
-      la.failure = f;
-      SignalAttemptLocked(la, SIGKILL);
+  if (la.rank_pids.size() > 1 && !la.stop_requested) {
+    // A rank that died by itself (no failure report of its own, not by
+    // traind's SIGKILL) crashed. The crash is the attempt's failure unless
+    // one was recorded first; it also replaces what a surviving rank
+    // reported as a device error or crash, which is likely only that rank
+    // seeing its peer go (NCCL's remote errors, aborts, timeouts): the dead
+    // rank's crash is the cause, and it is retried.
+    const bool killed_by_traind = exit.signal == SIGKILL && la.rank_killed[ref.rank];
+    if (!clean && !la.rank_failed[ref.rank] && !killed_by_traind) {
+      const bool replace =
+          !la.failure.has_value() ||
+          (la.failure_rank >= 0 && la.failure_rank != ref.rank &&
+           (la.failure->reason() == Failure::DEVICE_ERROR ||
+            la.failure->reason() == Failure::WORKER_CRASHED));
+      if (replace) {
+        Failure f;
+        f.set_reason(Failure::WORKER_CRASHED);
+        f.set_message(absl::StrCat("rank ", ref.rank, " (pid ", exit.pid, ") ",
+                                   exit.signal != 0
+                                       ? absl::StrCat("killed by signal ", SignalName(exit.signal))
+                                       : absl::StrCat("exited with code ", exit.exit_code)));
+        f.set_exit_code(exit.exit_code);
+        f.set_signal(exit.signal);
+        if (la.failure.has_value()) {
+          LogWarning("rank crash job=%s task=%d attempt=%d: %s (rank %d reported: %s)",
+                     ref.job_id, task, la.number, f.message(), la.failure_rank,
+                     la.failure->message());
+        }
+        la.failure = f;
+        la.failure_rank = -1;
+      }
     }
-    return;
+    if (la.alive > 0 && (!clean || la.failure.has_value())) {
+      // The others cannot finish without this rank: stop them now rather
+      // than let them wait on a collective until their own timeout.
+      StopPeersLocked(la, -1);
+    } else if (ref.rank == 0 && la.unique_id.empty()) {
+      FailRendezvousLocked(la, "rank 0 exited");
+    }
   }
+  if (la.alive > 0) return;
   if (la.gpus.empty()) --running_;
   const ProcessExit last = la.last_exit.value_or(exit);
   if (la.result.has_value() && la.all_exits_clean) {
@@ -1089,15 +1148,25 @@ absl::StatusOr<bool> Scheduler::ReportEvent(const traind::v1::ReportEventRequest
       la->result = req.finished().result();
       la->result->set_fold(task);
       break;
-    case traind::v1::ReportEventRequest::kFailed:
+    case traind::v1::ReportEventRequest::kFailed: {
+      const int rank = req.credentials().rank();
+      la->rank_failed[rank] = true;
       if (!la->failure.has_value()) {
         la->failure = req.failed().failure();
+        la->failure_rank = rank;
         if (la->rank_pids.size() > 1) {
-          la->failure->set_message(absl::StrCat("rank ", req.credentials().rank(), ": ",
-                                                la->failure->message()));
+          la->failure->set_message(absl::StrCat("rank ", rank, ": ", la->failure->message()));
         }
       }
+      // The other ranks cannot finish without this one (which exits by
+      // itself): stop them now. Not while traind stops or the attempt is
+      // being stopped: those give every rank its grace.
+      if (la->rank_pids.size() > 1 && !la->stop_requested && !stopping_ &&
+          lj.job.state() != Job::CANCELLING) {
+        StopPeersLocked(*la, rank);
+      }
       break;
+    }
     case traind::v1::ReportEventRequest::KIND_NOT_SET:
       return absl::InvalidArgumentError("report: no event set");
   }
@@ -1140,6 +1209,13 @@ void Scheduler::Rendezvous(const traind::v1::AttemptCredentials& c, int world_si
   }
   if (!la->unique_id.empty()) {
     done(la->unique_id);
+    return;
+  }
+  if (la->failure.has_value() || !la->rank_alive[0]) {
+    // Rank 0 will never post: fail now rather than at the worker's timeout.
+    done(absl::AbortedError(absl::StrCat(
+        "the attempt failed before rank 0 posted its NCCL id: ",
+        la->failure.has_value() ? la->failure->message() : std::string("rank 0 exited"))));
     return;
   }
   la->rendezvous_waiters.push_back(std::move(done));

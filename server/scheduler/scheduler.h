@@ -23,6 +23,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "server/devices/gpu_pool.h"
@@ -155,6 +156,11 @@ class Scheduler final {
     // One process per rank (one rank unless a multi-GPU task).
     std::vector<int> rank_pids;
     std::vector<bool> rank_alive;
+    // Per rank: it reported a failure of its own; traind sent it SIGKILL.
+    std::vector<bool> rank_failed;
+    std::vector<bool> rank_killed;
+    // The rank whose report is `failure` (-1: traind's own finding).
+    int failure_rank = -1;
     int alive = 0;
     bool all_exits_clean = true;
     std::optional<ProcessExit> last_exit;
@@ -231,8 +237,17 @@ class Scheduler final {
     int rank;
   };
   std::map<int, RankRef> by_pid_ ABSL_GUARDED_BY(mu_);
-  // Sends `sig` to every live rank of the attempt.
-  void SignalAttemptLocked(const LiveAttempt& la, int sig) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Sends `sig` to every live rank of the attempt but `except_rank`.
+  void SignalAttemptLocked(LiveAttempt& la, int sig, int except_rank = -1)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Multi-GPU attempts: a rank failed (`failure` is the attempt's now, unless
+  // it has one): the others cannot finish without it. Kills the live ranks
+  // but `except_rank` (which reported and exits by itself) and fails the
+  // ranks waiting at the rendezvous.
+  void StopPeersLocked(LiveAttempt& la, int except_rank) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Fails every pending Rendezvous of the attempt with `why`.
+  void FailRendezvousLocked(LiveAttempt& la, absl::string_view why)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::deque<traind::v1::JobEvent> pending_events_ ABSL_GUARDED_BY(mu_);  // stable addresses
   int running_ ABSL_GUARDED_BY(mu_) = 0;  // CPU tasks
   GpuPool gpus_ ABSL_GUARDED_BY(mu_);

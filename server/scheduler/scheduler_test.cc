@@ -783,6 +783,177 @@ TEST_F(GpuSchedulerTest, ADeadRankStopsItsPeersAndTheAttemptIsRetried) {
   EXPECT_EQ(launcher_->launched()[2].Arg("attempt"), "2");
 }
 
+// A 2-rank attempt of a 2-fold GPU job on the test's two GPUs: its ranks'
+// launches and credentials.
+struct TwoRanks {
+  FakeLauncher::Launched r0, r1;
+  traind::v1::AttemptCredentials c0, c1;
+};
+
+class MultiGpuSchedulerTest : public GpuSchedulerTest {
+ protected:
+  std::string Start2RankJob(TwoRanks* ranks) {
+    SubmitOptions o;
+    o.gpu_memory_bytes = kGiB;
+    auto spec = GpuSpec(2);
+    spec.mutable_resources()->set_count(2);
+    auto job = scheduler_->Submit(spec, o);
+    EXPECT_TRUE(job.ok()) << job.status();
+    scheduler_->Start();
+    EXPECT_TRUE(launcher_->WaitForLaunches(2));
+    ranks->r0 = launcher_->launched()[0];
+    ranks->r1 = launcher_->launched()[1];
+    ranks->c0 = Creds(ranks->r0);
+    ranks->c1 = Creds(ranks->r1);
+    ranks->c1.set_rank(1);
+    return job.ok() ? job->id() : "";
+  }
+  void ReportFailure(const traind::v1::AttemptCredentials& c, Failure::Reason reason,
+                     const std::string& message) {
+    traind::v1::ReportEventRequest failed;
+    *failed.mutable_credentials() = c;
+    failed.mutable_failed()->mutable_failure()->set_reason(reason);
+    failed.mutable_failed()->mutable_failure()->set_message(message);
+    ASSERT_TRUE(scheduler_->ReportEvent(failed).ok());
+  }
+  bool Signalled(int pid, int sig) {
+    for (const auto& s : launcher_->signals()) {
+      if (s == std::make_pair(pid, sig)) return true;
+    }
+    return false;
+  }
+};
+
+TEST_F(MultiGpuSchedulerTest, ARankThatFailsStopsItsPeersAndTheAttemptEnds) {
+  TwoRanks t;
+  const std::string id = Start2RankJob(&t);
+  // Rank 1 fails on its own (a device error: not retried) and exits 1.
+  ReportFailure(t.c1, Failure::DEVICE_ERROR, "CUDA: an illegal memory access");
+  EXPECT_TRUE(Signalled(t.r0.pid, SIGKILL)) << "rank 0 is stopped at once";
+  EXPECT_FALSE(Signalled(t.r1.pid, SIGKILL)) << "the failing rank exits by itself";
+  launcher_->Exit(t.r1.pid, 1);
+  EXPECT_EQ(scheduler_->GetJob(id)->tasks(0).state(), Task::STARTING)
+      << "the attempt ends when every rank has exited";
+  launcher_->Exit(t.r0.pid, 0, SIGKILL);
+  auto view = scheduler_->GetJob(id);
+  ASSERT_TRUE(view.ok());
+  EXPECT_EQ(view->tasks(0).state(), Task::FAILED);
+  const auto& f = view->tasks(0).attempts(0).failure();
+  EXPECT_EQ(f.reason(), Failure::DEVICE_ERROR) << "the first failure is kept";
+  EXPECT_NE(f.message().find("rank 1: CUDA"), std::string::npos) << f.message();
+  EXPECT_EQ(view->state(), Job::FAILED);
+}
+
+TEST_F(MultiGpuSchedulerTest, AnUncleanRankExitStopsThePeersAfterAReportedFailure) {
+  TwoRanks t;
+  const std::string id = Start2RankJob(&t);
+  // Rank 1 reports a crash-like failure (its peer connection broke, say) and
+  // exits 1: rank 0 is killed and the attempt is retried.
+  ReportFailure(t.c1, Failure::WORKER_CRASHED, "NCCL: remote process exited");
+  launcher_->Exit(t.r1.pid, 1);
+  EXPECT_TRUE(Signalled(t.r0.pid, SIGKILL));
+  launcher_->Exit(t.r0.pid, 0, SIGKILL);
+  auto view = scheduler_->GetJob(id);
+  ASSERT_TRUE(view.ok());
+  EXPECT_EQ(view->tasks(0).attempts(0).failure().reason(), Failure::WORKER_CRASHED);
+  EXPECT_NE(view->tasks(0).attempts(0).failure().message().find("rank 1:"), std::string::npos);
+  // Both GPUs drain: the retry runs both ranks again.
+  ASSERT_TRUE(launcher_->WaitForLaunches(4));
+  EXPECT_EQ(launcher_->launched()[2].Arg("attempt"), "2");
+  EXPECT_EQ(launcher_->launched()[3].Arg("attempt"), "2");
+}
+
+TEST_F(MultiGpuSchedulerTest, AFailedRankThatStaysIsKilledByTheHeartbeatTimeout) {
+  Close();
+  Open(/*slots=*/4, [this](SchedulerOptions* o) {
+    o->gpu_probe = &probe_;
+    o->worker_has_gpu_backend = true;
+    o->gpu.drain_timeout = absl::Milliseconds(800);
+    o->heartbeat_timeout = absl::Milliseconds(300);
+  });
+  ASSERT_TRUE(scheduler_->Recover().ok());
+  TwoRanks t;
+  const std::string id = Start2RankJob(&t);
+  ReportFailure(t.c1, Failure::DATA_ERROR, "data.csv:3: not a number");
+  launcher_->Exit(t.r0.pid, 0, SIGKILL);
+  // Rank 1 reported but never exits, and goes silent: killed anyway.
+  for (int i = 0; i < 40 && !Signalled(t.r1.pid, SIGKILL); ++i) {
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  ASSERT_TRUE(Signalled(t.r1.pid, SIGKILL));
+  launcher_->Exit(t.r1.pid, 0, SIGKILL);
+  auto view = scheduler_->GetJob(id);
+  ASSERT_TRUE(view.ok());
+  EXPECT_EQ(view->tasks(0).state(), Task::FAILED);
+  EXPECT_EQ(view->tasks(0).attempts(0).failure().reason(), Failure::DATA_ERROR)
+      << "the first failure stays the attempt's";
+}
+
+TEST_F(MultiGpuSchedulerTest, ACrashedPeerIsTheFailureRatherThanTheSurvivorsDeviceError) {
+  TwoRanks t;
+  const std::string id = Start2RankJob(&t);
+  // Rank 0 sees its peer go (reported as a device error) before traind
+  // learns that rank 1 crashed.
+  ReportFailure(t.c0, Failure::DEVICE_ERROR, "NCCL: ncclAllReduce: remote process exited");
+  launcher_->Exit(t.r1.pid, 0, SIGSEGV);
+  launcher_->Exit(t.r0.pid, 1);
+  auto view = scheduler_->GetJob(id);
+  ASSERT_TRUE(view.ok());
+  const auto& f = view->tasks(0).attempts(0).failure();
+  EXPECT_EQ(f.reason(), Failure::WORKER_CRASHED);
+  EXPECT_NE(f.message().find("rank 1"), std::string::npos) << f.message();
+  EXPECT_EQ(f.signal(), SIGSEGV);
+  ASSERT_TRUE(launcher_->WaitForLaunches(4)) << "a crash is retried";
+  EXPECT_EQ(launcher_->launched()[2].Arg("attempt"), "2");
+}
+
+TEST_F(MultiGpuSchedulerTest, RankZeroExitingBeforeItsIdReleasesTheWaitingRanksAtOnce) {
+  TwoRanks t;
+  const std::string id = Start2RankJob(&t);
+  absl::StatusOr<std::string> got1 = absl::UnknownError("not called");
+  bool called1 = false;
+  scheduler_->Rendezvous(t.c1, 2, "", [&](absl::StatusOr<std::string> r) {
+    called1 = true;
+    got1 = r;
+  });
+  ASSERT_FALSE(called1);
+  // Rank 0 dies before posting the NCCL id.
+  launcher_->Exit(t.r0.pid, 1);
+  ASSERT_TRUE(called1) << "the waiting rank is released when rank 0 exits, not at its timeout";
+  EXPECT_EQ(got1.status().code(), absl::StatusCode::kAborted) << got1.status();
+  EXPECT_TRUE(Signalled(t.r1.pid, SIGKILL));
+  // A rank that comes later gets the error at once.
+  bool late = false;
+  scheduler_->Rendezvous(t.c1, 2, "", [&](absl::StatusOr<std::string> r) { late = !r.ok(); });
+  EXPECT_TRUE(late);
+  launcher_->Exit(t.r1.pid, 0, SIGKILL);
+  auto view = scheduler_->GetJob(id);
+  ASSERT_TRUE(view.ok());
+  const auto& f = view->tasks(0).attempts(0).failure();
+  EXPECT_EQ(f.reason(), Failure::WORKER_CRASHED);
+  EXPECT_NE(f.message().find("rank 0"), std::string::npos) << f.message();
+  ASSERT_TRUE(launcher_->WaitForLaunches(4));
+}
+
+TEST_F(MultiGpuSchedulerTest, AReportedFailureReleasesTheRendezvousAtOnce) {
+  TwoRanks t;
+  Start2RankJob(&t);
+  bool called1 = false;
+  absl::Status got1;
+  scheduler_->Rendezvous(t.c1, 2, "", [&](absl::StatusOr<std::string> r) {
+    called1 = true;
+    got1 = r.status();
+  });
+  ASSERT_FALSE(called1);
+  // Rank 0 fails making the id (still running: it exits after reporting).
+  ReportFailure(t.c0, Failure::DEVICE_ERROR, "NCCL: ncclGetUniqueId: system error");
+  ASSERT_TRUE(called1);
+  EXPECT_EQ(got1.code(), absl::StatusCode::kAborted);
+  EXPECT_NE(got1.message().find("ncclGetUniqueId"), std::string::npos) << got1;
+  launcher_->Exit(t.r0.pid, 1);
+  launcher_->Exit(t.r1.pid, 0, SIGKILL);
+}
+
 TEST_F(SchedulerTest, GpusWithoutAWorkerGpuBackendAcceptNoGpuJob) {
   FakeDeviceProbe probe;
   probe.Set({FakeGpu("GPU-0", 80ll << 30, 0)});

@@ -7,8 +7,12 @@
 #
 # The device half prints one "== step" header per check and a final summary
 # line per step: PASS, FAIL or SKIP with the reason. Exit status: 0 when no
-# step failed. It never changes the GPU's settings; every step has a timeout
-# so the whole run fits in about 8 minutes.
+# step failed. It never changes the GPU's settings. It works under /tmp
+# (WORK, unpacking the archive fresh each run), and every step has a timeout
+# under one global deadline (DEVICE_BUDGET_S, 480 s): a step that would not
+# fit in what is left is skipped. What it leaves in $OUT is small: summary.txt
+# (also written step by step, and printed at exit, however the run ends) and
+# logs.tar.gz.
 set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 BUILD="${BUILD:-$ROOT/build-gpu}"
@@ -64,17 +68,76 @@ build_half() {
 }
 
 # --- device half -----------------------------------------------------------
+WORK="${WORK:-/tmp/tdc}"  # short: traind's unix socket lives under it
+BUDGET_S="${DEVICE_BUDGET_S:-480}"
+T_START=$(date +%s)
+DEADLINE=$((T_START + BUDGET_S))
+OUTDIR=""     # the final files ($OUT): summary.txt, logs.tar.gz
+LOGS=""       # everything worth reading, packed into logs.tar.gz at exit
+TRAIND_PID=""
 declare -a SUMMARY=()
 FAILED=0
 step() { echo; echo "== $*"; }
 result() {  # result PASS|FAIL|SKIP name reason
-  SUMMARY+=("$1  $2${3:+ — $3}")
+  local line="$1  $2${3:+ — $3}"
+  SUMMARY+=("$line")
   [ "$1" = FAIL ] && FAILED=1
   echo "-> $1 $2${3:+ — $3}"
+  # Written as it goes: a run killed outright still leaves what it found.
+  [ -n "$OUTDIR" ] && printf '%s\n' "$line" >>"$OUTDIR/summary.txt"
+  return 0
+}
+left() { echo $((DEADLINE - $(date +%s))); }  # seconds to the deadline
+# need SECONDS NAME: true when SECONDS are left; else records NAME as SKIP.
+need() {
+  local l
+  l=$(left)
+  if [ "$l" -lt "$1" ]; then
+    result SKIP "$2" "out of time (${l} s left of ${BUDGET_S} s, needs ${1} s)"
+    return 1
+  fi
+}
+# limit SECONDS: SECONDS, or less when the deadline is nearer (at least 1).
+limit() {
+  local l
+  l=$(( $(left) - 5 ))
+  [ "$l" -lt "$1" ] && { [ "$l" -ge 1 ] && echo "$l" || echo 1; } || echo "$1"
 }
 now() { date +%s.%N; }
-elapsed() { echo "$2 - $1" | bc -l | cut -c1-6; }  # elapsed START END (seconds)
-gpu_used() { nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits | head -1 | tr -d ' '; }
+elapsed() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", b - a }'; }  # elapsed START END
+is_int() { [[ "$1" =~ ^[0-9]+$ ]]; }
+# MiB used on the GPU, or nothing when nvidia-smi gives no number.
+gpu_used() {
+  local v
+  v=$(timeout 10 nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits 2>/dev/null \
+        | head -1 | tr -d ' ')
+  is_int "$v" && echo "$v"
+}
+
+finish() {
+  local rc=$?
+  trap - EXIT INT TERM
+  if [ -n "$TRAIND_PID" ]; then
+    kill -TERM "$TRAIND_PID" 2>/dev/null
+    sleep 1
+    kill -KILL "$TRAIND_PID" 2>/dev/null
+  fi
+  echo
+  echo "== summary ($(( $(date +%s) - T_START )) s)"
+  printf '%s\n' "${SUMMARY[@]}"
+  if [ -n "$OUTDIR" ] && [ -d "$LOGS" ]; then
+    # The attempt logs traind wrote, then every log cut to its last 2 MiB:
+    # what comes back from the device machine is limited.
+    [ -d "$WORK/state/jobs" ] &&
+      (cd "$WORK/state" && find jobs -name '*.log' -exec cp --parents {} "$LOGS/" \;) 2>/dev/null
+    find "$LOGS" -type f -size +2M | while read -r f; do
+      tail -c 2097152 "$f" >"$f.tail" && mv "$f.tail" "$f"
+    done
+    tar -C "$WORK" -czf "$OUTDIR/logs.tar.gz" logs 2>/dev/null || echo "cannot pack $LOGS" >&2
+  fi
+  if [ "$rc" -eq 0 ]; then rc=$FAILED; fi
+  exit "$rc"
+}
 
 find_cuda_libs() {
   # Directories that hold libcublas.so.13 / libcublasLt.so.13 / libnccl.so.2.
@@ -82,7 +145,7 @@ find_cuda_libs() {
   for lib in libcublas.so.13 libcublasLt.so.13 libnccl.so.2; do
     d=$( (ls -d /usr/local/cuda*/lib64 /usr/local/cuda*/lib /usr/local/cuda*/targets/*/lib \
             /usr/lib/x86_64-linux-gnu \
-            2>/dev/null; python3 -c 'import site; print("\n".join(site.getsitepackages()))' \
+            2>/dev/null; timeout 20 python3 -c 'import site; print("\n".join(site.getsitepackages()))' \
             2>/dev/null | sed 's|$|/nvidia|') | while read -r base; do
           f=$(find "$base" -maxdepth 3 -name "$lib" 2>/dev/null | head -1)
           if [ -n "$f" ]; then dirname "$f"; break; fi
@@ -101,15 +164,30 @@ gpu_spec() {  # gpu_spec EXAMPLE OUTFILE [sed expressions...]
 }
 
 device_half() {
-  if [ ! -d "$BUNDLE/bin" ] && [ -f "$BUILD/bundle.tar.xz" ]; then
-    tar -C "$BUILD" -xJf "$BUILD/bundle.tar.xz"
-  fi
-  [ -d "$BUNDLE/bin" ] || { echo "no bundle at $BUNDLE: run '$0 build' first" >&2; exit 2; }
-  local OUTDIR="${OUT:-$BUILD/device-out}"
+  OUTDIR="${OUT:-$BUILD/device-out}"
   mkdir -p "$OUTDIR"
+  rm -f "$OUTDIR/summary.txt" "$OUTDIR/logs.tar.gz"
+  # A warm machine keeps the last run's files: start from the archive again.
+  rm -rf "$WORK"
+  mkdir -p "$WORK/logs" "$WORK/specs" "$WORK/data" "$WORK/state"
+  LOGS="$WORK/logs"
+  trap finish EXIT
+  trap 'exit 124' INT TERM  # through finish: the summary still comes out
+  local archive="$BUILD/bundle.tar.xz"
+  if [ ! -f "$archive" ]; then
+    result FAIL bundle "no $archive: run '$0 build' first and carry it along"
+    exit 2
+  fi
+  BUNDLE="$WORK/bundle"
+  if ! tar -C "$WORK" -xJf "$archive" || [ ! -d "$BUNDLE/bin" ]; then
+    result FAIL bundle "cannot unpack $archive"
+    exit 2
+  fi
+  local L="$LOGS" S="$WORK/specs" D="$WORK/data"
   local W="$BUNDLE/bin/traind-worker"
   step "device"
-  nvidia-smi --query-gpu=name,driver_version,memory.total,memory.used --format=csv || true
+  timeout 20 nvidia-smi --query-gpu=name,driver_version,memory.total,memory.used --format=csv \
+    || echo "nvidia-smi failed"
   local cudalibs
   cudalibs=$(find_cuda_libs)
   if [[ "$cudalibs" == *missing:* ]]; then
@@ -134,124 +212,164 @@ device_half() {
   fi
 
   step "ops: CUDA vs CPU on fresh random inputs, NCCL communicator (traind_cuda_tests)"
-  if timeout 200 "$BUNDLE/bin/traind_cuda_tests" --gtest_brief=1 --gtest_filter='-CudaGradientTest.*' \
-       --gtest_output="xml:$OUTDIR/traind_cuda_tests.xml" 2>&1 | tee "$OUTDIR/cuda_tests.log" | tail -60; then
-    if grep -q 'no CUDA device' "$OUTDIR/cuda_tests.log"; then
-      result FAIL ops "tests skipped: the GPU was not found"
+  if need 60 ops; then
+    if timeout "$(limit 200)" "$BUNDLE/bin/traind_cuda_tests" --gtest_brief=1 \
+         --gtest_filter='-CudaGradientTest.*' --gtest_output="xml:$L/traind_cuda_tests.xml" 2>&1 \
+         | tee "$L/cuda_tests.log" | tail -60; then
+      if grep -q 'no CUDA device' "$L/cuda_tests.log"; then
+        result FAIL ops "tests skipped: the GPU was not found"
+      else
+        result PASS ops "$(grep -E '^\[  PASSED  \]' "$L/cuda_tests.log" | head -1)"
+      fi
     else
-      result PASS ops "$(grep -E '^\[  PASSED  \]' "$OUTDIR/cuda_tests.log" | head -1)"
+      result FAIL ops "see logs/cuda_tests.log"
     fi
-  else
-    result FAIL ops "see $OUTDIR/cuda_tests.log"
   fi
 
   step "gradient checks on the GPU (finite differences through the CUDA backend)"
-  if timeout 120 "$BUNDLE/bin/traind_cuda_tests" --gtest_brief=1 --gtest_filter='CudaGradientTest.*' \
-       --gtest_output="xml:$OUTDIR/traind_cuda_gradient_tests.xml" 2>&1 \
-       | tee "$OUTDIR/cuda_gradient_tests.log" | tail -40; then
-    if grep -q 'no CUDA device' "$OUTDIR/cuda_gradient_tests.log"; then
-      result FAIL "gradient checks" "tests skipped: the GPU was not found"
+  if need 40 "gradient checks"; then
+    if timeout "$(limit 120)" "$BUNDLE/bin/traind_cuda_tests" --gtest_brief=1 \
+         --gtest_filter='CudaGradientTest.*' --gtest_output="xml:$L/traind_cuda_gradient_tests.xml" \
+         2>&1 | tee "$L/cuda_gradient_tests.log" | tail -40; then
+      if grep -q 'no CUDA device' "$L/cuda_gradient_tests.log"; then
+        result FAIL "gradient checks" "tests skipped: the GPU was not found"
+      else
+        result PASS "gradient checks" "$(grep -E '^\[  PASSED  \]' "$L/cuda_gradient_tests.log" | head -1)"
+      fi
     else
-      result PASS "gradient checks" "$(grep -E '^\[  PASSED  \]' "$OUTDIR/cuda_gradient_tests.log" | head -1)"
+      result FAIL "gradient checks" "see logs/cuda_gradient_tests.log"
     fi
-  else
-    result FAIL "gradient checks" "see $OUTDIR/cuda_gradient_tests.log"
   fi
 
   step "traind-worker --capabilities (loads the plugin, counts devices)"
+  need 20 capabilities || return
   local caps
-  caps=$(env -i PATH=/usr/bin:/bin "$W" --capabilities 2>"$OUTDIR/capabilities.err")
+  caps=$(env -i PATH=/usr/bin:/bin timeout 15 "$W" --capabilities 2>"$L/capabilities.err")
   echo "traind-worker --capabilities (empty environment): $caps"
-  cat "$OUTDIR/capabilities.err"
+  cat "$L/capabilities.err"
   if [ "$caps" = "cpu cuda" ]; then
     result PASS capabilities "cpu cuda"
   else
-    result FAIL capabilities "'$caps': $(head -1 "$OUTDIR/capabilities.err")"
+    result FAIL capabilities "'$caps': $(head -1 "$L/capabilities.err")"
     return  # nothing below can train on the GPU
   fi
 
   step "iris + digits CV jobs through traind on the GPU"
-  local state="$OUTDIR/traind-state" traind_pid spec job_json
-  rm -rf "$state"
-  mkdir -p "$state"
-  "$BUNDLE/bin/traind" --state-dir="$state" --listen="unix:$state/traind.sock" \
-    --data-root="$BUNDLE" --data-root="$OUTDIR" >"$OUTDIR/traind.log" 2>&1 &
-  traind_pid=$!
-  local ctl=("$BUNDLE/bin/trainctl" --address "unix:$state/traind.sock")
-  for _ in $(seq 1 100); do "${ctl[@]}" health >/dev/null 2>&1 && break; sleep 0.2; done
-  "${ctl[@]}" devices 2>&1 | tee "$OUTDIR/devices.txt"
-  for name in iris-cv digits-multiclass; do
-    spec="$OUTDIR/$name-gpu.yaml"
-    gpu_spec "$name" "$spec"
-    local t0 t1
-    t0=$(now)
-    if timeout 150 "${ctl[@]}" -o json submit "$spec" --wait >"$OUTDIR/$name.job.json" 2>"$OUTDIR/$name.err"; then
-      t1=$(now)
-      job_json=$(python3 -c '
+  if need 40 "jobs through traind"; then
+    local state="$WORK/state" sock="$WORK/state/t.sock" spec job_json healthy=0 t0 t1 name
+    "$BUNDLE/bin/traind" --state-dir="$state" --listen="unix:$sock" \
+      --data-root="$BUNDLE" --data-root="$WORK" >"$L/traind.log" 2>&1 &
+    TRAIND_PID=$!
+    local ctl=("$BUNDLE/bin/trainctl" --address "unix:$sock")
+    # Up to 20 s, each probe bounded: a wedged traind must not hold the run.
+    local wait_until=$(( $(date +%s) + 20 ))
+    while [ "$(date +%s)" -lt "$wait_until" ]; do
+      if timeout 5 "${ctl[@]}" health >/dev/null 2>&1; then healthy=1; break; fi
+      kill -0 "$TRAIND_PID" 2>/dev/null || break  # traind exited
+      sleep 0.2
+    done
+    if [ "$healthy" != 1 ]; then
+      result FAIL "traind healthy" "traind did not answer health within 20 s: $(tail -2 "$L/traind.log" | tr '\n' ' ')"
+      result SKIP "iris-cv, digits-multiclass through traind" "traind not healthy"
+    else
+      timeout 10 "${ctl[@]}" devices 2>&1 | tee "$L/devices.txt"
+      for name in iris-cv digits-multiclass; do
+        need 20 "$name through traind on the GPU" || continue
+        spec="$S/$name-gpu.yaml"
+        gpu_spec "$name" "$spec"
+        t0=$(now)
+        if timeout "$(limit 150)" "${ctl[@]}" -o json submit "$spec" --wait \
+             >"$L/$name.job.json" 2>"$L/$name.err"; then
+          t1=$(now)
+          job_json=$(python3 -c '
 import json, sys
 j = json.load(open(sys.argv[1]))
 r = j.get("result", {})
 acc = r.get("val", {}).get("accuracy", {})
 print("%s, %d folds, val accuracy %.4f ± %.4f" % (j.get("state"), len(r.get("folds", [])),
-      acc.get("mean", float("nan")), acc.get("std", float("nan"))))' "$OUTDIR/$name.job.json" 2>/dev/null)
-      result PASS "$name through traind on the GPU" "${job_json:-SUCCEEDED} in $(elapsed "$t0" "$t1") s"
-    else
-      result FAIL "$name through traind on the GPU" "$(tail -3 "$OUTDIR/$name.err" | tr '\n' ' ') (traind log: $OUTDIR/traind.log)"
+      acc.get("mean", float("nan")), acc.get("std", float("nan"))))' "$L/$name.job.json" 2>/dev/null)
+          result PASS "$name through traind on the GPU" "${job_json:-SUCCEEDED} in $(elapsed "$t0" "$t1") s"
+        else
+          result FAIL "$name through traind on the GPU" "$(tail -3 "$L/$name.err" | tr '\n' ' ') (logs/traind.log)"
+        fi
+      done
     fi
-  done
-  kill -TERM "$traind_pid" 2>/dev/null
-  wait "$traind_pid" 2>/dev/null
+    kill -TERM "$TRAIND_PID" 2>/dev/null
+    timeout 15 tail --pid="$TRAIND_PID" -f /dev/null 2>/dev/null || kill -KILL "$TRAIND_PID" 2>/dev/null
+    wait "$TRAIND_PID" 2>/dev/null
+    TRAIND_PID=""
+  fi
 
-  step "50 folds in a row, GPU memory back at its idle baseline after each"
-  gpu_spec iris-cv "$OUTDIR/iris-20-gpu.yaml" -e 's|epochs: 60|epochs: 20|'
-  local base used i leaks=0 failures=0 worst=0 settle
-  base=$(gpu_used)
-  echo "idle baseline: ${base} MiB"
-  local t_folds0 t_folds1
-  t_folds0=$(now)
-  for i in $(seq 1 50); do
-    if ! timeout 30 "$W" --spec="$OUTDIR/iris-20-gpu.yaml" --fold=$((i % 5)) >/dev/null \
-         2>>"$OUTDIR/folds.err"; then
-      failures=$((failures + 1))
-    fi
-    # The driver frees a context's memory as the process exits; allow it a
-    # moment to show.
-    used=$(gpu_used)
-    for settle in 1 2 3 4 5 6 7 8 9 10; do
-      [ "$used" -le "$((base + 2))" ] && break
-      sleep 0.1
+  local folds=15
+  step "$folds folds in a row, GPU memory back at its idle baseline after each"
+  if need 40 "$folds folds"; then
+    gpu_spec iris-cv "$S/iris-20-gpu.yaml" -e 's|epochs: 60|epochs: 20|'
+    local base used i leaks=0 failures=0 unread=0 worst=0 settle done_folds=0 t_folds0 t_folds1
+    base=$(gpu_used)
+    echo "idle baseline: ${base:-unreadable} MiB"
+    t_folds0=$(now)
+    for i in $(seq 1 "$folds"); do
+      [ "$(left)" -lt 15 ] && break
+      if ! timeout "$(limit 30)" "$W" --spec="$S/iris-20-gpu.yaml" --fold=$((i % 5)) >/dev/null \
+           2>>"$L/folds.err"; then
+        failures=$((failures + 1))
+      fi
+      done_folds=$i
+      # The driver frees a context's memory as the process exits; allow it a
+      # moment to show.
       used=$(gpu_used)
+      if is_int "$base"; then
+        for settle in 1 2 3 4 5 6 7 8 9 10; do
+          is_int "$used" && [ "$used" -le "$((base + 2))" ] && break
+          sleep 0.1
+          used=$(gpu_used)
+        done
+      fi
+      if is_int "$used" && is_int "$base"; then
+        [ "$used" -gt "$worst" ] && worst=$used
+        [ "$used" -gt "$((base + 2))" ] && leaks=$((leaks + 1))
+      else
+        unread=$((unread + 1))
+      fi
+      echo "fold $i: ${used:-unreadable} MiB"
     done
-    [ "$used" -gt "$worst" ] && worst=$used
-    [ "$used" -gt "$((base + 2))" ] && leaks=$((leaks + 1))
-    echo "fold $i: ${used} MiB"
-  done
-  t_folds1=$(now)
-  if [ "$leaks" = 0 ] && [ "$failures" = 0 ]; then
-    result PASS "50 folds" "memory back at ${base} MiB after each (max seen ${worst}); $(elapsed "$t_folds0" "$t_folds1") s in all"
-  else
-    result FAIL "50 folds" "$failures folds failed, $leaks left memory above ${base} MiB (see $OUTDIR/folds.err)"
+    t_folds1=$(now)
+    if [ "$done_folds" -lt "$folds" ]; then
+      result FAIL "$folds folds" "out of time after $done_folds folds ($failures failed)"
+    elif ! is_int "$base" || [ "$unread" != 0 ]; then
+      result FAIL "$folds folds" "nvidia-smi gave no memory reading ($unread of $folds after a fold, baseline '${base}'); $failures folds failed"
+    elif [ "$leaks" = 0 ] && [ "$failures" = 0 ]; then
+      result PASS "$folds folds" "memory back at ${base} MiB after each (max seen ${worst}); $(elapsed "$t_folds0" "$t_folds1") s in all"
+    else
+      result FAIL "$folds folds" "$failures folds failed, $leaks left memory above ${base} MiB (logs/folds.err)"
+    fi
   fi
 
   step "per-fold start + context + teardown (iris fold, 1 epoch; GPU vs CPU process)"
-  gpu_spec iris-cv "$OUTDIR/iris-1-gpu.yaml" -e 's|epochs: 60|epochs: 1|'
-  sed -e 's|resources: {device: gpu, count: 1}|resources: {device: cpu}|' \
-    "$OUTDIR/iris-1-gpu.yaml" >"$OUTDIR/iris-1-cpu.yaml"
-  local kind t0 t1 walls
-  for kind in gpu cpu; do
-    walls=()
-    : >"$OUTDIR/start-$kind.err"
-    for i in 1 2 3 4 5 6; do
-      t0=$(now)
-      timeout 30 "$W" --spec="$OUTDIR/iris-1-$kind.yaml" --fold=0 >/dev/null 2>>"$OUTDIR/start-$kind.err"
-      t1=$(now)
-      [ "$i" -gt 1 ] && walls+=("$(elapsed "$t0" "$t1")")  # the first warms the page cache
+  if need 60 "fold start+teardown"; then
+    gpu_spec iris-cv "$S/iris-1-gpu.yaml" -e 's|epochs: 60|epochs: 1|'
+    sed -e 's|resources: {device: gpu, count: 1}|resources: {device: cpu}|' \
+      "$S/iris-1-gpu.yaml" >"$S/iris-1-cpu.yaml"
+    local kind walls wall_gpu="" wall_cpu=""
+    for kind in gpu cpu; do
+      walls=()
+      : >"$L/start-$kind.err"
+      for i in 1 2 3 4 5 6; do
+        [ "$(left)" -lt 10 ] && break
+        t0=$(now)
+        timeout "$(limit 30)" "$W" --spec="$S/iris-1-$kind.yaml" --fold=0 >/dev/null \
+          2>>"$L/start-$kind.err"
+        t1=$(now)
+        [ "$i" -gt 1 ] && walls+=("$(elapsed "$t0" "$t1")")  # the first warms the page cache
+      done
+      echo "$kind process wall (s): ${walls[*]}"
+      if [ "${#walls[@]}" -gt 0 ]; then
+        printf -v "wall_$kind" '%s' "$(printf '%s\n' "${walls[@]}" | sort -n \
+          | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }')"
+      fi
     done
-    echo "$kind process wall (s): ${walls[*]}"
-    eval "wall_$kind=$(printf '%s\n' "${walls[@]}" | sort -n | sed -n 3p)"
-  done
-  local parts
-  parts=$(python3 - "$OUTDIR/start-gpu.err" <<'EOF'
+    local parts
+    parts=$(python3 - "$L/start-gpu.err" <<'EOF'
 import re, statistics, sys
 text = open(sys.argv[1]).read()
 ready = [tuple(map(float, m)) for m in re.findall(
@@ -263,23 +381,31 @@ if ready and released:
         med([r[1] for r in ready]), med([r[2] for r in ready]), med(released)))
 EOF
 )
-  if [ -n "$parts" ]; then
-    result PASS "fold start+teardown" "GPU fold process ${wall_gpu} s vs CPU ${wall_cpu} s (median wall, iris, 1 epoch); $parts"
-  else
-    result FAIL "fold start+teardown" "no timings in $OUTDIR/start-gpu.err"
+    if [ -n "$parts" ] && [ -n "$wall_gpu" ] && [ -n "$wall_cpu" ]; then
+      result PASS "fold start+teardown" "GPU fold process ${wall_gpu} s vs CPU ${wall_cpu} s (median wall, iris, 1 epoch); $parts"
+    else
+      result FAIL "fold start+teardown" "no timings (logs/start-gpu.err, logs/start-cpu.err)"
+    fi
   fi
 
   step "benchmark: traind vs PyTorch (CUDA) on MLP 784-512-256-10"
-  local data="$OUTDIR/mnistlike-32768.csv" rows=32768
-  if ! python3 -c 'import torch, numpy; assert torch.cuda.is_available()' 2>"$OUTDIR/torch.err"; then
-    result SKIP "benchmark vs PyTorch" "PyTorch with CUDA not importable: $(tail -1 "$OUTDIR/torch.err")"
+  need 60 "benchmark vs PyTorch" || return
+  local data="$D/mnistlike-32768.csv" rows=32768
+  if ! timeout "$(limit 60)" python3 -c 'import torch, numpy; assert torch.cuda.is_available()' \
+       2>"$L/torch.err"; then
+    result SKIP "benchmark vs PyTorch" "PyTorch with CUDA not importable: $(tail -1 "$L/torch.err")"
     return
   fi
-  timeout 60 python3 "$BUNDLE/gpu/torch_mlp_gpu.py" --rows "$rows" --seed 1 --write-csv "$data"
-  local batch epochs precision tj wj sps_t sps_w
+  if ! timeout "$(limit 60)" python3 "$BUNDLE/gpu/torch_mlp_gpu.py" --rows "$rows" --seed 1 \
+       --write-csv "$data" 2>>"$L/torch.err" || [ ! -s "$data" ]; then
+    result FAIL "benchmark vs PyTorch" "cannot write the data ($data): $(tail -1 "$L/torch.err")"
+    return
+  fi
+  local batch epochs precision tj wj sps_t sps_w run
   for run in "128 4 fp32" "4096 20 fp32" "4096 20 tf32"; do
     read -r batch epochs precision <<<"$run"
-    cat >"$OUTDIR/bench-$batch-$precision.yaml" <<EOF
+    need 40 "benchmark batch $batch $precision" || continue
+    cat >"$S/bench-$batch-$precision.yaml" <<EOF
 name: bench-mlp-$batch-$precision
 data: {path: $data, label: label, standardize: true}
 seed: 42
@@ -294,12 +420,13 @@ training: {epochs: $epochs, batch_size: $batch, precision: $precision}
 metrics: {train: [loss]}
 resources: {device: gpu, count: 1}
 EOF
-    tj=$(timeout 90 python3 "$BUNDLE/gpu/torch_mlp_gpu.py" --rows "$rows" --seed 1 --batch "$batch" \
-           --epochs "$epochs" $([ "$precision" = tf32 ] && echo --tf32) 2>>"$OUTDIR/torch.err")
+    tj=$(timeout "$(limit 90)" python3 "$BUNDLE/gpu/torch_mlp_gpu.py" --rows "$rows" --seed 1 \
+           --batch "$batch" --epochs "$epochs" $([ "$precision" = tf32 ] && echo --tf32) \
+           2>>"$L/torch.err")
     echo "torch: $tj"
-    timeout 90 "$W" --spec="$OUTDIR/bench-$batch-$precision.yaml" >"$OUTDIR/bench-$batch-$precision.jsonl" \
-      2>"$OUTDIR/bench-$batch-$precision.err"
-    wj=$(python3 - "$OUTDIR/bench-$batch-$precision.jsonl" "$rows" <<'EOF'
+    timeout "$(limit 90)" "$W" --spec="$S/bench-$batch-$precision.yaml" \
+      >"$L/bench-$batch-$precision.jsonl" 2>"$L/bench-$batch-$precision.err"
+    wj=$(python3 - "$L/bench-$batch-$precision.jsonl" "$rows" <<'EOF'
 import json, statistics, sys
 secs = [json.loads(l)["seconds"] for l in open(sys.argv[1]) if l.startswith('{"') and '"fold_result"' not in l]
 steady = secs[1:] or secs
@@ -312,7 +439,7 @@ EOF
     if python3 -c 'import sys; sys.exit(0 if float(sys.argv[1]) > 0 and float(sys.argv[2]) > 0 else 1)' "$sps_w" "$sps_t"; then
       result PASS "benchmark batch $batch $precision" "$(python3 -c 'import sys; w,t=map(float,sys.argv[1:]); print("traind %.0f samples/s, PyTorch %.0f samples/s, ratio %.2f" % (w, t, w / t))' "$sps_w" "$sps_t")"
     else
-      result FAIL "benchmark batch $batch $precision" "traind: $(tail -1 "$OUTDIR/bench-$batch-$precision.err"); torch: $(tail -1 "$OUTDIR/torch.err")"
+      result FAIL "benchmark batch $batch $precision" "traind: $(tail -1 "$L/bench-$batch-$precision.err"); torch: $(tail -1 "$L/torch.err")"
     fi
   done
 }
@@ -321,10 +448,7 @@ case "$MODE" in
   build) build_half ;;
   device)
     device_half
-    echo
-    echo "== summary"
-    printf '%s\n' "${SUMMARY[@]}"
-    exit "$FAILED"
+    exit 0  # finish (the EXIT trap) prints the summary and sets the status
     ;;
   *) echo "usage: $0 build|device" >&2; exit 2 ;;
 esac

@@ -4,6 +4,7 @@
 #include <thread>
 #include <utility>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "worker/engine/backend/cuda/cuda_status.h"
@@ -22,12 +23,28 @@ void PollSleep() { std::this_thread::sleep_for(absl::ToChronoMicroseconds(kPoll)
 
 absl::Status NcclStatus(ncclResult_t result, absl::string_view call) {
   if (result == ncclSuccess || result == ncclInProgress) return absl::OkStatus();
+  const char* last = ncclGetLastError(nullptr);
+  const std::string detail = last != nullptr ? last : "";
   const std::string message =
-      absl::StrCat("NCCL: ", call, ": ", ncclGetErrorString(result), " (", ncclGetLastError(nullptr),
-                   ")");
+      absl::StrCat("NCCL: ", call, ": ", ncclGetErrorString(result), " (", detail, ")");
   if (result == ncclRemoteError) {
-    // A peer failed or went away: the daemon treats the task as failed.
-    return DeviceError(absl::StrCat(message, "; a peer rank failed"));
+    // A peer failed or went away: not this rank's device. No failure kind
+    // (the worker reports it as a crash, which traind retries); the dead
+    // peer's own exit is what traind records for the attempt.
+    return absl::UnavailableError(absl::StrCat(message, "; a peer rank failed"));
+  }
+  if (result == ncclUnhandledCudaError || result == ncclSystemError ||
+      result == ncclInternalError) {
+    // NCCL reports a failed device allocation as a CUDA failure ("Cuda
+    // failure 'out of memory'", cudaErrorMemoryAllocation) or, for its
+    // buffers, as a system error naming the allocation.
+    std::string lower = absl::AsciiStrToLower(detail);
+    if (lower.find("out of memory") != std::string::npos ||
+        lower.find("cudaerrormemoryallocation") != std::string::npos ||
+        cudaPeekAtLastError() == cudaErrorMemoryAllocation) {
+      (void)cudaGetLastError();
+      return OutOfMemoryError(absl::StrCat(message, "; the GPU is out of memory"));
+    }
   }
   return DeviceError(message);
 }
@@ -153,6 +170,11 @@ absl::Status NcclCommunicator::WaitStream(absl::string_view what, absl::Time dea
       absl::Status s = cuda::CudaStatus(q, absl::StrCat("cudaStreamQuery after ", what));
       return Fail(s.message(), s);
     }
+    // cudaStreamQuery's "not ready" also becomes the runtime's last error
+    // (kept until read): clear it, or the next kernel launch's
+    // cudaGetLastError() check would fail with cudaErrorNotReady. Only that
+    // error: anything else pending is left for its owner to see.
+    if (cudaPeekAtLastError() == cudaErrorNotReady) (void)cudaGetLastError();
     TRAIND_RETURN_IF_ERROR(WaitIssued(what, deadline));  // also surfaces peer failures
     if (absl::Now() >= deadline) {
       const std::string reason =
@@ -196,9 +218,20 @@ absl::Status NcclCommunicator::AllReduceSum(double* data, int64_t count) {
     double_scratch_ = cuda::DeviceBuffer();
     TRAIND_ASSIGN_OR_RETURN(double_scratch_, cuda::DeviceBuffer::Allocate(bytes));
   }
+  // Staged through pinned host memory: copies from and to pageable memory
+  // would block this thread inside CUDA until the stream gets there (behind
+  // the reduction, which never ends if a peer died), out of reach of the
+  // deadline. With pinned memory both copies are asynchronous and the wait
+  // is WaitStream's poll. The buffer is only touched here, after the stream
+  // has finished with it (every call waits for the stream before returning).
+  if (double_host_.bytes() < bytes) {
+    double_host_ = cuda::PinnedBuffer();
+    TRAIND_ASSIGN_OR_RETURN(double_host_, cuda::PinnedBuffer::Allocate(bytes));
+  }
   const absl::Time deadline = absl::Now() + options_.timeout;
-  TRAIND_CUDA_RETURN_IF_ERROR(
-      cudaMemcpyAsync(double_scratch_.get(), data, bytes, cudaMemcpyHostToDevice, stream_));
+  std::memcpy(double_host_.get(), data, bytes);
+  TRAIND_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(double_scratch_.get(), double_host_.get(), bytes,
+                                              cudaMemcpyHostToDevice, stream_));
   ncclResult_t r;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -211,9 +244,11 @@ absl::Status NcclCommunicator::AllReduceSum(double* data, int64_t count) {
     return Fail(s.message(), s);
   }
   TRAIND_RETURN_IF_ERROR(WaitIssued("ncclAllReduce (double)", deadline));
-  TRAIND_CUDA_RETURN_IF_ERROR(
-      cudaMemcpyAsync(data, double_scratch_.get(), bytes, cudaMemcpyDeviceToHost, stream_));
-  return WaitStream("ncclAllReduce (double)", deadline);
+  TRAIND_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(double_host_.get(), double_scratch_.get(), bytes,
+                                              cudaMemcpyDeviceToHost, stream_));
+  TRAIND_RETURN_IF_ERROR(WaitStream("ncclAllReduce (double)", deadline));
+  std::memcpy(data, double_host_.get(), bytes);
+  return absl::OkStatus();
 }
 
 }  // namespace traind::engine

@@ -32,8 +32,10 @@
 
 namespace traind::engine {
 
-// NCCL's status as an engine status naming `call` (DeviceError; Unavailable
-// for ncclRemoteError: a peer failed).
+// NCCL's status as an engine status naming `call`: OutOfMemoryError when
+// NCCL could not allocate device memory; Unavailable with no failure kind for
+// ncclRemoteError (a peer failed: not this rank's fault, and retried like a
+// crash); DeviceError otherwise.
 absl::Status NcclStatus(ncclResult_t result, absl::string_view call);
 
 // A fresh NCCL unique id (rank 0), as the bytes Rendezvous carries
@@ -69,7 +71,8 @@ class NcclCommunicator final : public Communicator {
   int size() const override { return size_; }
   // `data`: device memory of the stream's device.
   absl::Status AllReduceSum(float* data, int64_t count) override;
-  // `data`: host memory; staged through a device buffer.
+  // `data`: host memory; staged through pinned host and device buffers
+  // (kept for the next call), waited for with the deadline.
   absl::Status AllReduceSum(double* data, int64_t count) override;
   void Abort(absl::string_view reason) override;
 
@@ -94,6 +97,7 @@ class NcclCommunicator final : public Communicator {
   const cudaStream_t stream_;
   const NcclCommunicatorOptions options_;
   cuda::DeviceBuffer double_scratch_;
+  cuda::PinnedBuffer double_host_;
 
   std::mutex mu_;
   ncclComm_t comm_;               // guarded by mu_; null once aborted
