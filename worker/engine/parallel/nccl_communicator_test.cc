@@ -1,5 +1,6 @@
 // NcclCommunicator on the GPUs this machine has: a single-rank group, the
-// missing-peer timeout and the abort path. Skips without a device. (The
+// missing-peer timeout and the abort path (skipped without a device); and
+// the typing of NCCL's results (no device needed). (The
 // N-rank == 1-rank equivalence of the fit loop is tested on the CPU with
 // InProcessGroup; across processes by tests/gpu/run_device_checks.sh.)
 #include "worker/engine/parallel/nccl_communicator.h"
@@ -7,9 +8,11 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "gtest/gtest.h"
 #include "worker/engine/backend/cuda/cuda_raii.h"
 #include "worker/engine/backend/cuda/cuda_status.h"
+#include "worker/engine/status.h"
 
 namespace traind::engine {
 namespace {
@@ -26,6 +29,23 @@ class NcclCommunicatorTest : public ::testing::Test {
   }
   cuda::Stream stream_;
 };
+
+// How NCCL's results become the worker's failures; needs no device.
+TEST(NcclStatusTest, ResultsAreTypedForTheScheduler) {
+  EXPECT_TRUE(NcclStatus(ncclSuccess, "call").ok());
+  EXPECT_TRUE(NcclStatus(ncclInProgress, "call").ok());  // non-blocking: not yet done
+  // A peer that failed is not this rank's device: no failure kind, so the
+  // worker reports a crash, which traind retries.
+  const absl::Status remote = NcclStatus(ncclRemoteError, "ncclAllReduce");
+  EXPECT_TRUE(absl::IsUnavailable(remote)) << remote;
+  EXPECT_EQ(FailureKindOf(remote), FailureKind::kNone);
+  EXPECT_NE(remote.message().find("ncclAllReduce"), absl::string_view::npos) << remote;
+  EXPECT_NE(remote.message().find("a peer rank failed"), absl::string_view::npos) << remote;
+  // Misuse of the library is this rank's device error, naming the call.
+  const absl::Status misuse = NcclStatus(ncclInvalidArgument, "ncclCommInitRankConfig");
+  EXPECT_EQ(FailureKindOf(misuse), FailureKind::kDeviceError) << misuse;
+  EXPECT_NE(misuse.message().find("ncclCommInitRankConfig"), absl::string_view::npos) << misuse;
+}
 
 TEST_F(NcclCommunicatorTest, UniqueIdIs128Bytes) {
   auto id = NewNcclUniqueId();
