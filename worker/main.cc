@@ -489,8 +489,8 @@ int RunUnderDaemon(const std::string& server, const std::string& job, int task, 
   if (!split.ok()) return fail(split.status());
   const engine::FoldRows& rows = *split;
 
-  // Declared after `session`: released (communicator, then backend) before
-  // the session closes, on every path out of here.
+  // Released (communicator, then backend) when this function returns, on
+  // every path out of here: before the process exits.
   GpuContext gpu;
   if (spec.resources().device() == traind::v1::GPU) {
     if (absl::Status s = OpenGpu(spec, &gpu); !s.ok()) return fail(s);
