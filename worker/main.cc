@@ -152,23 +152,27 @@ absl::Status AsRankFailure(const absl::Status& s, absl::string_view context) {
   return AsTaskFailure(s, context);
 }
 
-// Loads the plugin and creates the backend for `spec` on device 0. Logs how
-// long each part took (the per-task cost of a GPU task).
-absl::Status OpenGpu(const traind::v1::JobSpec& spec, GpuContext* gpu) {
+// Loads the plugin and creates the backend for `spec` on visible device
+// `device` (a multi-GPU task's ranks see the task's GPUs in rank order:
+// rank r trains on device r). Logs how long each part took (the per-task
+// cost of a GPU task).
+absl::Status OpenGpu(const traind::v1::JobSpec& spec, int device, GpuContext* gpu) {
   const absl::Time start = absl::Now();
   absl::StatusOr<std::unique_ptr<CudaPlugin>> plugin = CudaPlugin::LoadDefault();
   if (!plugin.ok()) return AsTaskFailure(plugin.status(), "resources.device gpu");
   gpu->plugin = std::move(*plugin);
   const absl::Time loaded = absl::Now();
   std::string reason;
-  if (gpu->plugin->DeviceCount(&reason) == 0) {
+  const int count = gpu->plugin->DeviceCount(&reason);
+  if (count <= device) {
     const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
+    if (count > 0) reason = absl::StrCat(count, " visible, this rank needs device ", device);
     return engine::DeviceError(absl::StrCat("resources.device gpu: ", reason,
                                             " (CUDA_VISIBLE_DEVICES=",
                                             visible != nullptr ? visible : "unset", ")"));
   }
   absl::StatusOr<std::unique_ptr<engine::Backend>> backend =
-      gpu->plugin->CreateBackend(0, spec.training().precision());
+      gpu->plugin->CreateBackend(device, spec.training().precision());
   if (!backend.ok()) return AsTaskFailure(backend.status(), "creating the CUDA backend");
   gpu->backend = std::move(*backend);
   const absl::Time ready = absl::Now();
@@ -493,7 +497,7 @@ int RunUnderDaemon(const std::string& server, const std::string& job, int task, 
   // every path out of here: before the process exits.
   GpuContext gpu;
   if (spec.resources().device() == traind::v1::GPU) {
-    if (absl::Status s = OpenGpu(spec, &gpu); !s.ok()) return fail(s);
+    if (absl::Status s = OpenGpu(spec, world_size > 1 ? rank : 0, &gpu); !s.ok()) return fail(s);
     if (world_size > 1) {
       // Rank 0 makes the NCCL id and posts it; the others get it.
       std::string posted, unique_id;
@@ -597,7 +601,7 @@ int RunStandalone(const std::string& spec_path, int only_fold, const std::string
   // one rank).
   GpuContext gpu;
   if (spec->resources().device() == traind::v1::GPU) {
-    if (absl::Status s = OpenGpu(*spec, &gpu); !s.ok()) {
+    if (absl::Status s = OpenGpu(*spec, /*device=*/0, &gpu); !s.ok()) {
       Log(absl::StrCat("error: ", s.message()));
       return kFailed;
     }

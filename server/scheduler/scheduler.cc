@@ -536,8 +536,12 @@ absl::Status Scheduler::LaunchLocked(LiveJob& lj, int task, const std::vector<in
       req.argv.push_back(absl::StrCat("--rank=", rank));
       req.argv.push_back(absl::StrCat("--world-size=", world));
     }
-    // CPU tasks see no GPU; a GPU rank sees exactly its own.
-    const std::string visible = world > 1 ? uuids[rank] : absl::StrJoin(uuids, ",");
+    // CPU tasks see no GPU. The ranks of a GPU task all see the task's GPUs,
+    // in rank order, and rank r trains on the r-th: NCCL needs the peers
+    // visible to use CUDA IPC / NVLink between the ranks' processes (with
+    // only its own GPU visible, each falls back to host shared memory).
+    // Other tasks' GPUs stay invisible.
+    const std::string visible = absl::StrJoin(uuids, ",");
     req.env = {absl::StrCat("TRAIND_WORKER_SECRET=", la.secret),
                absl::StrCat("OMP_NUM_THREADS=", options_.worker_threads),
                absl::StrCat("CUDA_VISIBLE_DEVICES=", visible), "CUDA_DEVICE_ORDER=PCI_BUS_ID",

@@ -710,8 +710,10 @@ TEST_F(GpuSchedulerTest, MultiGpuTaskRunsOneRankPerGpuAndMeetsAtRendezvous) {
   EXPECT_EQ(r1.Arg("rank"), "1");
   EXPECT_EQ(r1.Arg("world-size"), "2");
   EXPECT_EQ(r0.Arg("task"), r1.Arg("task"));
-  EXPECT_EQ(Env(r0, "CUDA_VISIBLE_DEVICES"), "GPU-0");
-  EXPECT_EQ(Env(r1, "CUDA_VISIBLE_DEVICES"), "GPU-1");
+  // Both ranks see the task's GPUs in rank order (rank r trains on the
+  // r-th), so that NCCL can reach the peer's GPU directly.
+  EXPECT_EQ(Env(r0, "CUDA_VISIBLE_DEVICES"), "GPU-0,GPU-1");
+  EXPECT_EQ(Env(r1, "CUDA_VISIBLE_DEVICES"), "GPU-0,GPU-1");
   EXPECT_EQ(r0.Secret(), r1.Secret());
   auto c0 = Creds(r0), c1 = Creds(r1);
   c1.set_rank(1);
