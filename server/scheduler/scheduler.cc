@@ -709,7 +709,17 @@ void Scheduler::FailRendezvousLocked(LiveAttempt& la, absl::string_view why) {
 }
 
 void Scheduler::StopPeersLocked(LiveAttempt& la, int except_rank) {
-  SignalAttemptLocked(la, SIGKILL, except_rank);
+  // A rank that reported its own failure is on its way out, releasing its
+  // device (NCCL finalize, the CUDA context): not cut short here. The
+  // heartbeat timeout still ends it if it hangs.
+  for (size_t r = 0; r < la.rank_pids.size(); ++r) {
+    if (!la.rank_alive[r] || static_cast<int>(r) == except_rank || la.rank_failed[r] ||
+        la.rank_killed[r]) {
+      continue;
+    }
+    la.rank_killed[r] = true;
+    launcher_->Signal(la.rank_pids[r], SIGKILL);
+  }
   FailRendezvousLocked(la, la.failure.has_value() ? la.failure->message()
                                                   : std::string("rank 0 exited"));
 }

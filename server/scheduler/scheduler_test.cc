@@ -846,6 +846,22 @@ TEST_F(MultiGpuSchedulerTest, ARankThatFailsStopsItsPeersAndTheAttemptEnds) {
   EXPECT_EQ(view->state(), Job::FAILED);
 }
 
+// The rank that reported the failure is left to release its device (NCCL
+// finalize, its CUDA context) even when its killed peer's exit comes first.
+TEST_F(MultiGpuSchedulerTest, TheRankThatReportedIsNotKilledWhenItsPeerExitsFirst) {
+  TwoRanks t;
+  const std::string id = Start2RankJob(&t);
+  ReportFailure(t.c1, Failure::DEVICE_ERROR, "CUDA: an illegal memory access");
+  ASSERT_TRUE(Signalled(t.r0.pid, SIGKILL));
+  launcher_->Exit(t.r0.pid, 0, SIGKILL);  // the peer goes first
+  EXPECT_FALSE(Signalled(t.r1.pid, SIGKILL)) << "rank 1 is on its way out by itself";
+  launcher_->Exit(t.r1.pid, 1);
+  auto view = scheduler_->GetJob(id);
+  ASSERT_TRUE(view.ok());
+  EXPECT_EQ(view->tasks(0).state(), Task::FAILED);
+  EXPECT_EQ(view->tasks(0).attempts(0).failure().reason(), Failure::DEVICE_ERROR);
+}
+
 TEST_F(MultiGpuSchedulerTest, AnUncleanRankExitStopsThePeersAfterAReportedFailure) {
   TwoRanks t;
   const std::string id = Start2RankJob(&t);
