@@ -45,8 +45,9 @@ struct LocalLauncherOptions {
   // The zygote's environment ("NAME=value"; nothing is inherited). Each
   // worker still gets exactly its LaunchRequest::env.
   std::vector<std::string> zygote_env;
-  // How long a zygote gets to answer a request before it is replaced.
-  absl::Duration zygote_timeout = absl::Seconds(10);
+  // How long a zygote gets to answer a request before it is replaced (it
+  // answers in about a millisecond; the scheduler waits meanwhile).
+  absl::Duration zygote_timeout = absl::Seconds(3);
 };
 
 class LocalLauncher final : public Launcher {
