@@ -249,6 +249,11 @@ class Daemon:
         server = ts(job["end_time"]) - ts(job["create_time"])
         return wall, server, job
 
+    def events(self, job_id):
+        p = subprocess.run([os.path.join(self.bin_dir, "trainctl"), "--address", self.address, "-o", "json",
+                            "watch", job_id], cwd=ROOT, capture_output=True, text=True, timeout=120)
+        return [json.loads(line) for line in p.stdout.splitlines() if line.strip()]
+
     def stop(self):
         self.p.send_signal(signal.SIGTERM)
         self.p.wait(timeout=30)
@@ -358,6 +363,16 @@ def cv_case(bin_dir, work, envs, repeats):
                 res["py"].append(time.perf_counter() - t0)
                 res["py_train"].append(tr)
             loads.append(load())
+        # Under the daemon: the worker's launch (its STARTING event) -> its
+        # first epoch's report, received by traind (a 1-batch job).
+        forked = []
+        for _ in range(max(5, repeats)):
+            _, _, job = seq.submit(one_batch)
+            ev = seq.events(job["id"])
+            t0 = next(_parse_ts(e["time"]) for e in ev
+                      if e.get("task_state", {}).get("state") == "STARTING")
+            t1 = next(_parse_ts(e["time"]) for e in ev if "epoch" in e)
+            forked.append((t1 - t0) * 1000)
         # Worker start -> first batch.
         starts, helps = [], []
         for _ in range(max(5, repeats)):
@@ -395,7 +410,13 @@ def cv_case(bin_dir, work, envs, repeats):
         "(exec + dynamic linking + static initializers + exit) is %.1f ms." % (
             med(starts), ", ".join("%.1f" % v for v in starts), med(helps)))
     say()
+    say("Under the daemon (worker forked by the zygote): the worker's launch (its STARTING event) → its first "
+        "epoch's report received by traind, on the same 1-batch spec (so: fork, connect, GetTask, CSV load, "
+        "feature pipeline, network build, the batch, the report): median **%.1f ms** (runs: %s)." % (
+            med(forked), ", ".join("%.1f" % v for v in forked)))
+    say()
     return {"per_fold_ms": per_fold, "ratio": m["d1_wall"] / m["inproc"], "start_ms": med(starts),
+            "forked_start_ms": med(forked),
             "ratio_par": m["d2_wall"] / m["inproc"]}
 
 
@@ -536,7 +557,8 @@ def main():
     if "4" in summary:
         s = summary["4"]
         say("| case 4 daemon CV ≤ 1.2× in-process (1 slot) | %.2f× (%.1f ms per fold) | %s |" % (s["ratio"], s["per_fold_ms"], "yes" if s["ratio"] <= 1.2 else "**no**"))
-        say("| case 4 worker start → first batch ≤ 20 ms | %.1f ms | %s |" % (s["start_ms"], "yes" if s["start_ms"] <= 20 else "**no**"))
+        say("| case 4 worker start → first batch ≤ 20 ms | under the daemon (zygote): %.1f ms; exec'd `traind-worker --spec`: %.1f ms | %s |" % (
+            s["forked_start_ms"], s["start_ms"], "yes" if s["forked_start_ms"] <= 20 else "**no**"))
     say()
     say("Whole benchmark: %.0f s; load average at the end %s." % (time.time() - t_start, load()))
     if a.out:
