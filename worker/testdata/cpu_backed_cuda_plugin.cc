@@ -3,7 +3,8 @@
 // (tests/integration/gpu_path_test.cc). It reports the devices of
 // CUDA_VISIBLE_DEVICES (one when unset); its backends are CPU backends under
 // another name (engine::Fit refuses a GPU job on a backend whose name starts
-// with "cpu"); it has no NCCL.
+// with "cpu"); its "NCCL" joins the ranks' processes over unix sockets
+// (unix_socket_communicator.h), so a multi-GPU task trains data-parallel.
 //
 // Built like the real plugin: hidden visibility, only the entry point
 // exported, the CPU backend and the engine's error helpers compiled in.
@@ -16,10 +17,12 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
 #include "worker/engine/backend/backend.h"
 #include "worker/engine/backend/cpu/cpu_backend.h"
 #include "worker/engine/backend/cuda/cuda_plugin.h"
 #include "worker/engine/status.h"
+#include "worker/testdata/unix_socket_communicator.h"
 
 namespace traind::engine {
 
@@ -175,13 +178,26 @@ absl::Status CreateBackendImpl(int device, traind::v1::Precision precision,
   return absl::OkStatus();
 }
 
-absl::Status NewUniqueIdImpl(std::string*) {
-  return absl::FailedPreconditionError("no NCCL in this stand-in");
+absl::Status NewUniqueIdImpl(std::string* unique_id) {
+  absl::StatusOr<std::string> id = testdata::NewUnixSocketUniqueId();
+  if (!id.ok()) return id.status();
+  *unique_id = std::move(*id);
+  return absl::OkStatus();
 }
 
-absl::Status CreateCommunicatorImpl(Backend*, const std::string&, int, int, double,
-                                    std::unique_ptr<Communicator>*) {
-  return absl::FailedPreconditionError("no NCCL in this stand-in");
+absl::Status CreateCommunicatorImpl(Backend* backend, const std::string& unique_id, int rank,
+                                    int size, double timeout_seconds,
+                                    std::unique_ptr<Communicator>* communicator) {
+  if (dynamic_cast<RenamedBackend*>(backend) == nullptr) {
+    return absl::InvalidArgumentError(
+        "stand-in NCCL: the backend was not made by this plugin's create_backend");
+  }
+  absl::StatusOr<std::unique_ptr<Communicator>> created = testdata::CreateUnixSocketCommunicator(
+      unique_id, rank, size,
+      timeout_seconds > 0 ? absl::Seconds(timeout_seconds) : absl::Seconds(120));
+  if (!created.ok()) return created.status();
+  *communicator = std::move(*created);
+  return absl::OkStatus();
 }
 
 constexpr CudaPluginApi kApi = {
