@@ -380,6 +380,47 @@ class ReorderPlan {
   dnnl::memory src_, dst_, scratchpad_;
 };
 
+// The three matmuls of a dense layer of shape (batch, in, out), with
+// `operand` x, w and dy (f32, or bf16 copies) and f32 bias, results and
+// accumulation; the activation fused into the forward one as a post-op.
+struct DenseMatmuls {
+  MatmulPlan forward, backward_data, backward_weights;
+
+  static DenseMatmuls Create(const dnnl::engine& engine, int64_t batch, int64_t in, int64_t out,
+                             dnnl::memory::data_type operand, bool bias,
+                             const ActivationFn& activation) {
+    using dt = dnnl::memory::data_type;
+    using tag = dnnl::memory::format_tag;
+    using dims = dnnl::memory::dims;
+    const dnnl::memory::desc x({batch, in}, operand, tag::ab);
+    const dnnl::memory::desc w({in, out}, operand, tag::ab);
+    const dnnl::memory::desc dy({batch, out}, operand, tag::ab);
+    const dnnl::memory::desc b({1, out}, dt::f32, tag::ab);
+    const dnnl::memory::desc y({batch, out}, dt::f32, tag::ab);
+    const dnnl::memory::desc dx({batch, in}, dt::f32, tag::ab);
+    const dnnl::memory::desc dw({in, out}, dt::f32, tag::ab);
+    // Transposed views by strides, no copies: wᵀ: [out, in] over w's buffer,
+    // xᵀ: [in, batch] over x's buffer.
+    const dnnl::memory::desc w_t({out, in}, operand, dims{1, out});
+    const dnnl::memory::desc x_t({in, batch}, operand, dims{1, in});
+
+    dnnl::primitive_attr forward_attr;
+    if (activation.kind != DenseActivation::kLinear) {
+      dnnl::post_ops ops;
+      AppendPostOp(activation, &ops);
+      forward_attr.set_post_ops(ops);
+    }
+    DenseMatmuls m;
+    // x: [batch, in] · w: [in, out] + b -> y: [batch, out], activation fused.
+    m.forward = MatmulPlan::Create(engine, x, w, bias ? &b : nullptr, y, forward_attr);
+    // dy: [batch, out] · wᵀ: [out, in] -> dx: [batch, in]
+    m.backward_data = MatmulPlan::Create(engine, dy, w_t, nullptr, dx, dnnl::primitive_attr());
+    // xᵀ: [in, batch] · dy: [batch, out] -> dw: [in, out]
+    m.backward_weights = MatmulPlan::Create(engine, x_t, dy, nullptr, dw, dnnl::primitive_attr());
+    return m;
+  }
+};
+
 class CpuDenseKernel final : public DenseKernel {
  public:
   CpuDenseKernel(const dnnl::engine& engine, const dnnl::stream& stream, int64_t batch, int64_t in,
@@ -390,30 +431,12 @@ class CpuDenseKernel final : public DenseKernel {
         out_(out),
         activation_(options.activation),
         bias_(options.bias) {
-    using dt = dnnl::memory::data_type;
-    using tag = dnnl::memory::format_tag;
-    using dims = dnnl::memory::dims;
-    const dnnl::memory::desc x({batch, in}, dt::f32, tag::ab);
-    const dnnl::memory::desc w({in, out}, dt::f32, tag::ab);
-    const dnnl::memory::desc b({1, out}, dt::f32, tag::ab);
-    const dnnl::memory::desc y({batch, out}, dt::f32, tag::ab);
-    // Transposed views by strides, no copies: wᵀ: [out, in] over w's buffer,
-    // xᵀ: [in, batch] over x's buffer.
-    const dnnl::memory::desc w_t({out, in}, dt::f32, dims{1, out});
-    const dnnl::memory::desc x_t({in, batch}, dt::f32, dims{1, in});
-
-    dnnl::primitive_attr forward_attr;
-    if (activation_.kind != DenseActivation::kLinear) {
-      dnnl::post_ops ops;
-      AppendPostOp(activation_, &ops);
-      forward_attr.set_post_ops(ops);
-    }
-    // x: [batch, in] · w: [in, out] + b -> y: [batch, out], activation fused.
-    forward_ = MatmulPlan::Create(engine, x, w, bias_ ? &b : nullptr, y, forward_attr);
-    // dy: [batch, out] · wᵀ: [out, in] -> dx: [batch, in]
-    backward_data_ = MatmulPlan::Create(engine, y, w_t, nullptr, x, dnnl::primitive_attr());
-    // xᵀ: [in, batch] · dy: [batch, out] -> dw: [in, out]
-    backward_weights_ = MatmulPlan::Create(engine, x_t, y, nullptr, w, dnnl::primitive_attr());
+    DenseMatmuls plans =
+        DenseMatmuls::Create(engine, batch, in, out, dnnl::memory::data_type::f32, bias_,
+                             activation_);
+    forward_ = std::move(plans.forward);
+    backward_data_ = std::move(plans.backward_data);
+    backward_weights_ = std::move(plans.backward_weights);
   }
 
   absl::Status Forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor* y) override {
@@ -465,32 +488,13 @@ class CpuBf16DenseKernel final : public DenseKernel {
         x_bf16_(AllocateBf16(batch * in)),
         w_bf16_(AllocateBf16(in * out)),
         dz_bf16_(AllocateBf16(batch * out)) {
-    using dt = dnnl::memory::data_type;
-    using tag = dnnl::memory::format_tag;
-    using dims = dnnl::memory::dims;
-    const dnnl::memory::desc x({batch, in}, dt::bf16, tag::ab);
-    const dnnl::memory::desc w({in, out}, dt::bf16, tag::ab);
-    const dnnl::memory::desc dz({batch, out}, dt::bf16, tag::ab);
-    const dnnl::memory::desc b({1, out}, dt::f32, tag::ab);
-    const dnnl::memory::desc y({batch, out}, dt::f32, tag::ab);
-    const dnnl::memory::desc dx({batch, in}, dt::f32, tag::ab);
-    const dnnl::memory::desc dw({in, out}, dt::f32, tag::ab);
-    // Transposed views of the bf16 copies by strides: wᵀ: [out, in], xᵀ: [in, batch].
-    const dnnl::memory::desc w_t({out, in}, dt::bf16, dims{1, out});
-    const dnnl::memory::desc x_t({in, batch}, dt::bf16, dims{1, in});
-
-    dnnl::primitive_attr forward_attr;
-    if (activation_.kind != DenseActivation::kLinear) {
-      dnnl::post_ops ops;
-      AppendPostOp(activation_, &ops);
-      forward_attr.set_post_ops(ops);
-    }
-    // bf16 x: [batch, in] · bf16 w: [in, out] + f32 b -> f32 y: [batch, out], activation fused.
-    forward_ = MatmulPlan::Create(engine, x, w, bias_ ? &b : nullptr, y, forward_attr);
-    // bf16 dz: [batch, out] · bf16 wᵀ: [out, in] -> f32 dx: [batch, in]
-    backward_data_ = MatmulPlan::Create(engine, dz, w_t, nullptr, dx, dnnl::primitive_attr());
-    // bf16 xᵀ: [in, batch] · bf16 dz: [batch, out] -> f32 dw: [in, out]
-    backward_weights_ = MatmulPlan::Create(engine, x_t, dz, nullptr, dw, dnnl::primitive_attr());
+    // bf16 operands, fp32 bias, accumulation and results.
+    DenseMatmuls plans =
+        DenseMatmuls::Create(engine, batch, in, out, dnnl::memory::data_type::bf16, bias_,
+                             activation_);
+    forward_ = std::move(plans.forward);
+    backward_data_ = std::move(plans.backward_data);
+    backward_weights_ = std::move(plans.backward_weights);
     to_bf16_x_ = ReorderPlan::Create(engine, batch, in);
     to_bf16_w_ = ReorderPlan::Create(engine, in, out);
     to_bf16_dz_ = ReorderPlan::Create(engine, batch, out);
