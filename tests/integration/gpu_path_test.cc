@@ -147,6 +147,48 @@ TEST_F(GpuPathTest, TheCopiedWorkerHasTheCudaBackend) {
   EXPECT_EQ(out, "cpu cuda\n");
 }
 
+// Relative difference, as data_parallel_test.cc measures it.
+bool Near(double expected, double actual, double tolerance) {
+  return std::fabs(expected - actual) <= tolerance * (1.0 + std::fabs(expected));
+}
+
+// `got`'s folds have `want`'s best epochs and validation metrics, within
+// `tolerance` (0: to the bit).
+void ExpectSameFolds(const Job& want, const Job& got, double tolerance) {
+  ASSERT_EQ(want.result().folds_size(), kFolds);
+  ASSERT_EQ(got.result().folds_size(), kFolds);
+  for (int f = 0; f < kFolds; ++f) {
+    const auto& w = want.result().folds(f);
+    const auto& g = got.result().folds(f);
+    EXPECT_EQ(g.best_epoch(), w.best_epoch()) << "fold " << f;
+    ASSERT_EQ(g.val_size(), 2) << "fold " << f;
+    for (const auto& [name, value] : w.val()) {
+      ASSERT_EQ(g.val().count(name), 1u) << name;
+      if (tolerance == 0) {
+        EXPECT_EQ(g.val().at(name), value) << "fold " << f << " val." << name;
+      } else {
+        EXPECT_TRUE(Near(value, g.val().at(name), tolerance))
+            << "fold " << f << " val." << name << ": " << value << " vs " << g.val().at(name);
+      }
+    }
+  }
+}
+
+// Every epoch of every fold of `job` was reported once, in order.
+void ExpectEveryEpochOnce(const Job& job, const std::vector<JobEvent>& events) {
+  std::map<int, std::vector<int>> epochs;
+  for (const JobEvent& e : events) {
+    if (e.has_epoch()) epochs[e.epoch().task()].push_back(e.epoch().epoch());
+  }
+  ASSERT_EQ(epochs.size(), static_cast<size_t>(kFolds));
+  std::vector<int> want;
+  for (int i = 1; i <= kEpochs; ++i) want.push_back(i);
+  for (const auto& [task, seen] : epochs) {
+    EXPECT_EQ(seen, want) << "task " << task;
+    EXPECT_EQ(job.tasks(task).epochs_done(), kEpochs);
+  }
+}
+
 TEST_F(GpuPathTest, AGpuJobTrainsThroughThePluginAsOnTheCpu) {
   StartDaemon(1);
   EXPECT_NE(daemon_->Log().find("worker backends=cpu,cuda"), std::string::npos);
@@ -158,31 +200,8 @@ TEST_F(GpuPathTest, AGpuJobTrainsThroughThePluginAsOnTheCpu) {
 
   // The stand-in computes with the CPU backend on as many threads: the same
   // numbers, to the bit.
-  ASSERT_EQ(gpu.result().folds_size(), kFolds);
-  ASSERT_EQ(cpu.result().folds_size(), kFolds);
-  for (int f = 0; f < kFolds; ++f) {
-    const auto& g = gpu.result().folds(f);
-    const auto& c = cpu.result().folds(f);
-    EXPECT_EQ(g.best_epoch(), c.best_epoch()) << "fold " << f;
-    ASSERT_EQ(g.val_size(), 2) << "fold " << f;
-    for (const auto& [name, value] : c.val()) {
-      ASSERT_EQ(g.val().count(name), 1u) << name;
-      EXPECT_EQ(g.val().at(name), value) << "fold " << f << " val." << name;
-    }
-  }
-
-  // Every epoch of every fold was reported, in order.
-  std::map<int, std::vector<int>> epochs;
-  for (const JobEvent& e : gpu_events) {
-    if (e.has_epoch()) epochs[e.epoch().task()].push_back(e.epoch().epoch());
-  }
-  ASSERT_EQ(epochs.size(), static_cast<size_t>(kFolds));
-  for (const auto& [task, seen] : epochs) {
-    std::vector<int> want;
-    for (int i = 1; i <= kEpochs; ++i) want.push_back(i);
-    EXPECT_EQ(seen, want) << "task " << task;
-    EXPECT_EQ(gpu.tasks(task).epochs_done(), kEpochs);
-  }
+  ExpectSameFolds(cpu, gpu, /*tolerance=*/0);
+  ExpectEveryEpochOnce(gpu, gpu_events);
 
   // Each task opened the "GPU" through the plugin and released it.
   for (const auto& task : gpu.tasks()) {
@@ -204,11 +223,6 @@ std::string RankLog(const std::string& log_path, int rank) {
   return stem + ".rank-" + std::to_string(rank) + ".log";
 }
 
-// Relative difference, as data_parallel_test.cc measures it.
-bool Near(double expected, double actual, double tolerance) {
-  return std::fabs(expected - actual) <= tolerance * (1.0 + std::fabs(expected));
-}
-
 TEST_F(GpuPathTest, TwoRanksTrainDataParallelAsOneRank) {
   StartDaemon(2);
   std::vector<JobEvent> one_events, two_events;
@@ -219,33 +233,9 @@ TEST_F(GpuPathTest, TwoRanksTrainDataParallelAsOneRank) {
 
   // Each rank trains on half of every batch and the gradients are summed
   // across the ranks: the one-rank fit up to float rounding.
-  ASSERT_EQ(two.result().folds_size(), kFolds);
-  ASSERT_EQ(one.result().folds_size(), kFolds);
-  for (int f = 0; f < kFolds; ++f) {
-    const auto& t = two.result().folds(f);
-    const auto& o = one.result().folds(f);
-    EXPECT_EQ(t.best_epoch(), o.best_epoch()) << "fold " << f;
-    ASSERT_EQ(t.val_size(), 2) << "fold " << f;
-    for (const auto& [name, value] : o.val()) {
-      ASSERT_EQ(t.val().count(name), 1u) << name;
-      EXPECT_TRUE(Near(value, t.val().at(name), kDataParallelTolerance))
-          << "fold " << f << " val." << name << ": one rank " << value << ", two ranks "
-          << t.val().at(name);
-    }
-  }
-
+  ExpectSameFolds(one, two, kDataParallelTolerance);
   // Every epoch of every fold was reported once (by rank 0), in order.
-  std::map<int, std::vector<int>> epochs;
-  for (const JobEvent& e : two_events) {
-    if (e.has_epoch()) epochs[e.epoch().task()].push_back(e.epoch().epoch());
-  }
-  ASSERT_EQ(epochs.size(), static_cast<size_t>(kFolds));
-  for (const auto& [task, seen] : epochs) {
-    std::vector<int> want;
-    for (int i = 1; i <= kEpochs; ++i) want.push_back(i);
-    EXPECT_EQ(seen, want) << "task " << task;
-    EXPECT_EQ(two.tasks(task).epochs_done(), kEpochs);
-  }
+  ExpectEveryEpochOnce(two, two_events);
 
   // Every task ran once as two ranks, each on its "GPU" with the
   // communicator, and both are gone.
