@@ -213,6 +213,25 @@ __global__ void BatchNormForwardKernel(bool training, float momentum, float epsi
   }
 }
 
+// Column j's Σ dy and Σ dy·x̂ over the batch (x̂ = (x - mu)·rs), summed in
+// double in a fixed order; every thread of the block takes part (lanes of
+// columns past n add nothing).
+__device__ void ColumnGradientSums(const float* __restrict__ x, int64_t batch, int64_t n,
+                                   int64_t j, bool valid, float mu, float rs,
+                                   const float* __restrict__ dy, double (&shared)[kRowLanes][32],
+                                   double* sum_dy, double* sum_dy_xhat) {
+  double a = 0, b = 0;
+  if (valid) {
+    for (int64_t r = threadIdx.y; r < batch; r += kRowLanes) {
+      const double xhat = (x[r * n + j] - mu) * rs;
+      a += dy[r * n + j];
+      b += dy[r * n + j] * xhat;
+    }
+  }
+  *sum_dy = ReduceRowLanes(a, shared);
+  *sum_dy_xhat = ReduceRowLanes(b, shared);
+}
+
 __global__ void BatchNormBackwardKernel(const float* __restrict__ x, int64_t batch, int64_t n,
                                         const float* __restrict__ gamma,
                                         const float* __restrict__ mean,
@@ -223,16 +242,8 @@ __global__ void BatchNormBackwardKernel(const float* __restrict__ x, int64_t bat
   const int64_t j = static_cast<int64_t>(blockIdx.x) * 32 + threadIdx.x;
   const bool valid = j < n;
   const float mu = valid ? mean[j] : 0.0f, rs = valid ? rstd[j] : 0.0f;
-  double sum_dy = 0, sum_dy_xhat = 0;
-  if (valid) {
-    for (int64_t r = threadIdx.y; r < batch; r += kRowLanes) {
-      const double xhat = (x[r * n + j] - mu) * rs;
-      sum_dy += dy[r * n + j];
-      sum_dy_xhat += dy[r * n + j] * xhat;
-    }
-  }
-  sum_dy = ReduceRowLanes(sum_dy, shared);
-  sum_dy_xhat = ReduceRowLanes(sum_dy_xhat, shared);
+  double sum_dy, sum_dy_xhat;
+  ColumnGradientSums(x, batch, n, j, valid, mu, rs, dy, shared, &sum_dy, &sum_dy_xhat);
   if (!valid) return;
   if (threadIdx.y == 0) {
     dgamma[j] = static_cast<float>(sum_dy_xhat);
@@ -304,16 +315,8 @@ __global__ void BatchNormBackwardSumsKernel(const float* __restrict__ x, int64_t
   const int64_t j = static_cast<int64_t>(blockIdx.x) * 32 + threadIdx.x;
   const bool valid = j < n;
   const float mu = valid ? mean[j] : 0.0f, rs = valid ? rstd[j] : 0.0f;
-  double sum_dy = 0, sum_dy_xhat = 0;
-  if (valid) {
-    for (int64_t r = threadIdx.y; r < batch; r += kRowLanes) {
-      const double xhat = (x[r * n + j] - mu) * rs;
-      sum_dy += dy[r * n + j];
-      sum_dy_xhat += dy[r * n + j] * xhat;
-    }
-  }
-  sum_dy = ReduceRowLanes(sum_dy, shared);
-  sum_dy_xhat = ReduceRowLanes(sum_dy_xhat, shared);
+  double sum_dy, sum_dy_xhat;
+  ColumnGradientSums(x, batch, n, j, valid, mu, rs, dy, shared, &sum_dy, &sum_dy_xhat);
   if (valid && threadIdx.y == 0) {
     dgamma[j] = sums[n + j] = static_cast<float>(sum_dy_xhat);
     dbeta[j] = sums[j] = static_cast<float>(sum_dy);
