@@ -100,6 +100,24 @@ inline absl::Status CheckCount(int64_t count, int64_t batch) {
   return absl::OkStatus();
 }
 
+// Backend::SoftmaxCrossEntropy: logits f32 [batch, classes], labels s32
+// [batch], dlogits (optional) as logits.
+inline absl::Status CheckSoftmaxCrossEntropyArgs(const Tensor& logits, const Tensor& labels,
+                                                 const Tensor* dlogits) {
+  const int64_t batch = logits.rows(), classes = logits.cols();
+  if (absl::Status s = CheckShape(logits, DType::kF32, batch, classes, "softmax logits");
+      !s.ok()) {
+    return s;
+  }
+  if (labels.dtype() != DType::kS32 || labels.size() != batch) {
+    return absl::InvalidArgumentError("softmax cross-entropy: labels must be s32 [batch]");
+  }
+  if (dlogits != nullptr) {
+    return CheckShape(*dlogits, DType::kF32, batch, classes, "softmax dlogits");
+  }
+  return absl::OkStatus();
+}
+
 // The arguments of the batch-norm ops across ranks (Backend::BatchNorm*):
 // one check per op, shared by the backends.
 inline absl::Status CheckBatchNormSquaredDeviationsArgs(const Tensor& x, const Tensor& sum,

@@ -630,13 +630,7 @@ class CpuBackend final : public Backend {
                                    LossStats* stats) override {
     const int64_t batch = logits.rows();
     const int64_t classes = logits.cols();
-    TRAIND_RETURN_IF_ERROR(CheckShape(logits, DType::kF32, batch, classes, "softmax logits"));
-    if (labels.dtype() != DType::kS32 || labels.size() != batch) {
-      return absl::InvalidArgumentError("softmax cross-entropy: labels must be s32 [batch]");
-    }
-    if (dlogits != nullptr) {
-      TRAIND_RETURN_IF_ERROR(CheckShape(*dlogits, DType::kF32, batch, classes, "softmax dlogits"));
-    }
+    TRAIND_RETURN_IF_ERROR(CheckSoftmaxCrossEntropyArgs(logits, labels, dlogits));
     const float* z = logits.f32();
     const int32_t* y = labels.s32();
     const float inv_batch = 1.0f / static_cast<float>(batch);

@@ -630,13 +630,7 @@ class CudaBackend final : public Backend {
                                    LossStats* stats) override {
     const int64_t batch = logits.rows();
     const int64_t classes = logits.cols();
-    TRAIND_RETURN_IF_ERROR(CheckShape(logits, DType::kF32, batch, classes, "softmax logits"));
-    if (labels.dtype() != DType::kS32 || labels.size() != batch) {
-      return absl::InvalidArgumentError("softmax cross-entropy: labels must be s32 [batch]");
-    }
-    if (dlogits != nullptr) {
-      TRAIND_RETURN_IF_ERROR(CheckShape(*dlogits, DType::kF32, batch, classes, "softmax dlogits"));
-    }
+    TRAIND_RETURN_IF_ERROR(CheckSoftmaxCrossEntropyArgs(logits, labels, dlogits));
     const size_t rows = static_cast<size_t>(batch);
     TRAIND_RETURN_IF_ERROR(
         Reserve(&row_loss_, rows * sizeof(double) + sizeof(cuda::SoftmaxResult)));
