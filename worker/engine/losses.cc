@@ -37,7 +37,7 @@ class SoftmaxCrossEntropyLoss final : public Loss {
       const double wy = weights_[static_cast<size_t>(y)];
       weight += wy;
     }
-    const double inv = normalizer > 0 ? 1.0 / normalizer : weight > 0 ? 1.0 / weight : 0.0;
+    const double inv = GradientScale(normalizer, weight);
     for (int64_t r = 0; r < batch; ++r) {
       const float* z = outputs + r * c;
       const int32_t y = targets.classes[r];
@@ -99,7 +99,7 @@ class SigmoidBceLoss final : public Loss {
   void Compute(const float* outputs, int64_t batch, const BatchTargets& targets, float* grad,
                LossSums* sums, double normalizer = 0) const override {
     const int64_t n = batch * width_;
-    const double inv = normalizer > 0 ? 1.0 / normalizer : 1.0 / static_cast<double>(n);
+    const double inv = GradientScale(normalizer, static_cast<double>(n));
     double value = 0;
     for (int64_t i = 0; i < n; ++i) {
       const double z = outputs[i], y = targets.values[i];
@@ -134,7 +134,7 @@ class RegressionLoss final : public Loss {
   void Compute(const float* outputs, int64_t batch, const BatchTargets& targets, float* grad,
                LossSums* sums, double normalizer = 0) const override {
     const int64_t n = batch * width_;
-    const double inv = normalizer > 0 ? 1.0 / normalizer : 1.0 / static_cast<double>(n);
+    const double inv = GradientScale(normalizer, static_cast<double>(n));
     double value = 0;
     for (int64_t i = 0; i < n; ++i) {
       const double d = static_cast<double>(outputs[i]) - targets.values[i];

@@ -61,6 +61,11 @@ class Loss {
 
  protected:
   explicit Loss(int64_t width) : width_(width) {}
+  // The gradient's scale: 1 / normalizer when given, else 1 / the batch's
+  // own weight (0 for a batch that weighs nothing).
+  static double GradientScale(double normalizer, double weight) {
+    return normalizer > 0 ? 1.0 / normalizer : weight > 0 ? 1.0 / weight : 0.0;
+  }
   int64_t width_;
 };
 
