@@ -35,6 +35,7 @@
 #include "absl/strings/str_split.h"
 #include "dnnl.hpp"
 #include "traind/v1/job.pb.h"
+#include "worker/engine/backend/cpu/cpu_backend.h"
 #include "worker/engine/data/dataset.h"
 #include "worker/engine/data/split.h"
 #include "worker/engine/fit.h"
@@ -213,9 +214,7 @@ int Sgemm(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  // As traind-worker does: no oneDNN profiler hooks unless asked for.
-  setenv("ONEDNN_ITT_TASK_LEVEL", "0", /*overwrite=*/0);
-  setenv("ONEDNN_JIT_PROFILE", "0", /*overwrite=*/0);
+  traind::engine::DisableOneDnnProfilerHooks();  // as traind-worker does
   const std::string mode = argc > 1 ? argv[1] : "";
   if (mode == "fit") return Fit(argc, argv);
   if (mode == "sgemm") return Sgemm(argc, argv);

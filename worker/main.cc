@@ -681,8 +681,7 @@ int WorkerMain(int argc, char** argv);
 // kernel, and the protobuf descriptors of the job spec. Creates no thread:
 // nothing here executes a primitive.
 void PrewarmZygote() {
-  setenv("ONEDNN_ITT_TASK_LEVEL", "0", /*overwrite=*/0);
-  setenv("ONEDNN_JIT_PROFILE", "0", /*overwrite=*/0);
+  engine::DisableOneDnnProfilerHooks();
   (void)traind::v1::JobSpec::descriptor();
   (void)traind::v1::TaskAssignment::descriptor();
   absl::StatusOr<std::unique_ptr<engine::Backend>> cpu = engine::CreateCpuBackend();
@@ -721,12 +720,7 @@ namespace {
 
 int WorkerMain(int argc, char** argv) {
   if (!ArmParentDeathSignal()) return kUnreachable;
-  // oneDNN's profiler hooks (VTune task marks around every primitive, and a
-  // search of the library path for libJitPI.so at the first JIT kernel)
-  // cost time in every fold and serve no one without a profiler attached.
-  // The environment still wins. Set before any thread exists.
-  setenv("ONEDNN_ITT_TASK_LEVEL", "0", /*overwrite=*/0);
-  setenv("ONEDNN_JIT_PROFILE", "0", /*overwrite=*/0);
+  engine::DisableOneDnnProfilerHooks();  // before any thread exists
   struct sigaction sa = {};
   sa.sa_handler = traind::worker::OnStopSignal;
   sigemptyset(&sa.sa_mask);

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <new>
@@ -1169,6 +1170,11 @@ class CpuBackend final : public Backend {
 bool CpuSupportsBf16() {
   const int isa = static_cast<int>(dnnl::get_effective_cpu_isa());
   return (isa & dnnl_cpu_isa_avx512_core_bf16) == dnnl_cpu_isa_avx512_core_bf16;
+}
+
+void DisableOneDnnProfilerHooks() {
+  setenv("ONEDNN_ITT_TASK_LEVEL", "0", /*overwrite=*/0);
+  setenv("ONEDNN_JIT_PROFILE", "0", /*overwrite=*/0);
 }
 
 absl::StatusOr<std::unique_ptr<Backend>> CreateCpuBackend(traind::v1::Precision precision) {

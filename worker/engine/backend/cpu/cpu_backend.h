@@ -34,6 +34,13 @@ namespace traind::engine {
 absl::StatusOr<std::unique_ptr<Backend>> CreateCpuBackend(
     traind::v1::Precision precision = traind::v1::PRECISION_UNSPECIFIED);
 
+// Turns oneDNN's profiler hooks off unless the environment sets them: VTune
+// task marks around every primitive, and a search of the library path for
+// libJitPI.so at the first JIT kernel, which cost time in every process and
+// serve no one without a profiler attached. Call before any thread exists
+// and before the first backend (it sets environment variables).
+void DisableOneDnnProfilerHooks();
+
 // True when oneDNN runs bf16 matmuls natively on this CPU (its effective ISA,
 // which ONEDNN_MAX_CPU_ISA may lower, includes AVX512-BF16; AMX implies it).
 bool CpuSupportsBf16();
