@@ -128,12 +128,17 @@ Share ShareOf(int64_t rows, int rank, int ranks) {
   return {rank * base + std::min<int64_t>(rank, extra), base + (rank < extra ? 1 : 0)};
 }
 
-// Input and loss-gradient buffers for one batch size.
+// Input, target and loss-gradient buffers for one batch size.
 struct BatchBuffers {
   int64_t batch = 0;
   Tensor x;         // [batch, width]
+  Tensor targets;   // [batch] class codes, or [batch, outputs] values
   Tensor doutputs;  // [batch, outputs]
 };
+
+// Training batches between two reads of their losses (divergence checks):
+// the one wait for the device in a run of steps.
+constexpr int64_t kLossReadInterval = 256;
 
 class FoldTrainer {
  public:
@@ -232,10 +237,24 @@ class FoldTrainer {
     } else if (data_.target != TargetKind::kClasses) {
       values_ = data_.targets;
     }
+    // The loss on the backend's device: batches of at most the largest
+    // share of a training batch (validation uses the same chunks), one
+    // value slot per training batch of an epoch or validation chunk.
+    const int64_t chunk = (batch_size_ + ranks_ - 1) / ranks_;
+    const int64_t val_rows = static_cast<int64_t>(rows_.val.size());
+    const int64_t slots = std::max<int64_t>({1, batches_per_epoch_, (val_rows + chunk - 1) / chunk});
+    TRAIND_ASSIGN_OR_RETURN(loss_kernel_,
+                            backend_->CreateLossKernel(loss_->KernelOptions(chunk, slots)));
+    slot_values_.resize(static_cast<size_t>(slots));
+    // Predictions stay where the loss computes them until an epoch's end.
+    TRAIND_ASSIGN_OR_RETURN(train_pred_dev_,
+                            backend_->Allocate2d(DType::kF32, std::max<int64_t>(n, 1), outputs_));
+    TRAIND_ASSIGN_OR_RETURN(val_pred_dev_, backend_->Allocate2d(
+                                               DType::kF32, std::max<int64_t>(val_rows, 1), outputs_));
+    TRAIND_ASSIGN_OR_RETURN(no_targets_,
+                            backend_->Allocate2d(values_.empty() ? DType::kS32 : DType::kF32, 1, 1));
     // Host buffers, allocated once.
     const size_t k = static_cast<size_t>(outputs_);
-    host_out_.resize(static_cast<size_t>(batch_size_) * k);
-    host_grad_.resize(host_out_.size());
     train_pred_.resize(static_cast<size_t>(n) * k);
     train_classes_.resize(static_cast<size_t>(n));
     train_values_.resize(values_.empty() ? 0 : static_cast<size_t>(n) * k);
@@ -379,6 +398,11 @@ class FoldTrainer {
     auto b = std::make_unique<BatchBuffers>();
     b->batch = batch;
     TRAIND_ASSIGN_OR_RETURN(b->x, backend_->Allocate2d(DType::kF32, batch, width_));
+    if (values_.empty()) {
+      TRAIND_ASSIGN_OR_RETURN(b->targets, backend_->Allocate1d(DType::kS32, batch));
+    } else {
+      TRAIND_ASSIGN_OR_RETURN(b->targets, backend_->Allocate2d(DType::kF32, batch, outputs_));
+    }
     TRAIND_ASSIGN_OR_RETURN(b->doutputs, backend_->Allocate2d(DType::kF32, batch, outputs_));
     buffers_.push_back(std::move(b));
     return buffers_.back().get();
@@ -399,30 +423,46 @@ class FoldTrainer {
     }
   }
 
-  // Forward pass of `rows` -> their predictions and targets at
-  // pred/classes/values (each [rows.size(), ...]), *sums; when training, the
-  // gradient of the rows' mean loss in host_grad_, and *buffers hold the
-  // batch for the backward pass. `first_row`: the position of rows[0] in
-  // the global batch (dropout masks are drawn by global row) of
-  // `batch_rows` rows (batch norm's statistics are the global batch's).
+  // Forward pass and loss of `rows` on the backend: their predictions in
+  // *pred (a [rows.size(), outputs] view), their loss sum in the loss
+  // kernel's slot `slot`; when training, the gradient of the loss sum
+  // times `grad_scale` in (*buffers)->doutputs, and *buffers hold the batch
+  // for the backward pass. `first_row`: the position of rows[0] in the
+  // global batch (dropout masks are drawn by global row) of `batch_rows`
+  // rows (batch norm's statistics are the global batch's).
   absl::Status ForwardBatch(absl::Span<const int64_t> rows, bool train, int64_t first_row,
-                            int64_t batch_rows, float* pred, int32_t* classes, float* values,
-                            LossSums* sums, BatchBuffers** buffers) {
+                            int64_t batch_rows, double grad_scale, int64_t slot, Tensor* pred,
+                            BatchBuffers** buffers) {
     const int64_t batch = static_cast<int64_t>(rows.size());
     TRAIND_ASSIGN_OR_RETURN(BatchBuffers * b, BuffersFor(batch));
     TRAIND_RETURN_IF_ERROR(backend_->GatherRows(features_.data(), width_, rows, &b->x));
-    FillTargets(rows, classes, values);
+    if (values_.empty()) {
+      TRAIND_RETURN_IF_ERROR(backend_->GatherLabels(data_.y.data(), rows, &b->targets));
+    } else {
+      TRAIND_RETURN_IF_ERROR(backend_->GatherRows(values_.data(), outputs_, rows, &b->targets));
+    }
     const ForwardMode mode = ModeFor(train, batch_rows);
     // x: [batch, width] -> outputs: [batch, k]
     TRAIND_ASSIGN_OR_RETURN(Tensor * outputs, network_->Forward(b->x, mode, first_row));
-    TRAIND_RETURN_IF_ERROR(backend_->CopyToHost(*outputs, host_out_.data()));
+    TRAIND_RETURN_IF_ERROR(loss_kernel_->Compute(*outputs, b->targets, grad_scale,
+                                                 train ? &b->doutputs : nullptr, pred, slot));
+    *buffers = b;
+    return absl::OkStatus();
+  }
+
+  // The loss kernel's slot `slot` = 0: a rank without rows in a batch.
+  absl::Status ClearSlot(int64_t slot) {
+    Tensor none = val_pred_dev_.Rows(0, 0);
+    Tensor no_targets = no_targets_.Rows(0, 0);
+    return loss_kernel_->Compute(none, no_targets, 0, nullptr, nullptr, slot);
+  }
+
+  // The weight of `count` rows of targets at classes/values (host arrays).
+  double WeightOf(const int32_t* classes, const float* values, int64_t count) const {
     BatchTargets targets;
     targets.classes = classes;
     targets.values = values;
-    loss_->Compute(host_out_.data(), batch, targets, train ? host_grad_.data() : nullptr, sums);
-    loss_->Predict(host_out_.data(), batch, pred);
-    *buffers = b;
-    return absl::OkStatus();
+    return loss_->Weight(targets, count);
   }
 
   // The forward pass of this step: a training pass of a global batch of
@@ -439,61 +479,46 @@ class FoldTrainer {
   }
 
   // One optimizer step with learning rate `lr` on the global batch `batch`,
-  // which starts at position `start` of the epoch's order: this rank's
-  // share of it forward and backward, the gradients summed across ranks,
-  // the update. *sums: the loss sums of the whole batch (all ranks); when
-  // they are not finite, nothing is updated. *stop: some rank's observer
-  // asked to stop (data parallelism; one rank polls after the step).
-  absl::Status TrainStep(absl::Span<const int64_t> batch, int64_t start, double lr, LossSums* sums,
-                         bool* stop) {
+  // the epoch's batch number `index`, which starts at position `start` of
+  // the epoch's order: this rank's share of it forward and backward (its
+  // loss sum in the loss kernel's slot `index`), the gradients summed
+  // across ranks, the update. Every rank sets the targets of the whole
+  // batch in train_classes_/train_values_ and adds its weight to *weight.
+  // *stop: some rank's observer asked to stop (data parallelism; one
+  // reduction per step).
+  absl::Status TrainStep(absl::Span<const int64_t> batch, int64_t start, int64_t index, double lr,
+                         double* weight, bool* stop) {
     const int64_t k = outputs_;
-    const Share share = ShareOf(static_cast<int64_t>(batch.size()), rank_, ranks_);
+    const int64_t size = static_cast<int64_t>(batch.size());
+    const Share share = ShareOf(size, rank_, ranks_);
     const int64_t at = start + share.first;  // the share's position in the epoch's order
+    int32_t* classes = train_classes_.data() + start;
+    float* values = train_values_.empty() ? nullptr : train_values_.data() + start * k;
+    FillTargets(batch, classes, values);
+    // The update follows the global batch's mean loss: every rank's
+    // gradient is scaled by the whole batch's weight (known on the host).
+    const double batch_weight = WeightOf(classes, values, size);
+    *weight += batch_weight;
+    const double scale = batch_weight > 0 ? 1.0 / batch_weight : 0.0;
     BatchBuffers* b = nullptr;
-    LossSums mine;
     if (share.rows > 0) {
+      Tensor pred = train_pred_dev_.Rows(at, share.rows);
       TRAIND_RETURN_IF_ERROR(ForwardBatch(
           batch.subspan(static_cast<size_t>(share.first), static_cast<size_t>(share.rows)),
-          /*train=*/true, share.first, static_cast<int64_t>(batch.size()),
-          train_pred_.data() + at * k, train_classes_.data() + at,
-          train_values_.empty() ? nullptr : train_values_.data() + at * k, &mine, &b));
-    } else if (comm_ != nullptr) {
+          /*train=*/true, share.first, size, scale, index, &pred, &b));
+    } else {
+      TRAIND_RETURN_IF_ERROR(ClearSlot(index));
       // No rows here this step: batch norm's statistics still need this rank.
-      TRAIND_RETURN_IF_ERROR(
-          network_->JoinForward(ModeFor(/*train=*/true, static_cast<int64_t>(batch.size()))));
+      TRAIND_RETURN_IF_ERROR(network_->JoinForward(ModeFor(/*train=*/true, size)));
     }
-    *sums = mine;
     if (comm_ != nullptr) {
-      // The batch's loss (every rank sees a divergence at the same batch)
-      // and whether any rank was asked to stop, in one reduction.
-      double totals[3] = {mine.value_sum, mine.weight_sum,
-                          observer_ != nullptr && observer_->StopRequested() ? 1.0 : 0.0};
-      TRAIND_RETURN_IF_ERROR(comm_->AllReduceSum(totals, 3));
-      sums->value_sum = totals[0];
-      sums->weight_sum = totals[1];
-      *stop = totals[2] > 0;
+      // Whether any rank was asked to stop.
+      double asked = observer_ != nullptr && observer_->StopRequested() ? 1.0 : 0.0;
+      TRAIND_RETURN_IF_ERROR(comm_->AllReduceSum(&asked, 1));
+      *stop = asked > 0;
     }
-    if (!std::isfinite(sums->value_sum)) return absl::OkStatus();
     next_bucket_ = 0;
     if (share.rows > 0) {
-      if (mine.weight_sum == 0 && sums->weight_sum > 0) {
-        // The share weighs nothing by itself (every row of a class weighted
-        // 0), yet its rows still have a gradient (label smoothing): take it
-        // again, relative to the whole batch's weight.
-        BatchTargets targets;
-        targets.classes = train_classes_.data() + at;
-        targets.values = train_values_.empty() ? nullptr : train_values_.data() + at * k;
-        LossSums again;
-        loss_->Compute(host_out_.data(), share.rows, targets, host_grad_.data(), &again,
-                       sums->weight_sum);
-      } else if (mine.weight_sum != sums->weight_sum) {
-        // host_grad_ is the gradient of the share's mean loss; the update
-        // follows the global batch's mean: scale by the share's weight.
-        const float scale =
-            sums->weight_sum > 0 ? static_cast<float>(mine.weight_sum / sums->weight_sum) : 0.0f;
-        for (int64_t i = 0; i < share.rows * k; ++i) host_grad_[static_cast<size_t>(i)] *= scale;
-      }
-      TRAIND_RETURN_IF_ERROR(backend_->CopyFromHost(host_grad_.data(), &b->doutputs));
       if (comm_ == nullptr) {
         TRAIND_RETURN_IF_ERROR(network_->Backward(b->x, &b->doutputs));
       } else {
@@ -517,6 +542,27 @@ class FoldTrainer {
     if (comm_ != nullptr) TRAIND_RETURN_IF_ERROR(ReduceBucketsFrom(0));
     // Clipping (inside Step) sees the summed gradient.
     return optimizer_->Step(lr);
+  }
+
+  // Reads the loss sums of training batches [first, end) of epoch `epoch`
+  // (summed across ranks) into *sums. A batch whose loss is not finite
+  // fails the fold: DivergedError naming it (every rank sees the same sums).
+  absl::Status ReadTrainLosses(int32_t epoch, int64_t first, int64_t end, LossSums* sums) {
+    const int64_t count = end - first;
+    if (count <= 0) return absl::OkStatus();
+    TRAIND_RETURN_IF_ERROR(loss_kernel_->ReadSlots(first, count, slot_values_.data()));
+    if (comm_ != nullptr) TRAIND_RETURN_IF_ERROR(comm_->AllReduceSum(slot_values_.data(), count));
+    for (int64_t i = 0; i < count; ++i) {
+      const double v = slot_values_[static_cast<size_t>(i)];
+      if (!std::isfinite(v)) {
+        every_rank_fails_ = true;  // the batch's loss is summed across ranks
+        return DivergedError(absl::StrFormat("loss became %s at epoch %d, batch %d",
+                                             std::isnan(v) ? "nan" : "inf", epoch,
+                                             first + i + 1));
+      }
+      sums->value_sum += v;
+    }
+    return absl::OkStatus();
   }
 
   // Sums, across ranks, the gradient buckets not yet summed that start at
@@ -572,18 +618,29 @@ class FoldTrainer {
     // Batches of the largest training share: their buffers exist already.
     const int64_t chunk = (batch_size_ + ranks_ - 1) / ranks_;
     const int64_t end = share.first + share.rows;
-    for (int64_t start = share.first; start < end; start += chunk) {
+    int64_t chunks = 0;
+    LossSums mine;
+    for (int64_t start = share.first; start < end; start += chunk, ++chunks) {
       const int64_t size = std::min(chunk, end - start);
-      LossSums batch;
       BatchBuffers* b = nullptr;
+      Tensor pred = val_pred_dev_.Rows(start, size);
       TRAIND_RETURN_IF_ERROR(ForwardBatch(
           absl::MakeConstSpan(rows_.val).subspan(static_cast<size_t>(start),
                                                  static_cast<size_t>(size)),
-          /*train=*/false, 0, size, val_pred_.data() + start * k, val_classes_.data() + start,
-          val_values_.empty() ? nullptr : val_values_.data() + start * k, &batch, &b));
-      sums->Add(batch);
+          /*train=*/false, 0, size, /*grad_scale=*/0, chunks, &pred, &b));
+      mine.weight_sum +=
+          WeightOf(val_classes_.data() + start,
+                   val_values_.empty() ? nullptr : val_values_.data() + start * k, size);
     }
-    if (comm_ != nullptr) TRAIND_RETURN_IF_ERROR(ReduceRows(val_pred_.data(), n * k, sums));
+    if (share.rows > 0) {
+      // The one wait of the pass: its predictions and loss sums.
+      Tensor pred = val_pred_dev_.Rows(share.first, share.rows);
+      TRAIND_RETURN_IF_ERROR(backend_->CopyToHost(pred, val_pred_.data() + share.first * k));
+      TRAIND_RETURN_IF_ERROR(loss_kernel_->ReadSlots(0, chunks, slot_values_.data()));
+      for (int64_t i = 0; i < chunks; ++i) mine.value_sum += slot_values_[static_cast<size_t>(i)];
+    }
+    if (comm_ != nullptr) TRAIND_RETURN_IF_ERROR(ReduceRows(val_pred_.data(), n * k, &mine));
+    sums->Add(mine);
     return absl::OkStatus();
   }
 
@@ -598,43 +655,47 @@ class FoldTrainer {
       const auto start_time = std::chrono::steady_clock::now();
       const double lr = schedule_->LearningRate(epoch - 1);
       if (shuffle_) Shuffle(order_.data(), order_.size(), shuffle_rng_);
-      // Data parallelism: each rank fills its own rows of train_pred_.
-      if (comm_ != nullptr) std::fill(train_pred_.begin(), train_pred_.end(), 0.0f);
+      // Data parallelism: each rank fills its own rows of the predictions.
+      if (comm_ != nullptr) TRAIND_RETURN_IF_ERROR(backend_->Fill(0.0f, &train_pred_dev_));
       LossSums train_loss;
       int64_t seen = 0;
+      int64_t read = 0;  // batches whose losses were read
       for (int64_t b = 0; b < batches_per_epoch_ && steps_ < max_steps_; ++b) {
         const int64_t start = b * batch_size_;
         const int64_t size = std::min(batch_size_, n - start);
-        LossSums sums;
         bool stop = false;
         TRAIND_RETURN_IF_ERROR(TrainStep(absl::MakeConstSpan(order_).subspan(
                                              static_cast<size_t>(start), static_cast<size_t>(size)),
-                                         start, lr, &sums, &stop));
-        if (!std::isfinite(sums.value_sum)) {
-          every_rank_fails_ = true;  // the batch's loss is summed across ranks
-          return DivergedError(absl::StrFormat("loss became %s at epoch %d, batch %d",
-                                               std::isnan(sums.value_sum) ? "nan" : "inf", epoch,
-                                               b + 1));
-        }
-        train_loss.Add(sums);
+                                         start, b, lr, &train_loss.weight_sum, &stop));
         seen += size;
         ++steps_;
+        if (b + 1 - read >= kLossReadInterval) {
+          TRAIND_RETURN_IF_ERROR(ReadTrainLosses(epoch, read, b + 1, &train_loss));
+          read = b + 1;
+        }
         if (comm_ == nullptr) stop = observer_ != nullptr && observer_->StopRequested();
         if (stop) {
+          // A stop after a divergence reports the divergence.
+          TRAIND_RETURN_IF_ERROR(ReadTrainLosses(epoch, read, b + 1, &train_loss));
           TRAIND_RETURN_IF_ERROR(WriteStopCheckpoint());
           every_rank_fails_ = true;  // the stop was agreed across ranks
           return CancelledError(
               absl::StrFormat("stopped on request at epoch %d, batch %d", epoch, b + 1));
         }
       }
+      const int64_t batches = (seen + batch_size_ - 1) / batch_size_;
+      TRAIND_RETURN_IF_ERROR(ReadTrainLosses(epoch, read, batches, &train_loss));
       report.Clear();
       report.set_task(options_.task);
       report.set_attempt(options_.attempt);
       report.set_epoch(epoch);
       report.set_batches(steps_);
+      if (seen > 0) {
+        // This rank's rows of the epoch's predictions (the others' are 0).
+        Tensor pred = train_pred_dev_.Rows(0, seen);
+        TRAIND_RETURN_IF_ERROR(backend_->CopyToHost(pred, train_pred_.data()));
+      }
       if (comm_ != nullptr) {
-        FillTargets(absl::MakeConstSpan(order_).subspan(0, static_cast<size_t>(seen)),
-                    train_classes_.data(), train_values_.empty() ? nullptr : train_values_.data());
         TRAIND_RETURN_IF_ERROR(ReduceRows(train_pred_.data(), seen * k, nullptr));
       }
       WriteMetrics(metrics_.train, Pass(seen, train_pred_, train_classes_, train_values_),
@@ -1040,7 +1101,7 @@ class FoldTrainer {
   FoldResult result_;
 
   // Host buffers.
-  std::vector<float> host_out_, host_grad_, host_state_;
+  std::vector<float> host_state_;
   std::vector<float> train_pred_, train_values_, val_pred_, val_values_;
   std::vector<int32_t> train_classes_, val_classes_;
   CheckpointWriter snapshot_;
@@ -1061,6 +1122,13 @@ class FoldTrainer {
   std::unique_ptr<Loss> loss_;
   std::unique_ptr<LearningRateSchedule> schedule_;
   std::vector<std::unique_ptr<BatchBuffers>> buffers_;
+  // The loss on the backend (one value slot per training batch of an
+  // epoch or validation chunk), the predictions of an epoch's training
+  // rows (in the epoch's order) and of the validation rows, a [1, 1]
+  // tensor of the targets' type (0-row views of it clear a slot).
+  std::unique_ptr<LossKernel> loss_kernel_;
+  Tensor train_pred_dev_, val_pred_dev_, no_targets_;
+  std::vector<double> slot_values_;
 };
 
 }  // namespace

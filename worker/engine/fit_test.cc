@@ -258,6 +258,34 @@ TEST(FitTest, DivergenceIsReported) {
                                              "loss became (nan|inf) at epoch [0-9]+, batch [0-9]+"));
 }
 
+// The training loss of an epoch is read from the backend in runs of
+// batches (every 256 and at the epoch's end): with a learning rate too small
+// to change a float weight, every batch sees the initial model, so the
+// epoch's training loss and accuracy over 600 batches equal those of the
+// validation pass over the same rows.
+TEST(FitTest, TrainingLossIsReadWholeAcrossLongEpochs) {
+  JobSpec spec = IrisSpec();
+  spec.mutable_optimizer()->mutable_sgd()->set_learning_rate(1e-30);
+  spec.mutable_training()->set_epochs(1);
+  spec.mutable_training()->set_batch_size(1);
+  spec.mutable_metrics()->add_train(traind::v1::ACCURACY);
+  spec.mutable_metrics()->add_val(traind::v1::ACCURACY);
+  FoldRows rows;
+  for (int64_t r = 0; r < 150; ++r) rows.train.push_back(r);
+  for (int repeat = 0; repeat < 4; ++repeat) {
+    for (int64_t r = 0; r < 150; ++r) rows.train.push_back(r);  // 750 rows, 750 batches
+  }
+  for (int64_t r = 0; r < 150; ++r) rows.val.push_back(r);
+  RecordingObserver observer;
+  absl::StatusOr<FoldResult> result = Fit(spec, Iris(), rows, 0, {}, &observer);
+  ASSERT_TRUE(result.ok()) << result.status();
+  ASSERT_EQ(observer.epochs.size(), 1u);
+  const EpochMetrics& e = observer.epochs[0];
+  EXPECT_EQ(e.batches(), 750);
+  EXPECT_NEAR(e.train().at("loss"), e.val().at("loss"), 1e-6 * e.val().at("loss"));
+  EXPECT_NEAR(e.train().at("accuracy"), e.val().at("accuracy"), 1e-12);
+}
+
 TEST(FitTest, SgdWithMomentumAndNoShuffleOnDigits) {
   traind::v1::DataSpec data_spec;
   data_spec.set_path(std::string(TRAIND_SOURCE_DIR) + "/examples/data/digits.csv");

@@ -8,7 +8,7 @@ MemoryEstimate EstimateMemory(const traind::v1::JobSpec& spec, int64_t features,
   constexpr int64_t kFloat = 4;
   const int64_t batch = std::max<int64_t>(1, spec.training().batch_size());
   int64_t trainable = 0, buffers = 0;
-  int64_t per_row = features + 2 * outputs;  // input batch, loss gradient, host outputs
+  int64_t per_row = features + 2 * outputs;  // input batch, loss gradient, targets
   int64_t width = features;
   int64_t workspace = 0;
   // bf16 products: each dense layer keeps bf16 (2-byte) copies of its input
@@ -71,9 +71,10 @@ MemoryEstimate EstimateMemory(const traind::v1::JobSpec& spec, int64_t features,
   e.workspace = workspace + bf16_copies + (trainable + buffers) * (2 + state_copies) * kFloat +
                 (16 << 20);  // oneDNN, OpenMP and allocator overhead
   // On a GPU: the cuBLAS/cuBLASLt workspace (32 MiB, the size recommended
-  // for Hopper) and the multi-tensor optimizer's pointer tables.
+  // for Hopper), the multi-tensor optimizer's pointer tables and the loss
+  // kernel's per-element partial sums (doubles).
   if (spec.resources().device() == traind::v1::GPU) {
-    e.workspace += (32 << 20) + (64 << 10);
+    e.workspace += (32 << 20) + (64 << 10) + batch * outputs * 8;
   }
   return e;
 }

@@ -50,6 +50,14 @@ class Tensor {
 
   void* raw() { return data_.get(); }
   const void* raw() const { return data_.get(); }
+  // Rows [first, first + count) of a rank-2 tensor: a tensor that shares
+  // this one's memory and must not outlive it.
+  // REQUIRES: 0 <= first, 0 <= count, first + count <= rows().
+  Tensor Rows(int64_t first, int64_t count) {
+    return Tensor(static_cast<char*>(data_.get()) + first * cols_ * static_cast<int64_t>(SizeOf(dtype_)),
+                  &NoDelete, dtype_, count, cols_, 2, space_);
+  }
+
   float* f32() { return static_cast<float*>(data_.get()); }
   const float* f32() const { return static_cast<const float*>(data_.get()); }
   int32_t* s32() { return static_cast<int32_t*>(data_.get()); }

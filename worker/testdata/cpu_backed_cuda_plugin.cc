@@ -126,9 +126,9 @@ class RenamedBackend final : public Backend {
   absl::StatusOr<double> SumOfSquares(const Tensor& t) override { return b_->SumOfSquares(t); }
   absl::Status Scale(float factor, Tensor* t) override { return b_->Scale(factor, t); }
   absl::Status ClipByValue(float limit, Tensor* t) override { return b_->ClipByValue(limit, t); }
-  absl::Status SoftmaxCrossEntropy(const Tensor& logits, const Tensor& labels, Tensor* dlogits,
-                                   LossStats* stats) override {
-    return b_->SoftmaxCrossEntropy(logits, labels, dlogits, stats);
+  absl::StatusOr<std::unique_ptr<LossKernel>> CreateLossKernel(
+      const LossKernelOptions& o) override {
+    return b_->CreateLossKernel(o);
   }
   absl::Status SgdUpdate(const SgdStep& s, const Tensor& g, Tensor* v, Tensor* p) override {
     return b_->SgdUpdate(s, g, v, p);

@@ -6,7 +6,8 @@
 // DeviceError, allocation failures → OutOfMemoryError); none throws.
 //
 // Ops are enqueued in order on the backend's stream; methods that return
-// values to the host (SoftmaxCrossEntropy, CopyToHost) wait for them.
+// values to the host (CopyToHost, SumOfSquares, LossKernel::ReadSlots) wait
+// for them.
 //
 // Thread safety: a backend and its kernels are used by one thread at a time.
 #ifndef TRAIND_WORKER_ENGINE_BACKEND_BACKEND_H_
@@ -15,10 +16,12 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "worker/engine/backend/loss_math.h"
 #include "worker/engine/tensor.h"
 
 namespace traind::engine {
@@ -70,10 +73,58 @@ class DenseKernel {
                                 Tensor* dw, Tensor* db, Tensor* dx) = 0;
 };
 
-// Sums over a batch from SoftmaxCrossEntropy, on the host.
-struct LossStats {
-  double loss_sum = 0;  // sum over rows of -log softmax(logits)[label]
-  int64_t correct = 0;  // rows whose first largest logit is the label
+// Options of a loss kernel.
+struct LossKernelOptions {
+  LossKind kind = LossKind::kSoftmaxCrossEntropy;
+  int64_t width = 1;      // outputs per row (classes for softmax cross-entropy)
+  int64_t max_batch = 1;  // rows per Compute, at most
+  int64_t slots = 1;      // value slots (see LossKernel)
+  // Softmax cross-entropy: class weights; sigmoid BCE: pos_weight. [width],
+  // or empty for all 1. Copied to the backend's device by CreateLossKernel.
+  std::vector<double> weights;
+  double label_smoothing = 0;  // softmax cross-entropy, in [0, 1)
+  double huber_delta = 1;      // huber, > 0
+};
+
+// loss_math.h's parameters of `o`: weights point into o.weights (null when
+// empty), weight_total is their sum (width when empty).
+inline LossParams ParamsOf(const LossKernelOptions& o) {
+  LossParams p;
+  p.kind = o.kind;
+  p.width = o.width;
+  p.weights = o.weights.empty() ? nullptr : o.weights.data();
+  p.weight_total = static_cast<double>(o.width);
+  if (!o.weights.empty()) {
+    p.weight_total = 0;
+    for (double w : o.weights) p.weight_total += w;
+  }
+  p.label_smoothing = o.label_smoothing;
+  p.huber_delta = o.huber_delta;
+  return p;
+}
+
+// A loss for one output width, planned once (its parameters placed on the
+// backend's device) and run on every batch where the model's outputs are:
+// no host synchronization per batch. Each Compute writes the batch's loss
+// sum to one of `slots` value slots, which ReadSlots copies to the host
+// (the one place that waits).
+class LossKernel {
+ public:
+  virtual ~LossKernel() = default;
+
+  // outputs: [batch, width], 0 <= batch <= max_batch; targets: class codes
+  // [batch] (s32, softmax cross-entropy) or values [batch, width] (f32).
+  // Slot `slot` = Σ over the rows of the loss (class-weighted, smoothed, in
+  // double; loss_math.h); grad: [batch, width] = grad_scale d(slot)/d
+  // outputs unless null; predictions: [batch, width] (class probabilities,
+  // label probabilities or values) unless null. A class code outside
+  // [0, width) is reported by Compute or, at the latest, by ReadSlots.
+  virtual absl::Status Compute(const Tensor& outputs, const Tensor& targets, double grad_scale,
+                               Tensor* grad, Tensor* predictions, int64_t slot) = 0;
+
+  // values[i] = slot first + i, for i in [0, count); waits for the
+  // backend's stream.
+  virtual absl::Status ReadSlots(int64_t first, int64_t count, double* values) = 0;
 };
 
 // Adam's constants for one step (PyTorch's formulation).
@@ -225,13 +276,11 @@ class Backend {
   // t = clamp(t, -limit, limit).
   virtual absl::Status ClipByValue(float limit, Tensor* t) = 0;
 
-  // Softmax cross-entropy with integer labels, by log-sum-exp.
-  // logits: [batch, classes], labels: [batch] (s32, in [0, classes))
-  // -> *stats (sums over the batch); dlogits: [batch, classes] =
-  // (softmax(logits) - onehot(labels)) / batch, the gradient of the batch mean,
-  // unless dlogits is null.
-  virtual absl::Status SoftmaxCrossEntropy(const Tensor& logits, const Tensor& labels,
-                                           Tensor* dlogits, LossStats* stats) = 0;
+  // Plans a loss (LossKernel). Errors: InvalidArgument for options out of
+  // range (width, max_batch, slots < 1; weights not [width] or negative;
+  // smoothing outside [0, 1); delta <= 0).
+  virtual absl::StatusOr<std::unique_ptr<LossKernel>> CreateLossKernel(
+      const LossKernelOptions& options) = 0;
 
   // PyTorch's SGD: v = momentum v + g; w -= lr v. With momentum == 0,
   // velocity may be null and w -= lr g. All tensors have one size.

@@ -2,12 +2,15 @@
 #ifndef TRAIND_WORKER_ENGINE_BACKEND_TENSOR_CHECKS_H_
 #define TRAIND_WORKER_ENGINE_BACKEND_TENSOR_CHECKS_H_
 
+#include <cmath>
 #include <cstdint>
 #include <tuple>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/string_view.h"
+#include "worker/engine/backend/backend.h"
 #include "worker/engine/tensor.h"
 
 namespace traind::engine {
@@ -100,20 +103,74 @@ inline absl::Status CheckCount(int64_t count, int64_t batch) {
   return absl::OkStatus();
 }
 
-// Backend::SoftmaxCrossEntropy: logits f32 [batch, classes], labels s32
-// [batch], dlogits (optional) as logits.
-inline absl::Status CheckSoftmaxCrossEntropyArgs(const Tensor& logits, const Tensor& labels,
-                                                 const Tensor* dlogits) {
-  const int64_t batch = logits.rows(), classes = logits.cols();
-  if (absl::Status s = CheckShape(logits, DType::kF32, batch, classes, "softmax logits");
-      !s.ok()) {
-    return s;
+// Backend::CreateLossKernel's options.
+inline absl::Status CheckLossKernelOptions(const LossKernelOptions& o) {
+  if (o.width < 1 || o.max_batch < 1 || o.slots < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("loss kernel: width %d, max_batch %d, slots %d (each must be >= 1)",
+                        o.width, o.max_batch, o.slots));
   }
-  if (labels.dtype() != DType::kS32 || labels.size() != batch) {
-    return absl::InvalidArgumentError("softmax cross-entropy: labels must be s32 [batch]");
+  const bool weighted = o.kind == LossKind::kSoftmaxCrossEntropy ||
+                        o.kind == LossKind::kSigmoidBinaryCrossEntropy;
+  if (!o.weights.empty() && (!weighted || static_cast<int64_t>(o.weights.size()) != o.width)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "loss kernel: %d weights for width %d%s", o.weights.size(), o.width,
+        weighted ? "" : " (this loss takes none)"));
   }
-  if (dlogits != nullptr) {
-    return CheckShape(*dlogits, DType::kF32, batch, classes, "softmax dlogits");
+  for (size_t i = 0; i < o.weights.size(); ++i) {
+    if (!(o.weights[i] >= 0) || !std::isfinite(o.weights[i])) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("loss kernel: weight %d is %g (must be finite and >= 0)", i,
+                          o.weights[i]));
+    }
+  }
+  if (!(o.label_smoothing >= 0 && o.label_smoothing < 1)) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("loss kernel: label_smoothing %g is not in [0, 1)", o.label_smoothing));
+  }
+  if (o.kind == LossKind::kHuber && !(o.huber_delta > 0)) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("loss kernel: huber delta %g is not > 0", o.huber_delta));
+  }
+  return absl::OkStatus();
+}
+
+// LossKernel::Compute's arguments for a kernel of options `o`.
+inline absl::Status CheckLossComputeArgs(const LossKernelOptions& o, const Tensor& outputs,
+                                         const Tensor& targets, const Tensor* grad,
+                                         const Tensor* predictions, int64_t slot) {
+  const int64_t batch = outputs.rows();
+  if (outputs.dtype() != DType::kF32 || outputs.cols() != o.width || batch < 0 ||
+      batch > o.max_batch || (batch > 0 && outputs.empty())) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "loss: outputs [%d, %d], expected [batch <= %d, %d]", batch, outputs.cols(), o.max_batch,
+        o.width));
+  }
+  if (o.kind == LossKind::kSoftmaxCrossEntropy) {
+    if (targets.dtype() != DType::kS32 || targets.size() != batch) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("loss: targets must be %d class codes (s32)", batch));
+    }
+  } else if (targets.dtype() != DType::kF32 || targets.size() != batch * o.width) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("loss: targets must be [%d, %d] values (f32)", batch, o.width));
+  }
+  for (auto [t, name] : {std::pair{grad, "loss grad"}, std::pair{predictions, "loss predictions"}}) {
+    if (t == nullptr || batch == 0) continue;
+    if (absl::Status s = CheckShape(*t, DType::kF32, batch, o.width, name); !s.ok()) return s;
+  }
+  if (slot < 0 || slot >= o.slots) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("loss: slot %d is not in [0, %d)", slot, o.slots));
+  }
+  return absl::OkStatus();
+}
+
+// LossKernel::ReadSlots' range for a kernel of `slots` slots.
+inline absl::Status CheckLossSlots(int64_t slots, int64_t first, int64_t count) {
+  if (first < 0 || count < 0 || first + count > slots) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("loss: slots [%d, %d) are not in [0, %d)", first, first + count, slots));
   }
   return absl::OkStatus();
 }

@@ -8,12 +8,6 @@
 #include "worker/engine/status.h"
 
 namespace traind::engine {
-namespace {
-
-// The deleter of a view.
-void KeepMemory(void*) {}
-
-}  // namespace
 
 absl::StatusOr<std::unique_ptr<BatchNorm>> BatchNorm::Create(Backend* backend, int64_t n,
                                                              float momentum, float epsilon) {
@@ -51,7 +45,7 @@ absl::Status BatchNorm::SetCommunicator(const ForwardMode& mode) {
 }
 
 Tensor BatchNorm::NoRows() {
-  return Tensor(sq_.raw(), &KeepMemory, DType::kF32, 0, n_, 2, sq_.space());
+  return sq_.Rows(0, 0);
 }
 
 absl::Status BatchNorm::SyncForward(const Tensor& x, Tensor* y) {

@@ -11,6 +11,7 @@
 #include <limits>
 #include <new>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -554,6 +555,49 @@ class CpuBf16DenseKernel final : public DenseKernel {
   ReorderPlan to_bf16_x_, to_bf16_w_, to_bf16_dz_;
 };
 
+// A loss on the host: loss_math.h's arithmetic, rows in order.
+class CpuLossKernel final : public LossKernel {
+ public:
+  explicit CpuLossKernel(LossKernelOptions options)
+      : options_(std::move(options)),
+        params_(ParamsOf(options_)),
+        slots_(static_cast<size_t>(options_.slots), 0.0) {}
+
+  absl::Status Compute(const Tensor& outputs, const Tensor& targets, double grad_scale,
+                       Tensor* grad, Tensor* predictions, int64_t slot) override {
+    TRAIND_RETURN_IF_ERROR(
+        CheckLossComputeArgs(options_, outputs, targets, grad, predictions, slot));
+    const int64_t batch = outputs.rows();
+    const bool classes = options_.kind == LossKind::kSoftmaxCrossEntropy;
+    if (classes) {
+      const int32_t* y = targets.s32();
+      for (int64_t r = 0; r < batch; ++r) {
+        if (y[r] < 0 || y[r] >= options_.width) {
+          return absl::InvalidArgumentError(absl::StrFormat(
+              "loss: class code %d of row %d is not in [0, %d)", y[r], r, options_.width));
+        }
+      }
+    }
+    slots_[static_cast<size_t>(slot)] = loss_math::SumOnHost(
+        params_, outputs.f32(), batch, classes ? targets.s32() : nullptr,
+        classes ? nullptr : targets.f32(), grad_scale,
+        grad != nullptr && batch > 0 ? grad->f32() : nullptr,
+        predictions != nullptr && batch > 0 ? predictions->f32() : nullptr);
+    return absl::OkStatus();
+  }
+
+  absl::Status ReadSlots(int64_t first, int64_t count, double* values) override {
+    TRAIND_RETURN_IF_ERROR(CheckLossSlots(options_.slots, first, count));
+    std::copy_n(slots_.begin() + first, count, values);
+    return absl::OkStatus();
+  }
+
+ private:
+  const LossKernelOptions options_;
+  LossParams params_;
+  std::vector<double> slots_;
+};
+
 class CpuBackend final : public Backend {
  public:
   CpuBackend(dnnl::engine engine, dnnl::stream stream, traind::v1::Precision precision)
@@ -627,47 +671,15 @@ class CpuBackend final : public Backend {
     }
   }
 
-  absl::Status SoftmaxCrossEntropy(const Tensor& logits, const Tensor& labels, Tensor* dlogits,
-                                   LossStats* stats) override {
-    const int64_t batch = logits.rows();
-    const int64_t classes = logits.cols();
-    TRAIND_RETURN_IF_ERROR(CheckSoftmaxCrossEntropyArgs(logits, labels, dlogits));
-    const float* z = logits.f32();
-    const int32_t* y = labels.s32();
-    const float inv_batch = 1.0f / static_cast<float>(batch);
-    double loss_sum = 0;
-    int64_t correct = 0;
-    for (int64_t r = 0; r < batch; ++r) {
-      const float* row = z + r * classes;
-      const int32_t label = y[r];
-      if (label < 0 || label >= classes) {
-        return absl::InvalidArgumentError(absl::StrFormat(
-            "softmax cross-entropy: label %d of row %d is not in [0, %d)", label, r, classes));
-      }
-      // Log-sum-exp shifted by the row maximum: no overflow, no underflow to 0.
-      int64_t argmax = 0;
-      for (int64_t j = 1; j < classes; ++j) {
-        if (row[j] > row[argmax]) argmax = j;
-      }
-      const float max = row[argmax];
-      double sum = 0;
-      for (int64_t j = 0; j < classes; ++j) sum += std::exp(static_cast<double>(row[j] - max));
-      const double log_sum = std::log(sum);
-      // -log softmax(z)[label] = max + log Σ exp(z - max) - z[label]
-      loss_sum += log_sum - static_cast<double>(row[label] - max);
-      correct += argmax == label ? 1 : 0;
-      if (dlogits != nullptr) {
-        float* grad = dlogits->f32() + r * classes;
-        const double inv_sum = 1.0 / sum;
-        for (int64_t j = 0; j < classes; ++j) {
-          const float p = static_cast<float>(std::exp(static_cast<double>(row[j] - max)) * inv_sum);
-          grad[j] = (p - (j == label ? 1.0f : 0.0f)) * inv_batch;
-        }
-      }
+  absl::StatusOr<std::unique_ptr<LossKernel>> CreateLossKernel(
+      const LossKernelOptions& options) override {
+    TRAIND_RETURN_IF_ERROR(CheckLossKernelOptions(options));
+    try {
+      return std::unique_ptr<LossKernel>(new CpuLossKernel(options));
+    } catch (const std::bad_alloc&) {
+      return OutOfMemoryError(
+          absl::StrFormat("loss kernel: cannot allocate %d slots", options.slots));
     }
-    stats->loss_sum = loss_sum;
-    stats->correct = correct;
-    return absl::OkStatus();
   }
 
   absl::Status SgdUpdate(const SgdStep& step, const Tensor& grad, Tensor* velocity,

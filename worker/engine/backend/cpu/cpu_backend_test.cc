@@ -423,23 +423,40 @@ TEST(CpuBackendPrecisionTest, Bf16NeedsTheCpuFeature) {
             "neither); use fp32");
 }
 
-TEST_F(CpuBackendTest, SoftmaxCrossEntropyValues) {
+// A loss kernel of `options` on the test's backend.
+std::unique_ptr<LossKernel> MakeLoss(Backend* backend, const LossKernelOptions& options) {
+  absl::StatusOr<std::unique_ptr<LossKernel>> k = backend->CreateLossKernel(options);
+  EXPECT_TRUE(k.ok()) << k.status();
+  return k.ok() ? std::move(k).value() : nullptr;
+}
+
+double ReadSlot(LossKernel* k, int64_t slot) {
+  double v = -1;
+  EXPECT_TRUE(k->ReadSlots(slot, 1, &v).ok());
+  return v;
+}
+
+TEST_F(CpuBackendTest, SoftmaxCrossEntropyKernelValues) {
   Tensor logits = std::move(backend_->Allocate2d(DType::kF32, 3, 3)).value();
   Tensor labels = std::move(backend_->Allocate1d(DType::kS32, 3)).value();
   Tensor grad = std::move(backend_->Allocate2d(DType::kF32, 3, 3)).value();
+  Tensor pred = std::move(backend_->Allocate2d(DType::kF32, 3, 3)).value();
   const float z[9] = {1, 2, 3,  //
                       1000, 0, -1000,  //
                       1000, 0, -1000};
   const int32_t y[3] = {2, 0, 1};
   ASSERT_TRUE(backend_->CopyFromHost(z, &logits).ok());
   ASSERT_TRUE(backend_->CopyFromHost(y, &labels).ok());
-  LossStats stats;
-  ASSERT_TRUE(backend_->SoftmaxCrossEntropy(logits, labels, &grad, &stats).ok());
+  LossKernelOptions o;
+  o.width = 3;
+  o.max_batch = 3;
+  o.slots = 2;
+  std::unique_ptr<LossKernel> k = MakeLoss(backend_.get(), o);
+  ASSERT_TRUE(k->Compute(logits, labels, 1.0 / 3, &grad, &pred, 1).ok());
   // Row 0: log(e + e² + e³) - 3 = log(1 + e⁻¹ + e⁻²) = 0.4076059644.
   // Row 1: log(1 + e⁻¹⁰⁰⁰ + e⁻²⁰⁰⁰) ≈ 0, no overflow. Row 2: 1000 - 0 = 1000.
-  EXPECT_NEAR(stats.loss_sum, 0.4076059644443804 + 0.0 + 1000.0, 1e-6);
-  EXPECT_EQ(stats.correct, 2);  // rows 0 and 1
-  // dL/dz = (softmax - onehot) / batch. Row 0: softmax = e^(z-3) / (1 + e⁻¹ + e⁻²).
+  EXPECT_NEAR(ReadSlot(k.get(), 1), 0.4076059644443804 + 0.0 + 1000.0, 1e-6);
+  // dL/dz = (softmax - onehot) · scale. Row 0: softmax = e^(z-3) / (1 + e⁻¹ + e⁻²).
   const double s = 1 + std::exp(-1.0) + std::exp(-2.0);
   EXPECT_NEAR(grad.f32()[0], std::exp(-2.0) / s / 3, 1e-7);
   EXPECT_NEAR(grad.f32()[1], std::exp(-1.0) / s / 3, 1e-7);
@@ -447,44 +464,208 @@ TEST_F(CpuBackendTest, SoftmaxCrossEntropyValues) {
   EXPECT_NEAR(grad.f32()[3], 0.0, 1e-7);
   EXPECT_NEAR(grad.f32()[7], -1.0 / 3, 1e-7);
   EXPECT_NEAR(grad.f32()[6], 1.0 / 3, 1e-7);
+  // Predictions: the softmax.
+  EXPECT_NEAR(pred.f32()[0], std::exp(-2.0) / s, 1e-7);
+  EXPECT_NEAR(pred.f32()[2], 1 / s, 1e-7);
+  EXPECT_NEAR(pred.f32()[3], 1.0, 1e-7);
+  EXPECT_EQ(pred.f32()[5], 0.0f);
 
-  // A label outside [0, classes) is the caller's bug.
+  // A class code outside [0, classes) names its row; the slot keeps its value.
   const int32_t bad[3] = {0, 3, 0};
   ASSERT_TRUE(backend_->CopyFromHost(bad, &labels).ok());
-  EXPECT_EQ(backend_->SoftmaxCrossEntropy(logits, labels, nullptr, &stats).code(),
-            absl::StatusCode::kInvalidArgument);
+  const absl::Status st = k->Compute(logits, labels, 0, nullptr, nullptr, 1);
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(st.message(), "loss: class code 3 of row 1 is not in [0, 3)");
+  EXPECT_NEAR(ReadSlot(k.get(), 1), 1000.4076059644443804, 1e-6);
 }
 
-// Central differences of the batch-mean loss w.r.t. every logit, using the
-// perturbation float32 actually applied.
-TEST_F(CpuBackendTest, SoftmaxCrossEntropyGradientMatchesFiniteDifferences) {
-  const int64_t batch = 5, classes = 4;
-  Rng rng(3);
-  Tensor logits = Random2d(batch, classes, 3.0, rng);
-  Tensor labels = std::move(backend_->Allocate1d(DType::kS32, batch)).value();
-  for (int64_t r = 0; r < batch; ++r) labels.s32()[r] = static_cast<int32_t>(r % classes);
-  Tensor grad = std::move(backend_->Allocate2d(DType::kF32, batch, classes)).value();
-  LossStats stats;
-  ASSERT_TRUE(backend_->SoftmaxCrossEntropy(logits, labels, &grad, &stats).ok());
-  auto mean_loss = [&]() {
-    LossStats s;
-    EXPECT_TRUE(backend_->SoftmaxCrossEntropy(logits, labels, nullptr, &s).ok());
-    return s.loss_sum / batch;
+// Class weights and label smoothing, by hand: logits [0, ln 3] give
+// p = [1/4, 3/4]; label 1, weights [2, 1], smoothing 0.1 over 2 classes:
+// 0.9 · 1 · (-ln 3/4) + 0.05 (2 (-ln 1/4) + 1 (-ln 3/4)).
+TEST_F(CpuBackendTest, SoftmaxCrossEntropyKernelWeightsAndSmoothing) {
+  Tensor logits = std::move(backend_->Allocate2d(DType::kF32, 1, 2)).value();
+  Tensor labels = std::move(backend_->Allocate1d(DType::kS32, 1)).value();
+  Tensor grad = std::move(backend_->Allocate2d(DType::kF32, 1, 2)).value();
+  logits.f32()[0] = 0;
+  logits.f32()[1] = static_cast<float>(std::log(3.0));
+  labels.s32()[0] = 1;
+  LossKernelOptions o;
+  o.width = 2;
+  o.weights = {2, 1};
+  o.label_smoothing = 0.1;
+  std::unique_ptr<LossKernel> k = MakeLoss(backend_.get(), o);
+  ASSERT_TRUE(k->Compute(logits, labels, 1.0, &grad, nullptr, 0).ok());
+  const double p0 = 0.25, p1 = 0.75;
+  EXPECT_NEAR(ReadSlot(k.get(), 0),
+              0.9 * -std::log(p1) + 0.05 * (2 * -std::log(p0) - std::log(p1)), 1e-6);
+  // d/dz_j = 0.9 w_y (p_j - [j = y]) + 0.05 (W p_j - w_j), W = 3.
+  EXPECT_NEAR(grad.f32()[0], 0.9 * p0 + 0.05 * (3 * p0 - 2), 1e-6);
+  EXPECT_NEAR(grad.f32()[1], 0.9 * (p1 - 1) + 0.05 * (3 * p1 - 1), 1e-6);
+}
+
+// Hand values of the elementwise losses, one row [z0, z1] against [y0, y1].
+TEST_F(CpuBackendTest, ElementwiseLossKernelsHandValues) {
+  Tensor out = std::move(backend_->Allocate2d(DType::kF32, 1, 2)).value();
+  Tensor target = std::move(backend_->Allocate2d(DType::kF32, 1, 2)).value();
+  Tensor grad = std::move(backend_->Allocate2d(DType::kF32, 1, 2)).value();
+  Tensor pred = std::move(backend_->Allocate2d(DType::kF32, 1, 2)).value();
+  out.f32()[0] = 0.5f;
+  out.f32()[1] = -2.0f;
+  target.f32()[0] = 1.0f;
+  target.f32()[1] = 0.0f;
+  const double sig0 = 1 / (1 + std::exp(-0.5)), sig1 = 1 / (1 + std::exp(2.0));
+  struct Case {
+    LossKind kind;
+    std::vector<double> weights;
+    double delta;
+    double value, g0, g1, p0, p1;
   };
-  const float eps = 1e-2f;
-  for (int64_t i = 0; i < logits.size(); ++i) {
-    float& z = logits.f32()[i];
-    const float saved = z;
-    z = saved + eps;
-    const float hi = z;
-    const double loss_hi = mean_loss();
-    z = saved - eps;
-    const float lo = z;
-    const double loss_lo = mean_loss();
-    z = saved;
-    const double numeric = (loss_hi - loss_lo) / (double{hi} - lo);
-    EXPECT_NEAR(grad.f32()[i], numeric, 2e-5) << "logit " << i;
+  const Case cases[] = {
+      // pos_weight [3, 1]: 3 (-ln σ(0.5)) + (-ln(1 - σ(-2))).
+      {LossKind::kSigmoidBinaryCrossEntropy, {3, 1}, 1, -3 * std::log(sig0) - std::log(1 - sig1),
+       3 * (sig0 - 1), sig1, sig0, sig1},
+      // (0.5 - 1)² + (-2)².
+      {LossKind::kMse, {}, 1, 0.25 + 4, -1, -4, 0.5, -2},
+      {LossKind::kL1, {}, 1, 0.5 + 2, -1, -1, 0.5, -2},
+      // delta 1: 0.5 · 0.25 (quadratic), 1 · (2 - 0.5) (linear).
+      {LossKind::kHuber, {}, 1, 0.125 + 1.5, -0.5, -1, 0.5, -2},
+      // delta 3: both quadratic.
+      {LossKind::kHuber, {}, 3, 0.125 + 2, -0.5, -2, 0.5, -2},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(static_cast<int>(c.kind));
+    LossKernelOptions o;
+    o.kind = c.kind;
+    o.width = 2;
+    o.weights = c.weights;
+    o.huber_delta = c.delta;
+    std::unique_ptr<LossKernel> k = MakeLoss(backend_.get(), o);
+    ASSERT_TRUE(k->Compute(out, target, 0.5, &grad, &pred, 0).ok());
+    EXPECT_NEAR(ReadSlot(k.get(), 0), c.value, 1e-6);
+    EXPECT_NEAR(grad.f32()[0], 0.5 * c.g0, 1e-6);  // grad_scale 0.5
+    EXPECT_NEAR(grad.f32()[1], 0.5 * c.g1, 1e-6);
+    EXPECT_NEAR(pred.f32()[0], c.p0, 1e-6);
+    EXPECT_NEAR(pred.f32()[1], c.p1, 1e-6);
   }
+}
+
+// Every loss's gradient against central differences of its slot value,
+// using the perturbation float32 actually applied.
+TEST_F(CpuBackendTest, LossKernelGradientsMatchFiniteDifferences) {
+  const int64_t batch = 5, width = 4;
+  for (LossKind kind : {LossKind::kSoftmaxCrossEntropy, LossKind::kSigmoidBinaryCrossEntropy,
+                        LossKind::kMse, LossKind::kL1, LossKind::kHuber}) {
+    SCOPED_TRACE(static_cast<int>(kind));
+    Rng rng(3);
+    Tensor out = Random2d(batch, width, 3.0, rng);
+    const bool classes = kind == LossKind::kSoftmaxCrossEntropy;
+    Tensor targets =
+        classes ? std::move(backend_->Allocate1d(DType::kS32, batch)).value()
+                : std::move(backend_->Allocate2d(DType::kF32, batch, width)).value();
+    for (int64_t i = 0; i < targets.size(); ++i) {
+      if (classes) {
+        targets.s32()[i] = static_cast<int32_t>(i % width);
+      } else if (kind == LossKind::kSigmoidBinaryCrossEntropy) {
+        targets.f32()[i] = rng.Uniform() < 0.5 ? 0.0f : 1.0f;
+      } else {
+        // Outputs minus distances clear of L1's and Huber's kinks (0, ±delta).
+        const double d[4] = {0.2, -0.45, 1.2, -1.9};
+        targets.f32()[i] = out.f32()[i] - static_cast<float>(d[i % 4]);
+      }
+    }
+    LossKernelOptions o;
+    o.kind = kind;
+    o.width = width;
+    o.max_batch = batch;
+    if (classes || kind == LossKind::kSigmoidBinaryCrossEntropy) o.weights = {0.5, 2, 1, 0};
+    if (classes) o.label_smoothing = 0.2;
+    o.huber_delta = 0.7;
+    std::unique_ptr<LossKernel> k = MakeLoss(backend_.get(), o);
+    Tensor grad = std::move(backend_->Allocate2d(DType::kF32, batch, width)).value();
+    ASSERT_TRUE(k->Compute(out, targets, 1.0, &grad, nullptr, 0).ok());
+    auto value = [&]() {
+      EXPECT_TRUE(k->Compute(out, targets, 0, nullptr, nullptr, 0).ok());
+      return ReadSlot(k.get(), 0);
+    };
+    const float eps = 1e-2f;
+    for (int64_t i = 0; i < out.size(); ++i) {
+      float& z = out.f32()[i];
+      const float saved = z;
+      z = saved + eps;
+      const float hi = z;
+      const double v_hi = value();
+      z = saved - eps;
+      const float lo = z;
+      const double v_lo = value();
+      z = saved;
+      const double numeric = (v_hi - v_lo) / (double{hi} - lo);
+      EXPECT_NEAR(grad.f32()[i], numeric, 2e-4 * (1 + std::abs(numeric))) << "output " << i;
+    }
+  }
+}
+
+TEST_F(CpuBackendTest, LossKernelSlotsAndEmptyBatches) {
+  LossKernelOptions o;
+  o.kind = LossKind::kMse;
+  o.width = 2;
+  o.max_batch = 2;
+  o.slots = 3;
+  std::unique_ptr<LossKernel> k = MakeLoss(backend_.get(), o);
+  Tensor out = std::move(backend_->Allocate2d(DType::kF32, 2, 2)).value();
+  Tensor target = std::move(backend_->Allocate2d(DType::kF32, 2, 2)).value();
+  for (int i = 0; i < 4; ++i) {
+    out.f32()[i] = static_cast<float>(i);
+    target.f32()[i] = 0;
+  }
+  ASSERT_TRUE(k->Compute(out, target, 1, nullptr, nullptr, 0).ok());  // 0 + 1 + 4 + 9
+  Tensor first = out.Rows(1, 1);  // a view: row 1 only
+  Tensor first_target = target.Rows(1, 1);
+  ASSERT_TRUE(k->Compute(first, first_target, 1, nullptr, nullptr, 2).ok());  // 4 + 9
+  double v[3] = {-1, -1, -1};
+  ASSERT_TRUE(k->ReadSlots(0, 3, v).ok());
+  EXPECT_EQ(v[0], 14);
+  EXPECT_EQ(v[1], 0);  // never written: slots start at 0
+  EXPECT_EQ(v[2], 13);
+  // 0 rows: the slot becomes 0.
+  Tensor none = out.Rows(0, 0), no_target = target.Rows(0, 0);
+  ASSERT_TRUE(k->Compute(none, no_target, 1, nullptr, nullptr, 0).ok());
+  EXPECT_EQ(ReadSlot(k.get(), 0), 0);
+  // Out of range.
+  EXPECT_EQ(k->ReadSlots(2, 2, v).message(), "loss: slots [2, 4) are not in [0, 3)");
+  EXPECT_EQ(k->Compute(out, target, 1, nullptr, nullptr, 3).message(),
+            "loss: slot 3 is not in [0, 3)");
+  Tensor wide = std::move(backend_->Allocate2d(DType::kF32, 3, 2)).value();
+  EXPECT_EQ(k->Compute(wide, target, 1, nullptr, nullptr, 0).message(),
+            "loss: outputs [3, 2], expected [batch <= 2, 2]");
+  EXPECT_EQ(k->Compute(out, first_target, 1, nullptr, nullptr, 0).message(),
+            "loss: targets must be [2, 2] values (f32)");
+}
+
+TEST_F(CpuBackendTest, LossKernelOptionsAreChecked) {
+  auto error = [&](LossKernelOptions o) {
+    absl::StatusOr<std::unique_ptr<LossKernel>> k = backend_->CreateLossKernel(o);
+    EXPECT_EQ(k.status().code(), absl::StatusCode::kInvalidArgument);
+    return std::string(k.status().message());
+  };
+  LossKernelOptions o;
+  o.width = 3;
+  o.weights = {1, 2};
+  EXPECT_EQ(error(o), "loss kernel: 2 weights for width 3");
+  o.weights = {1, -2, 1};
+  EXPECT_EQ(error(o), "loss kernel: weight 1 is -2 (must be finite and >= 0)");
+  o.weights.clear();
+  o.label_smoothing = 1;
+  EXPECT_EQ(error(o), "loss kernel: label_smoothing 1 is not in [0, 1)");
+  o.label_smoothing = 0;
+  o.slots = 0;
+  EXPECT_EQ(error(o), "loss kernel: width 3, max_batch 1, slots 0 (each must be >= 1)");
+  o.slots = 1;
+  o.kind = LossKind::kHuber;
+  o.huber_delta = 0;
+  EXPECT_EQ(error(o), "loss kernel: huber delta 0 is not > 0");
+  o.kind = LossKind::kMse;
+  o.weights = {1, 1, 1};
+  EXPECT_EQ(error(o), "loss kernel: 3 weights for width 3 (this loss takes none)");
 }
 
 TEST_F(CpuBackendTest, GatherRows) {
@@ -498,15 +679,6 @@ TEST_F(CpuBackendTest, GatherRows) {
   EXPECT_EQ(std::vector<float>(x.f32(), x.f32() + 6), (std::vector<float>{30, 31, 32, 10, 11, 12}));
   EXPECT_EQ(y.s32()[0], 6);
   EXPECT_EQ(y.s32()[1], 8);
-}
-
-// The deleter of a view.
-void KeepMemory(void*) {}
-
-// Rows [first, first + rows) of a host matrix, as a view.
-Tensor RowsOf(Tensor& t, int64_t first, int64_t rows) {
-  return Tensor(t.f32() + first * t.cols(), &KeepMemory, DType::kF32, rows, t.cols(), 2,
-                MemorySpace::kHost);
 }
 
 TEST_F(CpuBackendTest, BatchNormAcrossRanksHandComputed) {
@@ -624,29 +796,29 @@ TEST_F(CpuBackendTest, BatchNormAcrossRanksEqualsTheFusedOps) {
   Tensor y_split = std::move(backend_->Allocate2d(DType::kF32, batch, n)).value();
   Tensor dx_split = std::move(backend_->Allocate2d(DType::kF32, batch, n)).value();
   for (size_t k = 0; k < ranks; ++k) {
-    ASSERT_TRUE(backend_->BatchNormColumnSums(RowsOf(x, shares[k].first, shares[k].second),
+    ASSERT_TRUE(backend_->BatchNormColumnSums(x.Rows(shares[k].first, shares[k].second),
                                               &sum[k])
                     .ok());
   }
   all_reduce(sum);
   for (size_t k = 0; k < ranks; ++k) {
     ASSERT_TRUE(backend_
-                    ->BatchNormSquaredDeviations(RowsOf(x, shares[k].first, shares[k].second),
+                    ->BatchNormSquaredDeviations(x.Rows(shares[k].first, shares[k].second),
                                                  sum[k], batch, &rmean[k], &sq[k])
                     .ok());
   }
   all_reduce(sq);
   for (size_t k = 0; k < ranks; ++k) {
-    Tensor yk = RowsOf(y_split, shares[k].first, shares[k].second);
+    Tensor yk = y_split.Rows(shares[k].first, shares[k].second);
     ASSERT_TRUE(backend_
                     ->BatchNormForwardFromMoments(
-                        0.1f, 1e-5f, batch, RowsOf(x, shares[k].first, shares[k].second), gamma,
+                        0.1f, 1e-5f, batch, x.Rows(shares[k].first, shares[k].second), gamma,
                         beta, rmean[k], sq[k], &rrm[k], &rrv[k], &rrstd[k], &yk)
                     .ok());
     ASSERT_TRUE(backend_
-                    ->BatchNormBackwardSums(RowsOf(x, shares[k].first, shares[k].second),
+                    ->BatchNormBackwardSums(x.Rows(shares[k].first, shares[k].second),
                                             rmean[k], rrstd[k],
-                                            RowsOf(dy, shares[k].first, shares[k].second),
+                                            dy.Rows(shares[k].first, shares[k].second),
                                             &rdgamma[k], &rdbeta[k], &grad_sums[k])
                     .ok());
   }
@@ -659,11 +831,11 @@ TEST_F(CpuBackendTest, BatchNormAcrossRanksEqualsTheFusedOps) {
   }
   all_reduce(grad_sums);
   for (size_t k = 0; k < ranks; ++k) {
-    Tensor dxk = RowsOf(dx_split, shares[k].first, shares[k].second);
+    Tensor dxk = dx_split.Rows(shares[k].first, shares[k].second);
     ASSERT_TRUE(backend_
-                    ->BatchNormBackwardData(RowsOf(x, shares[k].first, shares[k].second), gamma,
+                    ->BatchNormBackwardData(x.Rows(shares[k].first, shares[k].second), gamma,
                                             rmean[k], rrstd[k],
-                                            RowsOf(dy, shares[k].first, shares[k].second),
+                                            dy.Rows(shares[k].first, shares[k].second),
                                             grad_sums[k], batch, &dxk)
                     .ok());
   }

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -320,6 +321,122 @@ class CudaDenseKernel final : public DenseKernel {
   const void* w16_source_ = nullptr;
 };
 
+// A loss planned once: its parameters (weights as doubles), the per-row
+// values and partial sums (scratch), the slots and the bad-class-code
+// record live on the device, allocated at creation; Compute only enqueues
+// (LaunchLoss) on the backend's stream, and ReadSlots copies the slots and
+// the record through pinned memory and waits. Shares the backend's stream,
+// which thus stays valid for the kernel's lifetime.
+class CudaLossKernel final : public LossKernel {
+ public:
+  static absl::StatusOr<std::unique_ptr<CudaLossKernel>> Create(
+      std::shared_ptr<const Stream> stream, const LossKernelOptions& options) {
+    TRAIND_RETURN_IF_ERROR(CheckLossKernelOptions(options));
+    constexpr int64_t kMaxDoubles = INT64_MAX / static_cast<int64_t>(sizeof(double));
+    if (options.max_batch > (kMaxDoubles - cuda::kSumPartials) / options.width ||
+        options.slots > kMaxDoubles - 2) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("loss kernel: max_batch %d x width %d, %d slots: too large",
+                          options.max_batch, options.width, options.slots));
+    }
+    std::unique_ptr<CudaLossKernel> k(new CudaLossKernel(std::move(stream), options));
+    const size_t slot_bytes = static_cast<size_t>(options.slots) * sizeof(double);
+    const size_t state_bytes = slot_bytes + sizeof(cuda::LossBadCode);
+    const size_t scratch_bytes =
+        static_cast<size_t>(cuda::LossScratchDoubles(options.max_batch, options.width)) *
+        sizeof(double);
+    TRAIND_ASSIGN_OR_RETURN(k->scratch_, DeviceBuffer::Allocate(scratch_bytes));
+    TRAIND_ASSIGN_OR_RETURN(k->state_, DeviceBuffer::Allocate(state_bytes));
+    TRAIND_ASSIGN_OR_RETURN(k->host_, PinnedBuffer::Allocate(state_bytes));
+    k->params_.kind = options.kind;
+    k->params_.width = options.width;
+    k->params_.weight_total = static_cast<double>(options.width);
+    k->params_.label_smoothing = options.label_smoothing;
+    k->params_.huber_delta = options.huber_delta;
+    if (!options.weights.empty()) {
+      const size_t weight_bytes = options.weights.size() * sizeof(double);
+      TRAIND_ASSIGN_OR_RETURN(k->weights_, DeviceBuffer::Allocate(weight_bytes));
+      // From pageable memory: returns once the source has been staged.
+      TRAIND_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(k->weights_.get(), k->options_.weights.data(),
+                                                  weight_bytes, cudaMemcpyHostToDevice,
+                                                  k->stream_));
+      k->params_.weights = k->weights_.as<double>();
+      k->params_.weight_total = 0;
+      for (double w : options.weights) k->params_.weight_total += w;
+    }
+    // Slots 0 (bytes 0), the record empty (bytes 0xff: row -1).
+    TRAIND_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(k->state_.get(), 0, slot_bytes, k->stream_));
+    TRAIND_CUDA_RETURN_IF_ERROR(k->ResetBadCode());
+    return k;
+  }
+
+  absl::Status Compute(const Tensor& outputs, const Tensor& targets, double grad_scale,
+                       Tensor* grad, Tensor* predictions, int64_t slot) override {
+    TRAIND_RETURN_IF_ERROR(
+        CheckLossComputeArgs(options_, outputs, targets, grad, predictions, slot));
+    const int64_t batch = outputs.rows();
+    if (batch > 0) {
+      TRAIND_RETURN_IF_ERROR(CheckDevice(outputs, "loss outputs"));
+      TRAIND_RETURN_IF_ERROR(CheckDevice(targets, "loss targets"));
+      if (grad != nullptr) TRAIND_RETURN_IF_ERROR(CheckDevice(*grad, "loss grad"));
+      if (predictions != nullptr) {
+        TRAIND_RETURN_IF_ERROR(CheckDevice(*predictions, "loss predictions"));
+      }
+    }
+    const bool classes = options_.kind == LossKind::kSoftmaxCrossEntropy;
+    TRAIND_LAUNCH(cuda::LaunchLoss(
+        params_, outputs.f32(), classes ? targets.s32() : nullptr,
+        classes ? nullptr : targets.f32(), batch, grad_scale,
+        grad != nullptr && batch > 0 ? grad->f32() : nullptr,
+        predictions != nullptr && batch > 0 ? predictions->f32() : nullptr,
+        scratch_.as<double>(), slots() + slot, bad_code(), stream_));
+    return absl::OkStatus();
+  }
+
+  absl::Status ReadSlots(int64_t first, int64_t count, double* values) override {
+    TRAIND_RETURN_IF_ERROR(CheckLossSlots(options_.slots, first, count));
+    double* host_slots = host_.as<double>();
+    auto* host_bad = reinterpret_cast<cuda::LossBadCode*>(host_slots + options_.slots);
+    const size_t bytes = static_cast<size_t>(count) * sizeof(double);
+    if (bytes > 0) {
+      TRAIND_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(host_slots + first, slots() + first, bytes,
+                                                  cudaMemcpyDeviceToHost, stream_));
+    }
+    TRAIND_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(host_bad, bad_code(), sizeof(cuda::LossBadCode),
+                                                cudaMemcpyDeviceToHost, stream_));
+    TRAIND_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+    if (host_bad->row >= 0) {
+      const cuda::LossBadCode bad = *host_bad;
+      TRAIND_CUDA_RETURN_IF_ERROR(ResetBadCode());
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "loss: class code %d of row %d is not in [0, %d)", bad.code, bad.row, options_.width));
+    }
+    if (bytes > 0) std::memcpy(values, host_slots + first, bytes);
+    return absl::OkStatus();
+  }
+
+ private:
+  CudaLossKernel(std::shared_ptr<const Stream> stream, const LossKernelOptions& options)
+      : stream_owner_(std::move(stream)), stream_(stream_owner_->get()), options_(options) {}
+
+  double* slots() const { return state_.as<double>(); }
+  cuda::LossBadCode* bad_code() const {
+    return reinterpret_cast<cuda::LossBadCode*>(slots() + options_.slots);
+  }
+  cudaError_t ResetBadCode() {
+    return cudaMemsetAsync(bad_code(), 0xff, sizeof(cuda::LossBadCode), stream_);
+  }
+
+  const std::shared_ptr<const Stream> stream_owner_;
+  const cudaStream_t stream_;
+  const LossKernelOptions options_;
+  LossParams params_;  // weights: weights_ (null without weights)
+  DeviceBuffer weights_;
+  DeviceBuffer scratch_;  // cuda::LossScratchDoubles(max_batch, width) doubles
+  DeviceBuffer state_;    // the slots' doubles, then a cuda::LossBadCode
+  PinnedBuffer host_;     // as state_
+};
+
 // A multi-tensor optimizer table in device memory: the entries, then one
 // chunk per block. Keyed by the tensors' pointers and sizes.
 struct MultiTensorTable {
@@ -354,7 +471,7 @@ class CudaBackend final : public Backend {
               CublasLtHandle cublas_lt, DeviceBuffer cublas_workspace,
               std::array<UploadSlot, kUploadSlots> uploads)
       : options_(options),
-        stream_(std::move(stream)),
+        stream_(std::make_shared<const Stream>(std::move(stream))),
         cublas_workspace_(std::move(cublas_workspace)),
         cublas_(std::move(cublas)),
         cublas_lt_(std::move(cublas_lt)),
@@ -362,7 +479,7 @@ class CudaBackend final : public Backend {
 
   ~CudaBackend() override {
     // Work still queued may read scratch buffers freed below.
-    (void)cudaStreamSynchronize(stream_.get());
+    (void)cudaStreamSynchronize(stream());
   }
 
   std::string name() const override {
@@ -373,7 +490,7 @@ class CudaBackend final : public Backend {
                         "), device ", options_.device);
   }
 
-  cudaStream_t stream() const { return stream_.get(); }
+  cudaStream_t stream() const { return stream_->get(); }
 
   absl::StatusOr<Tensor> Allocate1d(DType dtype, int64_t n) override {
     return AllocateImpl(dtype, 1, n, 1);
@@ -389,7 +506,7 @@ class CudaBackend final : public Backend {
       // From pageable memory the call returns once `src` has been staged, so
       // the caller may reuse it at once.
       TRAIND_CUDA_RETURN_IF_ERROR(
-          cudaMemcpyAsync(dst->raw(), src, dst->bytes(), cudaMemcpyHostToDevice, stream_.get()));
+          cudaMemcpyAsync(dst->raw(), src, dst->bytes(), cudaMemcpyHostToDevice, stream()));
       return absl::OkStatus();
     }
     TRAIND_ASSIGN_OR_RETURN(void* staging, AcquireUpload(dst->bytes()));
@@ -401,15 +518,15 @@ class CudaBackend final : public Backend {
     TRAIND_RETURN_IF_ERROR(CheckDevice(src, "CopyToHost"));
     if (src.bytes() == 0) return absl::OkStatus();
     TRAIND_CUDA_RETURN_IF_ERROR(
-        cudaMemcpyAsync(dst, src.raw(), src.bytes(), cudaMemcpyDeviceToHost, stream_.get()));
-    TRAIND_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_.get()));
+        cudaMemcpyAsync(dst, src.raw(), src.bytes(), cudaMemcpyDeviceToHost, stream()));
+    TRAIND_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream()));
     return absl::OkStatus();
   }
 
   absl::Status Fill(float value, Tensor* dst) override {
     if (dst->dtype() != DType::kF32) return absl::InvalidArgumentError("Fill: not an f32 tensor");
     TRAIND_RETURN_IF_ERROR(CheckDevice(*dst, "Fill"));
-    TRAIND_LAUNCH(cuda::LaunchFill(value, dst->f32(), dst->size(), stream_.get()));
+    TRAIND_LAUNCH(cuda::LaunchFill(value, dst->f32(), dst->size(), stream()));
     return absl::OkStatus();
   }
 
@@ -452,7 +569,7 @@ class CudaBackend final : public Backend {
     GemmContext context;
     context.cublas = cublas_.get();
     context.cublas_lt = cublas_lt_.get();
-    context.stream = stream_.get();
+    context.stream = stream();
     context.workspace = cublas_workspace_.get();
     context.workspace_bytes = cublas_workspace_.bytes();
     context.precision = options_.precision;
@@ -465,7 +582,7 @@ class CudaBackend final : public Backend {
   absl::Status ActivationForward(const ActivationFn& f, const Tensor& x, Tensor* y) override {
     TRAIND_RETURN_IF_ERROR(CheckSameSize(x, *y, "ActivationForward"));
     TRAIND_LAUNCH(cuda::LaunchActivationForward(ToAct(f.kind), f.alpha, x.f32(), y->f32(), x.size(),
-                                                stream_.get()));
+                                                stream()));
     return absl::OkStatus();
   }
 
@@ -475,7 +592,7 @@ class CudaBackend final : public Backend {
     TRAIND_RETURN_IF_ERROR(CheckSameSize(x, dy, "ActivationBackward"));
     TRAIND_RETURN_IF_ERROR(CheckSameSize(x, *dx, "ActivationBackward"));
     TRAIND_LAUNCH(cuda::LaunchActivationBackward(ToAct(f.kind), f.alpha, x.f32(), y.f32(), dy.f32(),
-                                                 dx->f32(), x.size(), stream_.get()));
+                                                 dx->f32(), x.size(), stream()));
     return absl::OkStatus();
   }
 
@@ -489,14 +606,14 @@ class CudaBackend final : public Backend {
         scaled <= 0 ? 0 : (scaled >= 0x1.0p63 ? ~uint64_t{0} : static_cast<uint64_t>(scaled));
     const float keep = 1.0f / (1.0f - rate);
     TRAIND_LAUNCH(cuda::LaunchDropout(seed, threshold, keep, x.f32(), mask->f32(), y->f32(),
-                                      x.size(), stream_.get()));
+                                      x.size(), stream()));
     return absl::OkStatus();
   }
 
   absl::Status Multiply(const Tensor& a, const Tensor& b, Tensor* out) override {
     TRAIND_RETURN_IF_ERROR(CheckSameSize(a, b, "Multiply"));
     TRAIND_RETURN_IF_ERROR(CheckSameSize(a, *out, "Multiply"));
-    TRAIND_LAUNCH(cuda::LaunchMultiply(a.f32(), b.f32(), out->f32(), a.size(), stream_.get()));
+    TRAIND_LAUNCH(cuda::LaunchMultiply(a.f32(), b.f32(), out->f32(), a.size(), stream()));
     return absl::OkStatus();
   }
 
@@ -510,7 +627,7 @@ class CudaBackend final : public Backend {
     TRAIND_LAUNCH(cuda::LaunchBatchNormForward(training, momentum, epsilon, x.f32(), batch, n,
                                                gamma.f32(), beta.f32(), running_mean->f32(),
                                                running_var->f32(), mean->f32(), rstd->f32(),
-                                               y->f32(), stream_.get()));
+                                               y->f32(), stream()));
     return absl::OkStatus();
   }
 
@@ -521,13 +638,13 @@ class CudaBackend final : public Backend {
     TRAIND_RETURN_IF_ERROR(CheckShape(dy, DType::kF32, batch, n, "batch norm dy"));
     TRAIND_LAUNCH(cuda::LaunchBatchNormBackward(
         x.f32(), batch, n, gamma.f32(), mean.f32(), rstd.f32(), dy.f32(), dgamma->f32(),
-        dbeta->f32(), dx != nullptr ? dx->f32() : nullptr, stream_.get()));
+        dbeta->f32(), dx != nullptr ? dx->f32() : nullptr, stream()));
     return absl::OkStatus();
   }
 
   absl::Status BatchNormColumnSums(const Tensor& x, Tensor* sum) override {
     TRAIND_RETURN_IF_ERROR(CheckStatistic(*sum, x.cols(), "batch norm sum"));
-    TRAIND_LAUNCH(cuda::LaunchColumnSum(x.f32(), x.rows(), x.cols(), sum->f32(), stream_.get()));
+    TRAIND_LAUNCH(cuda::LaunchColumnSum(x.f32(), x.rows(), x.cols(), sum->f32(), stream()));
     return absl::OkStatus();
   }
 
@@ -536,7 +653,7 @@ class CudaBackend final : public Backend {
     const int64_t batch = x.rows(), n = x.cols();
     TRAIND_RETURN_IF_ERROR(CheckBatchNormSquaredDeviationsArgs(x, sum, count, *mean, *sq));
     TRAIND_LAUNCH(cuda::LaunchBatchNormSquaredDeviations(x.f32(), batch, n, sum.f32(), count,
-                                                         mean->f32(), sq->f32(), stream_.get()));
+                                                         mean->f32(), sq->f32(), stream()));
     return absl::OkStatus();
   }
 
@@ -551,7 +668,7 @@ class CudaBackend final : public Backend {
                                                          *running_mean, *running_var, *rstd, *y));
     TRAIND_LAUNCH(cuda::LaunchBatchNormForwardFromMoments(
         momentum, epsilon, count, x.f32(), batch, n, gamma.f32(), beta.f32(), mean.f32(), sq.f32(),
-        running_mean->f32(), running_var->f32(), rstd->f32(), y->f32(), stream_.get()));
+        running_mean->f32(), running_var->f32(), rstd->f32(), y->f32(), stream()));
     return absl::OkStatus();
   }
 
@@ -563,7 +680,7 @@ class CudaBackend final : public Backend {
         CheckBatchNormBackwardSumsArgs(x, mean, rstd, dy, *dgamma, *dbeta, *sums));
     TRAIND_LAUNCH(cuda::LaunchBatchNormBackwardSums(x.f32(), batch, n, mean.f32(), rstd.f32(),
                                                     dy.f32(), dgamma->f32(), dbeta->f32(),
-                                                    sums->f32(), stream_.get()));
+                                                    sums->f32(), stream()));
     return absl::OkStatus();
   }
 
@@ -575,7 +692,7 @@ class CudaBackend final : public Backend {
         CheckBatchNormBackwardDataArgs(x, gamma, mean, rstd, dy, sums, count, *dx));
     TRAIND_LAUNCH(cuda::LaunchBatchNormBackwardData(x.f32(), batch, n, gamma.f32(), mean.f32(),
                                                     rstd.f32(), dy.f32(), sums.f32(), count,
-                                                    dx->f32(), stream_.get()));
+                                                    dx->f32(), stream()));
     return absl::OkStatus();
   }
 
@@ -588,7 +705,7 @@ class CudaBackend final : public Backend {
       return absl::InvalidArgumentError("layer norm: bad statistic sizes");
     }
     TRAIND_LAUNCH(cuda::LaunchLayerNormForward(epsilon, x.f32(), batch, n, gamma.f32(), beta.f32(),
-                                               mean->f32(), rstd->f32(), y->f32(), stream_.get()));
+                                               mean->f32(), rstd->f32(), y->f32(), stream()));
     return absl::OkStatus();
   }
 
@@ -599,61 +716,38 @@ class CudaBackend final : public Backend {
     TRAIND_RETURN_IF_ERROR(CheckShape(dy, DType::kF32, batch, n, "layer norm dy"));
     TRAIND_LAUNCH(cuda::LaunchLayerNormBackward(
         x.f32(), batch, n, gamma.f32(), mean.f32(), rstd.f32(), dy.f32(), dgamma->f32(),
-        dbeta->f32(), dx != nullptr ? dx->f32() : nullptr, stream_.get()));
+        dbeta->f32(), dx != nullptr ? dx->f32() : nullptr, stream()));
     return absl::OkStatus();
   }
 
   absl::StatusOr<double> SumOfSquares(const Tensor& t) override {
     TRAIND_RETURN_IF_ERROR(CheckDevice(t, "SumOfSquares"));
     TRAIND_RETURN_IF_ERROR(Reserve(&reduce_scratch_, (cuda::kSumPartials + 1) * sizeof(double)));
-    TRAIND_RETURN_IF_ERROR(Reserve(&host_result_, sizeof(cuda::SoftmaxResult)));
+    TRAIND_RETURN_IF_ERROR(Reserve(&host_result_, sizeof(double)));
     double* partials = reduce_scratch_.as<double>();
     double* out = partials + cuda::kSumPartials;
-    TRAIND_LAUNCH(cuda::LaunchSumOfSquares(t.f32(), t.size(), partials, out, stream_.get()));
+    TRAIND_LAUNCH(cuda::LaunchSumOfSquares(t.f32(), t.size(), partials, out, stream()));
     TRAIND_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(host_result_.get(), out, sizeof(double),
-                                                cudaMemcpyDeviceToHost, stream_.get()));
-    TRAIND_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_.get()));
+                                                cudaMemcpyDeviceToHost, stream()));
+    TRAIND_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream()));
     return *host_result_.as<double>();
   }
 
   absl::Status Scale(float factor, Tensor* t) override {
-    TRAIND_LAUNCH(cuda::LaunchScale(factor, t->f32(), t->size(), stream_.get()));
+    TRAIND_LAUNCH(cuda::LaunchScale(factor, t->f32(), t->size(), stream()));
     return absl::OkStatus();
   }
 
   absl::Status ClipByValue(float limit, Tensor* t) override {
-    TRAIND_LAUNCH(cuda::LaunchClip(limit, t->f32(), t->size(), stream_.get()));
+    TRAIND_LAUNCH(cuda::LaunchClip(limit, t->f32(), t->size(), stream()));
     return absl::OkStatus();
   }
 
-  absl::Status SoftmaxCrossEntropy(const Tensor& logits, const Tensor& labels, Tensor* dlogits,
-                                   LossStats* stats) override {
-    const int64_t batch = logits.rows();
-    const int64_t classes = logits.cols();
-    TRAIND_RETURN_IF_ERROR(CheckSoftmaxCrossEntropyArgs(logits, labels, dlogits));
-    const size_t rows = static_cast<size_t>(batch);
-    TRAIND_RETURN_IF_ERROR(
-        Reserve(&row_loss_, rows * sizeof(double) + sizeof(cuda::SoftmaxResult)));
-    TRAIND_RETURN_IF_ERROR(Reserve(&row_correct_, rows * sizeof(long long)));
-    TRAIND_RETURN_IF_ERROR(Reserve(&host_result_, sizeof(cuda::SoftmaxResult)));
-    double* row_loss = row_loss_.as<double>();
-    auto* device_result = reinterpret_cast<cuda::SoftmaxResult*>(row_loss + rows);
-    TRAIND_LAUNCH(cuda::LaunchSoftmaxCrossEntropy(
-        logits.f32(), labels.s32(), batch, classes, dlogits != nullptr ? dlogits->f32() : nullptr,
-        row_loss, row_correct_.as<long long>(), device_result, stream_.get()));
-    TRAIND_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(host_result_.get(), device_result,
-                                                sizeof(cuda::SoftmaxResult), cudaMemcpyDeviceToHost,
-                                                stream_.get()));
-    TRAIND_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_.get()));
-    const cuda::SoftmaxResult& result = *host_result_.as<cuda::SoftmaxResult>();
-    if (result.bad_row >= 0) {
-      return absl::InvalidArgumentError(
-          absl::StrFormat("softmax cross-entropy: label %d of row %d is not in [0, %d)",
-                          result.bad_label, result.bad_row, classes));
-    }
-    stats->loss_sum = result.loss_sum;
-    stats->correct = result.correct;
-    return absl::OkStatus();
+  absl::StatusOr<std::unique_ptr<LossKernel>> CreateLossKernel(
+      const LossKernelOptions& options) override {
+    TRAIND_ASSIGN_OR_RETURN(std::unique_ptr<CudaLossKernel> kernel,
+                            CudaLossKernel::Create(stream_, options));
+    return std::unique_ptr<LossKernel>(std::move(kernel));
   }
 
   absl::Status SgdUpdate(const SgdStep& step, const Tensor& grad, Tensor* velocity,
@@ -670,7 +764,7 @@ class CudaBackend final : public Backend {
     TRAIND_LAUNCH(cuda::LaunchSgd(static_cast<float>(step.learning_rate),
                                   static_cast<float>(step.weight_decay),
                                   static_cast<float>(step.momentum), step.nesterov, grad.f32(), v,
-                                  param->f32(), param->size(), stream_.get()));
+                                  param->f32(), param->size(), stream()));
     return absl::OkStatus();
   }
 
@@ -703,7 +797,7 @@ class CudaBackend final : public Backend {
     TRAIND_LAUNCH(cuda::LaunchSgdMany(
         static_cast<float>(step.learning_rate), static_cast<float>(step.weight_decay),
         static_cast<float>(step.momentum), step.nesterov, table->device_entries(),
-        table->device_chunks(), table->num_chunks, stream_.get()));
+        table->device_chunks(), table->num_chunks, stream()));
     return absl::OkStatus();
   }
 
@@ -715,7 +809,7 @@ class CudaBackend final : public Backend {
     const AdamScalars a = AdamScalarsOf(step);
     TRAIND_LAUNCH(cuda::LaunchAdam(a.step_size, a.sqrt_bc2, a.b1, a.b2, a.one_minus_b1,
                                    a.one_minus_b2, a.eps, a.l2, a.decay, grad.f32(), m->f32(),
-                                   v->f32(), param->f32(), param->size(), stream_.get()));
+                                   v->f32(), param->f32(), param->size(), stream()));
     return absl::OkStatus();
   }
 
@@ -740,7 +834,7 @@ class CudaBackend final : public Backend {
     const AdamScalars a = AdamScalarsOf(step);
     TRAIND_LAUNCH(cuda::LaunchAdamMany(
         a.step_size, a.sqrt_bc2, a.b1, a.b2, a.one_minus_b1, a.one_minus_b2, a.eps, a.l2, a.decay,
-        table->device_entries(), table->device_chunks(), table->num_chunks, stream_.get()));
+        table->device_entries(), table->device_chunks(), table->num_chunks, stream()));
     return absl::OkStatus();
   }
 
@@ -758,7 +852,7 @@ class CudaBackend final : public Backend {
         static_cast<float>(step.learning_rate), static_cast<float>(step.alpha),
         static_cast<float>(1.0 - step.alpha), static_cast<float>(step.epsilon),
         static_cast<float>(step.momentum), static_cast<float>(step.weight_decay), grad.f32(),
-        square_avg->f32(), b, param->f32(), param->size(), stream_.get()));
+        square_avg->f32(), b, param->f32(), param->size(), stream()));
     return absl::OkStatus();
   }
 
@@ -807,8 +901,8 @@ class CudaBackend final : public Backend {
     UploadSlot& slot = uploads_[next_upload_];
     next_upload_ = (next_upload_ + 1) % kUploadSlots;
     TRAIND_CUDA_RETURN_IF_ERROR(
-        cudaMemcpyAsync(dst, staging, bytes, cudaMemcpyHostToDevice, stream_.get()));
-    TRAIND_CUDA_RETURN_IF_ERROR(cudaEventRecord(slot.done.get(), stream_.get()));
+        cudaMemcpyAsync(dst, staging, bytes, cudaMemcpyHostToDevice, stream()));
+    TRAIND_CUDA_RETURN_IF_ERROR(cudaEventRecord(slot.done.get(), stream()));
     return absl::OkStatus();
   }
 
@@ -860,13 +954,14 @@ class CudaBackend final : public Backend {
 
   const CudaBackendOptions options_;
   // Destroyed in reverse order: the handles before their workspace and stream.
-  Stream stream_;
+  // Shared with the loss kernels, which keep it for their lifetime.
+  std::shared_ptr<const Stream> stream_;
   DeviceBuffer cublas_workspace_;
   CublasHandle cublas_;
   CublasLtHandle cublas_lt_;
   std::array<UploadSlot, kUploadSlots> uploads_;
   int next_upload_ = 0;
-  DeviceBuffer row_loss_, row_correct_, reduce_scratch_;
+  DeviceBuffer reduce_scratch_;
   PinnedBuffer host_result_;
   // Multi-tensor optimizer tables (host scratch reused between calls).
   std::vector<MultiTensorTable> tables_;

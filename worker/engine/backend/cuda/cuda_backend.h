@@ -5,13 +5,13 @@
 // Tensors live in device memory (MemorySpace::kDevice): the caller moves
 // data only through CopyFromHost / CopyToHost / GatherRows / GatherLabels.
 // Every op is enqueued on the backend's one stream; only the ops that return
-// values to the host (CopyToHost, SoftmaxCrossEntropy, SumOfSquares) wait
+// values to the host (CopyToHost, SumOfSquares, LossKernel::ReadSlots) wait
 // for it. Uploads are staged through a ring of pinned buffers, each reused
 // only once its copy has completed, so they never wait for the device in the
 // steady state. Scratch memory (staging, reduction buffers, multi-tensor
-// tables) grows to the largest shape seen and is then reused, and dense
-// kernels allocate their workspaces when created, so a steady-state step
-// allocates nothing.
+// tables) grows to the largest shape seen and is then reused, and dense and
+// loss kernels allocate their workspaces when created, so a steady-state
+// step allocates nothing.
 //
 // Results match the CPU backend within float tolerance (same formulas, same
 // double-precision accumulations; GEMM summation order differs) in

@@ -116,6 +116,41 @@ class CudaVsCpuTest : public ::testing::Test {
     return FromHost(std::vector<float>(static_cast<size_t>(rows * cols), 0.0f), rows, cols, rank);
   }
 
+  // s32 class codes [codes.size()] on each backend.
+  Pair Codes(const std::vector<int32_t>& codes) {
+    const int64_t n = static_cast<int64_t>(codes.size());
+    Pair p;
+    p.cpu = std::move(cpu_->Allocate1d(DType::kS32, n)).value();
+    p.gpu = std::move(gpu_->Allocate1d(DType::kS32, n)).value();
+    EXPECT_TRUE(cpu_->CopyFromHost(codes.data(), &p.cpu).ok());
+    EXPECT_TRUE(gpu_->CopyFromHost(codes.data(), &p.gpu).ok());
+    return p;
+  }
+  // Fresh targets of a loss: class codes in [0, width) (softmax
+  // cross-entropy), 0/1 labels (sigmoid BCE) or values (regression).
+  Pair LossTargets(LossKind kind, int64_t batch, int64_t width) {
+    if (kind == LossKind::kSoftmaxCrossEntropy) {
+      std::vector<int32_t> codes(static_cast<size_t>(batch));
+      for (int32_t& c : codes) {
+        c = static_cast<int32_t>(rng_.UniformInt(static_cast<uint64_t>(width)));
+      }
+      return Codes(codes);
+    }
+    std::vector<float> v(static_cast<size_t>(batch * width));
+    for (float& x : v) {
+      x = kind == LossKind::kSigmoidBinaryCrossEntropy ? (rng_.Uniform() < 0.5 ? 0.0f : 1.0f)
+                                                       : static_cast<float>(6 * rng_.Uniform() - 3);
+    }
+    return FromHost(v, batch, width);
+  }
+  // Slot `slot` of a loss kernel (NaN when ReadSlots fails).
+  static double Slot(LossKernel& k, int64_t slot) {
+    double v = std::numeric_limits<double>::quiet_NaN();
+    const absl::Status s = k.ReadSlots(slot, 1, &v);
+    EXPECT_TRUE(s.ok()) << s;
+    return v;
+  }
+
   std::vector<float> Host(const Tensor& t, Backend& b) {
     std::vector<float> v(static_cast<size_t>(t.size()));
     const absl::Status s = b.CopyToHost(t, v.data());
@@ -466,33 +501,177 @@ TEST_F(CudaVsCpuTest, SumOfSquares) {
   }
 }
 
-TEST_F(CudaVsCpuTest, SoftmaxCrossEntropy) {
-  for (int64_t classes : {3, 10, 100}) {
-    const int64_t batch = 67;
-    Pair logits = Random(batch, classes, -5, 5), dl = Zeros(batch, classes);
-    std::vector<int32_t> labels(batch);
-    for (auto& l : labels)
-      l = static_cast<int32_t>(rng_.UniformInt(static_cast<uint64_t>(classes)));
-    Tensor lc = std::move(cpu_->Allocate1d(DType::kS32, batch)).value();
-    Tensor lg = std::move(gpu_->Allocate1d(DType::kS32, batch)).value();
-    ASSERT_TRUE(cpu_->CopyFromHost(labels.data(), &lc).ok());
-    ASSERT_TRUE(gpu_->CopyFromHost(labels.data(), &lg).ok());
-    LossStats sc, sg;
-    ASSERT_TRUE(cpu_->SoftmaxCrossEntropy(logits.cpu, lc, &dl.cpu, &sc).ok());
-    ASSERT_TRUE(gpu_->SoftmaxCrossEntropy(logits.gpu, lg, &dl.gpu, &sg).ok());
-    EXPECT_NEAR(sg.loss_sum, sc.loss_sum, 1e-9 * std::abs(sc.loss_sum));
-    EXPECT_EQ(sg.correct, sc.correct);
-    ExpectClose(dl, kRtol, 1e-7, "softmax dlogits");
-    // Without a gradient.
-    ASSERT_TRUE(gpu_->SoftmaxCrossEntropy(logits.gpu, lg, nullptr, &sg).ok());
-    EXPECT_NEAR(sg.loss_sum, sc.loss_sum, 1e-9 * std::abs(sc.loss_sum));
-    // A label out of range is an error naming the row.
-    labels[5] = static_cast<int32_t>(classes);
-    ASSERT_TRUE(gpu_->CopyFromHost(labels.data(), &lg).ok());
-    const absl::Status bad = gpu_->SoftmaxCrossEntropy(logits.gpu, lg, &dl.gpu, &sg);
-    EXPECT_EQ(bad.code(), absl::StatusCode::kInvalidArgument) << bad;
-    EXPECT_NE(bad.message().find("row 5"), std::string::npos) << bad;
+// Loss kernels: slot values within 1e-9, grads and predictions within
+// 1e-5 (relative; both backends compute each in double and round it to
+// float).
+constexpr double kLossRtol = 1e-5, kLossAtol = 1e-12;
+
+TEST_F(CudaVsCpuTest, LossKernelEveryKindMatchesCpu) {
+  struct Case {
+    const char* name;
+    LossKind kind;
+    int64_t width, batch;
+    bool weights;
+    double smoothing, delta;
+  };
+  const Case cases[] = {
+      {"softmax cross-entropy", LossKind::kSoftmaxCrossEntropy, 10, 67, false, 0, 1},
+      {"softmax cross-entropy, class weights, smoothing", LossKind::kSoftmaxCrossEntropy, 10, 67,
+       true, 0.1, 1},
+      {"softmax cross-entropy, 1000 classes", LossKind::kSoftmaxCrossEntropy, 1000, 2049, true,
+       0.05, 1},
+      {"sigmoid BCE", LossKind::kSigmoidBinaryCrossEntropy, 7, 67, false, 0, 1},
+      {"sigmoid BCE, pos_weight", LossKind::kSigmoidBinaryCrossEntropy, 7, 67, true, 0, 1},
+      {"mse", LossKind::kMse, 5, 67, false, 0, 1},
+      {"mse, 600k elements", LossKind::kMse, 300, 2049, false, 0, 1},
+      {"l1", LossKind::kL1, 5, 67, false, 0, 1},
+      {"huber, delta 0.7", LossKind::kHuber, 5, 67, false, 0, 0.7},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    LossKernelOptions options;
+    options.kind = c.kind;
+    options.width = c.width;
+    options.max_batch = c.batch + 13;
+    options.slots = 3;
+    if (c.weights) {
+      for (int64_t j = 0; j < c.width; ++j) options.weights.push_back(0.25 + 2 * rng_.Uniform());
+    }
+    options.label_smoothing = c.smoothing;
+    options.huber_delta = c.delta;
+    auto kc = cpu_->CreateLossKernel(options);
+    auto kg = gpu_->CreateLossKernel(options);
+    ASSERT_TRUE(kc.ok()) << kc.status();
+    ASSERT_TRUE(kg.ok()) << kg.status();
+    LossKernel &cpu = **kc, &gpu = **kg;
+    Pair outputs = Random(c.batch, c.width, -5, 5);
+    Pair targets = LossTargets(c.kind, c.batch, c.width);
+    const double scale = 1.0 / static_cast<double>(c.batch);
+    Pair grad = Zeros(c.batch, c.width), pred = Zeros(c.batch, c.width);
+    ASSERT_TRUE(cpu.Compute(outputs.cpu, targets.cpu, scale, &grad.cpu, &pred.cpu, 1).ok());
+    ASSERT_TRUE(gpu.Compute(outputs.gpu, targets.gpu, scale, &grad.gpu, &pred.gpu, 1).ok());
+    const double want = Slot(cpu, 1), got = Slot(gpu, 1);
+    EXPECT_NEAR(got, want, 1e-9 * std::abs(want));
+    ExpectClose(grad, kLossRtol, kLossAtol, "loss grad");
+    ExpectClose(pred, kLossRtol, kLossAtol, "loss predictions");
+    // Without a gradient (slot 0), without predictions (slot 2).
+    Pair pred_only = Zeros(c.batch, c.width), grad_only = Zeros(c.batch, c.width);
+    ASSERT_TRUE(cpu.Compute(outputs.cpu, targets.cpu, scale, nullptr, &pred_only.cpu, 0).ok());
+    ASSERT_TRUE(gpu.Compute(outputs.gpu, targets.gpu, scale, nullptr, &pred_only.gpu, 0).ok());
+    ASSERT_TRUE(cpu.Compute(outputs.cpu, targets.cpu, scale, &grad_only.cpu, nullptr, 2).ok());
+    ASSERT_TRUE(gpu.Compute(outputs.gpu, targets.gpu, scale, &grad_only.gpu, nullptr, 2).ok());
+    ExpectClose(pred_only, kLossRtol, kLossAtol, "loss predictions (no grad)");
+    ExpectClose(grad_only, kLossRtol, kLossAtol, "loss grad (no predictions)");
+    // The same sum whatever is written beside it, bit for bit (a fixed order).
+    std::vector<double> slots(3);
+    ASSERT_TRUE(gpu.ReadSlots(0, 3, slots.data()).ok());
+    EXPECT_EQ(slots, std::vector<double>(3, got));
   }
+}
+
+TEST_F(CudaVsCpuTest, LossKernelSlotsAndEmptyBatches) {
+  LossKernelOptions options;
+  options.kind = LossKind::kMse;
+  options.width = 4;
+  options.max_batch = 20;
+  options.slots = 5;
+  auto kc = cpu_->CreateLossKernel(options);
+  auto kg = gpu_->CreateLossKernel(options);
+  ASSERT_TRUE(kc.ok()) << kc.status();
+  ASSERT_TRUE(kg.ok()) << kg.status();
+  LossKernel &cpu = **kc, &gpu = **kg;
+  // Fresh slots read 0.
+  EXPECT_EQ(Slot(gpu, 4), 0.0);
+  // Batches of several sizes, one slot each, all read back at once.
+  const int64_t batches[] = {20, 1, 7, 13, 20};
+  for (int64_t slot = 0; slot < 5; ++slot) {
+    const int64_t batch = batches[slot];
+    Pair outputs = Random(batch, 4, -3, 3), targets = LossTargets(LossKind::kMse, batch, 4);
+    ASSERT_TRUE(cpu.Compute(outputs.cpu, targets.cpu, 1.0, nullptr, nullptr, slot).ok());
+    ASSERT_TRUE(gpu.Compute(outputs.gpu, targets.gpu, 1.0, nullptr, nullptr, slot).ok());
+  }
+  std::vector<double> want(5), got(5);
+  ASSERT_TRUE(cpu.ReadSlots(0, 5, want.data()).ok());
+  ASSERT_TRUE(gpu.ReadSlots(0, 5, got.data()).ok());
+  for (int i = 0; i < 5; ++i) EXPECT_NEAR(got[i], want[i], 1e-9 * std::abs(want[i])) << i;
+  // A range of them; an empty range; ranges outside the slots.
+  std::vector<double> part(2, -1.0);
+  ASSERT_TRUE(gpu.ReadSlots(2, 2, part.data()).ok());
+  EXPECT_EQ(part, (std::vector<double>{got[2], got[3]}));
+  EXPECT_TRUE(gpu.ReadSlots(5, 0, part.data()).ok());
+  EXPECT_EQ(gpu.ReadSlots(4, 2, part.data()).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(gpu.ReadSlots(-1, 1, part.data()).code(), absl::StatusCode::kInvalidArgument);
+
+  // Batch 0: the slot becomes 0 (grad and predictions of no rows).
+  Tensor none = std::move(gpu_->Allocate2d(DType::kF32, 0, 4)).value();
+  Tensor none_targets = std::move(gpu_->Allocate2d(DType::kF32, 0, 4)).value();
+  Tensor none_grad = std::move(gpu_->Allocate2d(DType::kF32, 0, 4)).value();
+  ASSERT_TRUE(gpu.Compute(none, none_targets, 1.0, &none_grad, nullptr, 3).ok());
+  EXPECT_EQ(Slot(gpu, 3), 0.0);
+  EXPECT_EQ(Slot(gpu, 2), got[2]);  // the others keep theirs
+
+  // Softmax cross-entropy of no rows as well.
+  LossKernelOptions ce;
+  ce.width = 6;
+  ce.max_batch = 8;
+  auto kce = gpu_->CreateLossKernel(ce);
+  ASSERT_TRUE(kce.ok()) << kce.status();
+  Pair outputs = Random(8, 6, -2, 2), codes = LossTargets(LossKind::kSoftmaxCrossEntropy, 8, 6);
+  ASSERT_TRUE((*kce)->Compute(outputs.gpu, codes.gpu, 1.0, nullptr, nullptr, 0).ok());
+  EXPECT_GT(Slot(**kce, 0), 0.0);
+  Tensor no_logits = std::move(gpu_->Allocate2d(DType::kF32, 0, 6)).value();
+  Tensor no_codes = std::move(gpu_->Allocate1d(DType::kS32, 0)).value();
+  ASSERT_TRUE((*kce)->Compute(no_logits, no_codes, 1.0, nullptr, nullptr, 0).ok());
+  EXPECT_EQ(Slot(**kce, 0), 0.0);
+
+  // Arguments out of range are refused, not launched.
+  EXPECT_EQ(gpu.Compute(none, none_targets, 1.0, nullptr, nullptr, 5).code(),
+            absl::StatusCode::kInvalidArgument);
+  LossKernelOptions bad = options;
+  bad.width = 0;
+  EXPECT_EQ(gpu_->CreateLossKernel(bad).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(CudaVsCpuTest, LossKernelReportsAnOutOfRangeClassCode) {
+  LossKernelOptions options;
+  options.width = 5;
+  options.max_batch = 9;
+  options.slots = 2;
+  auto kc = cpu_->CreateLossKernel(options);
+  auto kg = gpu_->CreateLossKernel(options);
+  ASSERT_TRUE(kc.ok()) << kc.status();
+  ASSERT_TRUE(kg.ok()) << kg.status();
+  LossKernel &cpu = **kc, &gpu = **kg;
+  Pair outputs = Random(9, 5, -2, 2), grad = Zeros(9, 5);
+  std::vector<int32_t> codes = {0, 1, 2, 3, 4, 0, 5, 1, -1};
+  Pair targets = Codes(codes);
+  // Reported by Compute or, at the latest, by ReadSlots: the first bad row.
+  absl::Status s = gpu.Compute(outputs.gpu, targets.gpu, 1.0, &grad.gpu, nullptr, 0);
+  double value = 0;
+  if (s.ok()) s = gpu.ReadSlots(0, 1, &value);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_NE(s.message().find("class code 5 of row 6"), std::string::npos) << s;
+  // In the CPU kernel's words.
+  const absl::Status sc = cpu.Compute(outputs.cpu, targets.cpu, 1.0, &grad.cpu, nullptr, 0);
+  EXPECT_EQ(s.message(), sc.message());
+  // Reported once: the kernel goes on with good codes.
+  codes[6] = 2;
+  codes[8] = 4;
+  targets = Codes(codes);
+  ASSERT_TRUE(cpu.Compute(outputs.cpu, targets.cpu, 1.0, &grad.cpu, nullptr, 1).ok());
+  ASSERT_TRUE(gpu.Compute(outputs.gpu, targets.gpu, 1.0, &grad.gpu, nullptr, 1).ok());
+  const double want = Slot(cpu, 1);
+  EXPECT_NEAR(Slot(gpu, 1), want, 1e-9 * want);
+  ExpectClose(grad, kLossRtol, kLossAtol, "loss grad after a bad code");
+  // A bad code of an earlier batch (its row within that batch) is reported
+  // when any slot is read; a negative one too.
+  Pair small = Random(3, 5, -2, 2), bad_codes = Codes({4, -2, 0});
+  s = gpu.Compute(small.gpu, bad_codes.gpu, 1.0, nullptr, nullptr, 0);
+  if (s.ok()) s = gpu.Compute(outputs.gpu, targets.gpu, 1.0, nullptr, nullptr, 1);
+  if (s.ok()) s = gpu.ReadSlots(1, 1, &value);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_NE(s.message().find("class code -2 of row 1"), std::string::npos) << s;
+  EXPECT_NEAR(Slot(gpu, 1), want, 1e-9 * want);
 }
 
 TEST_F(CudaVsCpuTest, OptimizerUpdates) {

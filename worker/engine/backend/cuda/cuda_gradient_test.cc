@@ -2,7 +2,8 @@
 // activation run on the CUDA backend, backward against central finite
 // differences of the loss (flashlight's jacobianTestImpl pattern), through
 // both dense paths (cuBLASLt epilogues and cuBLAS + kernel); and the
-// backend's softmax cross-entropy gradient. Skips without a device.
+// gradient of the backend's softmax cross-entropy loss kernel. Skips without
+// a device.
 #include <cmath>
 #include <memory>
 #include <string>
@@ -195,24 +196,40 @@ TEST_F(CudaGradientTest, SoftmaxCrossEntropyGradient) {
   Tensor t_labels = std::move(gpu->Allocate1d(DType::kS32, batch)).value();
   Tensor t_grad = std::move(gpu->Allocate2d(DType::kF32, batch, classes)).value();
   ASSERT_TRUE(gpu->CopyFromHost(labels.data(), &t_labels).ok());
-  auto mean_loss = [&](Tensor* dlogits) {
-    EXPECT_TRUE(gpu->CopyFromHost(logits.data(), &t_logits).ok());
-    LossStats stats;
-    EXPECT_TRUE(gpu->SoftmaxCrossEntropy(t_logits, t_labels, dlogits, &stats).ok());
-    return stats.loss_sum / batch;
-  };
-  (void)mean_loss(&t_grad);
-  const std::vector<float> analytic = Host(*gpu, t_grad);
-  const float eps = 1e-2f;
-  for (size_t i = 0; i < logits.size(); ++i) {
-    const float saved = logits[i];
-    logits[i] = saved + eps;
-    const double f_hi = mean_loss(nullptr);
-    logits[i] = saved - eps;
-    const double f_lo = mean_loss(nullptr);
-    logits[i] = saved;
-    const double numeric = (f_hi - f_lo) / (2.0 * eps);
-    EXPECT_NEAR(analytic[i], numeric, 1e-4 + 1e-2 * std::abs(numeric)) << "dlogits[" << i << "]";
+  // Plain, then with class weights and label smoothing.
+  for (bool weighted : {false, true}) {
+    SCOPED_TRACE(weighted ? "weighted, smoothed" : "plain");
+    LossKernelOptions options;
+    options.width = classes;
+    options.max_batch = batch;
+    if (weighted) {
+      options.weights = {1.0, 2.0, 0.5, 1.5};
+      options.label_smoothing = 0.1;
+    }
+    absl::StatusOr<std::unique_ptr<LossKernel>> kernel = gpu->CreateLossKernel(options);
+    ASSERT_TRUE(kernel.ok()) << kernel.status();
+    // The mean over the batch: grad_scale 1 / batch.
+    auto mean_loss = [&](Tensor* dlogits) {
+      EXPECT_TRUE(gpu->CopyFromHost(logits.data(), &t_logits).ok());
+      EXPECT_TRUE((*kernel)->Compute(t_logits, t_labels, 1.0 / batch, dlogits, nullptr, 0).ok());
+      double sum = 0;
+      EXPECT_TRUE((*kernel)->ReadSlots(0, 1, &sum).ok());
+      return sum / batch;
+    };
+    (void)mean_loss(&t_grad);
+    const std::vector<float> analytic = Host(*gpu, t_grad);
+    const float eps = 1e-2f;
+    for (size_t i = 0; i < logits.size(); ++i) {
+      const float saved = logits[i];
+      logits[i] = saved + eps;
+      const double f_hi = mean_loss(nullptr);
+      logits[i] = saved - eps;
+      const double f_lo = mean_loss(nullptr);
+      logits[i] = saved;
+      const double numeric = (f_hi - f_lo) / (2.0 * eps);
+      EXPECT_NEAR(analytic[i], numeric, 1e-4 + 1e-2 * std::abs(numeric))
+          << "dlogits[" << i << "]";
+    }
   }
 }
 

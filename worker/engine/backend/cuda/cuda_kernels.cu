@@ -450,87 +450,79 @@ __global__ void SumPartialsKernel(const double* partials, double* out) {
   if (threadIdx.x == 0) *out = v;
 }
 
-// One warp per row: loss, argmax (first largest), gradient.
-__global__ void SoftmaxRowsKernel(const float* __restrict__ logits,
-                                  const int32_t* __restrict__ labels, int64_t batch,
-                                  int64_t classes, float* dlogits, double* row_loss,
-                                  long long* row_correct) {
-  const int64_t r = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.y;
-  if (r >= batch) return;
-  const int lane = threadIdx.x;
-  const float* row = logits + r * classes;
-  const int32_t label = labels[r];
-  if (label < 0 || label >= classes) {
-    if (lane == 0) {
-      row_loss[r] = 0;
-      row_correct[r] = -1 - static_cast<long long>(label < 0 ? 0 : 1);  // marks a bad row
+// Losses (loss_math.h). Softmax cross-entropy: one thread per row; a row
+// whose class code is out of range is not computed (nothing is read with
+// its code) and adds 0.
+__global__ void LossRowsKernel(LossParams p, const float* __restrict__ outputs,
+                               const int32_t* __restrict__ classes, int64_t batch, double scale,
+                               float* grad, float* pred, double* __restrict__ values) {
+  const int64_t w = p.width;
+  GRID_STRIDE(r, batch) {
+    const int32_t y = classes[r];
+    float* g = grad != nullptr ? grad + r * w : nullptr;
+    float* q = pred != nullptr ? pred + r * w : nullptr;
+    if (y < 0 || y >= w) {
+      values[r] = 0;
+      for (int64_t j = 0; j < w; ++j) {
+        if (g != nullptr) g[j] = 0.0f;
+        if (q != nullptr) q[j] = 0.0f;
+      }
+      continue;
     }
-    return;
-  }
-  // First largest: the larger value wins; on a tie, the smaller index.
-  float best = -INFINITY;
-  int64_t arg = -1;
-  for (int64_t j = lane; j < classes; j += 32) {
-    const float v = row[j];
-    if (arg < 0 || v > best) {
-      best = v;
-      arg = j;
-    }
-  }
-  for (int offset = 16; offset > 0; offset >>= 1) {
-    const float other = __shfl_xor_sync(0xffffffffu, best, offset);
-    const int64_t other_arg = __shfl_xor_sync(0xffffffffu, arg, offset);
-    if (other_arg >= 0 && (arg < 0 || other > best || (other == best && other_arg < arg))) {
-      best = other;
-      arg = other_arg;
-    }
-  }
-  const float max = best;
-  double sum = 0;
-  for (int64_t j = lane; j < classes; j += 32) sum += exp(static_cast<double>(row[j] - max));
-  sum = WarpSum(sum);
-  if (lane == 0) {
-    row_loss[r] = log(sum) - static_cast<double>(row[label] - max);
-    row_correct[r] = arg == label ? 1 : 0;
-  }
-  if (dlogits != nullptr) {
-    const float inv_batch = 1.0f / static_cast<float>(batch);
-    const double inv_sum = 1.0 / sum;
-    float* grad = dlogits + r * classes;
-    for (int64_t j = lane; j < classes; j += 32) {
-      const float p = static_cast<float>(exp(static_cast<double>(row[j] - max)) * inv_sum);
-      grad[j] = (p - (j == label ? 1.0f : 0.0f)) * inv_batch;
-    }
+    values[r] = loss_math::SoftmaxCrossEntropyRow(p, outputs + r * w, y, scale, g, q);
   }
 }
 
-__global__ void SoftmaxReduceKernel(const double* row_loss, const long long* row_correct,
-                                    const int32_t* labels, int64_t batch, SoftmaxResult* result) {
-  __shared__ long long bad[kThreads];
-  double loss = 0, correct = 0;
-  long long first_bad = -1;
-  for (int64_t r = threadIdx.x; r < batch; r += kThreads) {
-    const long long c = row_correct[r];
-    if (c < 0) {
-      if (first_bad < 0) first_bad = r;
-    } else {
-      loss += row_loss[r];
-      correct += static_cast<double>(c);
+// The elementwise losses: one thread per element.
+__global__ void LossElementsKernel(LossParams p, const float* __restrict__ outputs,
+                                   const float* __restrict__ targets, int64_t n, double scale,
+                                   float* grad, float* pred, double* __restrict__ values) {
+  GRID_STRIDE(i, n) {
+    values[i] = loss_math::ElementLoss(p, i % p.width, outputs[i], targets[i], scale,
+                                       grad != nullptr ? grad + i : nullptr,
+                                       pred != nullptr ? pred + i : nullptr);
+  }
+}
+
+// First stage of a loss sum: kSumPartials blocks (a fixed grid).
+__global__ void SumValuesPartialKernel(const double* __restrict__ values, int64_t n,
+                                       double* partials) {
+  double sum = 0;
+  GRID_STRIDE(i, n) sum += values[i];
+  sum = BlockSum(sum);
+  if (threadIdx.x == 0) partials[blockIdx.x] = sum;
+}
+
+// Second stage, one block: *slot = Σ partials; with classes, the first row
+// whose code is outside [0, width) goes to *bad unless it holds one.
+__global__ void LossFinishKernel(const double* __restrict__ partials, double* slot,
+                                 const int32_t* __restrict__ classes, int64_t batch, int64_t width,
+                                 LossBadCode* bad) {
+  __shared__ long long first_bad[kThreads];
+  double v = threadIdx.x < kSumPartials ? partials[threadIdx.x] : 0.0;
+  v = BlockSum(v);
+  long long mine = -1;
+  if (classes != nullptr) {
+    for (int64_t r = threadIdx.x; r < batch; r += kThreads) {
+      const int32_t y = classes[r];
+      if (y < 0 || y >= width) {
+        mine = r;  // this thread's first; its later rows are larger
+        break;
+      }
     }
   }
-  loss = BlockSum(loss);
-  correct = BlockSum(correct);
-  bad[threadIdx.x] = first_bad;
+  first_bad[threadIdx.x] = mine;
   __syncthreads();
   if (threadIdx.x == 0) {
+    *slot = v;
     long long b = -1;
     for (int t = 0; t < kThreads; ++t) {
-      if (bad[t] >= 0 && (b < 0 || bad[t] < b)) b = bad[t];
+      if (first_bad[t] >= 0 && (b < 0 || first_bad[t] < b)) b = first_bad[t];
     }
-    result->loss_sum = loss;
-    result->correct = static_cast<long long>(correct);
-    result->bad_row = b;
-    result->bad_label = b >= 0 ? labels[b] : 0;
+    if (b >= 0 && bad->row < 0) {
+      bad->code = classes[b];
+      bad->row = b;
+    }
   }
 }
 
@@ -634,6 +626,10 @@ __global__ void RmsPropKernel(float lr, float alpha, float one_minus_alpha, floa
     }
   }
 }
+
+// Threads per block of the loss rows kernel: small blocks, so that a batch
+// of a few thousand rows (one thread each) spreads over the SMs.
+constexpr int kLossRowThreads = 32;
 
 inline unsigned ColumnBlocks(int64_t cols) { return static_cast<unsigned>((cols + 31) / 32); }
 inline unsigned RowBlocks(int64_t rows) {
@@ -805,16 +801,31 @@ cudaError_t LaunchSumOfSquares(const float* p, int64_t n, double* partials, doub
   return Launched();
 }
 
-cudaError_t LaunchSoftmaxCrossEntropy(const float* logits, const int32_t* labels, int64_t batch,
-                                      int64_t classes, float* dlogits, double* row_loss,
-                                      long long* row_correct, SoftmaxResult* result,
-                                      cudaStream_t stream) {
-  if (batch > 0) {
-    SoftmaxRowsKernel<<<RowBlocks(batch), dim3(32, kWarpsPerBlock), 0, stream>>>(
-        logits, labels, batch, classes, dlogits, row_loss, row_correct);
+cudaError_t LaunchLoss(const LossParams& p, const float* outputs, const int32_t* classes,
+                       const float* values, int64_t batch, double grad_scale, float* grad,
+                       float* pred, double* scratch, double* slot, LossBadCode* bad,
+                       cudaStream_t stream) {
+  const bool rows = p.kind == LossKind::kSoftmaxCrossEntropy;
+  const int64_t n = rows ? batch : batch * p.width;
+  double* partials = scratch;
+  double* row_values = scratch + kSumPartials;
+  if (n > 0) {
+    if (rows) {
+      int64_t blocks = (batch + kLossRowThreads - 1) / kLossRowThreads;
+      if (blocks > kMaxBlocks) blocks = kMaxBlocks;
+      LossRowsKernel<<<static_cast<unsigned>(blocks), kLossRowThreads, 0, stream>>>(
+          p, outputs, classes, batch, grad_scale, grad, pred, row_values);
+    } else {
+      LossElementsKernel<<<Blocks(n), kThreads, 0, stream>>>(p, outputs, values, n, grad_scale,
+                                                             grad, pred, row_values);
+    }
     if (cudaError_t e = Launched(); e != cudaSuccess) return e;
   }
-  SoftmaxReduceKernel<<<1, kThreads, 0, stream>>>(row_loss, row_correct, labels, batch, result);
+  // A fixed grid (not sized by n): the summation order depends on n only.
+  SumValuesPartialKernel<<<kSumPartials, kThreads, 0, stream>>>(row_values, n, partials);
+  if (cudaError_t e = Launched(); e != cudaSuccess) return e;
+  LossFinishKernel<<<1, kThreads, 0, stream>>>(partials, slot, rows ? classes : nullptr, batch,
+                                               p.width, bad);
   return Launched();
 }
 

@@ -1,9 +1,10 @@
 // The CUDA backend's kernels, as plain launch functions.
 //
 // Compiled by nvcc (cuda_kernels.cu) for sm_90 + PTX; this header has no
-// Abseil or engine includes so nvcc never parses them. Every function
-// enqueues its work on `stream` and returns the launch status
-// (cudaGetLastError after the launch); none synchronizes.
+// Abseil or engine includes (but the self-contained loss_math.h) so nvcc
+// never parses them. Every function enqueues its work on `stream` and
+// returns the launch status (cudaGetLastError after the launch); none
+// synchronizes.
 //
 // All matrices are dense and row-major. Reductions are deterministic: a
 // fixed launch shape and a fixed summation order, in double where the CPU
@@ -14,6 +15,8 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
+
+#include "worker/engine/backend/loss_math.h"
 
 namespace traind::engine::cuda {
 
@@ -30,15 +33,16 @@ enum class Act : int {
   kSwish,
 };
 
-// Blocks of the first stage of SumOfSquares: `partials` holds this many doubles.
+// Blocks of the first stage of SumOfSquares and of LaunchLoss's sum:
+// `partials` holds this many doubles.
 inline constexpr int kSumPartials = 256;
 
-// Results of SoftmaxCrossEntropy, written by the device to (pinned) host memory.
-struct SoftmaxResult {
-  double loss_sum;
-  long long correct;
-  long long bad_row;    // first row whose label is out of range, or -1
-  long long bad_label;  // its label
+// A class code outside [0, width) seen by LaunchLoss: the first one since
+// the record was reset (all bytes 0xff: row -1).
+struct LossBadCode {
+  long long row;  // its row within the launch's batch, or -1: none
+  int32_t code;
+  int32_t unused;
 };
 
 cudaError_t LaunchFill(float value, float* p, int64_t n, cudaStream_t stream);
@@ -109,13 +113,23 @@ cudaError_t LaunchLayerNormBackward(const float* x, int64_t batch, int64_t n, co
 cudaError_t LaunchSumOfSquares(const float* p, int64_t n, double* partials, double* out,
                                cudaStream_t stream);
 
-// logits: [batch, classes], labels: [batch]; dlogits may be null.
-// row_loss: [batch] doubles, row_correct: [batch] long longs of scratch;
-// *result is written at the end (device or mapped/pinned-copied memory).
-cudaError_t LaunchSoftmaxCrossEntropy(const float* logits, const int32_t* labels, int64_t batch,
-                                      int64_t classes, float* dlogits, double* row_loss,
-                                      long long* row_correct, SoftmaxResult* result,
-                                      cudaStream_t stream);
+// A loss (loss_math.h) of `batch` rows of outputs: [batch, p.width] against
+// classes: [batch] (kSoftmaxCrossEntropy) or values: [batch, p.width] (the
+// others; the unused one may be null): one thread per row (softmax
+// cross-entropy, loss_math::SoftmaxCrossEntropyRow) or per element
+// (loss_math::ElementLoss) writes its value to scratch, then *slot = their
+// sum (0 for batch 0) in an order that depends on batch only. grad, pred:
+// [batch, p.width] or null. scratch: LossScratchDoubles(batch, p.width)
+// doubles or more (the partial sums, then the values).
+// A row whose class code is outside [0, width) is left out (value 0, its
+// grad and pred rows 0) and, when bad->row < 0, recorded in *bad.
+inline int64_t LossScratchDoubles(int64_t batch, int64_t width) {
+  return batch * width + kSumPartials;
+}
+cudaError_t LaunchLoss(const LossParams& p, const float* outputs, const int32_t* classes,
+                       const float* values, int64_t batch, double grad_scale, float* grad,
+                       float* pred, double* scratch, double* slot, LossBadCode* bad,
+                       cudaStream_t stream);
 
 // Optimizer steps; scalars prepared on the host exactly as the CPU backend
 // prepares them. The *Many launches update several tensors in one launch
