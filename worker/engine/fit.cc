@@ -522,7 +522,8 @@ class FoldTrainer {
       if (comm_ == nullptr) {
         TRAIND_RETURN_IF_ERROR(network_->Backward(b->x, &b->doutputs));
       } else {
-        // Each bucket is summed as soon as backward has finished it.
+        // Each bucket's sum starts as soon as backward has finished it, and
+        // runs while backward goes on.
         TRAIND_RETURN_IF_ERROR(network_->Backward(b->x, &b->doutputs, [this](size_t layer) {
           return ReduceBucketsFrom(network_->gradients_ready_from(layer));
         }));
@@ -539,7 +540,10 @@ class FoldTrainer {
         }));
       }
     }
-    if (comm_ != nullptr) TRAIND_RETURN_IF_ERROR(ReduceBucketsFrom(0));
+    if (comm_ != nullptr) {
+      TRAIND_RETURN_IF_ERROR(ReduceBucketsFrom(0));
+      TRAIND_RETURN_IF_ERROR(comm_->WaitAll());
+    }
     // Clipping (inside Step) sees the summed gradient.
     return optimizer_->Step(lr);
   }
@@ -565,13 +569,14 @@ class FoldTrainer {
     return absl::OkStatus();
   }
 
-  // Sums, across ranks, the gradient buckets not yet summed that start at
-  // or after flat offset `ready`, in bucket order (the same on every rank).
+  // Starts summing, across ranks, the gradient buckets not yet started that
+  // start at or after flat offset `ready`, in bucket order (the same on
+  // every rank); the step waits for them (WaitAll) before the update.
   absl::Status ReduceBucketsFrom(int64_t ready) {
     float* grads = network_->gradients().f32();
     while (next_bucket_ < buckets_.size() && buckets_[next_bucket_].first >= ready) {
       const auto [begin, end] = buckets_[next_bucket_++];
-      TRAIND_RETURN_IF_ERROR(comm_->AllReduceSum(grads + begin, end - begin));
+      TRAIND_RETURN_IF_ERROR(comm_->StartAllReduceSum(grads + begin, end - begin));
     }
     return absl::OkStatus();
   }

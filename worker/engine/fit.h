@@ -67,10 +67,11 @@ struct FitOptions {
   //   shuffled order; each global batch is split into N contiguous shares
   //   whose sizes differ by at most one row (a rank may get none of a small
   //   last batch; it still takes part in every collective).
-  // - Each share's loss gradient is weighted by its part of the global
-  //   batch's loss weight, and the gradients (one flat buffer, see Network)
-  //   are summed across ranks in buckets of allreduce_bucket_bytes, each as
-  //   soon as the backward pass has finished it, before every update; so the
+  // - Each share's loss gradient is scaled by the global batch's loss
+  //   weight, and the gradients (one flat buffer, see Network) are summed
+  //   across ranks in buckets of allreduce_bucket_bytes, each started
+  //   (Communicator::StartAllReduceSum) as soon as the backward pass has
+  //   finished it and waited for before every update; so the
   //   update, gradient clipping included, is the one-rank update of the
   //   global batch. Dropout masks are drawn by global row, as with one rank.
   // - Batch norm is synchronized (as PyTorch's SyncBatchNorm): the column

@@ -26,6 +26,19 @@ class Communicator {
   virtual absl::Status AllReduceSum(float* data, int64_t count) = 0;
   // Host doubles (metric sums and counts).
   virtual absl::Status AllReduceSum(double* data, int64_t count) = 0;
+
+  // Starts summing `count` floats across ranks in place, as AllReduceSum,
+  // without waiting for the sum: the caller may enqueue more work (the rest
+  // of the backward pass) meanwhile. The sum is there, for the backend's
+  // later ops and for the host, once WaitAll() has returned OK; until then
+  // `data` must not be touched. Collectives of a rank complete in the order
+  // they were started or called. Default: AllReduceSum at once.
+  virtual absl::Status StartAllReduceSum(float* data, int64_t count) {
+    return AllReduceSum(data, count);
+  }
+  // Waits for every reduction started so far (failing as AllReduceSum
+  // would: a dead peer or an abort ends the wait with the reason).
+  virtual absl::Status WaitAll() { return absl::OkStatus(); }
   // Fails every pending and later collective of the group with `reason`.
   virtual void Abort(absl::string_view reason) = 0;
 };

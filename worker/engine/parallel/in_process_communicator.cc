@@ -1,19 +1,41 @@
 #include "worker/engine/parallel/in_process_communicator.h"
 
+#include <utility>
+#include <vector>
+
 #include "absl/strings/str_cat.h"
 
 namespace traind::engine {
 
+// Started reductions are held until WaitAll() or the next collective, and
+// then summed in the order they were started: like NCCL's stream, where a
+// started sum is not there until it is waited for. (A fit loop that read a
+// gradient before WaitAll would see it unsummed, and the N-rank == 1-rank
+// tests fail.)
 class InProcessCommunicator final : public Communicator {
  public:
   InProcessCommunicator(InProcessGroup* group, int rank) : group_(group), rank_(rank) {}
   int rank() const override { return rank_; }
   int size() const override { return group_->size_; }
   absl::Status AllReduceSum(float* data, int64_t count) override {
+    if (absl::Status s = WaitAll(); !s.ok()) return s;
     return group_->AllReduce(rank_, data, count);
   }
   absl::Status AllReduceSum(double* data, int64_t count) override {
+    if (absl::Status s = WaitAll(); !s.ok()) return s;
     return group_->AllReduce(rank_, data, count);
+  }
+  absl::Status StartAllReduceSum(float* data, int64_t count) override {
+    started_.emplace_back(data, count);
+    return absl::OkStatus();
+  }
+  absl::Status WaitAll() override {
+    std::vector<std::pair<float*, int64_t>> started;
+    started.swap(started_);
+    for (const auto& [data, count] : started) {
+      if (absl::Status s = group_->AllReduce(rank_, data, count); !s.ok()) return s;
+    }
+    return absl::OkStatus();
   }
   void Abort(absl::string_view reason) override {
     group_->Abort(absl::StrCat("rank ", rank_, " aborted: ", reason));
@@ -22,6 +44,7 @@ class InProcessCommunicator final : public Communicator {
  private:
   InProcessGroup* const group_;
   const int rank_;
+  std::vector<std::pair<float*, int64_t>> started_;
 };
 
 InProcessGroup::InProcessGroup(int size, absl::Duration timeout)

@@ -35,6 +35,37 @@ TEST(InProcessGroupTest, SumsAcrossRanksEveryRound) {
   for (auto& t : threads) t.join();
 }
 
+// A started sum is there only once waited for (WaitAll, or the next
+// collective, which completes the started ones first, in order).
+TEST(InProcessGroupTest, StartedSumsCompleteAtTheWaitInOrder) {
+  constexpr int kRanks = 3;
+  InProcessGroup group(kRanks);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < kRanks; ++r) {
+    threads.emplace_back([&, r] {
+      auto comm = group.Rank(r);
+      float a[2] = {1.0f, static_cast<float>(r)};
+      float b[1] = {10.0f * static_cast<float>(r)};
+      ASSERT_TRUE(comm->StartAllReduceSum(a, 2).ok());
+      ASSERT_TRUE(comm->StartAllReduceSum(b, 1).ok());
+      EXPECT_EQ(a[0], 1.0f);  // not yet summed
+      EXPECT_EQ(b[0], 10.0f * static_cast<float>(r));
+      ASSERT_TRUE(comm->WaitAll().ok());
+      EXPECT_EQ(a[0], 3.0f);
+      EXPECT_EQ(a[1], 3.0f);  // 0 + 1 + 2
+      EXPECT_EQ(b[0], 30.0f);
+      ASSERT_TRUE(comm->WaitAll().ok());  // nothing started: no collective
+      // A started sum, then a blocking one: both complete, in order.
+      ASSERT_TRUE(comm->StartAllReduceSum(b, 1).ok());
+      double d = 1;
+      ASSERT_TRUE(comm->AllReduceSum(&d, 1).ok());
+      EXPECT_EQ(b[0], 90.0f);
+      EXPECT_EQ(d, 3.0);
+    });
+  }
+  for (auto& t : threads) t.join();
+}
+
 TEST(InProcessGroupTest, AnAbortingRankReleasesItsPeers) {
   InProcessGroup group(3, absl::Seconds(30));
   std::vector<absl::Status> got(3);

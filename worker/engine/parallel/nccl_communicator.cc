@@ -68,6 +68,10 @@ absl::StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::Create(
     return absl::InvalidArgumentError(absl::StrCat("NCCL: rank ", rank, " of ", size));
   }
   std::memcpy(id.internal, unique_id.data(), sizeof(id.internal));
+  // The collectives' stream and events first: nothing to undo if they fail.
+  TRAIND_ASSIGN_OR_RETURN(cuda::Stream comm_stream, cuda::Stream::Create());
+  TRAIND_ASSIGN_OR_RETURN(cuda::Event backend_ready, cuda::Event::Create());
+  TRAIND_ASSIGN_OR_RETURN(cuda::Event collectives_done, cuda::Event::Create());
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = 0;
   ncclComm_t comm = nullptr;
@@ -77,6 +81,9 @@ absl::StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::Create(
     return NcclStatus(init, "ncclCommInitRankConfig");
   }
   std::unique_ptr<NcclCommunicator> self(new NcclCommunicator(comm, rank, size, stream, options));
+  self->comm_stream_ = std::move(comm_stream);
+  self->backend_ready_ = std::move(backend_ready);
+  self->collectives_done_ = std::move(collectives_done);
   TRAIND_RETURN_IF_ERROR(self->WaitIssued(
       absl::StrCat("initialization of rank ", rank, " of ", size, " (waiting for the other ranks)"),
       absl::Now() + options.timeout));
@@ -164,7 +171,7 @@ absl::Status NcclCommunicator::WaitIssued(absl::string_view what, absl::Time dea
 absl::Status NcclCommunicator::WaitStream(absl::string_view what, absl::Time deadline) {
   for (;;) {
     if (aborted_.load()) return AbortedStatus();
-    const cudaError_t q = cudaStreamQuery(stream_);
+    const cudaError_t q = cudaStreamQuery(comm_stream_.get());
     if (q == cudaSuccess) break;
     if (q != cudaErrorNotReady) {
       absl::Status s = cuda::CudaStatus(q, absl::StrCat("cudaStreamQuery after ", what));
@@ -187,27 +194,53 @@ absl::Status NcclCommunicator::WaitStream(absl::string_view what, absl::Time dea
   return WaitIssued(what, deadline);
 }
 
-absl::Status NcclCommunicator::Synchronize() {
-  return WaitStream("synchronize", absl::Now() + options_.timeout);
+absl::Status NcclCommunicator::AfterBackendStream() {
+  TRAIND_CUDA_RETURN_IF_ERROR(cudaEventRecord(backend_ready_.get(), stream_));
+  TRAIND_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(comm_stream_.get(), backend_ready_.get(), 0));
+  return absl::OkStatus();
+}
+
+absl::Status NcclCommunicator::EnqueueAllReduce(float* data, int64_t count, absl::Time deadline) {
+  ncclResult_t r;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (comm_ == nullptr) return AbortedStatus();
+    r = ncclAllReduce(data, data, static_cast<size_t>(count), ncclFloat32, ncclSum, comm_,
+                      comm_stream_.get());
+  }
+  if (r != ncclSuccess && r != ncclInProgress) {
+    absl::Status s = NcclStatus(r, "ncclAllReduce (float)");
+    return Fail(s.message(), s);
+  }
+  started_ = true;
+  return WaitIssued("ncclAllReduce (float)", deadline);
+}
+
+absl::Status NcclCommunicator::StartAllReduceSum(float* data, int64_t count) {
+  if (aborted_.load()) return AbortedStatus();
+  if (count <= 0) return absl::OkStatus();
+  TRAIND_RETURN_IF_ERROR(AfterBackendStream());
+  return EnqueueAllReduce(data, count, absl::Now() + options_.timeout);
+}
+
+absl::Status NcclCommunicator::WaitAll() {
+  if (aborted_.load()) return AbortedStatus();
+  if (!started_) return absl::OkStatus();
+  TRAIND_RETURN_IF_ERROR(WaitStream("ncclAllReduce (float)", absl::Now() + options_.timeout));
+  // The backend's later work (the optimizer step) comes after the sums.
+  TRAIND_CUDA_RETURN_IF_ERROR(cudaEventRecord(collectives_done_.get(), comm_stream_.get()));
+  TRAIND_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(stream_, collectives_done_.get(), 0));
+  started_ = false;
+  return absl::OkStatus();
 }
 
 absl::Status NcclCommunicator::AllReduceSum(float* data, int64_t count) {
   if (aborted_.load()) return AbortedStatus();
   if (count <= 0) return absl::OkStatus();
   const absl::Time deadline = absl::Now() + options_.timeout;
-  ncclResult_t r;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (comm_ == nullptr) return AbortedStatus();
-    r = ncclAllReduce(data, data, static_cast<size_t>(count), ncclFloat32, ncclSum, comm_,
-                      stream_);
-  }
-  if (r != ncclSuccess && r != ncclInProgress) {
-    absl::Status s = NcclStatus(r, "ncclAllReduce (float)");
-    return Fail(s.message(), s);
-  }
-  if (!options_.wait_for_completion) return WaitIssued("ncclAllReduce (float)", deadline);
-  return WaitStream("ncclAllReduce (float)", deadline);
+  TRAIND_RETURN_IF_ERROR(AfterBackendStream());
+  TRAIND_RETURN_IF_ERROR(EnqueueAllReduce(data, count, deadline));
+  return WaitAll();
 }
 
 absl::Status NcclCommunicator::AllReduceSum(double* data, int64_t count) {
@@ -231,13 +264,13 @@ absl::Status NcclCommunicator::AllReduceSum(double* data, int64_t count) {
   const absl::Time deadline = absl::Now() + options_.timeout;
   std::memcpy(double_host_.get(), data, bytes);
   TRAIND_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(double_scratch_.get(), double_host_.get(), bytes,
-                                              cudaMemcpyHostToDevice, stream_));
+                                              cudaMemcpyHostToDevice, comm_stream_.get()));
   ncclResult_t r;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (comm_ == nullptr) return AbortedStatus();
     r = ncclAllReduce(double_scratch_.get(), double_scratch_.get(), static_cast<size_t>(count),
-                      ncclFloat64, ncclSum, comm_, stream_);
+                      ncclFloat64, ncclSum, comm_, comm_stream_.get());
   }
   if (r != ncclSuccess && r != ncclInProgress) {
     absl::Status s = NcclStatus(r, "ncclAllReduce (double)");
@@ -245,7 +278,7 @@ absl::Status NcclCommunicator::AllReduceSum(double* data, int64_t count) {
   }
   TRAIND_RETURN_IF_ERROR(WaitIssued("ncclAllReduce (double)", deadline));
   TRAIND_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(double_host_.get(), double_scratch_.get(), bytes,
-                                              cudaMemcpyDeviceToHost, stream_));
+                                              cudaMemcpyDeviceToHost, comm_stream_.get()));
   TRAIND_RETURN_IF_ERROR(WaitStream("ncclAllReduce (double)", deadline));
   std::memcpy(data, double_host_.get(), bytes);
   return absl::OkStatus();

@@ -1,6 +1,12 @@
 // NcclCommunicator: the Communicator of data-parallel training across GPUs,
 // one process (rank) per GPU, over NCCL.
 //
+// Collectives run on the communicator's own stream, after the work the
+// backend's stream had enqueued when they were started (an event orders
+// them), so a started all-reduce of gradients overlaps the rest of the
+// backward pass; WaitAll() polls for them and orders the backend's stream
+// after them.
+//
 // Setup: rank 0 calls NewNcclUniqueId() and the ranks exchange the bytes
 // through traind's WorkerService.Rendezvous; every rank then calls Create
 // with the same id. The communicator is non-blocking (NCCL config
@@ -46,11 +52,6 @@ struct NcclCommunicatorOptions {
   // How long initialization, one collective or finalization may take before
   // the communicator is aborted and the call fails.
   absl::Duration timeout = absl::Minutes(2);
-  // Wait (polling) for each float all-reduce to complete before returning.
-  // With false, the reduction is only enqueued on the stream (overlapping
-  // the host), and completion is checked at the next Synchronize() or
-  // collective.
-  bool wait_for_completion = true;
 };
 
 class NcclCommunicator final : public Communicator {
@@ -69,24 +70,32 @@ class NcclCommunicator final : public Communicator {
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
-  // `data`: device memory of the stream's device.
+  // `data`: device memory of the stream's device. Waits (polling, with the
+  // deadline) for this and every started reduction.
   absl::Status AllReduceSum(float* data, int64_t count) override;
   // `data`: host memory; staged through pinned host and device buffers
   // (kept for the next call), waited for with the deadline.
   absl::Status AllReduceSum(double* data, int64_t count) override;
+  // `data`: device memory; enqueued on the communicator's stream after the
+  // backend stream's work so far.
+  absl::Status StartAllReduceSum(float* data, int64_t count) override;
+  absl::Status WaitAll() override;
   void Abort(absl::string_view reason) override;
-
-  // Waits for every collective enqueued so far, with the deadline.
-  absl::Status Synchronize();
 
  private:
   NcclCommunicator(ncclComm_t comm, int rank, int size, cudaStream_t stream,
                    const NcclCommunicatorOptions& options);
 
+  // The communicator's stream waits for the backend stream's work so far.
+  absl::Status AfterBackendStream();
+  // Enqueues a float all-reduce of `data` on the communicator's stream.
+  absl::Status EnqueueAllReduce(float* data, int64_t count, absl::Time deadline);
+
   // Polls until NCCL's pending operation on the communicator has been
   // issued (ncclInProgress resolved), failing on error, abort or deadline.
   absl::Status WaitIssued(absl::string_view what, absl::Time deadline);
-  // Polls until the stream has finished, watching NCCL's async error.
+  // Polls until the communicator's stream has finished, watching NCCL's
+  // async error.
   absl::Status WaitStream(absl::string_view what, absl::Time deadline);
   absl::Status AbortedStatus();
   // Aborts with `reason` unless already aborted; returns the failure to report.
@@ -94,8 +103,12 @@ class NcclCommunicator final : public Communicator {
   void AbortLocked(absl::string_view reason);
 
   const int rank_, size_;
-  const cudaStream_t stream_;
+  const cudaStream_t stream_;  // the backend's
   const NcclCommunicatorOptions options_;
+  cuda::Stream comm_stream_;     // every collective runs here
+  cuda::Event backend_ready_;    // recorded on stream_ before a collective
+  cuda::Event collectives_done_; // recorded on comm_stream_ by WaitAll
+  bool started_ = false;         // reductions started since the last wait
   cuda::DeviceBuffer double_scratch_;
   cuda::PinnedBuffer double_host_;
 

@@ -5,6 +5,7 @@
 // InProcessGroup; across processes by tests/gpu/run_device_checks.sh.)
 #include "worker/engine/parallel/nccl_communicator.h"
 
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -69,6 +70,40 @@ TEST_F(NcclCommunicatorTest, SingleRankAllReduceIsIdentity) {
   std::vector<double> sums = {10.0, 0.25};
   ASSERT_TRUE((*comm)->AllReduceSum(sums.data(), 2).ok());
   EXPECT_EQ(sums, (std::vector<double>{10.0, 0.25}));
+}
+
+// A started reduction runs on the communicator's stream after what the
+// backend's stream had enqueued, and the backend's later work after WaitAll
+// comes after it: no host synchronization in between.
+TEST_F(NcclCommunicatorTest, StartedReductionsAreOrderedWithTheBackendStream) {
+  auto id = NewNcclUniqueId();
+  ASSERT_TRUE(id.ok()) << id.status();
+  auto comm = NcclCommunicator::Create(*id, 0, 1, stream_.get());
+  ASSERT_TRUE(comm.ok()) << comm.status();
+  constexpr size_t kCount = 1 << 20;
+  std::vector<float> host(kCount);
+  for (size_t i = 0; i < kCount; ++i) host[i] = static_cast<float>(i % 1000) - 500.0f;
+  auto pinned = cuda::PinnedBuffer::Allocate(kCount * sizeof(float));
+  auto buffer = cuda::DeviceBuffer::Allocate(kCount * sizeof(float));
+  ASSERT_TRUE(pinned.ok() && buffer.ok());
+  std::memcpy(pinned->get(), host.data(), kCount * sizeof(float));
+  for (int round = 0; round < 3; ++round) {
+    ASSERT_EQ(cudaMemsetAsync(buffer->get(), 0, kCount * sizeof(float), stream_.get()),
+              cudaSuccess);
+    ASSERT_EQ(cudaMemcpyAsync(buffer->get(), pinned->get(), kCount * sizeof(float),
+                              cudaMemcpyHostToDevice, stream_.get()),
+              cudaSuccess);
+    ASSERT_TRUE((*comm)->StartAllReduceSum(buffer->as<float>(), kCount / 2).ok());
+    ASSERT_TRUE((*comm)->StartAllReduceSum(buffer->as<float>() + kCount / 2, kCount / 2).ok());
+    ASSERT_TRUE((*comm)->WaitAll().ok());
+    std::vector<float> back(kCount);
+    ASSERT_EQ(cudaMemcpyAsync(back.data(), buffer->get(), kCount * sizeof(float),
+                              cudaMemcpyDeviceToHost, stream_.get()),
+              cudaSuccess);
+    ASSERT_EQ(cudaStreamSynchronize(stream_.get()), cudaSuccess);
+    ASSERT_EQ(back, host) << "round " << round;  // one rank: the sum is the input
+  }
+  EXPECT_TRUE((*comm)->WaitAll().ok());  // nothing started
 }
 
 TEST_F(NcclCommunicatorTest, MissingPeerFailsFastInsteadOfHanging) {
