@@ -519,6 +519,27 @@ TEST(DataParallelTest, SgdMomentumUnevenSharesAndALastBatchSmallerThanTheRanks) 
   ExpectEquivalent(spec, Iris(), rows, {2, 3}, kTolerance);
 }
 
+// Losses and predictions are read back from the backend in windows of at
+// most 256 batches: 300 batches of 2 rows per epoch on 3 ranks (one rank
+// has no rows in every batch) cross a window's end mid-epoch, and so do
+// the 260 one-row validation chunks of each rank.
+TEST(DataParallelTest, ManyBatchesPerEpochAcrossWindowsEqualOneRank) {
+  JobSpec spec = IrisSpec();
+  spec.mutable_training()->set_batch_size(2);
+  spec.mutable_training()->set_epochs(2);
+  const FoldRows fold = IrisFold0();
+  FoldRows rows;
+  for (int repeat = 0; repeat < 5; ++repeat) {
+    rows.train.insert(rows.train.end(), fold.train.begin(), fold.train.end());
+  }
+  for (int repeat = 0; repeat < 26; ++repeat) {
+    rows.val.insert(rows.val.end(), fold.val.begin(), fold.val.end());
+  }
+  ASSERT_EQ(rows.train.size(), 600u);
+  ASSERT_EQ(rows.val.size(), 780u);
+  ExpectEquivalent(spec, Iris(), rows, {3}, kTolerance);
+}
+
 // Class weights with a zero and label smoothing: a share whose rows all
 // have the zero-weight class weighs nothing, yet smoothing gives its rows a
 // gradient, relative to the whole batch's weight.

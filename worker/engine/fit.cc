@@ -136,9 +136,13 @@ struct BatchBuffers {
   Tensor doutputs;  // [batch, outputs]
 };
 
-// Training batches between two reads of their losses (divergence checks):
-// the one wait for the device in a run of steps.
-constexpr int64_t kLossReadInterval = 256;
+// The losses and predictions of a run of batches stay on the backend until
+// the run ends (a window): at most 256 batches and, unless one batch is
+// larger, 32768 rows. Reading a window back (divergence check, metrics'
+// predictions) is the one wait for the device in a run of steps, and the
+// device memory it takes does not grow with the data.
+constexpr int64_t kMaxWindowBatches = 256;
+constexpr int64_t kMaxWindowRows = 32768;
 
 class FoldTrainer {
  public:
@@ -239,18 +243,22 @@ class FoldTrainer {
     }
     // The loss on the backend's device: batches of at most the largest
     // share of a training batch (validation uses the same chunks), one
-    // value slot per training batch of an epoch or validation chunk.
+    // value slot per batch (or chunk) of a window.
     const int64_t chunk = (batch_size_ + ranks_ - 1) / ranks_;
     const int64_t val_rows = static_cast<int64_t>(rows_.val.size());
-    const int64_t slots = std::max<int64_t>({1, batches_per_epoch_, (val_rows + chunk - 1) / chunk});
+    window_ = std::clamp<int64_t>(kMaxWindowRows / batch_size_, 1, kMaxWindowBatches);
     TRAIND_ASSIGN_OR_RETURN(loss_kernel_,
-                            backend_->CreateLossKernel(loss_->KernelOptions(chunk, slots)));
-    slot_values_.resize(static_cast<size_t>(slots));
-    // Predictions stay where the loss computes them until an epoch's end.
-    TRAIND_ASSIGN_OR_RETURN(train_pred_dev_,
-                            backend_->Allocate2d(DType::kF32, std::max<int64_t>(n, 1), outputs_));
-    TRAIND_ASSIGN_OR_RETURN(val_pred_dev_, backend_->Allocate2d(
-                                               DType::kF32, std::max<int64_t>(val_rows, 1), outputs_));
+                            backend_->CreateLossKernel(loss_->KernelOptions(chunk, window_)));
+    slot_values_.resize(static_cast<size_t>(window_));
+    // A window's predictions, where the loss computes them.
+    TRAIND_ASSIGN_OR_RETURN(
+        train_pred_dev_,
+        backend_->Allocate2d(DType::kF32, std::max<int64_t>(1, std::min(n, window_ * batch_size_)),
+                             outputs_));
+    TRAIND_ASSIGN_OR_RETURN(
+        val_pred_dev_,
+        backend_->Allocate2d(DType::kF32, std::max<int64_t>(1, std::min(val_rows, window_ * chunk)),
+                             outputs_));
     TRAIND_ASSIGN_OR_RETURN(no_targets_,
                             backend_->Allocate2d(values_.empty() ? DType::kS32 : DType::kF32, 1, 1));
     // Host buffers, allocated once.
@@ -479,15 +487,15 @@ class FoldTrainer {
   }
 
   // One optimizer step with learning rate `lr` on the global batch `batch`,
-  // the epoch's batch number `index`, which starts at position `start` of
-  // the epoch's order: this rank's share of it forward and backward (its
-  // loss sum in the loss kernel's slot `index`), the gradients summed
-  // across ranks, the update. Every rank sets the targets of the whole
+  // which starts at position `start` of the epoch's order: this rank's
+  // share of it forward and backward (its loss sum in the loss kernel's
+  // slot `slot`, its predictions in train_pred_dev_ from row `start -
+  // window_start`), the gradients summed across ranks, the update. Every rank sets the targets of the whole
   // batch in train_classes_/train_values_ and adds its weight to *weight.
   // *stop: some rank's observer asked to stop (data parallelism; one
   // reduction per step).
-  absl::Status TrainStep(absl::Span<const int64_t> batch, int64_t start, int64_t index, double lr,
-                         double* weight, bool* stop) {
+  absl::Status TrainStep(absl::Span<const int64_t> batch, int64_t start, int64_t window_start,
+                         int64_t slot, double lr, double* weight, bool* stop) {
     const int64_t k = outputs_;
     const int64_t size = static_cast<int64_t>(batch.size());
     const Share share = ShareOf(size, rank_, ranks_);
@@ -502,12 +510,12 @@ class FoldTrainer {
     const double scale = batch_weight > 0 ? 1.0 / batch_weight : 0.0;
     BatchBuffers* b = nullptr;
     if (share.rows > 0) {
-      Tensor pred = train_pred_dev_.Rows(at, share.rows);
+      Tensor pred = train_pred_dev_.Rows(at - window_start, share.rows);
       TRAIND_RETURN_IF_ERROR(ForwardBatch(
           batch.subspan(static_cast<size_t>(share.first), static_cast<size_t>(share.rows)),
-          /*train=*/true, share.first, size, scale, index, &pred, &b));
+          /*train=*/true, share.first, size, scale, slot, &pred, &b));
     } else {
-      TRAIND_RETURN_IF_ERROR(ClearSlot(index));
+      TRAIND_RETURN_IF_ERROR(ClearSlot(slot));
       // No rows here this step: batch norm's statistics still need this rank.
       TRAIND_RETURN_IF_ERROR(network_->JoinForward(ModeFor(/*train=*/true, size)));
     }
@@ -548,14 +556,24 @@ class FoldTrainer {
     return optimizer_->Step(lr);
   }
 
-  // Reads the loss sums of training batches [first, end) of epoch `epoch`
-  // (summed across ranks) into *sums. A batch whose loss is not finite
-  // fails the fold: DivergedError naming it (every rank sees the same sums).
-  absl::Status ReadTrainLosses(int32_t epoch, int64_t first, int64_t end, LossSums* sums) {
+  // Ends the window of training batches [first, end) of epoch `epoch`,
+  // which covers the epoch's rows [first · batch_size, end_row): their loss
+  // sums (summed across ranks) into *sums, their predictions (this rank's
+  // rows) into train_pred_. A batch whose loss is not finite fails the
+  // fold: DivergedError naming it (every rank sees the same sums).
+  absl::Status ReadTrainWindow(int32_t epoch, int64_t first, int64_t end, int64_t end_row,
+                               LossSums* sums) {
     const int64_t count = end - first;
     if (count <= 0) return absl::OkStatus();
-    TRAIND_RETURN_IF_ERROR(loss_kernel_->ReadSlots(first, count, slot_values_.data()));
-    if (comm_ != nullptr) TRAIND_RETURN_IF_ERROR(comm_->AllReduceSum(slot_values_.data(), count));
+    const int64_t first_row = first * batch_size_;
+    Tensor pred = train_pred_dev_.Rows(0, end_row - first_row);
+    TRAIND_RETURN_IF_ERROR(backend_->CopyToHost(pred, train_pred_.data() + first_row * outputs_));
+    TRAIND_RETURN_IF_ERROR(loss_kernel_->ReadSlots(0, count, slot_values_.data()));
+    if (comm_ != nullptr) {
+      TRAIND_RETURN_IF_ERROR(comm_->AllReduceSum(slot_values_.data(), count));
+      // The next window's rows of the other ranks stay 0.
+      TRAIND_RETURN_IF_ERROR(backend_->Fill(0.0f, &train_pred_dev_));
+    }
     for (int64_t i = 0; i < count; ++i) {
       const double v = slot_values_[static_cast<size_t>(i)];
       if (!std::isfinite(v)) {
@@ -623,26 +641,28 @@ class FoldTrainer {
     // Batches of the largest training share: their buffers exist already.
     const int64_t chunk = (batch_size_ + ranks_ - 1) / ranks_;
     const int64_t end = share.first + share.rows;
-    int64_t chunks = 0;
     LossSums mine;
-    for (int64_t start = share.first; start < end; start += chunk, ++chunks) {
+    int64_t window_start = share.first, slot = 0;
+    for (int64_t start = share.first; start < end; start += chunk) {
       const int64_t size = std::min(chunk, end - start);
       BatchBuffers* b = nullptr;
-      Tensor pred = val_pred_dev_.Rows(start, size);
+      Tensor pred = val_pred_dev_.Rows(start - window_start, size);
       TRAIND_RETURN_IF_ERROR(ForwardBatch(
           absl::MakeConstSpan(rows_.val).subspan(static_cast<size_t>(start),
                                                  static_cast<size_t>(size)),
-          /*train=*/false, 0, size, /*grad_scale=*/0, chunks, &pred, &b));
+          /*train=*/false, 0, size, /*grad_scale=*/0, slot++, &pred, &b));
       mine.weight_sum +=
           WeightOf(val_classes_.data() + start,
                    val_values_.empty() ? nullptr : val_values_.data() + start * k, size);
-    }
-    if (share.rows > 0) {
-      // The one wait of the pass: its predictions and loss sums.
-      Tensor pred = val_pred_dev_.Rows(share.first, share.rows);
-      TRAIND_RETURN_IF_ERROR(backend_->CopyToHost(pred, val_pred_.data() + share.first * k));
-      TRAIND_RETURN_IF_ERROR(loss_kernel_->ReadSlots(0, chunks, slot_values_.data()));
-      for (int64_t i = 0; i < chunks; ++i) mine.value_sum += slot_values_[static_cast<size_t>(i)];
+      if (slot == window_ || start + size == end) {
+        // The window's predictions and loss sums: the one wait of a window.
+        Tensor done = val_pred_dev_.Rows(0, start + size - window_start);
+        TRAIND_RETURN_IF_ERROR(backend_->CopyToHost(done, val_pred_.data() + window_start * k));
+        TRAIND_RETURN_IF_ERROR(loss_kernel_->ReadSlots(0, slot, slot_values_.data()));
+        for (int64_t i = 0; i < slot; ++i) mine.value_sum += slot_values_[static_cast<size_t>(i)];
+        window_start = start + size;
+        slot = 0;
+      }
     }
     if (comm_ != nullptr) TRAIND_RETURN_IF_ERROR(ReduceRows(val_pred_.data(), n * k, &mine));
     sums->Add(mine);
@@ -664,24 +684,25 @@ class FoldTrainer {
       if (comm_ != nullptr) TRAIND_RETURN_IF_ERROR(backend_->Fill(0.0f, &train_pred_dev_));
       LossSums train_loss;
       int64_t seen = 0;
-      int64_t read = 0;  // batches whose losses were read
+      int64_t window = 0;  // the first batch of the current window
       for (int64_t b = 0; b < batches_per_epoch_ && steps_ < max_steps_; ++b) {
         const int64_t start = b * batch_size_;
         const int64_t size = std::min(batch_size_, n - start);
         bool stop = false;
         TRAIND_RETURN_IF_ERROR(TrainStep(absl::MakeConstSpan(order_).subspan(
                                              static_cast<size_t>(start), static_cast<size_t>(size)),
-                                         start, b, lr, &train_loss.weight_sum, &stop));
+                                         start, window * batch_size_, b - window, lr,
+                                         &train_loss.weight_sum, &stop));
         seen += size;
         ++steps_;
-        if (b + 1 - read >= kLossReadInterval) {
-          TRAIND_RETURN_IF_ERROR(ReadTrainLosses(epoch, read, b + 1, &train_loss));
-          read = b + 1;
+        if (b + 1 - window == window_) {
+          TRAIND_RETURN_IF_ERROR(ReadTrainWindow(epoch, window, b + 1, seen, &train_loss));
+          window = b + 1;
         }
         if (comm_ == nullptr) stop = observer_ != nullptr && observer_->StopRequested();
         if (stop) {
           // A stop after a divergence reports the divergence.
-          TRAIND_RETURN_IF_ERROR(ReadTrainLosses(epoch, read, b + 1, &train_loss));
+          TRAIND_RETURN_IF_ERROR(ReadTrainWindow(epoch, window, b + 1, seen, &train_loss));
           TRAIND_RETURN_IF_ERROR(WriteStopCheckpoint());
           every_rank_fails_ = true;  // the stop was agreed across ranks
           return CancelledError(
@@ -689,17 +710,12 @@ class FoldTrainer {
         }
       }
       const int64_t batches = (seen + batch_size_ - 1) / batch_size_;
-      TRAIND_RETURN_IF_ERROR(ReadTrainLosses(epoch, read, batches, &train_loss));
+      TRAIND_RETURN_IF_ERROR(ReadTrainWindow(epoch, window, batches, seen, &train_loss));
       report.Clear();
       report.set_task(options_.task);
       report.set_attempt(options_.attempt);
       report.set_epoch(epoch);
       report.set_batches(steps_);
-      if (seen > 0) {
-        // This rank's rows of the epoch's predictions (the others' are 0).
-        Tensor pred = train_pred_dev_.Rows(0, seen);
-        TRAIND_RETURN_IF_ERROR(backend_->CopyToHost(pred, train_pred_.data()));
-      }
       if (comm_ != nullptr) {
         TRAIND_RETURN_IF_ERROR(ReduceRows(train_pred_.data(), seen * k, nullptr));
       }
@@ -1127,13 +1143,14 @@ class FoldTrainer {
   std::unique_ptr<Loss> loss_;
   std::unique_ptr<LearningRateSchedule> schedule_;
   std::vector<std::unique_ptr<BatchBuffers>> buffers_;
-  // The loss on the backend (one value slot per training batch of an
-  // epoch or validation chunk), the predictions of an epoch's training
-  // rows (in the epoch's order) and of the validation rows, a [1, 1]
-  // tensor of the targets' type (0-row views of it clear a slot).
+  // The loss on the backend (one value slot per batch or validation chunk
+  // of a window), a window's predictions of training rows (in the epoch's
+  // order) and of validation rows, a [1, 1] tensor of the targets' type
+  // (0-row views of it clear a slot).
   std::unique_ptr<LossKernel> loss_kernel_;
   Tensor train_pred_dev_, val_pred_dev_, no_targets_;
   std::vector<double> slot_values_;
+  int64_t window_ = 1;  // batches (validation: chunks) per window
 };
 
 }  // namespace

@@ -65,9 +65,11 @@ MemoryEstimate EstimateMemory(const traind::v1::JobSpec& spec, int64_t features,
   e.gradients = trainable * kFloat;
   e.optimizer_state = state_copies * trainable * kFloat;
   e.best_weights = keeps_best ? (trainable + buffers) * kFloat : 0;
-  // A training batch and an evaluation batch of the same size, plus the
-  // checkpoint serialization buffer (one copy of the state).
-  e.activations = 2 * batch * per_row * kFloat;
+  // A training batch and an evaluation batch of the same size, and the
+  // predictions of a window of training and of validation batches (fit.cc:
+  // 32768 rows, or one batch when larger).
+  e.activations =
+      2 * batch * per_row * kFloat + 2 * std::max<int64_t>(batch, 32768) * outputs * kFloat;
   e.workspace = workspace + bf16_copies + (trainable + buffers) * (2 + state_copies) * kFloat +
                 (16 << 20);  // oneDNN, OpenMP and allocator overhead
   // On a GPU: the cuBLAS/cuBLASLt workspace (32 MiB, the size recommended

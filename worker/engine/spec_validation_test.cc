@@ -170,7 +170,8 @@ TEST(MemoryEstimateTest, CountsParametersStateAndActivations) {
   EXPECT_EQ(e.optimizer_state, 2 * 4 * params);  // Adam: m and v
   EXPECT_EQ(e.best_weights, 0);
   // Per row: input 50, loss gradient and targets 2·10, y and dy per layer.
-  EXPECT_EQ(e.activations, 2 * 32 * (50 + 20 + 2 * 100 + 2 * 10) * 4);
+  // And a window of training and validation predictions: 32768 rows each.
+  EXPECT_EQ(e.activations, 2 * 32 * (50 + 20 + 2 * 100 + 2 * 10) * 4 + 2 * 32768 * 10 * 4);
   EXPECT_EQ(EstimateMemoryBytes(spec, 50, 10), e.total());
   spec.mutable_optimizer()->mutable_sgd()->set_learning_rate(0.1);
   EXPECT_EQ(EstimateMemory(spec, 50, 10).optimizer_state, 0);
