@@ -247,8 +247,9 @@ class FoldTrainer {
     const int64_t chunk = (batch_size_ + ranks_ - 1) / ranks_;
     const int64_t val_rows = static_cast<int64_t>(rows_.val.size());
     window_ = std::clamp<int64_t>(kMaxWindowRows / batch_size_, 1, kMaxWindowBatches);
+    // One more slot: the step graph's.
     TRAIND_ASSIGN_OR_RETURN(loss_kernel_,
-                            backend_->CreateLossKernel(loss_->KernelOptions(chunk, window_)));
+                            backend_->CreateLossKernel(loss_->KernelOptions(chunk, window_ + 1)));
     slot_values_.resize(static_cast<size_t>(window_));
     // A window's predictions, where the loss computes them.
     TRAIND_ASSIGN_OR_RETURN(
@@ -259,6 +260,14 @@ class FoldTrainer {
         val_pred_dev_,
         backend_->Allocate2d(DType::kF32, std::max<int64_t>(1, std::min(val_rows, window_ * chunk)),
                              outputs_));
+    graphs_ = options_.step_graphs && comm_ == nullptr;
+    for (const traind::v1::Layer& layer : spec_.model().layers()) {
+      if (layer.has_dropout()) graphs_ = false;  // a new mask every step
+    }
+    if (graphs_) {
+      TRAIND_ASSIGN_OR_RETURN(graph_pred_,
+                              backend_->Allocate2d(DType::kF32, batch_size_, outputs_));
+    }
     TRAIND_ASSIGN_OR_RETURN(no_targets_,
                             backend_->Allocate2d(values_.empty() ? DType::kS32 : DType::kF32, 1, 1));
     // Host buffers, allocated once.
@@ -431,31 +440,70 @@ class FoldTrainer {
     }
   }
 
-  // Forward pass and loss of `rows` on the backend: their predictions in
-  // *pred (a [rows.size(), outputs] view), their loss sum in the loss
-  // kernel's slot `slot`; when training, the gradient of the loss sum
-  // times `grad_scale` in (*buffers)->doutputs, and *buffers hold the batch
-  // for the backward pass. `first_row`: the position of rows[0] in the
-  // global batch (dropout masks are drawn by global row) of `batch_rows`
-  // rows (batch norm's statistics are the global batch's).
-  absl::Status ForwardBatch(absl::Span<const int64_t> rows, bool train, int64_t first_row,
-                            int64_t batch_rows, double grad_scale, int64_t slot, Tensor* pred,
-                            BatchBuffers** buffers) {
-    const int64_t batch = static_cast<int64_t>(rows.size());
-    TRAIND_ASSIGN_OR_RETURN(BatchBuffers * b, BuffersFor(batch));
+  // The buffers of a batch of `rows`, with their features and targets.
+  absl::StatusOr<BatchBuffers*> GatherBatch(absl::Span<const int64_t> rows) {
+    TRAIND_ASSIGN_OR_RETURN(BatchBuffers * b, BuffersFor(static_cast<int64_t>(rows.size())));
     TRAIND_RETURN_IF_ERROR(backend_->GatherRows(features_.data(), width_, rows, &b->x));
     if (values_.empty()) {
       TRAIND_RETURN_IF_ERROR(backend_->GatherLabels(data_.y.data(), rows, &b->targets));
     } else {
       TRAIND_RETURN_IF_ERROR(backend_->GatherRows(values_.data(), outputs_, rows, &b->targets));
     }
+    return b;
+  }
+
+  // Forward pass and loss of batch *b on the backend: its predictions in
+  // *pred (a [rows, outputs] view), its loss sum in the loss kernel's slot
+  // `slot`; when training, the gradient of the loss sum times `grad_scale`
+  // in b->doutputs, for the backward pass. `first_row`: the position of the
+  // batch's first row in the global batch (dropout masks are drawn by
+  // global row) of `batch_rows` rows (batch norm's statistics are the
+  // global batch's).
+  absl::Status ForwardLoss(BatchBuffers* b, bool train, int64_t first_row, int64_t batch_rows,
+                           double grad_scale, int64_t slot, Tensor* pred) {
     const ForwardMode mode = ModeFor(train, batch_rows);
     // x: [batch, width] -> outputs: [batch, k]
     TRAIND_ASSIGN_OR_RETURN(Tensor * outputs, network_->Forward(b->x, mode, first_row));
-    TRAIND_RETURN_IF_ERROR(loss_kernel_->Compute(*outputs, b->targets, grad_scale,
-                                                 train ? &b->doutputs : nullptr, pred, slot));
-    *buffers = b;
-    return absl::OkStatus();
+    return loss_kernel_->Compute(*outputs, b->targets, grad_scale, train ? &b->doutputs : nullptr,
+                                 pred, slot);
+  }
+
+  // Forward, loss and backward of a full training batch *b of one rank:
+  // the step graph's replay when it was recorded with this gradient scale;
+  // else the ops one by one, and from the second full batch on (the first
+  // planned every kernel and buffer) the graph is recorded first. The
+  // graph writes the predictions and the loss to buffers of its own, copied
+  // to *pred and slot `slot` after it.
+  absl::Status FullBatchStep(BatchBuffers* b, double scale, int64_t slot, Tensor* pred) {
+    const int64_t graph_slot = window_;  // the loss kernel's extra slot
+    auto step = [&](int64_t s, Tensor* p) -> absl::Status {
+      TRAIND_RETURN_IF_ERROR(ForwardLoss(b, /*train=*/true, 0, batch_size_, scale, s, p));
+      return network_->Backward(b->x, &b->doutputs);
+    };
+    if (step_graph_ == nullptr && graph_warm_) {
+      absl::StatusOr<std::unique_ptr<OpGraph>> graph =
+          backend_->Capture([&] { return step(graph_slot, &graph_pred_); });
+      if (graph.ok()) {
+        step_graph_ = std::move(graph).value();
+        graph_scale_ = scale;
+      } else {
+        // Not this backend (the CPU's), or an op it cannot record: the
+        // ops one by one from now on.
+        graphs_ = false;
+        if (!absl::IsUnimplemented(graph.status())) {
+          Warn(absl::Status(graph.status().code(),
+                            absl::StrCat("training without a step graph: ",
+                                         graph.status().message())));
+        }
+      }
+    }
+    if (step_graph_ != nullptr && graph_scale_ == scale) {
+      TRAIND_RETURN_IF_ERROR(step_graph_->Launch());
+      TRAIND_RETURN_IF_ERROR(backend_->Copy(graph_pred_, pred));
+      return loss_kernel_->CopySlot(graph_slot, slot);
+    }
+    graph_warm_ = true;
+    return step(slot, pred);
   }
 
   // The loss kernel's slot `slot` = 0: a rank without rows in a batch.
@@ -510,10 +558,15 @@ class FoldTrainer {
     const double scale = batch_weight > 0 ? 1.0 / batch_weight : 0.0;
     BatchBuffers* b = nullptr;
     if (share.rows > 0) {
+      TRAIND_ASSIGN_OR_RETURN(b, GatherBatch(batch.subspan(static_cast<size_t>(share.first),
+                                                           static_cast<size_t>(share.rows))));
       Tensor pred = train_pred_dev_.Rows(at - window_start, share.rows);
-      TRAIND_RETURN_IF_ERROR(ForwardBatch(
-          batch.subspan(static_cast<size_t>(share.first), static_cast<size_t>(share.rows)),
-          /*train=*/true, share.first, size, scale, slot, &pred, &b));
+      if (graphs_ && size == batch_size_) {
+        // One rank (graphs_): no collectives, and the step ends here.
+        TRAIND_RETURN_IF_ERROR(FullBatchStep(b, scale, slot, &pred));
+        return optimizer_->Step(lr);
+      }
+      TRAIND_RETURN_IF_ERROR(ForwardLoss(b, /*train=*/true, share.first, size, scale, slot, &pred));
     } else {
       TRAIND_RETURN_IF_ERROR(ClearSlot(slot));
       // No rows here this step: batch norm's statistics still need this rank.
@@ -645,12 +698,13 @@ class FoldTrainer {
     int64_t window_start = share.first, slot = 0;
     for (int64_t start = share.first; start < end; start += chunk) {
       const int64_t size = std::min(chunk, end - start);
-      BatchBuffers* b = nullptr;
+      TRAIND_ASSIGN_OR_RETURN(
+          BatchBuffers * b,
+          GatherBatch(absl::MakeConstSpan(rows_.val).subspan(static_cast<size_t>(start),
+                                                             static_cast<size_t>(size))));
       Tensor pred = val_pred_dev_.Rows(start - window_start, size);
-      TRAIND_RETURN_IF_ERROR(ForwardBatch(
-          absl::MakeConstSpan(rows_.val).subspan(static_cast<size_t>(start),
-                                                 static_cast<size_t>(size)),
-          /*train=*/false, 0, size, /*grad_scale=*/0, slot++, &pred, &b));
+      TRAIND_RETURN_IF_ERROR(
+          ForwardLoss(b, /*train=*/false, 0, size, /*grad_scale=*/0, slot++, &pred));
       mine.weight_sum +=
           WeightOf(val_classes_.data() + start,
                    val_values_.empty() ? nullptr : val_values_.data() + start * k, size);
@@ -1151,6 +1205,14 @@ class FoldTrainer {
   Tensor train_pred_dev_, val_pred_dev_, no_targets_;
   std::vector<double> slot_values_;
   int64_t window_ = 1;  // batches (validation: chunks) per window
+  // Step graphs (FitOptions::step_graphs): whether this run may use one,
+  // the graph once recorded, the gradient scale it was recorded with, its
+  // predictions; warm once a full batch ran op by op.
+  bool graphs_ = false;
+  bool graph_warm_ = false;
+  double graph_scale_ = 0;
+  Tensor graph_pred_;
+  std::unique_ptr<OpGraph> step_graph_;
 };
 
 }  // namespace

@@ -93,6 +93,12 @@ struct FitOptions {
   Communicator* communicator = nullptr;
   // Data parallelism: the size of the pieces the gradients are summed in.
   int64_t allreduce_bucket_bytes = int64_t{4} << 20;
+  // Step graphs: with one rank and no dropout, the forward pass, loss and
+  // backward pass of a full training batch are recorded once
+  // (Backend::Capture; a CUDA graph on a GPU) and replayed as one launch;
+  // the results are those of running the ops one by one. Backends without
+  // graphs (the CPU's) run the ops one by one regardless.
+  bool step_graphs = true;
 };
 
 // Trains spec.model on rows.train of `data` and validates on rows.val.

@@ -1,12 +1,16 @@
 #include "worker/engine/fit.h"
 
+#include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "worker/engine/backend/cpu/cpu_backend.h"
 #include "worker/engine/data/split.h"
 #include "worker/engine/status.h"
+#include "worker/engine/testing/graph_recording_backend.h"
 
 namespace traind::engine {
 namespace {
@@ -311,6 +315,121 @@ TEST(FitTest, SgdWithMomentumAndNoShuffleOnDigits) {
   absl::StatusOr<FoldResult> result = Fit(spec, *digits, rows, 1, {}, nullptr);
   ASSERT_TRUE(result.ok()) << result.status();
   EXPECT_GE(result->val().at("accuracy"), 0.93);
+}
+
+
+// Step graphs, on a backend that records them as CUDA does (frozen
+// arguments, tensors read when replayed): training equals the CPU's op by op
+// bit for bit, and the graph is recorded once and replayed at the full
+// batches after the first.
+struct GraphRun {
+  absl::StatusOr<FoldResult> result = absl::UnknownError("not run");
+  RecordingObserver observer;
+  int64_t graphs = 0, launches = 0;
+};
+
+std::unique_ptr<GraphRun> FitWithGraphs(const JobSpec& spec, const FoldRows& rows, bool graphs) {
+  auto run = std::make_unique<GraphRun>();
+  std::unique_ptr<Backend> backend = testing::NewGraphRecordingBackend(
+      std::move(CreateCpuBackend()).value(), "recording");
+  FitOptions options;
+  options.backend = backend.get();
+  options.step_graphs = graphs;
+  run->result = Fit(spec, Iris(), rows, 0, options, &run->observer);
+  auto* recording = static_cast<testing::GraphRecordingBackend*>(backend.get());
+  run->graphs = recording->graphs();
+  run->launches = recording->launches();
+  return run;
+}
+
+void ExpectSameTraining(const RecordingObserver& a, const RecordingObserver& b) {
+  ASSERT_EQ(a.epochs.size(), b.epochs.size());
+  for (size_t e = 0; e < a.epochs.size(); ++e) {
+    for (const auto& [name, value] : a.epochs[e].train()) {
+      EXPECT_EQ(b.epochs[e].train().at(name), value) << "train " << name << " epoch " << e + 1;
+    }
+    for (const auto& [name, value] : a.epochs[e].val()) {
+      EXPECT_EQ(b.epochs[e].val().at(name), value) << "val " << name << " epoch " << e + 1;
+    }
+  }
+}
+
+TEST(FitStepGraphTest, GraphsReplayFullBatchesAndTrainAsOpByOne) {
+  JobSpec weighted = IrisSpec();
+  for (double w : {1.0, 3.0, 0.5}) {
+    weighted.mutable_loss()->mutable_softmax_cross_entropy()->add_class_weights(w);
+  }
+  JobSpec normalized = IrisSpec();
+  normalized.mutable_model()->clear_layers();
+  auto* d1 = normalized.mutable_model()->add_layers()->mutable_dense();
+  d1->set_units(16);
+  d1->set_activation(traind::v1::GELU);  // not fused: its own kernel
+  normalized.mutable_model()->add_layers()->mutable_batch_norm();
+  auto* d2 = normalized.mutable_model()->add_layers()->mutable_dense();
+  d2->set_units(8);
+  d2->set_activation(traind::v1::TANH);
+  normalized.mutable_model()->add_layers()->mutable_layer_norm();
+  normalized.mutable_model()->add_layers()->mutable_dense()->set_units(3);
+  normalized.mutable_optimizer()->clear_adam();
+  normalized.mutable_optimizer()->mutable_sgd()->set_learning_rate(0.05);
+  normalized.mutable_optimizer()->mutable_sgd()->set_momentum(0.9);
+  normalized.mutable_optimizer()->mutable_clipping()->set_max_norm(0.5);
+  normalized.mutable_training()->set_epochs(20);
+  const FoldRows rows = IrisFold0();  // 120 rows: 7 full batches of 16 and one of 8
+  struct Case {
+    const char* name;
+    JobSpec spec;
+    bool every_full_batch;  // batches all weigh the same
+  };
+  for (const Case& c : {Case{"adam", IrisSpec(), true}, Case{"normalized", normalized, true},
+                        Case{"class weights", weighted, false}}) {
+    SCOPED_TRACE(c.name);
+    RecordingObserver eager;
+    FitOptions cpu;
+    ASSERT_TRUE(Fit(c.spec, Iris(), rows, 0, cpu, &eager).ok());
+    std::unique_ptr<GraphRun> run = FitWithGraphs(c.spec, rows, true);
+    ASSERT_TRUE(run->result.ok()) << run->result.status();
+    ExpectSameTraining(eager, run->observer);
+    EXPECT_EQ(run->graphs, 1);
+    const int64_t epochs = c.spec.training().epochs();
+    if (c.every_full_batch) {
+      // Every full batch but the first (op by op), the second's graph
+      // launched as soon as recorded.
+      EXPECT_EQ(run->launches, 7 * epochs - 1);
+    } else {
+      // Only batches that weigh what the recorded one did replay it.
+      EXPECT_GT(run->launches, 0);
+      EXPECT_LT(run->launches, 7 * epochs - 1);
+    }
+  }
+}
+
+TEST(FitStepGraphTest, NoGraphWithDropoutOrWhenTurnedOff) {
+  JobSpec dropout = IrisSpec();
+  dropout.mutable_model()->mutable_layers(0)->mutable_dense();
+  *dropout.mutable_model()->add_layers() = dropout.model().layers(1);
+  dropout.mutable_model()->mutable_layers(1)->mutable_dropout()->set_rate(0.2);
+  const FoldRows rows = IrisFold0();
+  for (const auto& [spec, graphs] : {std::pair{dropout, true}, std::pair{IrisSpec(), false}}) {
+    RecordingObserver eager;
+    FitOptions cpu;
+    ASSERT_TRUE(Fit(spec, Iris(), rows, 0, cpu, &eager).ok());
+    std::unique_ptr<GraphRun> run = FitWithGraphs(spec, rows, graphs);
+    ASSERT_TRUE(run->result.ok()) << run->result.status();
+    ExpectSameTraining(eager, run->observer);
+    EXPECT_EQ(run->graphs, 0);
+    EXPECT_EQ(run->launches, 0);
+  }
+}
+
+TEST(FitStepGraphTest, DivergenceUnderGraphsIsReportedAsOpByOne) {
+  JobSpec spec = IrisSpec();
+  spec.mutable_data()->set_standardize(false);
+  spec.mutable_optimizer()->mutable_sgd()->set_learning_rate(1e30);
+  const absl::Status eager = Fit(spec, Iris(), IrisFold0(), 0, {}, nullptr).status();
+  std::unique_ptr<GraphRun> run = FitWithGraphs(spec, IrisFold0(), true);
+  EXPECT_EQ(FailureKindOf(run->result.status()), FailureKind::kDiverged);
+  EXPECT_EQ(run->result.status().message(), eager.message());
 }
 
 }  // namespace

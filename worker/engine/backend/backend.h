@@ -14,6 +14,7 @@
 #define TRAIND_WORKER_ENGINE_BACKEND_BACKEND_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -125,6 +126,19 @@ class LossKernel {
   // values[i] = slot first + i, for i in [0, count); waits for the
   // backend's stream.
   virtual absl::Status ReadSlots(int64_t first, int64_t count, double* values) = 0;
+
+  // Slot `to` = slot `from`, on the backend's stream.
+  virtual absl::Status CopySlot(int64_t from, int64_t to) = 0;
+};
+
+// A recorded sequence of a backend's ops (Backend::Capture), replayed as one
+// launch: on a GPU, a CUDA graph. Replays use the tensors and values the
+// ops were recorded with; the tensors' contents are read when it runs.
+class OpGraph {
+ public:
+  virtual ~OpGraph() = default;
+  // Enqueues the recorded ops, in order, on the backend's stream.
+  virtual absl::Status Launch() = 0;
 };
 
 // Adam's constants for one step (PyTorch's formulation).
@@ -177,6 +191,8 @@ class Backend {
   // Host <-> tensor copies of dst->bytes() / src.bytes() bytes.
   virtual absl::Status CopyFromHost(const void* src, Tensor* dst) = 0;
   virtual absl::Status CopyToHost(const Tensor& src, void* dst) = 0;
+  // dst = src (same dtype and number of elements), on the backend's stream.
+  virtual absl::Status Copy(const Tensor& src, Tensor* dst) = 0;
   virtual absl::Status Fill(float value, Tensor* dst) = 0;
 
   // dst[i, :] = src[rows[i], :] for a host matrix src: [*, cols].
@@ -275,6 +291,19 @@ class Backend {
   virtual absl::Status Scale(float factor, Tensor* t) = 0;
   // t = clamp(t, -limit, limit).
   virtual absl::Status ClipByValue(float limit, Tensor* t) = 0;
+
+  // Records the ops `record` enqueues, instead of running them, into an
+  // OpGraph (on a GPU: stream capture into a CUDA graph). The ops recorded
+  // must only read and write tensors (no host copies, no values returned
+  // to the host, no allocation, no planning of kernels): such a call fails
+  // the capture. Errors: Unimplemented where the backend has no graphs
+  // (the default; the CPU backend runs its ops as they come); the error of
+  // `record` or of the recording.
+  virtual absl::StatusOr<std::unique_ptr<OpGraph>> Capture(
+      const std::function<absl::Status()>& record) {
+    (void)record;
+    return absl::UnimplementedError(name() + ": no op graphs");
+  }
 
   // Plans a loss (LossKernel). Errors: InvalidArgument for options out of
   // range (width, max_batch, slots < 1; weights not [width] or negative;

@@ -103,6 +103,16 @@ inline absl::Status CheckCount(int64_t count, int64_t batch) {
   return absl::OkStatus();
 }
 
+// Backend::Copy's arguments: one dtype, one number of elements.
+inline absl::Status CheckCopyArgs(const Tensor& src, const Tensor& dst) {
+  if (src.dtype() != dst.dtype() || src.size() != dst.size()) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "Copy: source [%d, %d] and destination [%d, %d] differ in type or size", src.rows(),
+        src.cols(), dst.rows(), dst.cols()));
+  }
+  return absl::OkStatus();
+}
+
 // Backend::CreateLossKernel's options.
 inline absl::Status CheckLossKernelOptions(const LossKernelOptions& o) {
   if (o.width < 1 || o.max_batch < 1 || o.slots < 1) {

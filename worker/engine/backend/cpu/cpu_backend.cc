@@ -592,6 +592,13 @@ class CpuLossKernel final : public LossKernel {
     return absl::OkStatus();
   }
 
+  absl::Status CopySlot(int64_t from, int64_t to) override {
+    TRAIND_RETURN_IF_ERROR(CheckLossSlots(options_.slots, from, 1));
+    TRAIND_RETURN_IF_ERROR(CheckLossSlots(options_.slots, to, 1));
+    slots_[static_cast<size_t>(to)] = slots_[static_cast<size_t>(from)];
+    return absl::OkStatus();
+  }
+
  private:
   const LossKernelOptions options_;
   LossParams params_;
@@ -620,6 +627,11 @@ class CpuBackend final : public Backend {
   }
   absl::Status CopyToHost(const Tensor& src, void* dst) override {
     if (src.bytes() > 0) std::memcpy(dst, src.raw(), src.bytes());
+    return absl::OkStatus();
+  }
+  absl::Status Copy(const Tensor& src, Tensor* dst) override {
+    TRAIND_RETURN_IF_ERROR(CheckCopyArgs(src, *dst));
+    if (src.bytes() > 0) std::memmove(dst->raw(), src.raw(), src.bytes());
     return absl::OkStatus();
   }
   absl::Status Fill(float value, Tensor* dst) override {

@@ -641,6 +641,36 @@ TEST_F(CpuBackendTest, LossKernelSlotsAndEmptyBatches) {
             "loss: targets must be [2, 2] values (f32)");
 }
 
+TEST_F(CpuBackendTest, CopyAndCopySlot) {
+  Tensor a = std::move(backend_->Allocate2d(DType::kF32, 3, 2)).value();
+  Tensor b = std::move(backend_->Allocate2d(DType::kF32, 4, 2)).value();
+  for (int i = 0; i < 6; ++i) a.f32()[i] = static_cast<float>(i + 1);
+  for (int i = 0; i < 8; ++i) b.f32()[i] = -1;
+  Tensor rows = b.Rows(1, 3);
+  ASSERT_TRUE(backend_->Copy(a, &rows).ok());
+  EXPECT_EQ(std::vector<float>(b.f32(), b.f32() + 8),
+            (std::vector<float>{-1, -1, 1, 2, 3, 4, 5, 6}));
+  EXPECT_EQ(backend_->Copy(a, &b).message(),
+            "Copy: source [3, 2] and destination [4, 2] differ in type or size");
+
+  LossKernelOptions o;
+  o.kind = LossKind::kL1;
+  o.slots = 3;
+  std::unique_ptr<LossKernel> k = MakeLoss(backend_.get(), o);
+  Tensor out = std::move(backend_->Allocate2d(DType::kF32, 1, 1)).value();
+  Tensor target = std::move(backend_->Allocate2d(DType::kF32, 1, 1)).value();
+  out.f32()[0] = 2.5f;
+  target.f32()[0] = 0;
+  ASSERT_TRUE(k->Compute(out, target, 1, nullptr, nullptr, 2).ok());
+  ASSERT_TRUE(k->CopySlot(2, 0).ok());
+  double v[3];
+  ASSERT_TRUE(k->ReadSlots(0, 3, v).ok());
+  EXPECT_EQ(v[0], 2.5);
+  EXPECT_EQ(v[1], 0);
+  EXPECT_EQ(v[2], 2.5);
+  EXPECT_EQ(k->CopySlot(3, 0).message(), "loss: slots [3, 4) are not in [0, 3)");
+}
+
 TEST_F(CpuBackendTest, LossKernelOptionsAreChecked) {
   auto error = [&](LossKernelOptions o) {
     absl::StatusOr<std::unique_ptr<LossKernel>> k = backend_->CreateLossKernel(o);

@@ -415,6 +415,15 @@ class CudaLossKernel final : public LossKernel {
     return absl::OkStatus();
   }
 
+  absl::Status CopySlot(int64_t from, int64_t to) override {
+    TRAIND_RETURN_IF_ERROR(CheckLossSlots(options_.slots, from, 1));
+    TRAIND_RETURN_IF_ERROR(CheckLossSlots(options_.slots, to, 1));
+    if (from == to) return absl::OkStatus();
+    TRAIND_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(slots() + to, slots() + from, sizeof(double),
+                                                cudaMemcpyDeviceToDevice, stream_));
+    return absl::OkStatus();
+  }
+
  private:
   CudaLossKernel(std::shared_ptr<const Stream> stream, const LossKernelOptions& options)
       : stream_owner_(std::move(stream)), stream_(stream_owner_->get()), options_(options) {}
@@ -464,6 +473,24 @@ bool SameEntries(const std::vector<cuda::MultiTensorEntry>& a,
   return a.size() == b.size() &&
          (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(a[0])) == 0);
 }
+
+// A captured sequence of the backend's ops: a CUDA graph, launched on the
+// backend's stream (kept alive by the graph).
+class CudaOpGraph final : public OpGraph {
+ public:
+  CudaOpGraph(std::shared_ptr<const Stream> stream, cuda::Graph graph, cuda::GraphExec exec)
+      : stream_(std::move(stream)), graph_(std::move(graph)), exec_(std::move(exec)) {}
+
+  absl::Status Launch() override {
+    TRAIND_CUDA_RETURN_IF_ERROR(cudaGraphLaunch(exec_.get(), stream_->get()));
+    return absl::OkStatus();
+  }
+
+ private:
+  const std::shared_ptr<const Stream> stream_;
+  cuda::Graph graph_;
+  cuda::GraphExec exec_;
+};
 
 class CudaBackend final : public Backend {
  public:
@@ -520,6 +547,16 @@ class CudaBackend final : public Backend {
     TRAIND_CUDA_RETURN_IF_ERROR(
         cudaMemcpyAsync(dst, src.raw(), src.bytes(), cudaMemcpyDeviceToHost, stream()));
     TRAIND_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream()));
+    return absl::OkStatus();
+  }
+
+  absl::Status Copy(const Tensor& src, Tensor* dst) override {
+    TRAIND_RETURN_IF_ERROR(CheckCopyArgs(src, *dst));
+    if (src.bytes() == 0) return absl::OkStatus();
+    TRAIND_RETURN_IF_ERROR(CheckDevice(src, "Copy"));
+    TRAIND_RETURN_IF_ERROR(CheckDevice(*dst, "Copy"));
+    TRAIND_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(dst->raw(), src.raw(), src.bytes(),
+                                                cudaMemcpyDeviceToDevice, stream()));
     return absl::OkStatus();
   }
 
@@ -741,6 +778,27 @@ class CudaBackend final : public Backend {
   absl::Status ClipByValue(float limit, Tensor* t) override {
     TRAIND_LAUNCH(cuda::LaunchClip(limit, t->f32(), t->size(), stream()));
     return absl::OkStatus();
+  }
+
+  // Stream capture (this thread only): the ops record() enqueues become
+  // graph nodes instead of running. A call that is not allowed while
+  // capturing (a synchronization, a host copy, an allocation) fails and
+  // invalidates the capture; its error is returned.
+  absl::StatusOr<std::unique_ptr<OpGraph>> Capture(
+      const std::function<absl::Status()>& record) override {
+    TRAIND_CUDA_RETURN_IF_ERROR(
+        cudaStreamBeginCapture(stream(), cudaStreamCaptureModeThreadLocal));
+    const absl::Status recorded = record();
+    cudaGraph_t raw = nullptr;
+    const cudaError_t ended = cudaStreamEndCapture(stream(), &raw);
+    cuda::Graph graph(raw);
+    if (!recorded.ok()) {
+      (void)cudaGetLastError();  // the capture's own error, if any, is not sticky
+      return recorded;
+    }
+    TRAIND_CUDA_RETURN_IF_ERROR(ended);
+    TRAIND_ASSIGN_OR_RETURN(cuda::GraphExec exec, cuda::GraphExec::Instantiate(graph));
+    return std::unique_ptr<OpGraph>(new CudaOpGraph(stream_, std::move(graph), std::move(exec)));
   }
 
   absl::StatusOr<std::unique_ptr<LossKernel>> CreateLossKernel(

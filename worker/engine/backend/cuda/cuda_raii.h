@@ -38,6 +38,12 @@ struct StreamDestroy {
 struct EventDestroy {
   void operator()(CUevent_st* e) const { (void)cudaEventDestroy(e); }
 };
+struct GraphDestroy {
+  void operator()(CUgraph_st* g) const { (void)cudaGraphDestroy(g); }
+};
+struct GraphExecDestroy {
+  void operator()(CUgraphExec_st* g) const { (void)cudaGraphExecDestroy(g); }
+};
 struct CublasDestroy {
   void operator()(cublasContext* h) const { (void)cublasDestroy(h); }
 };
@@ -131,6 +137,35 @@ class Stream {
 
  private:
   std::unique_ptr<CUstream_st, internal::StreamDestroy> stream_;
+};
+
+// A CUDA graph (cudaGraph_t) taken over from stream capture.
+class Graph {
+ public:
+  Graph() = default;
+  explicit Graph(cudaGraph_t g) : graph_(g) {}
+  cudaGraph_t get() const { return graph_.get(); }
+
+ private:
+  std::unique_ptr<CUgraph_st, internal::GraphDestroy> graph_;
+};
+
+// An instantiated graph, ready to launch.
+class GraphExec {
+ public:
+  GraphExec() = default;
+  static absl::StatusOr<GraphExec> Instantiate(const Graph& graph) {
+    cudaGraphExec_t e = nullptr;
+    TRAIND_RETURN_IF_ERROR(
+        CudaStatus(cudaGraphInstantiate(&e, graph.get(), 0), "cudaGraphInstantiate"));
+    GraphExec exec;
+    exec.exec_.reset(e);
+    return exec;
+  }
+  cudaGraphExec_t get() const { return exec_.get(); }
+
+ private:
+  std::unique_ptr<CUgraphExec_st, internal::GraphExecDestroy> exec_;
 };
 
 // An event without timing (the cheapest kind), for ordering and polling.

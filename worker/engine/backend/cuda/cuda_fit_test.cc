@@ -1,0 +1,170 @@
+// Fit on the CUDA backend: with step graphs (the forward pass, loss and
+// backward pass of a full batch recorded as a CUDA graph and replayed) a
+// fold trains exactly as with the ops launched one by one, and both train
+// as the CPU backend does within float rounding. Skipped without a GPU.
+#include <cmath>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "worker/engine/backend/cpu/cpu_backend.h"
+#include "worker/engine/backend/cuda/cuda_backend.h"
+#include "worker/engine/backend/cuda/cuda_status.h"
+#include "worker/engine/fit.h"
+
+namespace traind::engine {
+namespace {
+
+using traind::v1::EpochMetrics;
+using traind::v1::JobSpec;
+
+// 4 classes, 16 features; the class is the largest of four sums of features
+// (learnable), with a little label noise.
+Dataset Synthetic(int64_t rows) {
+  constexpr int64_t kFeatures = 16, kClasses = 4;
+  Dataset d;
+  d.rows = rows;
+  d.features = kFeatures;
+  d.x.resize(static_cast<size_t>(rows * kFeatures));
+  uint32_t s = 12345;
+  auto next = [&s] {
+    s = s * 1664525u + 1013904223u;
+    return static_cast<float>(s >> 8) / 16777216.0f - 0.5f;
+  };
+  for (float& v : d.x) v = next();
+  d.y.resize(static_cast<size_t>(rows));
+  for (int64_t r = 0; r < rows; ++r) {
+    int32_t best = 0;
+    float best_sum = -1e30f;
+    for (int32_t c = 0; c < kClasses; ++c) {
+      float sum = 0;
+      for (int64_t f = c * 4; f < c * 4 + 4; ++f) sum += d.x[static_cast<size_t>(r * kFeatures + f)];
+      if (sum > best_sum) {
+        best_sum = sum;
+        best = c;
+      }
+    }
+    d.y[static_cast<size_t>(r)] = next() < -0.45f ? (best + 1) % kClasses : best;
+  }
+  d.target = TargetKind::kClasses;
+  for (int64_t f = 0; f < kFeatures; ++f) d.feature_names.push_back(absl::StrCat("f", f));
+  for (int64_t c = 0; c < kClasses; ++c) d.classes.push_back(absl::StrCat("c", c));
+  d.lines.resize(static_cast<size_t>(rows));
+  for (int64_t r = 0; r < rows; ++r) d.lines[static_cast<size_t>(r)] = r + 2;
+  d.path = "synthetic";
+  return d;
+}
+
+JobSpec Spec(bool batch_norm, bool class_weights) {
+  JobSpec spec;
+  spec.set_seed(11);
+  spec.mutable_data()->set_standardize(true);
+  auto* l1 = spec.mutable_model()->add_layers()->mutable_dense();
+  l1->set_units(64);
+  l1->set_activation(traind::v1::RELU);
+  if (batch_norm) spec.mutable_model()->add_layers()->mutable_batch_norm();
+  auto* l2 = spec.mutable_model()->add_layers()->mutable_dense();
+  l2->set_units(32);
+  l2->set_activation(traind::v1::GELU);
+  spec.mutable_model()->add_layers()->mutable_dense()->set_units(4);
+  auto* ce = spec.mutable_loss()->mutable_softmax_cross_entropy();
+  if (class_weights) {
+    for (double w : {1.0, 2.0, 0.5, 1.5}) ce->add_class_weights(w);
+    ce->set_label_smoothing(0.05);
+  }
+  spec.mutable_optimizer()->mutable_adam()->set_learning_rate(0.005);
+  spec.mutable_training()->set_epochs(4);
+  spec.mutable_training()->set_batch_size(32);
+  spec.mutable_metrics()->add_train(traind::v1::ACCURACY);
+  spec.mutable_metrics()->add_val(traind::v1::ACCURACY);
+  return spec;
+}
+
+class Recorder : public FitObserver {
+ public:
+  absl::Status OnEpochEnd(const EpochMetrics& m) override {
+    epochs.push_back(m);
+    return absl::OkStatus();
+  }
+  bool StopRequested() override { return false; }
+  // A step graph that cannot be recorded is a warning (and the ops run one
+  // by one): none is expected.
+  void OnWarning(absl::string_view message) override { warnings.emplace_back(message); }
+  std::vector<EpochMetrics> epochs;
+  std::vector<std::string> warnings;
+};
+
+struct Run {
+  absl::StatusOr<traind::v1::FoldResult> result = absl::UnknownError("not run");
+  Recorder recorder;
+};
+
+std::unique_ptr<Run> FitOn(Backend* backend, const JobSpec& spec, const Dataset& data,
+                           const FoldRows& rows, bool graphs) {
+  auto run = std::make_unique<Run>();
+  FitOptions options;
+  options.backend = backend;
+  options.step_graphs = graphs;
+  run->result = Fit(spec, data, rows, 0, options, &run->recorder);
+  return run;
+}
+
+class CudaFitTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string reason;
+    if (cuda::DeviceCount(&reason) == 0) GTEST_SKIP() << reason;
+  }
+};
+
+TEST_F(CudaFitTest, StepGraphsTrainExactlyAsOpsOneByOneAndAsTheCpu) {
+  const Dataset data = Synthetic(1000);  // 25 batches of 32 per epoch, one of 8
+  FoldRows rows;
+  for (int64_t r = 0; r < 808; ++r) rows.train.push_back(r);
+  for (int64_t r = 808; r < 1000; ++r) rows.val.push_back(r);
+  for (bool batch_norm : {false, true}) {
+    for (bool class_weights : {false, true}) {
+      SCOPED_TRACE(absl::StrCat("batch_norm ", batch_norm, ", class_weights ", class_weights));
+      const JobSpec spec = Spec(batch_norm, class_weights);
+      auto graphs_backend = CreateCudaBackend();
+      auto ops_backend = CreateCudaBackend();
+      auto cpu_backend = CreateCpuBackend();
+      ASSERT_TRUE(graphs_backend.ok() && ops_backend.ok() && cpu_backend.ok());
+      auto graphs = FitOn(graphs_backend->get(), spec, data, rows, true);
+      auto ops = FitOn(ops_backend->get(), spec, data, rows, false);
+      auto cpu = FitOn(cpu_backend->get(), spec, data, rows, false);
+      ASSERT_TRUE(graphs->result.ok()) << graphs->result.status();
+      ASSERT_TRUE(ops->result.ok()) << ops->result.status();
+      ASSERT_TRUE(cpu->result.ok()) << cpu->result.status();
+      EXPECT_TRUE(graphs->recorder.warnings.empty()) << graphs->recorder.warnings[0];
+      ASSERT_EQ(graphs->recorder.epochs.size(), 4u);
+      ASSERT_EQ(ops->recorder.epochs.size(), 4u);
+      ASSERT_EQ(cpu->recorder.epochs.size(), 4u);
+      for (size_t e = 0; e < 4; ++e) {
+        for (const char* pass : {"train", "val"}) {
+          const auto& g = pass[0] == 't' ? graphs->recorder.epochs[e].train()
+                                         : graphs->recorder.epochs[e].val();
+          const auto& o =
+              pass[0] == 't' ? ops->recorder.epochs[e].train() : ops->recorder.epochs[e].val();
+          const auto& c =
+              pass[0] == 't' ? cpu->recorder.epochs[e].train() : cpu->recorder.epochs[e].val();
+          for (const auto& [name, value] : o) {
+            // The same kernels with the same arguments: bit-identical.
+            EXPECT_EQ(g.at(name), value) << pass << " " << name << " epoch " << e + 1;
+            if (name == "loss") {
+              EXPECT_NEAR(c.at(name), value, 2e-3 * std::abs(value))
+                  << "CPU " << pass << " loss, epoch " << e + 1;
+            }
+          }
+        }
+      }
+      // Training learned something (the comparison is not of noise).
+      EXPECT_GT(ops->recorder.epochs.back().val().at("accuracy"), 0.6);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace traind::engine
