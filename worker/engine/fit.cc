@@ -262,11 +262,8 @@ class FoldTrainer {
                              outputs_));
     graphs_ = options_.step_graphs && comm_ == nullptr;
     for (const traind::v1::Layer& layer : spec_.model().layers()) {
-      if (layer.has_dropout()) graphs_ = false;  // a new mask every step
-    }
-    if (graphs_) {
-      TRAIND_ASSIGN_OR_RETURN(graph_pred_,
-                              backend_->Allocate2d(DType::kF32, batch_size_, outputs_));
+      // A new mask every step.
+      if (layer.has_dropout() && layer.dropout().rate() > 0) graphs_ = false;
     }
     TRAIND_ASSIGN_OR_RETURN(no_targets_,
                             backend_->Allocate2d(values_.empty() ? DType::kS32 : DType::kF32, 1, 1));
@@ -481,6 +478,10 @@ class FoldTrainer {
       return network_->Backward(b->x, &b->doutputs);
     };
     if (step_graph_ == nullptr && graph_warm_) {
+      if (graph_pred_.empty()) {
+        TRAIND_ASSIGN_OR_RETURN(graph_pred_,
+                                backend_->Allocate2d(DType::kF32, batch_size_, outputs_));
+      }
       absl::StatusOr<std::unique_ptr<OpGraph>> graph =
           backend_->Capture([&] { return step(graph_slot, &graph_pred_); });
       if (graph.ok()) {

@@ -73,10 +73,11 @@ MemoryEstimate EstimateMemory(const traind::v1::JobSpec& spec, int64_t features,
   e.workspace = workspace + bf16_copies + (trainable + buffers) * (2 + state_copies) * kFloat +
                 (16 << 20);  // oneDNN, OpenMP and allocator overhead
   // On a GPU: the cuBLAS/cuBLASLt workspace (32 MiB, the size recommended
-  // for Hopper), the multi-tensor optimizer's pointer tables and the loss
-  // kernel's per-element partial sums (doubles).
+  // for Hopper), the multi-tensor optimizer's pointer tables, the loss
+  // kernel's per-element partial sums (doubles) and the step graph's
+  // predictions.
   if (spec.resources().device() == traind::v1::GPU) {
-    e.workspace += (32 << 20) + (64 << 10) + batch * outputs * 8;
+    e.workspace += (32 << 20) + (64 << 10) + batch * outputs * (8 + kFloat);
   }
   return e;
 }

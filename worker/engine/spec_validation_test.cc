@@ -189,8 +189,10 @@ TEST(MemoryEstimateTest, Bf16CopiesAndTheGpuWorkspaceAreCounted) {
   EXPECT_EQ(EstimateMemory(spec, 50, 10).workspace - fp32, copies);
   spec.mutable_training()->set_precision(traind::v1::FP32);
   spec.mutable_resources()->set_device(traind::v1::GPU);
-  // cuBLAS workspace, optimizer pointer tables, the loss's partial sums.
-  EXPECT_EQ(EstimateMemory(spec, 50, 10).workspace - fp32, (32 << 20) + (64 << 10) + 32 * 10 * 8);
+  // cuBLAS workspace, optimizer pointer tables, the loss's partial sums
+  // (doubles), the step graph's predictions (floats).
+  EXPECT_EQ(EstimateMemory(spec, 50, 10).workspace - fp32,
+            (32 << 20) + (64 << 10) + 32 * 10 * 8 + 32 * 10 * 4);
 }
 
 }  // namespace

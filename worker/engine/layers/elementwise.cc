@@ -1,6 +1,5 @@
 #include "worker/engine/layers/elementwise.h"
 
-#include <cstring>
 #include <utility>
 
 #include "worker/engine/status.h"
@@ -27,9 +26,9 @@ absl::StatusOr<Tensor*> Dropout::MaskFor(int64_t batch) {
 
 absl::Status Dropout::Forward(const Tensor& x, const ForwardMode& mode, Tensor* y) {
   if (!mode.training || rate_ == 0.0f) {
-    // The identity; the network's buffers are distinct, so copy.
-    if (x.bytes() > 0) std::memcpy(y->raw(), x.raw(), x.bytes());
-    return absl::OkStatus();
+    // The identity; the network's buffers are distinct, so copy (on the
+    // backend: the tensors may be in device memory).
+    return backend_->Copy(x, y);
   }
   TRAIND_ASSIGN_OR_RETURN(Tensor * mask, MaskFor(x.rows()));
   return backend_->DropoutForward(rate_, mode.seed, x, mask, y);
@@ -37,10 +36,7 @@ absl::Status Dropout::Forward(const Tensor& x, const ForwardMode& mode, Tensor* 
 
 absl::Status Dropout::Backward(const Tensor& x, const Tensor&, Tensor* dy, Tensor* dx) {
   if (dx == nullptr) return absl::OkStatus();
-  if (rate_ == 0.0f) {
-    if (dy->bytes() > 0) std::memcpy(dx->raw(), dy->raw(), dy->bytes());
-    return absl::OkStatus();
-  }
+  if (rate_ == 0.0f) return backend_->Copy(*dy, dx);
   TRAIND_ASSIGN_OR_RETURN(Tensor * mask, MaskFor(x.rows()));
   return backend_->Multiply(*dy, *mask, dx);
 }

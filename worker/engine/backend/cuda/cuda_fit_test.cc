@@ -57,7 +57,7 @@ Dataset Synthetic(int64_t rows) {
   return d;
 }
 
-JobSpec Spec(bool batch_norm, bool class_weights) {
+JobSpec Spec(bool batch_norm, bool class_weights, bool dropout = false) {
   JobSpec spec;
   spec.set_seed(11);
   spec.mutable_data()->set_standardize(true);
@@ -68,6 +68,8 @@ JobSpec Spec(bool batch_norm, bool class_weights) {
   auto* l2 = spec.mutable_model()->add_layers()->mutable_dense();
   l2->set_units(32);
   l2->set_activation(traind::v1::GELU);
+  spec.mutable_model()->add_layers()->mutable_layer_norm();
+  if (dropout) spec.mutable_model()->add_layers()->mutable_dropout()->set_rate(0.2);
   spec.mutable_model()->add_layers()->mutable_dense()->set_units(4);
   auto* ce = spec.mutable_loss()->mutable_softmax_cross_entropy();
   if (class_weights) {
@@ -119,51 +121,101 @@ class CudaFitTest : public ::testing::Test {
   }
 };
 
+// Metrics of `a` and `b` epoch by epoch: equal (exact) or, for the loss,
+// within `loss_tolerance` (relative).
+void ExpectSameEpochs(const Run& a, const Run& b, bool exact, double loss_tolerance,
+                      const std::string& what) {
+  ASSERT_EQ(a.recorder.epochs.size(), b.recorder.epochs.size()) << what;
+  for (size_t e = 0; e < a.recorder.epochs.size(); ++e) {
+    for (bool train : {true, false}) {
+      const auto& x = train ? a.recorder.epochs[e].train() : a.recorder.epochs[e].val();
+      const auto& y = train ? b.recorder.epochs[e].train() : b.recorder.epochs[e].val();
+      for (const auto& [name, value] : x) {
+        const std::string where =
+            absl::StrCat(what, ": ", train ? "train " : "val ", name, ", epoch ", e + 1);
+        if (exact) {
+          EXPECT_EQ(y.at(name), value) << where;
+        } else if (name == "loss") {
+          EXPECT_NEAR(y.at(name), value, loss_tolerance * std::abs(value)) << where;
+        }
+      }
+    }
+  }
+}
+
+struct Config {
+  const char* name;
+  CudaBackendOptions options;
+  double cpu_loss_tolerance;  // relative, against the CPU backend
+};
+
+std::vector<Config> Configs() {
+  std::vector<Config> configs;
+  configs.push_back({"fp32, cuBLASLt", CudaBackendOptions(), 2e-3});
+  CudaBackendOptions plain;
+  plain.use_cublaslt = false;
+  configs.push_back({"fp32, cuBLAS", plain, 2e-3});
+  CudaBackendOptions tf32;
+  tf32.precision = GemmPrecision::kTf32;
+  configs.push_back({"tf32", tf32, 5e-2});
+  CudaBackendOptions bf16;
+  bf16.precision = GemmPrecision::kBf16;
+  configs.push_back({"bf16", bf16, 1e-1});
+  return configs;
+}
+
 TEST_F(CudaFitTest, StepGraphsTrainExactlyAsOpsOneByOneAndAsTheCpu) {
   const Dataset data = Synthetic(1000);  // 25 batches of 32 per epoch, one of 8
   FoldRows rows;
   for (int64_t r = 0; r < 808; ++r) rows.train.push_back(r);
   for (int64_t r = 808; r < 1000; ++r) rows.val.push_back(r);
-  for (bool batch_norm : {false, true}) {
-    for (bool class_weights : {false, true}) {
-      SCOPED_TRACE(absl::StrCat("batch_norm ", batch_norm, ", class_weights ", class_weights));
-      const JobSpec spec = Spec(batch_norm, class_weights);
-      auto graphs_backend = CreateCudaBackend();
-      auto ops_backend = CreateCudaBackend();
-      auto cpu_backend = CreateCpuBackend();
-      ASSERT_TRUE(graphs_backend.ok() && ops_backend.ok() && cpu_backend.ok());
-      auto graphs = FitOn(graphs_backend->get(), spec, data, rows, true);
-      auto ops = FitOn(ops_backend->get(), spec, data, rows, false);
-      auto cpu = FitOn(cpu_backend->get(), spec, data, rows, false);
-      ASSERT_TRUE(graphs->result.ok()) << graphs->result.status();
-      ASSERT_TRUE(ops->result.ok()) << ops->result.status();
-      ASSERT_TRUE(cpu->result.ok()) << cpu->result.status();
-      EXPECT_TRUE(graphs->recorder.warnings.empty()) << graphs->recorder.warnings[0];
-      ASSERT_EQ(graphs->recorder.epochs.size(), 4u);
-      ASSERT_EQ(ops->recorder.epochs.size(), 4u);
-      ASSERT_EQ(cpu->recorder.epochs.size(), 4u);
-      for (size_t e = 0; e < 4; ++e) {
-        for (const char* pass : {"train", "val"}) {
-          const auto& g = pass[0] == 't' ? graphs->recorder.epochs[e].train()
-                                         : graphs->recorder.epochs[e].val();
-          const auto& o =
-              pass[0] == 't' ? ops->recorder.epochs[e].train() : ops->recorder.epochs[e].val();
-          const auto& c =
-              pass[0] == 't' ? cpu->recorder.epochs[e].train() : cpu->recorder.epochs[e].val();
-          for (const auto& [name, value] : o) {
-            // The same kernels with the same arguments: bit-identical.
-            EXPECT_EQ(g.at(name), value) << pass << " " << name << " epoch " << e + 1;
-            if (name == "loss") {
-              EXPECT_NEAR(c.at(name), value, 2e-3 * std::abs(value))
-                  << "CPU " << pass << " loss, epoch " << e + 1;
-            }
-          }
-        }
+  for (const Config& config : Configs()) {
+    for (bool batch_norm : {false, true}) {
+      for (bool class_weights : {false, true}) {
+        const std::string what = absl::StrCat(config.name, ", batch_norm ", batch_norm,
+                                              ", class_weights ", class_weights);
+        SCOPED_TRACE(what);
+        const JobSpec spec = Spec(batch_norm, class_weights);
+        auto graphs_backend = CreateCudaBackend(config.options);
+        auto ops_backend = CreateCudaBackend(config.options);
+        auto cpu_backend = CreateCpuBackend();
+        ASSERT_TRUE(graphs_backend.ok() && ops_backend.ok() && cpu_backend.ok());
+        auto graphs = FitOn(graphs_backend->get(), spec, data, rows, true);
+        auto ops = FitOn(ops_backend->get(), spec, data, rows, false);
+        auto cpu = FitOn(cpu_backend->get(), spec, data, rows, false);
+        ASSERT_TRUE(graphs->result.ok()) << graphs->result.status();
+        ASSERT_TRUE(ops->result.ok()) << ops->result.status();
+        ASSERT_TRUE(cpu->result.ok()) << cpu->result.status();
+        // The CUDA backend records every graph it is asked for: a warning
+        // would mean the step ran op by op instead.
+        EXPECT_TRUE(graphs->recorder.warnings.empty()) << graphs->recorder.warnings[0];
+        ASSERT_EQ(ops->recorder.epochs.size(), 4u);
+        // The same kernels with the same arguments: bit-identical.
+        ExpectSameEpochs(*ops, *graphs, /*exact=*/true, 0, what + " graphs");
+        ExpectSameEpochs(*cpu, *ops, /*exact=*/false, config.cpu_loss_tolerance, what + " CPU");
+        // Training learned something (the comparison is not of noise).
+        EXPECT_GT(ops->recorder.epochs.back().val().at("accuracy"), 0.6);
       }
-      // Training learned something (the comparison is not of noise).
-      EXPECT_GT(ops->recorder.epochs.back().val().at("accuracy"), 0.6);
     }
   }
+}
+
+// Dropout (no graph: a new mask every step) trains on the GPU as on the CPU:
+// the masks are the same bits, and the evaluation passes copy on the device.
+TEST_F(CudaFitTest, DropoutTrainsAsOnTheCpu) {
+  const Dataset data = Synthetic(1000);
+  FoldRows rows;
+  for (int64_t r = 0; r < 808; ++r) rows.train.push_back(r);
+  for (int64_t r = 808; r < 1000; ++r) rows.val.push_back(r);
+  const JobSpec spec = Spec(/*batch_norm=*/false, /*class_weights=*/false, /*dropout=*/true);
+  auto gpu_backend = CreateCudaBackend();
+  auto cpu_backend = CreateCpuBackend();
+  ASSERT_TRUE(gpu_backend.ok() && cpu_backend.ok());
+  auto gpu = FitOn(gpu_backend->get(), spec, data, rows, true);
+  auto cpu = FitOn(cpu_backend->get(), spec, data, rows, true);
+  ASSERT_TRUE(gpu->result.ok()) << gpu->result.status();
+  ASSERT_TRUE(cpu->result.ok()) << cpu->result.status();
+  ExpectSameEpochs(*cpu, *gpu, /*exact=*/false, 2e-3, "dropout");
 }
 
 }  // namespace
