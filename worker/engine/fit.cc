@@ -466,27 +466,26 @@ class FoldTrainer {
   }
 
   // Forward, loss and backward of a full training batch *b of one rank:
-  // the step graph's replay when it was recorded with this gradient scale;
-  // else the ops one by one, and from the second full batch on (the first
-  // planned every kernel and buffer) the graph is recorded first. The
-  // graph writes the predictions and the loss to buffers of its own, copied
-  // to *pred and slot `slot` after it.
+  // the step graph's replay; the first full batch runs op by op (planning
+  // every kernel and buffer), and the second records the graph first. The
+  // graph reads the gradient scale stored before each launch, and writes
+  // the predictions and the loss to buffers of its own, copied to *pred and
+  // slot `slot` after it.
   absl::Status FullBatchStep(BatchBuffers* b, double scale, int64_t slot, Tensor* pred) {
     const int64_t graph_slot = window_;  // the loss kernel's extra slot
-    auto step = [&](int64_t s, Tensor* p) -> absl::Status {
-      TRAIND_RETURN_IF_ERROR(ForwardLoss(b, /*train=*/true, 0, batch_size_, scale, s, p));
-      return network_->Backward(b->x, &b->doutputs);
-    };
     if (step_graph_ == nullptr && graph_warm_) {
       if (graph_pred_.empty()) {
         TRAIND_ASSIGN_OR_RETURN(graph_pred_,
                                 backend_->Allocate2d(DType::kF32, batch_size_, outputs_));
       }
-      absl::StatusOr<std::unique_ptr<OpGraph>> graph =
-          backend_->Capture([&] { return step(graph_slot, &graph_pred_); });
+      absl::StatusOr<std::unique_ptr<OpGraph>> graph = backend_->Capture([&]() -> absl::Status {
+        TRAIND_RETURN_IF_ERROR(ForwardLoss(b, /*train=*/true, 0, batch_size_,
+                                           LossKernel::kStoredGradScale, graph_slot,
+                                           &graph_pred_));
+        return network_->Backward(b->x, &b->doutputs);
+      });
       if (graph.ok()) {
         step_graph_ = std::move(graph).value();
-        graph_scale_ = scale;
       } else {
         // Not this backend (the CPU's), or an op it cannot record: the
         // ops one by one from now on.
@@ -498,13 +497,15 @@ class FoldTrainer {
         }
       }
     }
-    if (step_graph_ != nullptr && graph_scale_ == scale) {
+    if (step_graph_ != nullptr) {
+      TRAIND_RETURN_IF_ERROR(loss_kernel_->StoreGradScale(scale));
       TRAIND_RETURN_IF_ERROR(step_graph_->Launch());
       TRAIND_RETURN_IF_ERROR(backend_->Copy(graph_pred_, pred));
       return loss_kernel_->CopySlot(graph_slot, slot);
     }
     graph_warm_ = true;
-    return step(slot, pred);
+    TRAIND_RETURN_IF_ERROR(ForwardLoss(b, /*train=*/true, 0, batch_size_, scale, slot, pred));
+    return network_->Backward(b->x, &b->doutputs);
   }
 
   // The loss kernel's slot `slot` = 0: a rank without rows in a batch.
@@ -1207,11 +1208,10 @@ class FoldTrainer {
   std::vector<double> slot_values_;
   int64_t window_ = 1;  // batches (validation: chunks) per window
   // Step graphs (FitOptions::step_graphs): whether this run may use one,
-  // the graph once recorded, the gradient scale it was recorded with, its
-  // predictions; warm once a full batch ran op by op.
+  // the graph once recorded, its predictions; warm once a full batch ran op
+  // by op.
   bool graphs_ = false;
   bool graph_warm_ = false;
-  double graph_scale_ = 0;
   Tensor graph_pred_;
   std::unique_ptr<OpGraph> step_graph_;
 };

@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -117,7 +118,8 @@ class LossKernel {
   // [batch] (s32, softmax cross-entropy) or values [batch, width] (f32).
   // Slot `slot` = Σ over the rows of the loss (class-weighted, smoothed, in
   // double; loss_math.h); grad: [batch, width] = grad_scale d(slot)/d
-  // outputs unless null; predictions: [batch, width] (class probabilities,
+  // outputs unless null (grad_scale kStoredGradScale: the scale stored by
+  // StoreGradScale); predictions: [batch, width] (class probabilities,
   // label probabilities or values) unless null. A class code outside
   // [0, width) is reported by Compute or, at the latest, by ReadSlots.
   virtual absl::Status Compute(const Tensor& outputs, const Tensor& targets, double grad_scale,
@@ -129,6 +131,14 @@ class LossKernel {
 
   // Slot `to` = slot `from`, on the backend's stream.
   virtual absl::Status CopySlot(int64_t from, int64_t to) = 0;
+
+  // Compute's grad_scale standing for the scale stored on the device: an
+  // op graph records Compute once, and each replay uses the scale stored
+  // before it.
+  static constexpr double kStoredGradScale = -std::numeric_limits<double>::infinity();
+  // Stores `scale` (initially 0) for the Computes enqueued after it that are
+  // given kStoredGradScale, on the backend's stream.
+  virtual absl::Status StoreGradScale(double scale) = 0;
 };
 
 // A recorded sequence of a backend's ops (Backend::Capture), replayed as one

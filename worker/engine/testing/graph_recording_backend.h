@@ -221,6 +221,12 @@ class RecordingLossKernel final : public LossKernel {
     return inner_->ReadSlots(first, count, values);
   }
 
+  absl::Status StoreGradScale(double scale) override {
+    if (!state_->capturing) return inner_->StoreGradScale(scale);
+    return state_->Record("LossKernel::StoreGradScale",
+                          [k = inner_.get(), scale] { return k->StoreGradScale(scale); });
+  }
+
   absl::Status CopySlot(int64_t from, int64_t to) override {
     if (!state_->capturing) return inner_->CopySlot(from, to);
     return state_->Record("LossKernel::CopySlot",

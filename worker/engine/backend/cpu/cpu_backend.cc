@@ -580,7 +580,8 @@ class CpuLossKernel final : public LossKernel {
     }
     slots_[static_cast<size_t>(slot)] = loss_math::SumOnHost(
         params_, outputs.f32(), batch, classes ? targets.s32() : nullptr,
-        classes ? nullptr : targets.f32(), grad_scale,
+        classes ? nullptr : targets.f32(),
+        grad_scale == kStoredGradScale ? stored_scale_ : grad_scale,
         grad != nullptr && batch > 0 ? grad->f32() : nullptr,
         predictions != nullptr && batch > 0 ? predictions->f32() : nullptr);
     return absl::OkStatus();
@@ -589,6 +590,11 @@ class CpuLossKernel final : public LossKernel {
   absl::Status ReadSlots(int64_t first, int64_t count, double* values) override {
     TRAIND_RETURN_IF_ERROR(CheckLossSlots(options_.slots, first, count));
     std::copy_n(slots_.begin() + first, count, values);
+    return absl::OkStatus();
+  }
+
+  absl::Status StoreGradScale(double scale) override {
+    stored_scale_ = scale;
     return absl::OkStatus();
   }
 
@@ -603,6 +609,7 @@ class CpuLossKernel final : public LossKernel {
   const LossKernelOptions options_;
   LossParams params_;
   std::vector<double> slots_;
+  double stored_scale_ = 0;
 };
 
 class CpuBackend final : public Backend {

@@ -669,6 +669,16 @@ TEST_F(CpuBackendTest, CopyAndCopySlot) {
   EXPECT_EQ(v[1], 0);
   EXPECT_EQ(v[2], 2.5);
   EXPECT_EQ(k->CopySlot(3, 0).message(), "loss: slots [3, 4) are not in [0, 3)");
+
+  // The stored gradient scale: 0 at first, then what was stored last.
+  Tensor grad = std::move(backend_->Allocate2d(DType::kF32, 1, 1)).value();
+  ASSERT_TRUE(k->Compute(out, target, LossKernel::kStoredGradScale, &grad, nullptr, 0).ok());
+  EXPECT_EQ(grad.f32()[0], 0.0f);
+  ASSERT_TRUE(k->StoreGradScale(0.25).ok());
+  ASSERT_TRUE(k->Compute(out, target, LossKernel::kStoredGradScale, &grad, nullptr, 0).ok());
+  EXPECT_EQ(grad.f32()[0], 0.25f);  // d|z - 0|/dz = 1
+  ASSERT_TRUE(k->Compute(out, target, 2.0, &grad, nullptr, 0).ok());
+  EXPECT_EQ(grad.f32()[0], 2.0f);  // a given scale wins
 }
 
 TEST_F(CpuBackendTest, LossKernelOptionsAreChecked) {

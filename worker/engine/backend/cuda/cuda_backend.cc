@@ -341,7 +341,8 @@ class CudaLossKernel final : public LossKernel {
     }
     std::unique_ptr<CudaLossKernel> k(new CudaLossKernel(std::move(stream), options));
     const size_t slot_bytes = static_cast<size_t>(options.slots) * sizeof(double);
-    const size_t state_bytes = slot_bytes + sizeof(cuda::LossBadCode);
+    // The slots, the stored gradient scale, the bad-class-code record.
+    const size_t state_bytes = slot_bytes + sizeof(double) + sizeof(cuda::LossBadCode);
     const size_t scratch_bytes =
         static_cast<size_t>(cuda::LossScratchDoubles(options.max_batch, options.width)) *
         sizeof(double);
@@ -365,7 +366,8 @@ class CudaLossKernel final : public LossKernel {
       for (double w : options.weights) k->params_.weight_total += w;
     }
     // Slots 0 (bytes 0), the record empty (bytes 0xff: row -1).
-    TRAIND_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(k->state_.get(), 0, slot_bytes, k->stream_));
+    TRAIND_CUDA_RETURN_IF_ERROR(
+        cudaMemsetAsync(k->state_.get(), 0, slot_bytes + sizeof(double), k->stream_));
     TRAIND_CUDA_RETURN_IF_ERROR(k->ResetBadCode());
     return k;
   }
@@ -387,6 +389,7 @@ class CudaLossKernel final : public LossKernel {
     TRAIND_LAUNCH(cuda::LaunchLoss(
         params_, outputs.f32(), classes ? targets.s32() : nullptr,
         classes ? nullptr : targets.f32(), batch, grad_scale,
+        grad_scale == kStoredGradScale ? stored_scale() : nullptr,
         grad != nullptr && batch > 0 ? grad->f32() : nullptr,
         predictions != nullptr && batch > 0 ? predictions->f32() : nullptr,
         scratch_.as<double>(), slots() + slot, bad_code(), stream_));
@@ -396,7 +399,7 @@ class CudaLossKernel final : public LossKernel {
   absl::Status ReadSlots(int64_t first, int64_t count, double* values) override {
     TRAIND_RETURN_IF_ERROR(CheckLossSlots(options_.slots, first, count));
     double* host_slots = host_.as<double>();
-    auto* host_bad = reinterpret_cast<cuda::LossBadCode*>(host_slots + options_.slots);
+    auto* host_bad = reinterpret_cast<cuda::LossBadCode*>(host_slots + options_.slots + 1);
     const size_t bytes = static_cast<size_t>(count) * sizeof(double);
     if (bytes > 0) {
       TRAIND_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(host_slots + first, slots() + first, bytes,
@@ -415,6 +418,11 @@ class CudaLossKernel final : public LossKernel {
     return absl::OkStatus();
   }
 
+  absl::Status StoreGradScale(double scale) override {
+    TRAIND_LAUNCH(cuda::LaunchStoreDouble(stored_scale(), scale, stream_));
+    return absl::OkStatus();
+  }
+
   absl::Status CopySlot(int64_t from, int64_t to) override {
     TRAIND_RETURN_IF_ERROR(CheckLossSlots(options_.slots, from, 1));
     TRAIND_RETURN_IF_ERROR(CheckLossSlots(options_.slots, to, 1));
@@ -429,8 +437,9 @@ class CudaLossKernel final : public LossKernel {
       : stream_owner_(std::move(stream)), stream_(stream_owner_->get()), options_(options) {}
 
   double* slots() const { return state_.as<double>(); }
+  double* stored_scale() const { return slots() + options_.slots; }
   cuda::LossBadCode* bad_code() const {
-    return reinterpret_cast<cuda::LossBadCode*>(slots() + options_.slots);
+    return reinterpret_cast<cuda::LossBadCode*>(slots() + options_.slots + 1);
   }
   cudaError_t ResetBadCode() {
     return cudaMemsetAsync(bad_code(), 0xff, sizeof(cuda::LossBadCode), stream_);
@@ -442,7 +451,7 @@ class CudaLossKernel final : public LossKernel {
   LossParams params_;  // weights: weights_ (null without weights)
   DeviceBuffer weights_;
   DeviceBuffer scratch_;  // cuda::LossScratchDoubles(max_batch, width) doubles
-  DeviceBuffer state_;    // the slots' doubles, then a cuda::LossBadCode
+  DeviceBuffer state_;    // the slots' doubles, the stored scale, a cuda::LossBadCode
   PinnedBuffer host_;     // as state_
 };
 

@@ -632,6 +632,28 @@ TEST_F(CudaVsCpuTest, LossKernelSlotsAndEmptyBatches) {
   EXPECT_EQ(gpu_->CreateLossKernel(bad).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
+// A Compute given kStoredGradScale uses the scale stored last before it on
+// the stream (read when the kernel runs).
+TEST_F(CudaVsCpuTest, LossKernelStoredGradScale) {
+  LossKernelOptions options;
+  options.kind = LossKind::kHuber;
+  options.width = 3;
+  options.max_batch = 8;
+  auto kc = cpu_->CreateLossKernel(options);
+  auto kg = gpu_->CreateLossKernel(options);
+  ASSERT_TRUE(kc.ok() && kg.ok());
+  Pair outputs = Random(8, 3, -3, 3), targets = LossTargets(LossKind::kHuber, 8, 3);
+  Pair grad = Random(8, 3, 0, 1);
+  for (double scale : {0.125, 3.0}) {
+    ASSERT_TRUE((*kc)->Compute(outputs.cpu, targets.cpu, scale, &grad.cpu, nullptr, 0).ok());
+    ASSERT_TRUE((*kg)->StoreGradScale(scale).ok());
+    ASSERT_TRUE((*kg)->Compute(outputs.gpu, targets.gpu, LossKernel::kStoredGradScale,
+                               &grad.gpu, nullptr, 0)
+                    .ok());
+    ExpectClose(grad, 1e-6, 1e-12, absl::StrCat("grad, stored scale ", scale));
+  }
+}
+
 TEST_F(CudaVsCpuTest, LossKernelReportsAnOutOfRangeClassCode) {
   LossKernelOptions options;
   options.width = 5;

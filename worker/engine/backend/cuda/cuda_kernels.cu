@@ -454,7 +454,8 @@ __global__ void SumPartialsKernel(const double* partials, double* out) {
 // whose class code is out of range is not computed (nothing is read with
 // its code) and adds 0.
 __global__ void LossRowsKernel(LossParams p, const float* __restrict__ outputs,
-                               const int32_t* __restrict__ classes, int64_t batch, double scale,
+                               const int32_t* __restrict__ classes, int64_t batch,
+                               double scale_value, const double* scale_at,
                                float* grad, float* pred, double* __restrict__ values) {
   const int64_t w = p.width;
   GRID_STRIDE(r, batch) {
@@ -469,15 +470,18 @@ __global__ void LossRowsKernel(LossParams p, const float* __restrict__ outputs,
       }
       continue;
     }
+    const double scale = scale_at != nullptr ? *scale_at : scale_value;
     values[r] = loss_math::SoftmaxCrossEntropyRow(p, outputs + r * w, y, scale, g, q);
   }
 }
 
 // The elementwise losses: one thread per element.
 __global__ void LossElementsKernel(LossParams p, const float* __restrict__ outputs,
-                                   const float* __restrict__ targets, int64_t n, double scale,
+                                   const float* __restrict__ targets, int64_t n,
+                                   double scale_value, const double* scale_at,
                                    float* grad, float* pred, double* __restrict__ values) {
   GRID_STRIDE(i, n) {
+    const double scale = scale_at != nullptr ? *scale_at : scale_value;
     values[i] = loss_math::ElementLoss(p, i % p.width, outputs[i], targets[i], scale,
                                        grad != nullptr ? grad + i : nullptr,
                                        pred != nullptr ? pred + i : nullptr);
@@ -801,8 +805,16 @@ cudaError_t LaunchSumOfSquares(const float* p, int64_t n, double* partials, doub
   return Launched();
 }
 
+__global__ void StoreDoubleKernel(double* at, double value) { *at = value; }
+
+cudaError_t LaunchStoreDouble(double* at, double value, cudaStream_t stream) {
+  StoreDoubleKernel<<<1, 1, 0, stream>>>(at, value);
+  return Launched();
+}
+
 cudaError_t LaunchLoss(const LossParams& p, const float* outputs, const int32_t* classes,
-                       const float* values, int64_t batch, double grad_scale, float* grad,
+                       const float* values, int64_t batch, double grad_scale,
+                       const double* grad_scale_at, float* grad,
                        float* pred, double* scratch, double* slot, LossBadCode* bad,
                        cudaStream_t stream) {
   const bool rows = p.kind == LossKind::kSoftmaxCrossEntropy;
@@ -814,10 +826,10 @@ cudaError_t LaunchLoss(const LossParams& p, const float* outputs, const int32_t*
       int64_t blocks = (batch + kLossRowThreads - 1) / kLossRowThreads;
       if (blocks > kMaxBlocks) blocks = kMaxBlocks;
       LossRowsKernel<<<static_cast<unsigned>(blocks), kLossRowThreads, 0, stream>>>(
-          p, outputs, classes, batch, grad_scale, grad, pred, row_values);
+          p, outputs, classes, batch, grad_scale, grad_scale_at, grad, pred, row_values);
     } else {
-      LossElementsKernel<<<Blocks(n), kThreads, 0, stream>>>(p, outputs, values, n, grad_scale,
-                                                             grad, pred, row_values);
+      LossElementsKernel<<<Blocks(n), kThreads, 0, stream>>>(
+          p, outputs, values, n, grad_scale, grad_scale_at, grad, pred, row_values);
     }
     if (cudaError_t e = Launched(); e != cudaSuccess) return e;
   }

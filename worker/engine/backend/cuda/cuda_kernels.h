@@ -126,10 +126,14 @@ cudaError_t LaunchSumOfSquares(const float* p, int64_t n, double* partials, doub
 inline int64_t LossScratchDoubles(int64_t batch, int64_t width) {
   return batch * width + kSumPartials;
 }
+// The gradient is scaled by *grad_scale_at (device memory, read when the
+// kernels run) unless it is null, else by grad_scale.
 cudaError_t LaunchLoss(const LossParams& p, const float* outputs, const int32_t* classes,
-                       const float* values, int64_t batch, double grad_scale, float* grad,
-                       float* pred, double* scratch, double* slot, LossBadCode* bad,
-                       cudaStream_t stream);
+                       const float* values, int64_t batch, double grad_scale,
+                       const double* grad_scale_at, float* grad, float* pred, double* scratch,
+                       double* slot, LossBadCode* bad, cudaStream_t stream);
+// *at = value, on the stream (a kernel: the value travels with the launch).
+cudaError_t LaunchStoreDouble(double* at, double value, cudaStream_t stream);
 
 // Optimizer steps; scalars prepared on the host exactly as the CPU backend
 // prepares them. The *Many launches update several tensors in one launch

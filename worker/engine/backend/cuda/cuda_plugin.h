@@ -29,7 +29,7 @@ namespace traind::engine {
 class Backend;
 class Communicator;
 
-inline constexpr uint32_t kCudaPluginAbiVersion = 3;
+inline constexpr uint32_t kCudaPluginAbiVersion = 4;
 // extern "C" const CudaPluginApi* traind_cuda_plugin_v1(uint32_t abi_version);
 // returns null when the plugin cannot serve the caller's abi_version.
 inline constexpr char kCudaPluginEntryPoint[] = "traind_cuda_plugin_v1";
