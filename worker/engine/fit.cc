@@ -144,6 +144,7 @@ struct BatchBuffers {
 constexpr int64_t kMaxWindowBatches = 256;
 constexpr int64_t kMaxWindowRows = 32768;
 
+
 class FoldTrainer {
  public:
   FoldTrainer(const JobSpec& spec, const Dataset& data, const FoldRows& rows, int32_t fold,
@@ -305,7 +306,9 @@ class FoldTrainer {
     }
     const int64_t rows = std::max<int64_t>(static_cast<int64_t>(rows_.train.size()),
                                            static_cast<int64_t>(rows_.val.size()));
-    reduce_.resize(static_cast<size_t>(2 + rows * outputs_));
+    reduce_piece_ = std::max<int64_t>(16, options_.allreduce_bucket_bytes /
+                                              static_cast<int64_t>(sizeof(double)));
+    reduce_.resize(static_cast<size_t>(std::min<int64_t>(2 + rows * outputs_, reduce_piece_)));
   }
 
   // Data parallelism: the ranks were given the same task and resumed from
@@ -657,17 +660,26 @@ class FoldTrainer {
   // Data parallelism: values[0, count) (this rank's rows set, the others'
   // zero) and *sums (unless null) summed across ranks, so every rank holds
   // all rows' predictions and the pass's loss sums.
+  // In pieces of allreduce_bucket_bytes (reduce_piece_ doubles): the
+  // buffers of a reduction (on the host, and NCCL's staging on the device)
+  // do not grow with the data. Each value is summed alone, so the pieces
+  // change no result.
   absl::Status ReduceRows(float* values, int64_t count, LossSums* sums) {
     reduce_[0] = sums != nullptr ? sums->value_sum : 0.0;
     reduce_[1] = sums != nullptr ? sums->weight_sum : 0.0;
-    for (int64_t i = 0; i < count; ++i) reduce_[static_cast<size_t>(2 + i)] = values[i];
-    TRAIND_RETURN_IF_ERROR(comm_->AllReduceSum(reduce_.data(), 2 + count));
-    for (int64_t i = 0; i < count; ++i) {
-      values[i] = static_cast<float>(reduce_[static_cast<size_t>(2 + i)]);
-    }
-    if (sums != nullptr) {
-      sums->value_sum = reduce_[0];
-      sums->weight_sum = reduce_[1];
+    int64_t head = 2;  // the sums ride with the first piece
+    for (int64_t first = 0; first < count || head > 0; head = 0) {
+      const int64_t n = std::min(count - first, reduce_piece_ - head);
+      for (int64_t i = 0; i < n; ++i) reduce_[static_cast<size_t>(head + i)] = values[first + i];
+      TRAIND_RETURN_IF_ERROR(comm_->AllReduceSum(reduce_.data(), head + n));
+      if (head > 0 && sums != nullptr) {
+        sums->value_sum = reduce_[0];
+        sums->weight_sum = reduce_[1];
+      }
+      for (int64_t i = 0; i < n; ++i) {
+        values[first + i] = static_cast<float>(reduce_[static_cast<size_t>(head + i)]);
+      }
+      first += n;
     }
     return absl::OkStatus();
   }
@@ -1189,6 +1201,7 @@ class FoldTrainer {
   std::vector<std::pair<int64_t, int64_t>> buckets_;
   size_t next_bucket_ = 0;
   std::vector<double> reduce_;
+  int64_t reduce_piece_ = 16;
 
   // Declared before what they own memory for: destroyed last.
   std::unique_ptr<Backend> owned_backend_;  // when FitOptions::backend is null

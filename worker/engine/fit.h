@@ -91,7 +91,8 @@ struct FitOptions {
   //   succeeds on all.
   // Null: one rank.
   Communicator* communicator = nullptr;
-  // Data parallelism: the size of the pieces the gradients are summed in.
+  // Data parallelism: the size of the pieces the gradients (and, as
+  // doubles, the predictions for the metrics) are summed in.
   int64_t allreduce_bucket_bytes = int64_t{4} << 20;
   // Step graphs: with one rank and no dropout, the forward pass, loss and
   // backward pass of a full training batch are recorded once
