@@ -56,6 +56,16 @@ absl::Status CheckInputs(const JobSpec& spec, const Dataset& data, const FoldRow
       }
     }
   }
+  if (classes) {
+    // The codes index class weights on the host and on the device.
+    const int64_t codes = static_cast<int64_t>(data.classes.size());
+    for (size_t r = 0; r < data.y.size(); ++r) {
+      if (data.y[r] < 0 || data.y[r] >= codes) {
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "Fit: row %d has class code %d, not in [0, %d)", r, data.y[r], codes));
+      }
+    }
+  }
   if (rows.train.empty()) return InvalidSpecError("the fold has no training rows");
   if (TargetKindOf(spec) != data.target) {
     return absl::InvalidArgumentError("Fit: the dataset was loaded for another loss");

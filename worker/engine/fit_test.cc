@@ -249,6 +249,11 @@ TEST(FitTest, BadSpecsAndRows) {
   rows.val.push_back(150);
   EXPECT_EQ(Fit(IrisSpec(), Iris(), rows, 0, {}, nullptr).status().code(),
             absl::StatusCode::kInvalidArgument);
+  Dataset bad_code = Iris();
+  bad_code.y[7] = 3;  // iris has 3 classes
+  const absl::Status code = Fit(IrisSpec(), bad_code, IrisFold0(), 0, {}, nullptr).status();
+  EXPECT_EQ(code.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(code.message(), "Fit: row 7 has class code 3, not in [0, 3)");
 }
 
 TEST(FitTest, DivergenceIsReported) {
