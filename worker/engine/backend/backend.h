@@ -13,6 +13,7 @@
 #ifndef TRAIND_WORKER_ENGINE_BACKEND_BACKEND_H_
 #define TRAIND_WORKER_ENGINE_BACKEND_BACKEND_H_
 
+#include <cmath>
 #include <cstdint>
 #include <functional>
 #include <limits>
@@ -162,6 +163,29 @@ struct AdamStep {
   // AdamW: w -= lr weight_decay w before the step; else g += weight_decay w.
   bool decoupled = false;
 };
+
+// Adam's constants of one step as the update kernels take them: computed in
+// double and cast to float once, as PyTorch does with its Python float
+// arguments (every backend uses these, so their results agree).
+struct AdamScalars {
+  float step_size, sqrt_bc2, b1, b2, one_minus_b1, one_minus_b2, eps, l2, decay;
+};
+inline AdamScalars AdamScalarsOf(const AdamStep& step) {
+  const double bias_correction1 = 1.0 - std::pow(step.beta1, static_cast<double>(step.step));
+  const double bias_correction2 = 1.0 - std::pow(step.beta2, static_cast<double>(step.step));
+  AdamScalars a;
+  a.step_size = static_cast<float>(step.learning_rate / bias_correction1);
+  a.sqrt_bc2 = static_cast<float>(std::sqrt(bias_correction2));
+  a.b1 = static_cast<float>(step.beta1);
+  a.b2 = static_cast<float>(step.beta2);
+  a.one_minus_b1 = static_cast<float>(1.0 - step.beta1);
+  a.one_minus_b2 = static_cast<float>(1.0 - step.beta2);
+  a.eps = static_cast<float>(step.epsilon);
+  a.l2 = step.decoupled ? 0.0f : static_cast<float>(step.weight_decay);
+  a.decay =
+      step.decoupled ? static_cast<float>(1.0 - step.learning_rate * step.weight_decay) : 1.0f;
+  return a;
+}
 
 // SGD's constants (PyTorch's formulation, dampening 0).
 struct SgdStep {

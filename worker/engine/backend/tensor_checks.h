@@ -10,6 +10,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 #include "worker/engine/backend/backend.h"
 #include "worker/engine/tensor.h"
 
@@ -99,6 +100,42 @@ inline absl::Status CheckCount(int64_t count, int64_t batch) {
   if (count <= 0 || count < batch) {
     return absl::InvalidArgumentError(
         absl::StrFormat("batch norm: %d rows in all, %d on this rank", count, batch));
+  }
+  return absl::OkStatus();
+}
+
+// Backend::SgdUpdateMany's tensor lists: one length, each velocity (when
+// `momentum`) and parameter the size of its gradient.
+inline absl::Status CheckSgdManyArgs(bool momentum, absl::Span<const Tensor* const> grads,
+                                     absl::Span<Tensor* const> velocities,
+                                     absl::Span<Tensor* const> params) {
+  if (grads.size() != params.size() ||
+      (!velocities.empty() && velocities.size() != params.size())) {
+    return absl::InvalidArgumentError("SgdUpdate: tensor lists of different lengths");
+  }
+  for (size_t i = 0; i < params.size(); ++i) {
+    if (absl::Status s = CheckSameSize(*grads[i], *params[i], "SgdUpdate"); !s.ok()) return s;
+    if (!momentum) continue;
+    if (velocities.empty() || velocities[i] == nullptr) {
+      return absl::InvalidArgumentError("SgdUpdate: momentum without velocity");
+    }
+    if (absl::Status s = CheckSameSize(*grads[i], *velocities[i], "SgdUpdate"); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+// Backend::AdamUpdateMany's tensor lists: one length, each m, v and
+// parameter the size of its gradient.
+inline absl::Status CheckAdamManyArgs(absl::Span<const Tensor* const> grads,
+                                      absl::Span<Tensor* const> m, absl::Span<Tensor* const> v,
+                                      absl::Span<Tensor* const> params) {
+  if (grads.size() != params.size() || m.size() != params.size() || v.size() != params.size()) {
+    return absl::InvalidArgumentError("AdamUpdate: tensor lists of different lengths");
+  }
+  for (size_t i = 0; i < params.size(); ++i) {
+    for (const Tensor* t : {params[i], m[i], v[i]}) {
+      if (absl::Status s = CheckSameSize(*grads[i], *t, "AdamUpdate"); !s.ok()) return s;
+    }
   }
   return absl::OkStatus();
 }

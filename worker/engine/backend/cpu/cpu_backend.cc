@@ -555,6 +555,43 @@ class CpuBf16DenseKernel final : public DenseKernel {
   ReorderPlan to_bf16_x_, to_bf16_w_, to_bf16_dz_;
 };
 
+// Batch normalization's arithmetic, shared by the one-device and the
+// across-ranks ops.
+//
+// out = gamma (in - mu) rs + beta, row by row. in, out: [batch, n].
+void ApplyBatchNorm(const float* in, int64_t batch, int64_t n, const float* mu, const float* rs,
+                    const float* g, const float* b, float* out) {
+  for (int64_t r = 0; r < batch; ++r) {
+#pragma omp simd
+    for (int64_t j = 0; j < n; ++j) out[r * n + j] = g[j] * (in[r * n + j] - mu[j]) * rs[j] + b[j];
+  }
+}
+
+// Column j's Σ dy and Σ dy x̂ (x̂ = (x - mu) rs), in double, rows in order.
+void BatchNormColumnGradientSums(const float* in, const float* dy, int64_t batch, int64_t n,
+                                 int64_t j, float mu, float rs, double* sum_dy,
+                                 double* sum_dy_xhat) {
+  double s = 0, sx = 0;
+  for (int64_t r = 0; r < batch; ++r) {
+    const double xhat = (in[r * n + j] - mu) * rs;
+    s += dy[r * n + j];
+    sx += dy[r * n + j] * xhat;
+  }
+  *sum_dy = s;
+  *sum_dy_xhat = sx;
+}
+
+// Column j of dx = gamma rs / count (count dy - Σ dy - x̂ Σ dy x̂).
+void BatchNormColumnDx(const float* in, const float* dy, int64_t batch, int64_t n, int64_t j,
+                       float mu, float rs, float gamma, double count, double sum_dy,
+                       double sum_dy_xhat, float* dx) {
+  const double scale = gamma * rs / count;
+  for (int64_t r = 0; r < batch; ++r) {
+    const double xhat = (in[r * n + j] - mu) * rs;
+    dx[r * n + j] = static_cast<float>(scale * (count * dy[r * n + j] - sum_dy - xhat * sum_dy_xhat));
+  }
+}
+
 // A loss on the host: loss_math.h's arithmetic, rows in order.
 class CpuLossKernel final : public LossKernel {
  public:
@@ -716,18 +753,7 @@ class CpuBackend final : public Backend {
                              absl::Span<Tensor* const> velocities,
                              absl::Span<Tensor* const> params) override {
     const bool momentum = step.momentum != 0.0;
-    if (grads.size() != params.size() ||
-        (!velocities.empty() && velocities.size() != params.size())) {
-      return absl::InvalidArgumentError("SgdUpdate: tensor lists of different lengths");
-    }
-    for (size_t i = 0; i < params.size(); ++i) {
-      TRAIND_RETURN_IF_ERROR(CheckSameSize(*grads[i], *params[i], "SgdUpdate"));
-      if (!momentum) continue;
-      if (velocities.empty() || velocities[i] == nullptr) {
-        return absl::InvalidArgumentError("SgdUpdate: momentum without velocity");
-      }
-      TRAIND_RETURN_IF_ERROR(CheckSameSize(*grads[i], *velocities[i], "SgdUpdate"));
-    }
+    TRAIND_RETURN_IF_ERROR(CheckSgdManyArgs(momentum, grads, velocities, params));
     const float lr = static_cast<float>(step.learning_rate);
     const float wd = static_cast<float>(step.weight_decay);
     const float mu = static_cast<float>(step.momentum);
@@ -807,28 +833,11 @@ class CpuBackend final : public Backend {
   absl::Status AdamUpdateMany(const AdamStep& step, absl::Span<const Tensor* const> grads,
                               absl::Span<Tensor* const> m, absl::Span<Tensor* const> v,
                               absl::Span<Tensor* const> params) override {
-    if (grads.size() != params.size() || m.size() != params.size() ||
-        v.size() != params.size()) {
-      return absl::InvalidArgumentError("AdamUpdate: tensor lists of different lengths");
-    }
-    for (size_t i = 0; i < params.size(); ++i) {
-      TRAIND_RETURN_IF_ERROR(CheckSameSize(*grads[i], *params[i], "AdamUpdate"));
-      TRAIND_RETURN_IF_ERROR(CheckSameSize(*grads[i], *m[i], "AdamUpdate"));
-      TRAIND_RETURN_IF_ERROR(CheckSameSize(*grads[i], *v[i], "AdamUpdate"));
-    }
-    // Scalars in double, cast to float once, as PyTorch does with its Python
-    // float arguments.
-    const double bias_correction1 = 1.0 - std::pow(step.beta1, static_cast<double>(step.step));
-    const double bias_correction2 = 1.0 - std::pow(step.beta2, static_cast<double>(step.step));
-    const float step_size = static_cast<float>(step.learning_rate / bias_correction1);
-    const float sqrt_bc2 = static_cast<float>(std::sqrt(bias_correction2));
-    const float b1 = static_cast<float>(step.beta1), b2 = static_cast<float>(step.beta2);
-    const float one_minus_b1 = static_cast<float>(1.0 - step.beta1);
-    const float one_minus_b2 = static_cast<float>(1.0 - step.beta2);
-    const float eps = static_cast<float>(step.epsilon);
-    const float l2 = step.decoupled ? 0.0f : static_cast<float>(step.weight_decay);
-    const float decay =
-        step.decoupled ? static_cast<float>(1.0 - step.learning_rate * step.weight_decay) : 1.0f;
+    TRAIND_RETURN_IF_ERROR(CheckAdamManyArgs(grads, m, v, params));
+    const AdamScalars a = AdamScalarsOf(step);
+    const float step_size = a.step_size, sqrt_bc2 = a.sqrt_bc2, b1 = a.b1, b2 = a.b2;
+    const float one_minus_b1 = a.one_minus_b1, one_minus_b2 = a.one_minus_b2, eps = a.eps;
+    const float l2 = a.l2, decay = a.decay;
     ForEachSegment(params, [&](size_t t, int64_t i0, int64_t i1) {
       float* w = params[t]->f32();
       float* mm = m[t]->f32();
@@ -943,14 +952,7 @@ class CpuBackend final : public Backend {
         rs[j] = 1.0f / std::sqrt(running_var->f32()[j] + epsilon);
       }
     }
-    const float* g = gamma.f32();
-    const float* b = beta.f32();
-    float* out = y->f32();
-    for (int64_t r = 0; r < batch; ++r) {
-#pragma omp simd
-      for (int64_t j = 0; j < n; ++j)
-        out[r * n + j] = g[j] * (in[r * n + j] - mu[j]) * rs[j] + b[j];
-    }
+    ApplyBatchNorm(in, batch, n, mu, rs, gamma.f32(), beta.f32(), y->f32());
     return absl::OkStatus();
   }
 
@@ -965,21 +967,13 @@ class CpuBackend final : public Backend {
     const float* rs = rstd.f32();
     // dx = gamma rstd / B (B dy - Σ dy - x̂ Σ dy x̂)
     for (int64_t j = 0; j < n; ++j) {
-      double sum_dy = 0, sum_dy_xhat = 0;
-      for (int64_t r = 0; r < batch; ++r) {
-        const double xhat = (in[r * n + j] - mu[j]) * rs[j];
-        sum_dy += g[r * n + j];
-        sum_dy_xhat += g[r * n + j] * xhat;
-      }
+      double sum_dy, sum_dy_xhat;
+      BatchNormColumnGradientSums(in, g, batch, n, j, mu[j], rs[j], &sum_dy, &sum_dy_xhat);
       dgamma->f32()[j] = static_cast<float>(sum_dy_xhat);
       dbeta->f32()[j] = static_cast<float>(sum_dy);
       if (dx == nullptr) continue;
-      const double scale = gamma.f32()[j] * rs[j] / static_cast<double>(batch);
-      for (int64_t r = 0; r < batch; ++r) {
-        const double xhat = (in[r * n + j] - mu[j]) * rs[j];
-        dx->f32()[r * n + j] = static_cast<float>(
-            scale * (static_cast<double>(batch) * g[r * n + j] - sum_dy - xhat * sum_dy_xhat));
-      }
+      BatchNormColumnDx(in, g, batch, n, j, mu[j], rs[j], gamma.f32()[j],
+                        static_cast<double>(batch), sum_dy, sum_dy_xhat, dx->f32());
     }
     return absl::OkStatus();
   }
@@ -1035,14 +1029,7 @@ class CpuBackend final : public Backend {
           (1.0f - momentum) * running_var->f32()[j] + momentum * static_cast<float>(unbiased);
     }
     const float* in = x.f32();
-    const float* g = gamma.f32();
-    const float* b = beta.f32();
-    float* out = y->f32();
-    for (int64_t r = 0; r < batch; ++r) {
-#pragma omp simd
-      for (int64_t j = 0; j < n; ++j)
-        out[r * n + j] = g[j] * (in[r * n + j] - mu[j]) * rs[j] + b[j];
-    }
+    ApplyBatchNorm(in, batch, n, mu, rs, gamma.f32(), beta.f32(), y->f32());
     return absl::OkStatus();
   }
 
@@ -1057,12 +1044,8 @@ class CpuBackend final : public Backend {
     const float* mu = mean.f32();
     const float* rs = rstd.f32();
     for (int64_t j = 0; j < n; ++j) {
-      double sum_dy = 0, sum_dy_xhat = 0;
-      for (int64_t r = 0; r < batch; ++r) {
-        const double xhat = (in[r * n + j] - mu[j]) * rs[j];
-        sum_dy += g[r * n + j];
-        sum_dy_xhat += g[r * n + j] * xhat;
-      }
+      double sum_dy, sum_dy_xhat;
+      BatchNormColumnGradientSums(in, g, batch, n, j, mu[j], rs[j], &sum_dy, &sum_dy_xhat);
       dgamma->f32()[j] = sums->f32()[n + j] = static_cast<float>(sum_dy_xhat);
       dbeta->f32()[j] = sums->f32()[j] = static_cast<float>(sum_dy);
     }
@@ -1079,15 +1062,9 @@ class CpuBackend final : public Backend {
     const float* g = dy.f32();
     const float* mu = mean.f32();
     const float* rs = rstd.f32();
-    const double c = static_cast<double>(count);
     for (int64_t j = 0; j < n; ++j) {
-      const double sum_dy = sums.f32()[j], sum_dy_xhat = sums.f32()[n + j];
-      const double scale = gamma.f32()[j] * rs[j] / c;
-      for (int64_t r = 0; r < batch; ++r) {
-        const double xhat = (in[r * n + j] - mu[j]) * rs[j];
-        dx->f32()[r * n + j] =
-            static_cast<float>(scale * (c * g[r * n + j] - sum_dy - xhat * sum_dy_xhat));
-      }
+      BatchNormColumnDx(in, g, batch, n, j, mu[j], rs[j], gamma.f32()[j],
+                        static_cast<double>(count), sums.f32()[j], sums.f32()[n + j], dx->f32());
     }
     return absl::OkStatus();
   }

@@ -840,23 +840,12 @@ class CudaBackend final : public Backend {
                              absl::Span<Tensor* const> velocities,
                              absl::Span<Tensor* const> params) override {
     const bool momentum = step.momentum != 0.0;
-    if (grads.size() != params.size() ||
-        (!velocities.empty() && velocities.size() != params.size())) {
-      return absl::InvalidArgumentError("SgdUpdate: tensor lists of different lengths");
-    }
+    TRAIND_RETURN_IF_ERROR(CheckSgdManyArgs(momentum, grads, velocities, params));
     table_entries_.clear();
     table_sizes_.clear();
     for (size_t i = 0; i < params.size(); ++i) {
-      TRAIND_RETURN_IF_ERROR(CheckSameSize(*grads[i], *params[i], "SgdUpdate"));
       TRAIND_RETURN_IF_ERROR(CheckDevice(*params[i], "SgdUpdate"));
-      float* v = nullptr;
-      if (momentum) {
-        if (velocities.empty() || velocities[i] == nullptr) {
-          return absl::InvalidArgumentError("SgdUpdate: momentum without velocity");
-        }
-        TRAIND_RETURN_IF_ERROR(CheckSameSize(*grads[i], *velocities[i], "SgdUpdate"));
-        v = velocities[i]->f32();
-      }
+      float* v = momentum ? velocities[i]->f32() : nullptr;
       table_entries_.push_back({grads[i]->f32(), v, nullptr, params[i]->f32()});
       table_sizes_.push_back(params[i]->size());
     }
@@ -884,15 +873,10 @@ class CudaBackend final : public Backend {
   absl::Status AdamUpdateMany(const AdamStep& step, absl::Span<const Tensor* const> grads,
                               absl::Span<Tensor* const> m, absl::Span<Tensor* const> v,
                               absl::Span<Tensor* const> params) override {
-    if (grads.size() != params.size() || m.size() != params.size() || v.size() != params.size()) {
-      return absl::InvalidArgumentError("AdamUpdate: tensor lists of different lengths");
-    }
+    TRAIND_RETURN_IF_ERROR(CheckAdamManyArgs(grads, m, v, params));
     table_entries_.clear();
     table_sizes_.clear();
     for (size_t i = 0; i < params.size(); ++i) {
-      TRAIND_RETURN_IF_ERROR(CheckSameSize(*grads[i], *params[i], "AdamUpdate"));
-      TRAIND_RETURN_IF_ERROR(CheckSameSize(*grads[i], *m[i], "AdamUpdate"));
-      TRAIND_RETURN_IF_ERROR(CheckSameSize(*grads[i], *v[i], "AdamUpdate"));
       TRAIND_RETURN_IF_ERROR(CheckDevice(*params[i], "AdamUpdate"));
       table_entries_.push_back({grads[i]->f32(), m[i]->f32(), v[i]->f32(), params[i]->f32()});
       table_sizes_.push_back(params[i]->size());
@@ -925,26 +909,6 @@ class CudaBackend final : public Backend {
 
  private:
   // Adam's scalars exactly as the CPU backend computes them.
-  struct AdamScalars {
-    float step_size, sqrt_bc2, b1, b2, one_minus_b1, one_minus_b2, eps, l2, decay;
-  };
-  static AdamScalars AdamScalarsOf(const AdamStep& step) {
-    const double bias_correction1 = 1.0 - std::pow(step.beta1, static_cast<double>(step.step));
-    const double bias_correction2 = 1.0 - std::pow(step.beta2, static_cast<double>(step.step));
-    AdamScalars a;
-    a.step_size = static_cast<float>(step.learning_rate / bias_correction1);
-    a.sqrt_bc2 = static_cast<float>(std::sqrt(bias_correction2));
-    a.b1 = static_cast<float>(step.beta1);
-    a.b2 = static_cast<float>(step.beta2);
-    a.one_minus_b1 = static_cast<float>(1.0 - step.beta1);
-    a.one_minus_b2 = static_cast<float>(1.0 - step.beta2);
-    a.eps = static_cast<float>(step.epsilon);
-    a.l2 = step.decoupled ? 0.0f : static_cast<float>(step.weight_decay);
-    a.decay =
-        step.decoupled ? static_cast<float>(1.0 - step.learning_rate * step.weight_decay) : 1.0f;
-    return a;
-  }
-
   absl::StatusOr<Tensor> AllocateImpl(DType dtype, int64_t rows, int64_t cols, int rank) {
     if (rows < 0 || cols < 0) return absl::InvalidArgumentError("Allocate: negative dimension");
     const size_t bytes = static_cast<size_t>(rows * cols) * SizeOf(dtype);
