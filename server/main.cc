@@ -241,13 +241,16 @@ int Run(ServerConfig flags) {
   so.heartbeat_timeout = flags.heartbeat_timeout;
 
   // What the worker can train on, and which GPUs there are.
-  absl::StatusOr<std::vector<std::string>> backends = ProbeWorkerBackends(worker_path);
+  so.worker_env = BaseWorkerEnvironment(environ);
+  absl::StatusOr<std::vector<std::string>> backends = ProbeWorkerBackends(worker_path, so.worker_env);
   if (!backends.ok()) {
     LogError("%s", backends.status().message());
     return 1;
   }
   so.worker_has_gpu_backend =
       std::find(backends->begin(), backends->end(), "cuda") != backends->end();
+  so.worker_cpu_bf16 =
+      std::find(backends->begin(), backends->end(), "cpu-bf16") != backends->end();
   std::unique_ptr<DeviceProbe> gpu_probe;
   if (flags.gpu_probe == "nvml") {
     gpu_probe = NewNvmlProbe();
@@ -266,8 +269,8 @@ int Run(ServerConfig flags) {
     lo.zygote_worker = worker_path;
     // The OpenMP runtime reads its settings once, when the zygote loads it:
     // the workers' thread count is set here (and again by each worker).
-    lo.zygote_env = {absl::StrCat("OMP_NUM_THREADS=", so.worker_threads),
-                     "PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8"};
+    lo.zygote_env = so.worker_env;
+    lo.zygote_env.push_back(absl::StrCat("OMP_NUM_THREADS=", so.worker_threads));
   }
   LocalLauncher launcher(lo);
   if (flags.worker_zygote) {

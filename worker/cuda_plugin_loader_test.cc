@@ -7,10 +7,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <sstream>
 #include <iterator>
 #include <regex>
 #include <string>
@@ -194,19 +196,47 @@ int RunCommand(const std::string& command, std::string* out, std::string* err) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
+// `traind-worker --capabilities`'s tokens, in order.
+std::vector<std::string> Capabilities(const std::string& env, std::string* err) {
+  std::string out;
+  EXPECT_EQ(RunCommand(absl::StrCat(env, TRAIND_WORKER_PATH, " --capabilities"), &out, err), 0)
+      << *err;
+  EXPECT_TRUE(!out.empty() && out.back() == '\n' && out.find('\n') == out.size() - 1) << out;
+  std::vector<std::string> tokens;
+  std::istringstream in(out);
+  for (std::string t; in >> t;) tokens.push_back(t);
+  return tokens;
+}
+
+bool Has(const std::vector<std::string>& tokens, const std::string& t) {
+  return std::find(tokens.begin(), tokens.end(), t) != tokens.end();
+}
+
 TEST(WorkerCapabilitiesTest, ListsCudaOnlyWithADeviceAndSaysWhyNot) {
-  std::string out, err;
-  ASSERT_EQ(RunCommand(absl::StrCat(TRAIND_WORKER_PATH, " --capabilities"), &out, &err), 0) << err;
-  if (out == "cpu cuda\n") return;  // a GPU machine with the plugin
-  EXPECT_EQ(out, "cpu\n");
+  std::string err;
+  const std::vector<std::string> tokens = Capabilities("", &err);
+  ASSERT_FALSE(tokens.empty());
+  EXPECT_EQ(tokens[0], "cpu");
+  for (const std::string& t : tokens) {
+    EXPECT_TRUE(t == "cpu" || t == "cpu-bf16" || t == "cuda") << t;
+  }
+  if (Has(tokens, "cuda")) return;  // a GPU machine with the plugin
   // Why CUDA is absent goes to stderr: no plugin, or the plugin's reason.
   EXPECT_NE(err.find("cuda"), std::string::npos) << err;
 }
 
+// bf16 is oneDNN's answer under the worker's environment: capped at AVX2,
+// no CPU has bf16 matmuls (traind takes this line for submit's check).
+TEST(WorkerCapabilitiesTest, Bf16FollowsOneDnnsIsaCap) {
+  std::string err;
+  EXPECT_FALSE(Has(Capabilities("env ONEDNN_MAX_CPU_ISA=AVX2 ", &err), "cpu-bf16"));
+  EXPECT_FALSE(Has(Capabilities("env DNNL_MAX_CPU_ISA=AVX2 ", &err), "cpu-bf16"));
+  EXPECT_TRUE(Has(Capabilities("env ONEDNN_MAX_CPU_ISA=AVX2 ", &err), "cpu"));
+}
+
 TEST(WorkerGpuTaskTest, GpuSpecWithoutUsableGpuFailsWithTheReason) {
   std::string out, err;
-  if (RunCommand(absl::StrCat(TRAIND_WORKER_PATH, " --capabilities"), &out, &err) == 0 &&
-      out == "cpu cuda\n") {
+  if (Has(Capabilities("", &err), "cuda")) {
     GTEST_SKIP() << "this machine has a usable GPU";
   }
   char dir[] = "/tmp/traind-worker-gpu-XXXXXX";

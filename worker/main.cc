@@ -184,24 +184,26 @@ absl::Status OpenGpu(const traind::v1::JobSpec& spec, int device, GpuContext* gp
   return absl::OkStatus();
 }
 
-// --capabilities: "cpu cuda" when the plugin loads and sees a device, else
-// "cpu"; why CUDA is absent goes to stderr (traind logs it).
+// --capabilities: what this worker can train on, one line of tokens: "cpu";
+// "cpu-bf16" when oneDNN has bf16 matmuls on this CPU (under this process's
+// ONEDNN_MAX_CPU_ISA); "cuda" when the plugin loads and sees a device. Why
+// CUDA is absent goes to stderr (traind logs it). traind takes bf16 support
+// from here, so submit and training agree on it.
 int PrintCapabilities() {
+  std::string tokens = "cpu";
+  if (engine::CpuSupportsBf16()) tokens += " cpu-bf16";
   absl::StatusOr<std::unique_ptr<CudaPlugin>> plugin = CudaPlugin::LoadDefault();
+  std::string reason;
   if (!plugin.ok()) {
     std::fprintf(stderr, "traind-worker: no cuda backend: %s\n",
                  std::string(plugin.status().message()).c_str());
-    std::printf("cpu\n");
-    return 0;
-  }
-  std::string reason;
-  if ((*plugin)->DeviceCount(&reason) == 0) {
+  } else if ((*plugin)->DeviceCount(&reason) == 0) {
     std::fprintf(stderr, "traind-worker: no cuda backend: %s (plugin %s)\n", reason.c_str(),
                  (*plugin)->path().c_str());
-    std::printf("cpu\n");
-    return 0;
+  } else {
+    tokens += " cuda";
   }
-  std::printf("cpu cuda\n");
+  std::printf("%s\n", tokens.c_str());
   return 0;
 }
 
@@ -597,6 +599,7 @@ int RunStandalone(const std::string& spec_path, int only_fold, const std::string
     return kUsage;
   }
   engine::ValidationContext vc;
+  vc.cpu_bf16 = engine::CpuSupportsBf16();
   // A GPU spec trains on this process's first visible GPU (standalone runs
   // one rank).
   GpuContext gpu;

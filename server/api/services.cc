@@ -191,6 +191,7 @@ ServerUnaryReactor* TrainingServiceImpl::SubmitJob(CallbackServerContext* ctx,
   traind::v1::JobSpec spec = req->spec();
   if (absl::Status s = policy_.data_roots.ConfineSpec(&spec); !s.ok()) return Reply(ctx, s);
   engine::ValidationContext vc;
+  vc.cpu_bf16 = scheduler_->WorkerCpuBf16();
   std::string no_gpu;
   vc.gpus = scheduler_->UsableGpus(&no_gpu);
   if (spec.resources().device() == traind::v1::GPU && vc.gpus == 0) {

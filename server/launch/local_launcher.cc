@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
@@ -391,7 +392,21 @@ void LocalLauncher::ReapLoop() {
   }
 }
 
-absl::StatusOr<std::vector<std::string>> ProbeWorkerBackends(const std::string& worker_path) {
+std::vector<std::string> BaseWorkerEnvironment(const char* const* environ) {
+  static constexpr const char* kPassed[] = {"ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA",
+                                            "ONEDNN_CPU_ISA_HINTS", "DNNL_CPU_ISA_HINTS"};
+  std::vector<std::string> env = {"PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8"};
+  for (const char* const* e = environ; e != nullptr && *e != nullptr; ++e) {
+    const absl::string_view entry(*e);
+    for (const char* name : kPassed) {
+      if (absl::StartsWith(entry, absl::StrCat(name, "="))) env.emplace_back(entry);
+    }
+  }
+  return env;
+}
+
+absl::StatusOr<std::vector<std::string>> ProbeWorkerBackends(const std::string& worker_path,
+                                                             const std::vector<std::string>& env) {
   int out[2];
   if (pipe2(out, O_CLOEXEC) != 0) return absl::InternalError(absl::StrCat("pipe: ", strerror(errno)));
   posix_spawn_file_actions_t actions;
@@ -399,9 +414,11 @@ absl::StatusOr<std::vector<std::string>> ProbeWorkerBackends(const std::string& 
   posix_spawn_file_actions_adddup2(&actions, out[1], 1);
   std::string flag = "--capabilities";
   char* argv[] = {const_cast<char*>(worker_path.c_str()), flag.data(), nullptr};
-  char* envp[] = {const_cast<char*>("PATH=/usr/local/bin:/usr/bin:/bin"), nullptr};
+  std::vector<char*> envp;
+  for (const std::string& e : env) envp.push_back(const_cast<char*>(e.c_str()));
+  envp.push_back(nullptr);
   pid_t pid = 0;
-  int rc = posix_spawn(&pid, worker_path.c_str(), &actions, nullptr, argv, envp);
+  int rc = posix_spawn(&pid, worker_path.c_str(), &actions, nullptr, argv, envp.data());
   posix_spawn_file_actions_destroy(&actions);
   close(out[1]);
   if (rc != 0) {

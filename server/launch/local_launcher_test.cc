@@ -219,6 +219,22 @@ TEST(LocalLauncherZygoteTest, AWorkerWhoseRequestTimedOutNeverRuns) {
 
 // The zygote's protocol, driven by hand: a forked worker runs only when
 // told to, and one whose gate closes without a go exits without running.
+TEST(BaseWorkerEnvironmentTest, PassesOnlyOneDnnsIsaSettings) {
+  const char* environ[] = {"HOME=/root",
+                           "ONEDNN_MAX_CPU_ISA=AVX2",
+                           "DNNL_CPU_ISA_HINTS=PREFER_YMM",
+                           "ONEDNN_VERBOSE=1",
+                           "ONEDNN_MAX_CPU_ISA_X=1",
+                           "LD_PRELOAD=/tmp/x.so",
+                           "PATH=/home/me/bin",
+                           nullptr};
+  EXPECT_EQ(BaseWorkerEnvironment(environ),
+            (std::vector<std::string>{"PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8",
+                                      "ONEDNN_MAX_CPU_ISA=AVX2", "DNNL_CPU_ISA_HINTS=PREFER_YMM"}));
+  EXPECT_EQ(BaseWorkerEnvironment(nullptr),
+            (std::vector<std::string>{"PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8"}));
+}
+
 TEST(ZygoteProtocolTest, AWorkerRunsOnlyAfterItsGo) {
   ASSERT_EQ(prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0), 0);
   const fs::path dir = fs::temp_directory_path() / absl::StrCat("traind-zygote-gate-", getpid());

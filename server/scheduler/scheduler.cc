@@ -544,8 +544,8 @@ absl::Status Scheduler::LaunchLocked(LiveJob& lj, int task, const std::vector<in
     const std::string visible = absl::StrJoin(uuids, ",");
     req.env = {absl::StrCat("TRAIND_WORKER_SECRET=", la.secret),
                absl::StrCat("OMP_NUM_THREADS=", options_.worker_threads),
-               absl::StrCat("CUDA_VISIBLE_DEVICES=", visible), "CUDA_DEVICE_ORDER=PCI_BUS_ID",
-               "PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8"};
+               absl::StrCat("CUDA_VISIBLE_DEVICES=", visible), "CUDA_DEVICE_ORDER=PCI_BUS_ID"};
+    req.env.insert(req.env.end(), options_.worker_env.begin(), options_.worker_env.end());
     req.log_path = rank == 0 ? a->log_path()
                              : (dir / absl::StrCat("attempt-", number, ".rank-", rank, ".log"))
                                    .string();

@@ -61,6 +61,13 @@ struct SchedulerOptions {
   // Whether traind-worker has a GPU backend (`traind-worker --capabilities`
   // lists "cuda"): without one, GPUs are listed but no GPU job is accepted.
   bool worker_has_gpu_backend = false;
+  // Whether the workers' oneDNN has bf16 matmuls (`traind-worker
+  // --capabilities` lists "cpu-bf16"): submit accepts training.precision:
+  // bf16 for CPU jobs only then, so it agrees with the worker.
+  bool worker_cpu_bf16 = false;
+  // The environment every worker starts from (BaseWorkerEnvironment); each
+  // task adds its secret, thread count and visible GPUs.
+  std::vector<std::string> worker_env = {"PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8"};
   GpuPoolOptions gpu;
 };
 
@@ -117,6 +124,8 @@ class Scheduler final {
   // GPUs a task may be placed on (0 without a worker GPU backend); `*why`
   // (if given) says why there are none.
   int UsableGpus(std::string* why = nullptr);
+  // Whether CPU tasks can train in bf16 (SchedulerOptions::worker_cpu_bf16).
+  bool WorkerCpuBf16() const { return options_.worker_cpu_bf16; }
   // When the dispatch loop last ran (it runs at least every 250 ms while
   // healthy): for liveness checks such as the systemd watchdog.
   absl::Time LastLoopTime();

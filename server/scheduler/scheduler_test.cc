@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <map>
 #include <string>
 
 #include "gtest/gtest.h"
@@ -526,6 +527,36 @@ TEST_F(SchedulerTest, ResumedAttemptContinuesItsEpochCount) {
     saw_resume |= e.has_task_state() && e.task_state().resumed_epochs() == 7;
   }
   EXPECT_TRUE(saw_resume);
+}
+
+// Every worker starts from SchedulerOptions::worker_env (traind's oneDNN
+// settings among it), then gets its own secret, threads and GPUs.
+TEST_F(SchedulerTest, WorkersStartFromTheConfiguredEnvironment) {
+  Close();
+  Open(/*slots=*/2, [](SchedulerOptions* o) {
+    o->worker_env = {"PATH=/usr/bin:/bin", "LANG=C.UTF-8", "ONEDNN_MAX_CPU_ISA=AVX2"};
+    o->worker_threads = 3;
+  });
+  ASSERT_TRUE(scheduler_->Submit(ThreeFoldSpec()).ok());
+  scheduler_->Start();
+  ASSERT_TRUE(launcher_->WaitForLaunches(2));
+  for (const FakeLauncher::Launched& l : launcher_->launched()) {
+    std::map<std::string, int> names;
+    for (const std::string& e : l.request.env) ++names[e.substr(0, e.find('='))];
+    for (const auto& [name, count] : names) EXPECT_EQ(count, 1) << name << " set twice";
+    EXPECT_EQ(names.size(), 7u);
+    auto value = [&](const std::string& name) {
+      for (const std::string& e : l.request.env) {
+        if (e.rfind(name + "=", 0) == 0) return e.substr(name.size() + 1);
+      }
+      return std::string("<unset>");
+    };
+    EXPECT_EQ(value("ONEDNN_MAX_CPU_ISA"), "AVX2");
+    EXPECT_EQ(value("PATH"), "/usr/bin:/bin");
+    EXPECT_EQ(value("OMP_NUM_THREADS"), "3");
+    EXPECT_EQ(value("CUDA_VISIBLE_DEVICES"), "");
+    EXPECT_NE(value("TRAIND_WORKER_SECRET"), "<unset>");
+  }
 }
 
 class GpuSchedulerTest : public SchedulerTest {

@@ -225,6 +225,60 @@ TEST_F(DaemonTest, ZygoteAndExecdWorkersGiveIdenticalResults) {
   EXPECT_EQ(a_losses, b_losses);
 }
 
+// bf16 has one source of truth, oneDNN in the worker under the workers'
+// environment: traind passes ONEDNN_MAX_CPU_ISA to its workers and asks
+// `traind-worker --capabilities` at start, so submit accepts bf16 exactly
+// when a worker can train in it, capped or not.
+TEST_F(DaemonTest, Bf16AtSubmitAgreesWithTheWorkersOneDnn) {
+  traind::v1::JobSpec spec = IrisSpec();
+  spec.mutable_training()->set_epochs(3);
+  spec.mutable_training()->set_precision(traind::v1::BF16);
+  const std::string refused =
+      "spec.training.precision: bf16 needs a CPU with AVX512-BF16 or AMX, as oneDNN sees it";
+
+  // Uncapped: whatever this CPU is, traind agrees with its worker.
+  std::string caps;
+  ASSERT_EQ(RunCommand(BinDir() + "/traind-worker --capabilities 2>/dev/null", &caps), 0);
+  const bool worker_bf16 = caps.find(" cpu-bf16") != std::string::npos;
+  absl::StatusOr<Job> job = Submit(spec);
+  if (worker_bf16) {
+    ASSERT_TRUE(job.ok()) << job.status();
+    std::vector<JobEvent> events;
+    ASSERT_TRUE(WatchAll(daemon_->stub(), job->id(), 0, &events).ok());
+    EXPECT_EQ(Get(job->id()).state(), Job::SUCCEEDED) << Get(job->id()).DebugString();
+  } else {
+    ASSERT_FALSE(job.ok());
+    EXPECT_EQ(job.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(job.status().message().rfind(refused, 0), 0u) << job.status();
+  }
+
+  // Capped at AVX2 (no bf16 on any CPU): refused at submit, nothing stored;
+  // the workers train fp32 under the same cap.
+  for (const char* zygote : {"--worker-zygote=true", "--worker-zygote=false"}) {
+    Daemon capped(dir_.path() + "/capped" + zygote, {"--cpu-slots=2", zygote});
+    capped.SetEnv("ONEDNN_MAX_CPU_ISA", "AVX2");
+    ASSERT_TRUE(capped.Start()) << capped.Log();
+    EXPECT_NE(capped.Log().find("worker backends=cpu"), std::string::npos) << capped.Log();
+    EXPECT_EQ(capped.Log().find("cpu-bf16"), std::string::npos) << capped.Log();
+    absl::StatusOr<Job> bf16 = SubmitJob(capped.stub(), spec);
+    ASSERT_FALSE(bf16.ok()) << zygote;
+    EXPECT_EQ(bf16.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(bf16.status().message().rfind(refused, 0), 0u) << bf16.status();
+    traind::v1::JobSpec fp32 = spec;
+    fp32.mutable_training()->set_precision(traind::v1::FP32);
+    absl::StatusOr<Job> ok = SubmitJob(capped.stub(), fp32);
+    ASSERT_TRUE(ok.ok()) << ok.status();
+    std::vector<JobEvent> events;
+    ASSERT_TRUE(WatchAll(capped.stub(), ok->id(), 0, &events).ok());
+    EXPECT_EQ(GetJob(capped.stub(), ok->id()).state(), Job::SUCCEEDED);
+    traind::v1::ListJobsRequest req;
+    traind::v1::ListJobsResponse resp;
+    auto ctx = Ctx();
+    ASSERT_TRUE(capped.stub()->ListJobs(ctx.get(), req, &resp).ok());
+    EXPECT_EQ(resp.jobs_size(), 1) << "the refused bf16 job was stored";
+  }
+}
+
 TEST_F(DaemonTest, InvalidSpecsAreRejectedWithTheFieldPathAndNothingIsStored) {
   std::vector<BadSpecCase> cases = {
       {"no data path", [](auto* s) { s->mutable_data()->clear_path(); }, "data.path"},

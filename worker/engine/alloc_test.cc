@@ -222,15 +222,14 @@ TEST(SteadyStateAllocations, HooksSeeAllocations) {
   EXPECT_EQ(engine_allocations.load() - before, 1);
 }
 
-// The engine allocates nothing in a steady-state step. oneDNN 2.6 does, in
-// dnnl_primitive_execute, whatever the caller does: it copies the arguments
-// into a std::unordered_map (one node per argument plus its bucket array) and
-// makes one more allocation per call — 6 or 7 per matmul for our 4 or 5
-// arguments (src, weights, dst, user scratchpad, bias), fewer per reorder.
-// Those are bounded here by `matmuls` executions (matmuls and reorders) per
-// step, and must not grow from step to step.
-void ExpectSteadyState(const char* name, const traind::v1::JobSpec& spec, const Dataset& data,
-                       int matmuls) {
+// The engine allocates nothing in a steady-state step: that is what traind
+// controls, on every CPU. oneDNN 2.6 does allocate, in dnnl_primitive_execute,
+// whatever the caller does (it copies the arguments into a std::unordered_map
+// and makes further allocations that depend on the kernel it picked, and so
+// on the ISA: an AVX2 machine's kernels make more than an AVX-512 machine's).
+// No count of those is asserted; only that it is the same in every steady-state
+// step, so nothing grows with the steps or with the data.
+void ExpectSteadyState(const char* name, const traind::v1::JobSpec& spec, const Dataset& data) {
   void* frames[4];
   backtrace(frames, 4);  // loads the unwinder outside the counted region
   const std::vector<StepCounts> steps = CountSteps(spec, data);
@@ -238,31 +237,28 @@ void ExpectSteadyState(const char* name, const traind::v1::JobSpec& spec, const 
   Report(name, steps);
   for (size_t i = 0; i < steps.size(); ++i) {
     EXPECT_EQ(steps[i].engine, 0) << name << ": step " << i << " of the later epochs";
-    EXPECT_LE(steps[i].dnnl, 7 * matmuls) << name << ": step " << i << " (inside oneDNN)";
     EXPECT_EQ(steps[i].dnnl, steps[0].dnnl) << name << ": step " << i << " (inside oneDNN)";
   }
 }
 
 TEST(SteadyStateAllocations, Mlp784) {
-  // 3 forward matmuls, 3 weight gradients, 2 data gradients.
   ExpectSteadyState("MLP 784-512-256-10, batch 128, SGD momentum", MlpSpec({512, 256}, 128),
-                    Synthetic(1024, 784, 10), 8);
+                    Synthetic(1024, 784, 10));
 }
 
 // bf16 matmuls: the bf16 copies of x, w and dz live in buffers planned with
-// each kernel. Per layer and step: reorders of x and w (forward, reused by
-// the backward pass) and of dz, besides the 3 (first layer: 2) matmuls.
+// each kernel, so their reorders allocate nothing of the engine's either.
 TEST(SteadyStateAllocations, Mlp784Bf16) {
   if (!CpuSupportsBf16()) GTEST_SKIP() << "this CPU has neither AVX512-BF16 nor AMX";
   traind::v1::JobSpec spec = MlpSpec({512, 256}, 128);
   spec.mutable_training()->set_precision(traind::v1::BF16);
   ExpectSteadyState("MLP 784-512-256-10, batch 128, SGD momentum, bf16", spec,
-                    Synthetic(1024, 784, 10), 8 + 9);
+                    Synthetic(1024, 784, 10));
 }
 
 TEST(SteadyStateAllocations, SmallMlp) {
   ExpectSteadyState("MLP 64-128-10, batch 32, SGD momentum", MlpSpec({128}, 32),
-                    Synthetic(320, 64, 10), 5);
+                    Synthetic(320, 64, 10));
 }
 
 TEST(SteadyStateAllocations, MixedLayersAdam) {
@@ -281,7 +277,7 @@ TEST(SteadyStateAllocations, MixedLayersAdam) {
   spec.mutable_optimizer()->mutable_adam()->set_learning_rate(0.001);
   spec.mutable_optimizer()->mutable_clipping()->set_max_norm(1.0);
   ExpectSteadyState("gelu, batch norm, dropout, tanh, layer norm, Adam, clipping", spec,
-                    Synthetic(320, 20, 10), 8);
+                    Synthetic(320, 20, 10));
 }
 
 }  // namespace

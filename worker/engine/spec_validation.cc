@@ -3,10 +3,6 @@
 #include <fcntl.h>
 #include <unistd.h>
 
-#if defined(__x86_64__) || defined(__i386__)
-#include <cpuid.h>
-#endif
-
 #include <algorithm>
 #include <cerrno>
 #include <cstdint>
@@ -122,44 +118,7 @@ absl::Status CheckAgainstData(const JobSpec& spec, const Dataset& data) {
   return absl::OkStatus();
 }
 
-#if defined(__x86_64__) || defined(__i386__)
-// XCR0: the register states the OS saves and restores (XGETBV 0).
-uint64_t ReadXcr0() {
-  uint32_t eax = 0, edx = 0;
-  __asm__ volatile("xgetbv" : "=a"(eax), "=d"(edx) : "c"(0));
-  return (static_cast<uint64_t>(edx) << 32) | eax;
-}
-
-bool DetectCpuBf16() {
-  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-  if (__get_cpuid_max(0, nullptr) < 7) return false;
-  if (__get_cpuid(1, &eax, &ebx, &ecx, &edx) == 0) return false;
-  const bool osxsave = (ecx & (1u << 27)) != 0;
-  if (!osxsave) return false;
-  // opmask, upper ZMM and high ZMM state, besides SSE and AVX.
-  constexpr uint64_t kAvx512State = 0xe6;
-  if ((ReadXcr0() & kAvx512State) != kAvx512State) return false;
-  __cpuid_count(7, 0, eax, ebx, ecx, edx);
-  const bool avx512f = (ebx & (1u << 16)) != 0;
-  const bool amx_bf16 = (edx & (1u << 22)) != 0;
-  const unsigned max_subleaf = eax;
-  bool avx512_bf16 = false;
-  if (max_subleaf >= 1) {
-    __cpuid_count(7, 1, eax, ebx, ecx, edx);
-    avx512_bf16 = (eax & (1u << 5)) != 0;
-  }
-  return avx512f && (avx512_bf16 || amx_bf16);
-}
-#else
-bool DetectCpuBf16() { return false; }
-#endif
-
 }  // namespace
-
-bool HostCpuHasBf16() {
-  static const bool has_bf16 = DetectCpuBf16();
-  return has_bf16;
-}
 
 absl::Status CheckCpuPrecision(traind::v1::Precision precision, bool cpu_bf16) {
   switch (precision) {
@@ -169,7 +128,8 @@ absl::Status CheckCpuPrecision(traind::v1::Precision precision, bool cpu_bf16) {
     case traind::v1::BF16:
       if (cpu_bf16) return absl::OkStatus();
       return Err("training.precision",
-                 "bf16 needs a CPU with AVX512-BF16 or AMX (this CPU has neither); use fp32");
+                 "bf16 needs a CPU with AVX512-BF16 or AMX, as oneDNN sees it (the workers' CPU "
+                 "has neither, or ONEDNN_MAX_CPU_ISA caps it below them); use fp32");
     case traind::v1::TF32:
       return Err("training.precision",
                  "tf32 is a GPU mode (resources.device: gpu); CPU jobs train in fp32 or bf16");

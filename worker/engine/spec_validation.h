@@ -20,17 +20,15 @@
 
 namespace traind::engine {
 
-// True when this machine's CPU has AVX512-BF16 or AMX-BF16 (cpuid), with the
-// AVX-512 register state enabled by the OS. Detected once per process.
-bool HostCpuHasBf16();
-
 struct ValidationContext {
   // GPUs this server can place tasks on.
   int gpus = 0;
-  // Whether CPU tasks run on a CPU with bf16 matmuls (training.precision:
-  // bf16). The default is this machine's CPU, where the local launcher runs
-  // them; the worker checks its own CPU again when it creates the backend.
-  bool cpu_bf16 = HostCpuHasBf16();
+  // Whether CPU tasks run where oneDNN has bf16 matmuls (training.precision:
+  // bf16). One source of truth: oneDNN in the worker, under the workers'
+  // environment (ONEDNN_MAX_CPU_ISA may cap it). traind asks
+  // `traind-worker --capabilities` at start; the standalone worker asks
+  // CpuSupportsBf16(). The worker checks again when it creates the backend.
+  bool cpu_bf16 = false;
 };
 
 // What validation learned of the model's shape (when the data could be read).
