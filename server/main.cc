@@ -249,8 +249,10 @@ int Run(ServerConfig flags) {
   }
   so.worker_has_gpu_backend =
       std::find(backends->begin(), backends->end(), "cuda") != backends->end();
-  so.worker_cpu_bf16 =
-      std::find(backends->begin(), backends->end(), "cpu-bf16") != backends->end();
+  // "cpu-bf16" is a feature of the cpu backend, not a backend of its own.
+  const auto bf16 = std::find(backends->begin(), backends->end(), "cpu-bf16");
+  so.worker_cpu_bf16 = bf16 != backends->end();
+  if (so.worker_cpu_bf16) backends->erase(bf16);
   std::unique_ptr<DeviceProbe> gpu_probe;
   if (flags.gpu_probe == "nvml") {
     gpu_probe = NewNvmlProbe();
@@ -262,7 +264,8 @@ int Run(ServerConfig flags) {
   }
   so.gpu_probe = gpu_probe.get();
   so.gpu.drain_timeout = flags.gpu_drain_timeout;
-  LogInfo("worker backends=%s", absl::StrJoin(*backends, ","));
+  LogInfo("worker backends=%s cpu_bf16=%s", absl::StrJoin(*backends, ","),
+          so.worker_cpu_bf16 ? "true" : "false");
 
   LocalLauncherOptions lo;
   if (flags.worker_zygote) {

@@ -240,6 +240,9 @@ TEST_F(DaemonTest, Bf16AtSubmitAgreesWithTheWorkersOneDnn) {
   std::string caps;
   ASSERT_EQ(RunCommand(BinDir() + "/traind-worker --capabilities 2>/dev/null", &caps), 0);
   const bool worker_bf16 = caps.find(" cpu-bf16") != std::string::npos;
+  EXPECT_NE(daemon_->Log().find(worker_bf16 ? "cpu_bf16=true" : "cpu_bf16=false"),
+            std::string::npos)
+      << daemon_->Log();
   absl::StatusOr<Job> job = Submit(spec);
   if (worker_bf16) {
     ASSERT_TRUE(job.ok()) << job.status();
@@ -258,8 +261,8 @@ TEST_F(DaemonTest, Bf16AtSubmitAgreesWithTheWorkersOneDnn) {
     Daemon capped(dir_.path() + "/capped" + zygote, {"--cpu-slots=2", zygote});
     capped.SetEnv("ONEDNN_MAX_CPU_ISA", "AVX2");
     ASSERT_TRUE(capped.Start()) << capped.Log();
-    EXPECT_NE(capped.Log().find("worker backends=cpu"), std::string::npos) << capped.Log();
-    EXPECT_EQ(capped.Log().find("cpu-bf16"), std::string::npos) << capped.Log();
+    EXPECT_NE(capped.Log().find("worker backends=cpu cpu_bf16=false"), std::string::npos)
+        << capped.Log();
     absl::StatusOr<Job> bf16 = SubmitJob(capped.stub(), spec);
     ASSERT_FALSE(bf16.ok()) << zygote;
     EXPECT_EQ(bf16.status().code(), absl::StatusCode::kInvalidArgument);
