@@ -1,5 +1,7 @@
 // End to end: the real traind and traind-worker binaries, over gRPC on a
 // unix socket, with the iris data.
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <fstream>
 #include <functional>
@@ -329,7 +331,21 @@ TEST_F(DaemonTest, BadDataFailsTheJobWithDataErrorNamingFileLineAndColumn) {
     std::string path;
     std::vector<std::string> expect;
   };
-  for (const Case& c : {Case{ragged, {ragged, ":4"}}, Case{text, {text, ":4", "\"b\"", "six"}}}) {
+  // Text that is not UTF-8 (a cell, a label) and a 10 MB cell: a DATA_ERROR
+  // naming the line and column, reported whole (never a failed report and
+  // a crash loop), the value quoted cut.
+  std::string latin1 = dir_.Write("latin1.csv",
+                                  "a,b,label\n1,2,x\n3,4,y\n5\xff,6,x\n7,8,y\n9,10,x\n11,12,y\n");
+  std::string label = dir_.Write("label.csv",
+                                 "a,b,label\n1,2,x\n3,4,y\n5,6,\xe9t\xe9\n7,8,y\n9,10,x\n");
+  std::string huge = dir_.Write(
+      "huge.csv", "a,b,label\n1,2,x\n3,4,y\n5," + std::string(10 << 20, '6') + ",x\n7,8,y\n");
+  std::vector<Case> cases = {Case{ragged, {ragged, ":4"}},
+                             Case{text, {text, ":4", "\"b\"", "six"}},
+                             Case{latin1, {latin1, ":4: column 1 is not valid UTF-8", "0xff"}},
+                             Case{label, {label, ":4: column 3 is not valid UTF-8"}},
+                             Case{huge, {huge, ":4: column 2 holds 10485760 bytes"}}};
+  for (const Case& c : cases) {
     traind::v1::JobSpec spec = IrisSpec();
     spec.mutable_data()->set_path(c.path);
     spec.mutable_data()->set_label("label");
@@ -345,10 +361,38 @@ TEST_F(DaemonTest, BadDataFailsTheJobWithDataErrorNamingFileLineAndColumn) {
     }
     // Not retried: one attempt per task.
     for (const Task& t : job.tasks()) EXPECT_LE(t.attempts_size(), 1);
+    EXPECT_LT(job.failure().message().size(), 1024u) << c.path;
     ASSERT_FALSE(events.empty());
     EXPECT_TRUE(events.back().last());
     EXPECT_EQ(events.back().job_state().failure().reason(), Failure::DATA_ERROR);
   }
+}
+
+// A FIFO (or a directory) inside a data root is refused at submit without
+// opening it for long: the API stays responsive and nothing is stored.
+TEST_F(DaemonTest, DataThatIsNotARegularFileIsRefusedAtOnce) {
+  const std::string fifo = dir_.path() + "/pipe.csv";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  const std::string folder = dir_.path() + "/folder.csv";
+  ASSERT_EQ(mkdir(folder.c_str(), 0700), 0);
+  for (const auto& [path, kind] : {std::pair{fifo, "a FIFO"}, std::pair{folder, "a directory"}}) {
+    traind::v1::JobSpec spec = IrisSpec();
+    spec.mutable_data()->set_path(path);
+    const absl::Time start = absl::Now();
+    absl::StatusOr<Job> job = Submit(spec);
+    EXPECT_LT(absl::Now() - start, absl::Seconds(5));
+    ASSERT_FALSE(job.ok()) << path;
+    EXPECT_EQ(job.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(job.status().message(),
+              absl::StrCat("spec.data.path: ", path, ": is ", kind,
+                           ", not a regular file (data must be a regular file)"));
+  }
+  EXPECT_EQ(JobCount(), 0);
+  grpc::health::v1::HealthCheckRequest req;
+  grpc::health::v1::HealthCheckResponse resp;
+  auto stub = grpc::health::v1::Health::NewStub(daemon_->channel());
+  auto ctx = Ctx(5);
+  EXPECT_TRUE(stub->Check(ctx.get(), req, &resp).ok());
 }
 
 TEST_F(DaemonTest, UnknownJobIsNotFound) {

@@ -1,6 +1,5 @@
 #include "worker/engine/spec_validation.h"
 
-#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -12,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "worker/engine/data/csv.h"
 #include "worker/engine/random.h"
 #include "worker/engine/spec_check.h"
 #include "worker/engine/status.h"
@@ -25,10 +25,12 @@ absl::Status Err(absl::string_view path, absl::string_view what) {
   return InvalidSpecError(absl::StrCat(path, ": ", what));
 }
 
+// A regular file that can be opened, without blocking (a FIFO is refused):
+// "data.path: <path>: is a FIFO, not a regular file (...)".
 absl::Status CheckReadable(const std::string& path, const std::string& field) {
-  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return Err(field, absl::StrCat("cannot open \"", path, "\": ", strerror(errno)));
-  close(fd);
+  absl::StatusOr<int> fd = OpenRegularFile(path);
+  if (!fd.ok()) return Err(field, fd.status().message());
+  close(*fd);
   return absl::OkStatus();
 }
 

@@ -1,36 +1,49 @@
 #include "worker/engine/data/csv.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cerrno>
-#include <cstdio>
 #include <cstring>
-#include <memory>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "worker/engine/data/text.h"
 #include "worker/engine/status.h"
 
 namespace traind::engine {
 namespace {
 
-struct FileCloser {
-  void operator()(std::FILE* f) const { std::fclose(f); }
-};
+const char* FileKind(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISSOCK(mode)) return "a socket";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  return "a special file";
+}
 
 absl::StatusOr<std::string> ReadFile(const std::string& path) {
-  std::unique_ptr<std::FILE, FileCloser> file(std::fopen(path.c_str(), "rb"));
-  if (file == nullptr) {
-    return DataError(absl::StrCat(path, ": cannot open: ", std::strerror(errno)));
-  }
+  TRAIND_ASSIGN_OR_RETURN(const int fd, OpenRegularFile(path));
   std::string text;
+  struct stat st {};
+  if (fstat(fd, &st) == 0 && st.st_size > 0) text.reserve(static_cast<size_t>(st.st_size));
   char buffer[1 << 16];
-  size_t n = 0;
-  while ((n = std::fread(buffer, 1, sizeof(buffer), file.get())) > 0) {
-    text.append(buffer, n);
+  while (true) {
+    const ssize_t n = read(fd, buffer, sizeof(buffer));
+    if (n > 0) {
+      text.append(buffer, static_cast<size_t>(n));
+    } else if (n == 0) {
+      break;
+    } else if (errno != EINTR) {
+      const int error = errno;
+      close(fd);
+      return DataError(absl::StrCat(path, ": cannot read: ", std::strerror(error)));
+    }
   }
-  if (std::ferror(file.get())) {
-    return DataError(absl::StrCat(path, ": cannot read: ", std::strerror(errno)));
-  }
+  close(fd);
   return text;
 }
 
@@ -90,6 +103,22 @@ class CsvParser {
     return true;
   }
 
+  // A field is UTF-8 and at most kMaxCsvFieldBytes (its record's line).
+  absl::Status CheckField(const std::string& field, size_t column) const {
+    if (field.size() > kMaxCsvFieldBytes) {
+      return DataError(absl::StrFormat("%s:%d: column %d holds %d bytes; a field may hold at most %d",
+                                       path_, line_, column, field.size(), kMaxCsvFieldBytes));
+    }
+    const size_t bad = FirstInvalidUtf8(field);
+    if (bad != absl::string_view::npos) {
+      return DataError(absl::StrFormat(
+          "%s:%d: column %d is not valid UTF-8 (byte 0x%02x at offset %d of the field); save "
+          "the file as UTF-8",
+          path_, line_, column, static_cast<unsigned char>(field[bad]), bad));
+    }
+    return absl::OkStatus();
+  }
+
   // Parses one record starting at `*pos`, through its line ending.
   absl::Status ParseRecord(size_t* pos, std::vector<std::string>* record) {
     std::string field;
@@ -138,6 +167,7 @@ class CsvParser {
         }
         field.assign(text_, start, *pos - start);
       }
+      TRAIND_RETURN_IF_ERROR(CheckField(field, record->size() + 1));
       record->push_back(field);
       if (*pos >= text_.size()) return absl::OkStatus();
       if (text_[*pos] == delimiter_) {
@@ -157,6 +187,26 @@ class CsvParser {
 };
 
 }  // namespace
+
+absl::StatusOr<int> OpenRegularFile(const std::string& path) {
+  // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer.
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+  if (fd < 0) return DataError(absl::StrCat(path, ": cannot open: ", std::strerror(errno)));
+  struct stat st {};
+  if (fstat(fd, &st) != 0) {
+    const int error = errno;
+    close(fd);
+    return DataError(absl::StrCat(path, ": cannot open: ", std::strerror(error)));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    close(fd);
+    return DataError(absl::StrCat(path, ": is ", FileKind(st.st_mode),
+                                  ", not a regular file (data must be a regular file)"));
+  }
+  const int flags = fcntl(fd, F_GETFL);
+  if (flags >= 0) fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
+  return fd;
+}
 
 absl::StatusOr<CsvTable> ParseCsv(const std::string& text, const std::string& path,
                                   char delimiter) {

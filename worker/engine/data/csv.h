@@ -10,6 +10,18 @@
 
 namespace traind::engine {
 
+// The largest field (cell or header name, after unquoting) a data file may
+// hold. Labels, categories and column names travel in proto messages; a
+// larger field is a DataError naming its line and column.
+inline constexpr size_t kMaxCsvFieldBytes = 64 * 1024;
+
+// Opens `path` for reading without blocking, and only when it is a regular
+// file (a FIFO, a device or a directory would block or make no sense as
+// data). Returns the descriptor (blocking, close-on-exec; the caller closes
+// it). Errors (DataError): "<path>: cannot open: <strerror>", "<path>: is a
+// FIFO, not a regular file (data must be a regular file)".
+absl::StatusOr<int> OpenRegularFile(const std::string& path);
+
 // A CSV file: a header row and data rows, all as text.
 struct CsvTable {
   std::string path;
@@ -27,8 +39,15 @@ struct CsvTable {
 // inside an unquoted field is kept as a plain character. Fields are not
 // trimmed.
 //
+// The text must be UTF-8 (every field is checked, so labels, categories and
+// column names can be reported), each field at most kMaxCsvFieldBytes.
+//
 // Errors (DataError): the file cannot be opened or read
-// ("<path>: cannot open: <strerror>"), it holds no header row, a row's field
+// ("<path>: cannot open: <strerror>"), it is not a regular file
+// (OpenRegularFile), a field is not UTF-8 ("<path>:<line>: column 3 is not
+// valid UTF-8 (byte 0xff at offset 1 of the field); save the file as UTF-8")
+// or too long ("<path>:<line>: column 3 holds 10485760 bytes; a field may
+// hold at most 65536"), it holds no header row, a row's field
 // count differs from the header's ("<path>:<line>: row has 3 fields, the
 // header has 5"), a quoted field is never closed or is followed by something
 // other than a delimiter or a line ending ("<path>:<line>: ...").

@@ -1,8 +1,15 @@
 #include "worker/engine/data/csv.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "worker/engine/status.h"
@@ -109,6 +116,59 @@ TEST(ReadCsvTest, HeaderOnly) {
   ASSERT_TRUE(table.ok()) << table.status();
   EXPECT_THAT(table->header, ElementsAre("a", "b"));
   EXPECT_TRUE(table->rows.empty());
+}
+
+// Text crosses proto boundaries: a field that is not UTF-8 is a DataError
+// naming the line and the column, never a string that cannot be reported.
+TEST(ReadCsvTest, NonUtf8FieldsNameLineAndColumn) {
+  TempFile file("a,label\n1,x\n5\xff,y\n");
+  absl::StatusOr<CsvTable> table = ReadCsv(file.path());
+  ASSERT_FALSE(table.ok());
+  EXPECT_EQ(FailureKindOf(table.status()), FailureKind::kDataError);
+  EXPECT_EQ(table.status().message(),
+            file.path() + ":3: column 1 is not valid UTF-8 (byte 0xff at offset 1 of the field); "
+                          "save the file as UTF-8");
+  TempFile header("a,\xe9t\xe9\n1,2\n");  // Latin-1 "été"
+  table = ReadCsv(header.path());
+  ASSERT_FALSE(table.ok());
+  EXPECT_THAT(table.status().message(), HasSubstr(":1: column 2 is not valid UTF-8"));
+  TempFile utf8("a,\xc3\xa9t\xc3\xa9\n1,caf\xc3\xa9\n");
+  EXPECT_TRUE(ReadCsv(utf8.path()).ok());
+}
+
+TEST(ReadCsvTest, AFieldOverTheLimitIsADataError) {
+  TempFile ok("a,b\n" + std::string(kMaxCsvFieldBytes, '1') + ",2\n");
+  EXPECT_TRUE(ReadCsv(ok.path()).ok());
+  TempFile big("a,b\n1,2\n3,\"" + std::string(10 * 1024 * 1024, 'x') + "\"\n");
+  absl::StatusOr<CsvTable> table = ReadCsv(big.path());
+  ASSERT_FALSE(table.ok());
+  EXPECT_EQ(FailureKindOf(table.status()), FailureKind::kDataError);
+  EXPECT_EQ(table.status().message(),
+            absl::StrCat(big.path(), ":3: column 2 holds 10485760 bytes; a field may hold at most ",
+                         kMaxCsvFieldBytes));
+}
+
+// A FIFO would block the reader until someone writes to it: refused at once.
+TEST(ReadCsvTest, OnlyRegularFilesAreRead) {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  char dir[256];
+  std::snprintf(dir, sizeof(dir), "%s/traind_csv_XXXXXX", tmp != nullptr ? tmp : "/tmp");
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const std::string fifo = std::string(dir) + "/data.csv";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  const auto start = std::chrono::steady_clock::now();
+  absl::StatusOr<CsvTable> table = ReadCsv(fifo);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+  ASSERT_FALSE(table.ok());
+  EXPECT_EQ(FailureKindOf(table.status()), FailureKind::kDataError);
+  EXPECT_EQ(table.status().message(),
+            fifo + ": is a FIFO, not a regular file (data must be a regular file)");
+  table = ReadCsv(dir);
+  ASSERT_FALSE(table.ok());
+  EXPECT_EQ(table.status().message(),
+            std::string(dir) + ": is a directory, not a regular file (data must be a regular file)");
+  unlink(fifo.c_str());
+  rmdir(dir);
 }
 
 }  // namespace

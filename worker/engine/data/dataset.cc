@@ -13,6 +13,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "worker/engine/data/csv.h"
+#include "worker/engine/data/text.h"
 #include "worker/engine/data/labels.h"
 #include "worker/engine/status.h"
 
@@ -23,16 +24,23 @@ using traind::v1::JobSpec;
 
 // Parses a finite float32. Surrounding spaces/tabs and a leading '+' are
 // accepted; "nan", "inf" and values beyond float32's range are not.
-bool ParseFeature(std::string_view s, float* value) {
+// Parses a feature value; on failure returns what is wrong with it
+// ("is not a number", ...), else nullptr.
+const char* ParseFeature(std::string_view s, float* value) {
+  static constexpr const char* kNotANumber = "is not a number";
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
   while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
   if (!s.empty() && s.front() == '+') s.remove_prefix(1);
-  if (s.empty()) return false;
+  if (s.empty()) return kNotANumber;
   float v = 0;
   const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-  if (ec != std::errc() || end != s.data() + s.size() || !std::isfinite(v)) return false;
+  if (end != s.data() + s.size()) return kNotANumber;
+  if (ec == std::errc::result_out_of_range) {
+    return "is out of range for a 32-bit float (magnitudes from 1.2e-38 to 3.4e38, or 0)";
+  }
+  if (ec != std::errc() || !std::isfinite(v)) return kNotANumber;
   *value = v;
-  return true;
+  return nullptr;
 }
 
 // Index of `name` in `header`, or an InvalidSpecError for `field`.
@@ -47,7 +55,7 @@ absl::StatusOr<size_t> Column(const CsvTable& table, const std::string& name,
   }
   if (count == 0) {
     return InvalidSpecError(absl::StrFormat("%s: column \"%s\" not found in %s; columns: %s", field,
-                                            name, table.path, absl::StrJoin(table.header, ", ")));
+                                            name, table.path, JoinForMessage(table.header)));
   }
   if (count > 1) {
     return InvalidSpecError(absl::StrFormat("%s: column \"%s\" appears %d times in %s", field, name,
@@ -190,8 +198,8 @@ absl::StatusOr<Dataset> LoadDataset(const JobSpec& spec) {
   };
   auto where = [&](const Rows& row, size_t c) {
     const size_t fc = row.table == &table ? c : val_map[c];
-    return absl::StrFormat("%s:%d: column \"%s\" (column %d)", row.table->path,
-                           row.table->lines[row.row], table.header[c], fc + 1);
+    return absl::StrFormat("%s:%d: column %s (column %d)", row.table->path,
+                           row.table->lines[row.row], QuoteForMessage(table.header[c]), fc + 1);
   };
   const bool impute = d.missing() != traind::v1::MISSING_ERROR;
 
@@ -215,8 +223,9 @@ absl::StatusOr<Dataset> LoadDataset(const JobSpec& spec) {
         *out++ = std::numeric_limits<float>::quiet_NaN();
         continue;
       }
-      if (!ParseFeature(v, out)) {
-        return DataError(absl::StrFormat("%s: \"%s\" is not a number", where(rows[r], c), v));
+      if (const char* wrong = ParseFeature(v, out); wrong != nullptr) {
+        return DataError(
+            absl::StrFormat("%s: %s %s", where(rows[r], c), QuoteForMessage(v), wrong));
       }
       ++out;
     }
@@ -283,13 +292,13 @@ absl::StatusOr<Dataset> LoadDataset(const JobSpec& spec) {
       for (size_t k = 0; k < target_cols.size(); ++k) {
         const std::string& v = cell(rows[r], target_cols[k]);
         float value = 0;
-        if (!ParseFeature(v, &value)) {
-          return DataError(
-              absl::StrFormat("%s: \"%s\" is not a number", where(rows[r], target_cols[k]), v));
+        if (const char* wrong = ParseFeature(v, &value); wrong != nullptr) {
+          return DataError(absl::StrFormat("%s: %s %s", where(rows[r], target_cols[k]),
+                                           QuoteForMessage(v), wrong));
         }
         if (target == TargetKind::kMultiLabel && value != 0.0f && value != 1.0f) {
-          return DataError(
-              absl::StrFormat("%s: \"%s\" is not a 0/1 label", where(rows[r], target_cols[k]), v));
+          return DataError(absl::StrFormat("%s: %s is not a 0/1 label",
+                                           where(rows[r], target_cols[k]), QuoteForMessage(v)));
         }
         data.targets[r * target_cols.size() + k] = value;
       }

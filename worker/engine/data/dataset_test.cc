@@ -4,6 +4,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "worker/engine/data/text.h"
 #include "worker/engine/status.h"
 #include "worker/engine/testing/temp_file.h"
 
@@ -78,7 +79,15 @@ TEST(LoadDatasetTest, NonNumericFeatureNamesLineAndColumn) {
 }
 
 TEST(LoadDatasetTest, NanInfAndOutOfRangeAreRejected) {
-  for (const std::string bad : {"inf", "-Infinity", "1e39", "1.5x"}) {
+  for (const std::string bad : {"1e39", "-1e999"}) {
+    TempFile file("a,label\n1,x\n" + bad + ",y\n");
+    absl::StatusOr<Dataset> data = LoadDataset(Spec(file.path(), "label"));
+    ASSERT_FALSE(data.ok()) << "value: " << bad;
+    EXPECT_EQ(data.status().message(),
+              file.path() + ":3: column \"a\" (column 1): \"" + bad +
+                  "\" is out of range for a 32-bit float (magnitudes from 1.2e-38 to 3.4e38, or 0)");
+  }
+  for (const std::string bad : {"inf", "-Infinity", "1.5x"}) {
     TempFile file("a,label\n1,x\n" + bad + ",y\n");
     absl::StatusOr<Dataset> data = LoadDataset(Spec(file.path(), "label"));
     ASSERT_FALSE(data.ok()) << "value: " << bad;
@@ -124,6 +133,18 @@ TEST(LoadDatasetTest, NoRowsOrNoFeatures) {
   EXPECT_EQ(FailureKindOf(LoadDataset(Spec("", "label")).status()), FailureKind::kInvalidSpec);
   EXPECT_EQ(FailureKindOf(LoadDataset(Spec(header_only.path(), "")).status()),
             FailureKind::kInvalidSpec);
+}
+
+// A message quotes a value from the data cut to a bounded length, escaped,
+// so that it always fits in a report.
+TEST(LoadDatasetTest, ALongValueIsQuotedCut) {
+  const std::string value(50000, '7');
+  TempFile file("a,label\n1,x\n" + value + "z,y\n");
+  absl::StatusOr<Dataset> data = LoadDataset(Spec(file.path(), "label"));
+  ASSERT_FALSE(data.ok());
+  EXPECT_EQ(data.status().message(),
+            file.path() + ":3: column \"a\" (column 1): \"" + std::string(kMaxQuotedBytes, '7') +
+                "\"\xE2\x80\xA6 (50001 bytes) is not a number");
 }
 
 }  // namespace
