@@ -14,6 +14,8 @@
 #include <signal.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <systemd/sd-daemon.h>
@@ -87,13 +89,42 @@ int LockStateDir(const std::string& dir) {
   return fd;
 }
 
-void RemoveStaleSocket(const std::string& address) {
-  if (absl::StartsWith(address, "unix:")) {
-    std::string path = address.substr(5);
-    if (absl::StartsWith(path, "//")) path = path.substr(2);
-    struct stat st;
-    if (lstat(path.c_str(), &st) == 0 && S_ISSOCK(st.st_mode)) unlink(path.c_str());
+// Makes `address` free to bind when it is a unix socket path: a socket file
+// that nobody listens on (left by a traind that was killed) is removed; one
+// that a live process listens on is never taken over (that would cut the
+// other daemon off its clients), nor is a path that is not a socket.
+absl::Status ClaimUnixSocket(const std::string& address) {
+  if (!absl::StartsWith(address, "unix:")) return absl::OkStatus();
+  std::string path = address.substr(5);
+  if (absl::StartsWith(path, "//")) path = path.substr(2);
+  struct stat st;
+  if (lstat(path.c_str(), &st) != 0) return absl::OkStatus();  // free
+  if (!S_ISSOCK(st.st_mode)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(address, ": ", path, " exists and is not a socket; remove it or listen elsewhere"));
   }
+  sockaddr_un sa{};
+  sa.sun_family = AF_UNIX;
+  if (path.size() >= sizeof(sa.sun_path)) {
+    return absl::InvalidArgumentError(absl::StrCat(address, ": the path is too long for a unix socket"));
+  }
+  std::memcpy(sa.sun_path, path.c_str(), path.size() + 1);
+  const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (fd < 0) return absl::InternalError(absl::StrCat("socket: ", strerror(errno)));
+  const int rc = connect(fd, reinterpret_cast<const sockaddr*>(&sa), sizeof(sa));
+  const int error = errno;
+  close(fd);
+  if (rc == 0 || error == EAGAIN) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        address, ": another process is listening on this socket (another traind?); stop it, or "
+                 "give this traind another --listen address"));
+  }
+  if (error != ECONNREFUSED) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(address, ": cannot tell whether the socket is in use: ", strerror(error)));
+  }
+  unlink(path.c_str());  // stale: nobody listens
+  return absl::OkStatus();
 }
 
 std::optional<std::string> ReadFile(const std::string& path, std::string* error) {
@@ -290,7 +321,10 @@ int Run(ServerConfig flags) {
   }
 
   // Internal service for workers.
-  RemoveStaleSocket(worker_address);
+  if (absl::Status s = ClaimUnixSocket(worker_address); !s.ok()) {
+    LogError("%s", s.message());
+    return 1;
+  }
   WorkerServiceImpl worker_service(&scheduler);
   grpc::ServerBuilder wb;
   wb.AddListeningPort(worker_address, grpc::InsecureServerCredentials());
@@ -319,7 +353,10 @@ int Run(ServerConfig flags) {
   grpc::ServerBuilder pb;
   std::vector<int> ports(listen.size(), 0);
   for (size_t i = 0; i < listen.size(); ++i) {
-    RemoveStaleSocket(listen[i]);
+    if (absl::Status s = ClaimUnixSocket(listen[i]); !s.ok()) {
+      LogError("%s", s.message());
+      return 1;
+    }
     pb.AddListeningPort(listen[i],
                         IsUnixAddress(listen[i]) ? grpc::InsecureServerCredentials()
                                                  : tcp_credentials,

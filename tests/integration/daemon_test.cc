@@ -1,6 +1,9 @@
 // End to end: the real traind and traind-worker binaries, over gRPC on a
 // unix socket, with the iris data.
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <fstream>
@@ -393,6 +396,38 @@ TEST_F(DaemonTest, DataThatIsNotARegularFileIsRefusedAtOnce) {
   auto stub = grpc::health::v1::Health::NewStub(daemon_->channel());
   auto ctx = Ctx(5);
   EXPECT_TRUE(stub->Check(ctx.get(), req, &resp).ok());
+}
+
+// A second traind never takes over a socket that a live traind listens on
+// (it would cut the first off its unix clients); a stale one is reused.
+TEST_F(DaemonTest, ALiveSocketIsNeverTakenOver) {
+  const std::string first = dir_.path() + "/state/traind.sock";
+  struct stat before {};
+  ASSERT_EQ(stat(first.c_str(), &before), 0);
+  Daemon second(dir_.path() + "/second", {"--listen=unix:" + first});
+  EXPECT_FALSE(second.Start());
+  EXPECT_NE(second.Log().find("unix:" + first +
+                              ": another process is listening on this socket (another traind?)"),
+            std::string::npos)
+      << second.Log();
+  second.Stop();
+  struct stat after {};
+  ASSERT_EQ(stat(first.c_str(), &after), 0) << "the first traind's socket was removed";
+  EXPECT_EQ(after.st_ino, before.st_ino);
+  EXPECT_EQ(JobCount(), 0);  // the first still answers on it
+
+  // A socket file nobody listens on (its traind was killed) is reused.
+  const std::string stale_dir = dir_.path() + "/stale";
+  ASSERT_EQ(mkdir(stale_dir.c_str(), 0700), 0);
+  const int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+  sockaddr_un sa{};
+  sa.sun_family = AF_UNIX;
+  const std::string stale = stale_dir + "/traind.sock";
+  std::snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", stale.c_str());
+  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)), 0);
+  close(fd);  // the file stays, nobody listens
+  Daemon third(stale_dir);
+  EXPECT_TRUE(third.Start()) << third.Log();
 }
 
 TEST_F(DaemonTest, UnknownJobIsNotFound) {
