@@ -13,6 +13,19 @@
 //   cpu_bench sgemm --m M --n N --k K [--reps R]
 //       f32 oneDNN matmul C[M,N] = A[M,K] B[K,N]; prints the best and median
 //       GFLOP/s of R timed runs (after a warm-up) as one JSON line.
+//   cpu_bench gemmset --features F --hidden 512,256 --classes C --batch B [--reps R]
+//       The GEMM set of one fp32 training step of that MLP alone: per dense
+//       layer the forward x·w, the weight gradient xᵀ·dz and (but for the
+//       first layer) the input gradient dz·wᵀ, as oneDNN matmuls with exactly
+//       the CPU backend's memory descriptors (transposes as strided views).
+//       Prints the best and median GFLOP/s of R timed sets: the ceiling of an
+//       fp32 step, every other op taking no time.
+//   cpu_bench profile --data FILE --hidden 512,256 --batch B [--steps S]
+//       One training step of `fit`'s model, op by op through the engine's own
+//       parts (backend, network, loss kernel, optimizer), each timed over S
+//       steps after a warm-up: prints the median milliseconds of the batch
+//       gather, the forward pass, the loss, each layer's backward pass and
+//       the optimizer update as one JSON line.
 //
 // FILE (written by the driver): "TRDB", int64 rows, int64 features,
 // int64 classes, float32 x[rows * features] (row-major), int32 y[rows].
@@ -31,6 +44,7 @@
 #include <vector>
 
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "dnnl.hpp"
@@ -39,6 +53,10 @@
 #include "worker/engine/data/dataset.h"
 #include "worker/engine/data/split.h"
 #include "worker/engine/fit.h"
+#include "worker/engine/losses.h"
+#include "worker/engine/network.h"
+#include "worker/engine/optimizers.h"
+#include "worker/engine/random.h"
 
 namespace {
 
@@ -95,14 +113,58 @@ std::string Arg(int argc, char** argv, const std::string& name, const std::strin
   return def;
 }
 
+std::vector<int> IntList(const std::string& text) {
+  std::vector<int> values;
+  for (absl::string_view s : absl::StrSplit(text, ',', absl::SkipEmpty())) {
+    int v = 0;
+    if (absl::SimpleAtoi(s, &v)) values.push_back(v);
+  }
+  return values;
+}
+
+double Seconds(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+double Median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// The benchmark's model: Dense+ReLU hidden layers, a linear Dense to the
+// classes, softmax cross-entropy, SGD lr 0.01 momentum 0.9.
+traind::v1::JobSpec MlpSpec(const std::string& data_path, const std::vector<int>& hidden,
+                            int64_t classes, int batch, int epochs, traind::v1::Precision precision) {
+  traind::v1::JobSpec spec;
+  spec.set_name("cpu-bench");
+  spec.set_seed(42);
+  spec.mutable_data()->set_path(data_path);
+  spec.mutable_data()->set_label("label");
+  for (int units : hidden) {
+    auto* dense = spec.mutable_model()->add_layers()->mutable_dense();
+    dense->set_units(units);
+    dense->set_activation(traind::v1::RELU);
+    dense->set_init(traind::v1::XAVIER_UNIFORM);
+  }
+  auto* out = spec.mutable_model()->add_layers()->mutable_dense();
+  out->set_units(static_cast<int32_t>(classes));
+  out->set_init(traind::v1::XAVIER_UNIFORM);
+  spec.mutable_loss()->mutable_softmax_cross_entropy();
+  spec.mutable_optimizer()->mutable_sgd()->set_learning_rate(0.01);
+  spec.mutable_optimizer()->mutable_sgd()->set_momentum(0.9);
+  spec.mutable_training()->set_epochs(epochs);
+  spec.mutable_training()->set_batch_size(batch);
+  spec.mutable_training()->set_shuffle(true);
+  spec.mutable_training()->set_precision(precision);
+  spec.mutable_metrics()->add_train(traind::v1::LOSS);
+  spec.mutable_resources()->set_device(traind::v1::CPU);
+  return spec;
+}
+
 int Fit(int argc, char** argv) {
   const std::string data_path = Arg(argc, argv, "--data", "");
-  std::vector<int> hidden;
-  for (absl::string_view s : absl::StrSplit(Arg(argc, argv, "--hidden", "512,256"), ',',
-                                            absl::SkipEmpty())) {
-    int v = 0;
-    if (absl::SimpleAtoi(s, &v)) hidden.push_back(v);
-  }
+  const std::vector<int> hidden = IntList(Arg(argc, argv, "--hidden", "512,256"));
   const int batch = std::atoi(Arg(argc, argv, "--batch", "128").c_str());
   const int epochs = std::atoi(Arg(argc, argv, "--epochs", "3").c_str());
   const int64_t max_rows = std::atoll(Arg(argc, argv, "--rows", "0").c_str());
@@ -119,29 +181,9 @@ int Fit(int argc, char** argv) {
     std::fprintf(stderr, "cpu_bench: cannot read %s\n", data_path.c_str());
     return 2;
   }
-  traind::v1::JobSpec spec;
-  spec.set_name("cpu-bench");
-  spec.set_seed(42);
-  spec.mutable_data()->set_path(data_path);
-  spec.mutable_data()->set_label("label");
-  for (int units : hidden) {
-    auto* dense = spec.mutable_model()->add_layers()->mutable_dense();
-    dense->set_units(units);
-    dense->set_activation(traind::v1::RELU);
-    dense->set_init(traind::v1::XAVIER_UNIFORM);
-  }
-  auto* out = spec.mutable_model()->add_layers()->mutable_dense();
-  out->set_units(static_cast<int32_t>(data.classes.size()));
-  out->set_init(traind::v1::XAVIER_UNIFORM);
-  spec.mutable_loss()->mutable_softmax_cross_entropy();
-  spec.mutable_optimizer()->mutable_sgd()->set_learning_rate(0.01);
-  spec.mutable_optimizer()->mutable_sgd()->set_momentum(0.9);
-  spec.mutable_training()->set_epochs(epochs);
-  spec.mutable_training()->set_batch_size(batch);
-  spec.mutable_training()->set_shuffle(true);
-  spec.mutable_training()->set_precision(precision);
-  spec.mutable_metrics()->add_train(traind::v1::LOSS);
-  spec.mutable_resources()->set_device(traind::v1::CPU);
+  const traind::v1::JobSpec spec = MlpSpec(data_path, hidden,
+                                           static_cast<int64_t>(data.classes.size()), batch,
+                                           epochs, precision);
 
   FoldRows rows;
   rows.train.resize(static_cast<size_t>(data.rows));
@@ -211,6 +253,177 @@ int Sgemm(int argc, char** argv) {
   return 0;
 }
 
+
+int GemmSet(int argc, char** argv) {
+  using dt = dnnl::memory::data_type;
+  using tag = dnnl::memory::format_tag;
+  using dims = dnnl::memory::dims;
+  const int64_t features = std::atoll(Arg(argc, argv, "--features", "784").c_str());
+  const int64_t classes = std::atoll(Arg(argc, argv, "--classes", "10").c_str());
+  const int64_t batch = std::atoll(Arg(argc, argv, "--batch", "128").c_str());
+  const int reps = std::atoi(Arg(argc, argv, "--reps", "200").c_str());
+  std::vector<int64_t> widths = {features};
+  for (int h : IntList(Arg(argc, argv, "--hidden", "512,256"))) widths.push_back(h);
+  widths.push_back(classes);
+  dnnl::engine eng(dnnl::engine::kind::cpu, 0);
+  dnnl::stream stream(eng);
+  struct Gemm {
+    dnnl::matmul primitive;
+    dnnl::memory a, b, c;
+    double flops;
+  };
+  std::vector<Gemm> gemms;
+  std::vector<std::unique_ptr<std::vector<float>>> buffers;
+  auto buffer = [&](int64_t n) {
+    buffers.push_back(std::make_unique<std::vector<float>>(static_cast<size_t>(n)));
+    float* p = buffers.back()->data();
+    for (int64_t i = 0; i < n; ++i) p[i] = static_cast<float>((i * 2654435761u) % 1000) / 1000.f - 0.5f;
+    return p;
+  };
+  auto add = [&](const dnnl::memory::desc& a, float* pa, const dnnl::memory::desc& b, float* pb,
+                 const dnnl::memory::desc& c, double flops) {
+    dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, b, c), eng);
+    gemms.push_back({dnnl::matmul(pd), dnnl::memory(a, eng, pa), dnnl::memory(b, eng, pb),
+                     dnnl::memory(c, eng, buffer(c.get_size() / 4)), flops});
+  };
+  double set_flops = 0;
+  for (size_t l = 0; l + 1 < widths.size(); ++l) {
+    const int64_t in = widths[l], out = widths[l + 1];
+    float* x = buffer(batch * in);
+    float* w = buffer(in * out);
+    float* dz = buffer(batch * out);
+    const double f = 2.0 * static_cast<double>(batch * in * out);
+    // As the CPU backend's DenseMatmuls (backend/cpu/cpu_backend.cc).
+    add(dnnl::memory::desc({batch, in}, dt::f32, tag::ab), x,
+        dnnl::memory::desc({in, out}, dt::f32, tag::ab), w,
+        dnnl::memory::desc({batch, out}, dt::f32, tag::ab), f);
+    add(dnnl::memory::desc({in, batch}, dt::f32, dims{1, in}), x,
+        dnnl::memory::desc({batch, out}, dt::f32, tag::ab), dz,
+        dnnl::memory::desc({in, out}, dt::f32, tag::ab), f);
+    set_flops += 2 * f;
+    if (l > 0) {
+      add(dnnl::memory::desc({batch, out}, dt::f32, tag::ab), dz,
+          dnnl::memory::desc({out, in}, dt::f32, dims{1, out}), w,
+          dnnl::memory::desc({batch, in}, dt::f32, tag::ab), f);
+      set_flops += f;
+    }
+  }
+  auto run_set = [&] {
+    for (Gemm& g : gemms) {
+      g.primitive.execute(stream, {{DNNL_ARG_SRC, g.a}, {DNNL_ARG_WEIGHTS, g.b}, {DNNL_ARG_DST, g.c}});
+    }
+    stream.wait();
+  };
+  for (int i = 0; i < 10; ++i) run_set();
+  std::vector<double> gflops;
+  for (int i = 0; i < reps; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    run_set();
+    gflops.push_back(set_flops / Seconds(t0) / 1e9);
+  }
+  std::sort(gflops.begin(), gflops.end());
+  std::printf("{\"batch\": %lld, \"gemms\": %zu, \"set_mflop\": %.3f, \"threads\": %d, "
+              "\"best_gflops\": %.2f, \"median_gflops\": %.2f}\n",
+              static_cast<long long>(batch), gemms.size(), set_flops / 1e6, omp_get_max_threads(),
+              gflops.back(), gflops[gflops.size() / 2]);
+  return 0;
+}
+
+// Exits with a message when `status` is an error.
+void Check(const absl::Status& status, const char* what) {
+  if (status.ok()) return;
+  std::fprintf(stderr, "cpu_bench: %s: %s\n", what, std::string(status.message()).c_str());
+  std::exit(1);
+}
+template <typename T>
+T Check(absl::StatusOr<T> value, const char* what) {
+  Check(value.status(), what);
+  return std::move(value).value();
+}
+
+int Profile(int argc, char** argv) {
+  using traind::engine::DType;
+  using traind::engine::Tensor;
+  const std::string data_path = Arg(argc, argv, "--data", "");
+  const std::vector<int> hidden = IntList(Arg(argc, argv, "--hidden", "512,256"));
+  const int64_t batch = std::atoll(Arg(argc, argv, "--batch", "128").c_str());
+  const int steps = std::atoi(Arg(argc, argv, "--steps", "200").c_str());
+  Dataset data;
+  if (!ReadData(data_path, 0, &data)) {
+    std::fprintf(stderr, "cpu_bench: cannot read %s\n", data_path.c_str());
+    return 2;
+  }
+  const int64_t classes = static_cast<int64_t>(data.classes.size());
+  const traind::v1::JobSpec spec =
+      MlpSpec(data_path, hidden, classes, static_cast<int>(batch), 1, traind::v1::FP32);
+  std::unique_ptr<traind::engine::Backend> backend =
+      Check(traind::engine::CreateCpuBackend(traind::v1::FP32), "backend");
+  traind::engine::Network network = Check(
+      traind::engine::Network::Create(backend.get(), data.features, spec.model()), "network");
+  traind::engine::Rng rng(42);
+  Check(network.Initialize(rng), "initialize");
+  std::unique_ptr<traind::engine::Optimizer> optimizer = Check(
+      traind::engine::CreateOptimizer(spec.optimizer(), backend.get(), network.parameters()),
+      "optimizer");
+  std::unique_ptr<traind::engine::Loss> loss = Check(
+      traind::engine::Loss::Create(spec.loss(), traind::engine::TargetKind::kClasses, classes),
+      "loss");
+  std::unique_ptr<traind::engine::LossKernel> loss_kernel =
+      Check(backend->CreateLossKernel(loss->KernelOptions(batch, 1)), "loss kernel");
+  Tensor x = Check(backend->Allocate2d(DType::kF32, batch, data.features), "x");
+  Tensor y = Check(backend->Allocate1d(DType::kS32, batch), "y");
+  Tensor dout = Check(backend->Allocate2d(DType::kF32, batch, classes), "doutputs");
+  std::vector<int64_t> order(static_cast<size_t>(data.rows));
+  std::iota(order.begin(), order.end(), 0);
+  const int64_t batches = data.rows / batch;
+  const size_t layers = static_cast<size_t>(spec.model().layers_size());
+  std::vector<double> gather, forward, loss_ms, update, step;
+  std::vector<std::vector<double>> backward(layers);
+  const int warmup = 20;
+  for (int i = 0; i < warmup + steps; ++i) {
+    const absl::Span<const int64_t> rows =
+        absl::MakeConstSpan(order).subspan(static_cast<size_t>((i % batches) * batch),
+                                           static_cast<size_t>(batch));
+    const bool timed = i >= warmup;
+    const auto t_step = std::chrono::steady_clock::now();
+    auto t0 = t_step;
+    Check(backend->GatherRows(data.x.data(), data.features, rows, &x), "gather");
+    Check(backend->GatherLabels(data.y.data(), rows, &y), "gather");
+    if (timed) gather.push_back(1e3 * Seconds(t0));
+    t0 = std::chrono::steady_clock::now();
+    Tensor* outputs = Check(network.Forward(x, traind::engine::ForwardMode()), "forward");
+    if (timed) forward.push_back(1e3 * Seconds(t0));
+    t0 = std::chrono::steady_clock::now();
+    Check(loss_kernel->Compute(*outputs, y, 1.0 / static_cast<double>(batch), &dout, nullptr, 0),
+          "loss");
+    if (timed) loss_ms.push_back(1e3 * Seconds(t0));
+    t0 = std::chrono::steady_clock::now();
+    Check(network.Backward(x, &dout,
+                           [&](size_t layer) -> absl::Status {
+                             if (timed) backward[layer].push_back(1e3 * Seconds(t0));
+                             t0 = std::chrono::steady_clock::now();
+                             return absl::OkStatus();
+                           }),
+          "backward");
+    t0 = std::chrono::steady_clock::now();
+    Check(optimizer->Step(0.01), "optimizer");
+    if (timed) {
+      update.push_back(1e3 * Seconds(t0));
+      step.push_back(1e3 * Seconds(t_step));
+    }
+  }
+  std::string per_layer;
+  for (size_t l = 0; l < layers; ++l) {
+    absl::StrAppend(&per_layer, l > 0 ? ", " : "", Median(backward[l]));
+  }
+  std::printf("{\"batch\": %lld, \"steps\": %d, \"threads\": %d, \"step_ms\": %.4f, "
+              "\"gather_ms\": %.4f, \"forward_ms\": %.4f, \"loss_ms\": %.4f, "
+              "\"backward_ms_by_layer\": [%s], \"optimizer_ms\": %.4f}\n",
+              static_cast<long long>(batch), steps, omp_get_max_threads(), Median(step),
+              Median(gather), Median(forward), Median(loss_ms), per_layer.c_str(), Median(update));
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -218,9 +431,13 @@ int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "";
   if (mode == "fit") return Fit(argc, argv);
   if (mode == "sgemm") return Sgemm(argc, argv);
+  if (mode == "gemmset") return GemmSet(argc, argv);
+  if (mode == "profile") return Profile(argc, argv);
   std::fprintf(stderr,
                "usage: cpu_bench fit --data FILE --hidden 512,256 --batch 128 --epochs 3 "
                "[--rows N] [--precision fp32|bf16]\n"
-               "       cpu_bench sgemm --m M --n N --k K [--reps R]\n");
+               "       cpu_bench sgemm --m M --n N --k K [--reps R]\n"
+               "       cpu_bench gemmset --features F --hidden 512,256 --classes C --batch B [--reps R]\n"
+               "       cpu_bench profile --data FILE --hidden 512,256 --batch B [--steps S]\n");
   return 2;
 }
