@@ -1,5 +1,7 @@
 #include "traind/spec_file.h"
 
+#include <sys/stat.h>
+
 #include <yaml-cpp/yaml.h>
 
 #include <cerrno>
@@ -199,11 +201,21 @@ class YamlToJson {
  public:
   explicit YamlToJson(MarkIndex* marks) : marks_(marks) {}
 
+  // Aliases (*a) refer to nodes that appear elsewhere: the JSON repeats
+  // them, so a few lines of nested aliases would expand to gigabytes. The
+  // conversion counts the nodes it writes and the JSON's size, and stops at
+  // kMaxSpecNodes / kMaxSpecBytes.
   absl::Status Convert(const YAML::Node& node, const std::string& path,
                        int depth, std::string* out) {
     if (depth > kMaxDepth) {
       return absl::InvalidArgumentError(
           absl::StrCat(path, ": nested too deeply", LineSuffix(node.Mark())));
+    }
+    if (++nodes_ > kMaxSpecNodes || out->size() > kMaxSpecBytes) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          path.empty() ? "" : path + ": ", "the spec expands to more than ", kMaxSpecNodes,
+          " values or ", kMaxSpecBytes, " bytes (YAML aliases are expanded)",
+          LineSuffix(node.Mark())));
     }
     switch (node.Type()) {
       case YAML::NodeType::Undefined:
@@ -267,6 +279,7 @@ class YamlToJson {
   }
 
   MarkIndex* marks_;
+  int64_t nodes_ = 0;
 };
 
 std::string LookupLine(const MarkIndex& marks, const std::string& path) {
@@ -451,6 +464,11 @@ const FieldDescriptor* FindField(const Descriptor* desc,
 absl::StatusOr<traind::v1::JobSpec> ParseJobSpec(
     absl::string_view text, absl::string_view source_name) {
   std::string source(source_name);
+  if (text.size() > kMaxSpecBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(source, ": the spec is ", text.size(),
+                                                   " bytes; a spec may hold at most ",
+                                                   kMaxSpecBytes));
+  }
   std::vector<YAML::Node> docs;
   try {
     docs = YAML::LoadAll(std::string(text));
@@ -482,6 +500,23 @@ absl::StatusOr<traind::v1::JobSpec> ParseJobSpec(
 }
 
 absl::StatusOr<traind::v1::JobSpec> LoadJobSpecFile(const std::string& path) {
+  // A regular file of at most kMaxSpecBytes: never a FIFO or a device that
+  // blocks or never ends.
+  struct stat st {};
+  if (stat(path.c_str(), &st) != 0) {
+    int err = errno;
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": cannot open: ", std::strerror(err)));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": not a regular file (a spec is a YAML or JSON file)"));
+  }
+  if (st.st_size > static_cast<off_t>(kMaxSpecBytes)) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": the spec is ", st.st_size,
+                                                   " bytes; a spec may hold at most ",
+                                                   kMaxSpecBytes));
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     int err = errno;

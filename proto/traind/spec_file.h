@@ -26,6 +26,8 @@
 #ifndef TRAIND_PROTO_TRAIND_SPEC_FILE_H_
 #define TRAIND_PROTO_TRAIND_SPEC_FILE_H_
 
+#include <cstddef>
+#include <cstdint>
 #include <string>
 
 #include "absl/status/status.h"
@@ -34,6 +36,12 @@
 #include "traind/v1/job.pb.h"
 
 namespace traind {
+
+// Limits of a spec's text: its size, and what it expands to once YAML
+// aliases are resolved (nodes written, JSON bytes). Past them, parsing stops
+// with an InvalidArgumentError that says which limit.
+inline constexpr size_t kMaxSpecBytes = 1 << 20;
+inline constexpr int64_t kMaxSpecNodes = 100000;
 
 // Parses a YAML or JSON spec. `source_name` (usually the file name) prefixes
 // every error message. The spec is not validated beyond the JSON mapping

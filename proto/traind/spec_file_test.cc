@@ -2,6 +2,8 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -9,6 +11,7 @@
 #include <fstream>
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "google/protobuf/util/message_differencer.h"
 
 namespace traind {
@@ -393,6 +396,59 @@ TEST(SetJobSpecFieldTest, ErrorsLeaveTheSpecUnchanged) {
   expect_error("name", "{a: [", "YAML syntax error");
   expect_error("model.layers[0].dense.activation", "sigmod",
                "expected one of: linear, relu, leaky_relu");
+}
+
+// Hostile spec text: bounded in time and memory, refused with a message that
+// says which limit.
+TEST(ParseJobSpecTest, AnAliasBombIsRefusedInBoundedMemory) {
+  // 9 levels of 9 aliases each: 9^9 (387 million) leaves once expanded.
+  std::string text = "a0: &a0 [x, x, x, x, x, x, x, x, x]\n";
+  for (int i = 1; i <= 9; ++i) {
+    text += "a" + std::to_string(i) + ": &a" + std::to_string(i) + " [";
+    for (int j = 0; j < 9; ++j) text += (j ? ", *a" : "*a") + std::to_string(i - 1);
+    text += "]\n";
+  }
+  text += "name: *a9\n";
+  struct rusage before {};
+  getrusage(RUSAGE_SELF, &before);
+  absl::StatusOr<JobSpec> spec = ParseJobSpec(text, "bomb.yaml");
+  struct rusage after {};
+  getrusage(RUSAGE_SELF, &after);
+  ASSERT_FALSE(spec.ok());
+  EXPECT_EQ(spec.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(spec.status().message().rfind("bomb.yaml: a", 0), 0u) << spec.status();
+  EXPECT_THAT(spec.status().message(),
+              HasSubstr(": the spec expands to more than 100000 values or 1048576 bytes (YAML "
+                        "aliases are expanded) (line "));
+  EXPECT_LT(after.ru_maxrss - before.ru_maxrss, 200 * 1024) << "KiB";
+}
+
+TEST(ParseJobSpecTest, TextOverTheSizeLimitAndDeepNestingAreRefused) {
+  absl::StatusOr<JobSpec> big = ParseJobSpec("name: " + std::string(kMaxSpecBytes, 'x'), "big.yaml");
+  ASSERT_FALSE(big.ok());
+  EXPECT_EQ(big.status().message(),
+            absl::StrCat("big.yaml: the spec is ", kMaxSpecBytes + 6,
+                         " bytes; a spec may hold at most 1048576"));
+  const std::string deep = "name: " + std::string(100000, '[') + std::string(100000, ']');
+  absl::StatusOr<JobSpec> nested = ParseJobSpec(deep, "deep.yaml");
+  ASSERT_FALSE(nested.ok());
+  EXPECT_THAT(nested.status().message(), HasSubstr("deep.yaml: "));
+}
+
+TEST(LoadJobSpecFileKindTest, OnlyRegularFilesAreRead) {
+  char dir[] = "/tmp/traind-spec-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const std::string fifo = std::string(dir) + "/spec.yaml";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  absl::StatusOr<JobSpec> spec = LoadJobSpecFile(fifo);
+  ASSERT_FALSE(spec.ok());
+  EXPECT_EQ(spec.status().message(), fifo + ": not a regular file (a spec is a YAML or JSON file)");
+  spec = LoadJobSpecFile(dir);
+  ASSERT_FALSE(spec.ok());
+  EXPECT_EQ(spec.status().message(),
+            std::string(dir) + ": not a regular file (a spec is a YAML or JSON file)");
+  unlink(fifo.c_str());
+  rmdir(dir);
 }
 
 }  // namespace
