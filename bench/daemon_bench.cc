@@ -32,7 +32,7 @@
 #include "absl/strings/str_format.h"
 #include "google/protobuf/util/time_util.h"
 #include "grpcpp/grpcpp.h"
-#include "traind/spec_file.h"
+#include "spec/loader.h"
 #include "traind/v1/training_service.grpc.pb.h"
 
 namespace {

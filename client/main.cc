@@ -39,7 +39,7 @@
 #include "client/client.h"
 #include "client/live_view.h"
 #include "client/render.h"
-#include "traind/spec_file.h"
+#include "spec/loader.h"
 
 #ifndef TRAIND_VERSION
 #define TRAIND_VERSION "0.1.0"

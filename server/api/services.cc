@@ -8,8 +8,8 @@
 #include "absl/synchronization/mutex.h"
 #include "google/protobuf/util/time_util.h"
 #include "server/devices/cpu_info.h"
-#include "worker/engine/memory_estimate.h"
-#include "worker/engine/spec_validation.h"
+#include "spec/memory_estimate.h"
+#include "spec/validation.h"
 
 namespace traind::server {
 namespace {

@@ -14,7 +14,8 @@
 #include "absl/strings/str_join.h"
 #include "google/protobuf/util/time_util.h"
 #include "server/log.h"
-#include "worker/engine/spec_validation.h"
+#include "spec/validation.h"
+#include "spec/task_plan.h"
 
 namespace traind::server {
 namespace {

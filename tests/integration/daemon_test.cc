@@ -22,7 +22,7 @@
 #include "gtest/gtest.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "tests/integration/daemon.h"
-#include "traind/spec_file.h"
+#include "spec/loader.h"
 
 namespace traind::testing {
 namespace {

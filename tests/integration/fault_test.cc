@@ -19,7 +19,7 @@
 #include "absl/strings/str_split.h"
 #include "gtest/gtest.h"
 #include "tests/integration/daemon.h"
-#include "traind/spec_file.h"
+#include "spec/loader.h"
 
 namespace traind::testing {
 namespace {

@@ -22,7 +22,7 @@
 
 #include "gtest/gtest.h"
 #include "tests/integration/daemon.h"
-#include "traind/spec_file.h"
+#include "spec/loader.h"
 #include "worker/engine/backend/backend.h"
 #include "worker/engine/backend/cuda/cuda_plugin.h"
 #include "worker/engine/parallel/communicator.h"

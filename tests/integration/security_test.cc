@@ -16,7 +16,7 @@
 #include "gtest/gtest.h"
 #include "server/api/auth.h"
 #include "tests/integration/daemon.h"
-#include "traind/spec_file.h"
+#include "spec/loader.h"
 
 namespace traind::testing {
 namespace {

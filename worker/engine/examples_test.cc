@@ -5,9 +5,10 @@
 #include <string>
 
 #include "gtest/gtest.h"
-#include "traind/spec_file.h"
+#include "spec/loader.h"
 #include "worker/engine/fit.h"
-#include "worker/engine/spec_validation.h"
+#include "spec/validation.h"
+#include "worker/engine/data/task_rows.h"
 
 namespace traind::engine {
 namespace {

@@ -28,8 +28,9 @@
 #include "worker/engine/parallel/communicator.h"
 #include "worker/engine/random.h"
 #include "worker/engine/schedules.h"
-#include "worker/engine/spec_check.h"
-#include "worker/engine/spec_validation.h"
+#include "spec/checks.h"
+#include "spec/task_plan.h"
+#include "spec/validation.h"
 #include "worker/engine/status.h"
 
 namespace traind::engine {

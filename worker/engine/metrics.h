@@ -9,7 +9,7 @@
 
 #include "google/protobuf/map.h"
 #include "traind/v1/job.pb.h"
-#include "worker/engine/spec_check.h"
+#include "spec/checks.h"
 
 namespace traind::engine {
 

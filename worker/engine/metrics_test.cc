@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "worker/engine/spec_check.h"
+#include "spec/checks.h"
 #include "worker/engine/testing/fixtures.h"
 
 namespace traind::engine {

@@ -6,7 +6,7 @@
 #include "absl/strings/str_format.h"
 #include "worker/engine/layers/elementwise.h"
 #include "worker/engine/layers/normalization.h"
-#include "worker/engine/spec_check.h"
+#include "spec/checks.h"
 #include "worker/engine/status.h"
 
 namespace traind::engine {

@@ -3,7 +3,7 @@
 #include <cmath>
 #include <utility>
 
-#include "worker/engine/spec_check.h"
+#include "spec/checks.h"
 #include "worker/engine/status.h"
 
 namespace traind::engine {

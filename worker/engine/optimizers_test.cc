@@ -8,7 +8,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "worker/engine/backend/cpu/cpu_backend.h"
-#include "worker/engine/spec_check.h"
+#include "spec/checks.h"
 #include "worker/engine/status.h"
 
 namespace traind::engine {

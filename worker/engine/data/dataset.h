@@ -8,7 +8,7 @@
 
 #include "absl/status/statusor.h"
 #include "traind/v1/job.pb.h"
-#include "worker/engine/spec_check.h"
+#include "spec/checks.h"
 
 namespace traind::engine {
 

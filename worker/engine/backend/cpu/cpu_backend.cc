@@ -17,7 +17,7 @@
 #include "absl/strings/str_format.h"
 #include "oneapi/dnnl/dnnl.hpp"
 #include "worker/engine/random.h"
-#include "worker/engine/spec_validation.h"
+#include "spec/checks.h"
 #include "worker/engine/status.h"
 
 namespace traind::engine {

@@ -16,7 +16,7 @@
 
 #include "gtest/gtest.h"
 #include "worker/engine/random.h"
-#include "worker/engine/spec_validation.h"
+#include "spec/validation.h"
 #include "worker/engine/status.h"
 
 namespace traind::engine {

@@ -1,4 +1,4 @@
-#include "worker/engine/spec_check.h"
+#include "spec/checks.h"
 
 #include <algorithm>
 #include <cmath>
@@ -659,6 +659,26 @@ absl::Status CheckTrainingSpec(const JobSpec& spec) {
     }
   }
   return absl::OkStatus();
+}
+
+absl::Status CheckCpuPrecision(traind::v1::Precision precision, bool cpu_bf16) {
+  switch (precision) {
+    case traind::v1::PRECISION_UNSPECIFIED:
+    case traind::v1::FP32:
+      return absl::OkStatus();
+    case traind::v1::BF16:
+      if (cpu_bf16) return absl::OkStatus();
+      return InvalidSpecError(
+          "training.precision: bf16 needs a CPU with AVX512-BF16 or AMX, as oneDNN sees it (the "
+          "workers' CPU has neither, or ONEDNN_MAX_CPU_ISA caps it below them); use fp32");
+    case traind::v1::TF32:
+      return InvalidSpecError(
+          "training.precision: tf32 is a GPU mode (resources.device: gpu); CPU jobs train in fp32 "
+          "or bf16");
+    default:
+      return InvalidSpecError(
+          absl::StrCat("training.precision: unknown value ", static_cast<int>(precision)));
+  }
 }
 
 }  // namespace traind::engine

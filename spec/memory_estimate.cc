@@ -1,4 +1,4 @@
-#include "worker/engine/memory_estimate.h"
+#include "spec/memory_estimate.h"
 
 #include <algorithm>
 

@@ -1,4 +1,4 @@
-#include "traind/spec_file.h"
+#include "spec/loader.h"
 
 #include <sys/stat.h>
 

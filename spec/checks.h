@@ -4,8 +4,8 @@
 // server can reject a spec at submission with the same messages the worker
 // would give. Also the spec's derived facts shared by the server and the
 // engine: the target kind, metric names and directions, monitors.
-#ifndef TRAIND_WORKER_ENGINE_SPEC_CHECK_H_
-#define TRAIND_WORKER_ENGINE_SPEC_CHECK_H_
+#ifndef TRAIND_SPEC_CHECKS_H_
+#define TRAIND_SPEC_CHECKS_H_
 
 #include <string>
 #include <vector>
@@ -92,6 +92,11 @@ absl::StatusOr<Monitor> SelectionMonitor(const traind::v1::JobSpec& spec);
 // file).
 bool HasValidation(const traind::v1::JobSpec& spec);
 
+// training.precision of a job on the CPU: fp32 (or unspecified) always,
+// bf16 when `cpu_bf16`; tf32 is a GPU mode. The InvalidSpecError names the
+// field. Used at submit (ValidateJobSpec) and by the worker's CPU backend.
+absl::Status CheckCpuPrecision(traind::v1::Precision precision, bool cpu_bf16);
+
 }  // namespace traind::engine
 
-#endif  // TRAIND_WORKER_ENGINE_SPEC_CHECK_H_
+#endif  // TRAIND_SPEC_CHECKS_H_

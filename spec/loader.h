@@ -23,8 +23,8 @@
 //   7)
 //
 // Thread-safety: all functions are reentrant; they share no state.
-#ifndef TRAIND_PROTO_TRAIND_SPEC_FILE_H_
-#define TRAIND_PROTO_TRAIND_SPEC_FILE_H_
+#ifndef TRAIND_SPEC_LOADER_H_
+#define TRAIND_SPEC_LOADER_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -69,4 +69,4 @@ absl::Status SetJobSpecField(traind::v1::JobSpec* spec, absl::string_view path,
 
 }  // namespace traind
 
-#endif  // TRAIND_PROTO_TRAIND_SPEC_FILE_H_
+#endif  // TRAIND_SPEC_LOADER_H_

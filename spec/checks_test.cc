@@ -1,4 +1,4 @@
-#include "worker/engine/spec_check.h"
+#include "spec/checks.h"
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"

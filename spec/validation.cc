@@ -1,4 +1,4 @@
-#include "worker/engine/spec_validation.h"
+#include "spec/validation.h"
 
 #include <unistd.h>
 
@@ -12,8 +12,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "worker/engine/data/csv.h"
-#include "worker/engine/random.h"
-#include "worker/engine/spec_check.h"
+#include "worker/engine/data/dataset.h"
+#include "spec/checks.h"
 #include "worker/engine/status.h"
 
 namespace traind::engine {
@@ -122,24 +122,6 @@ absl::Status CheckAgainstData(const JobSpec& spec, const Dataset& data) {
 
 }  // namespace
 
-absl::Status CheckCpuPrecision(traind::v1::Precision precision, bool cpu_bf16) {
-  switch (precision) {
-    case traind::v1::PRECISION_UNSPECIFIED:
-    case traind::v1::FP32:
-      return absl::OkStatus();
-    case traind::v1::BF16:
-      if (cpu_bf16) return absl::OkStatus();
-      return Err("training.precision",
-                 "bf16 needs a CPU with AVX512-BF16 or AMX, as oneDNN sees it (the workers' CPU "
-                 "has neither, or ONEDNN_MAX_CPU_ISA caps it below them); use fp32");
-    case traind::v1::TF32:
-      return Err("training.precision",
-                 "tf32 is a GPU mode (resources.device: gpu); CPU jobs train in fp32 or bf16");
-    default:
-      return Err("training.precision", absl::StrCat("unknown value ", static_cast<int>(precision)));
-  }
-}
-
 absl::Status ValidateJobSpec(const JobSpec& spec, const ValidationContext& context,
                              ValidatedShape* shape) {
   if (spec.name().size() > 200) return Err("name", "longer than 200 characters");
@@ -206,84 +188,6 @@ absl::Status ValidateJobSpec(const JobSpec& spec, const ValidationContext& conte
     }
   }
   return absl::OkStatus();
-}
-
-TaskPlan PlanTasks(const JobSpec& spec) {
-  TaskPlan plan;
-  if (!HasValidation(spec)) return plan;
-  const auto& cv = spec.cross_validation();
-  if (cv.folds() > 0) {
-    plan.folds = cv.folds();
-    plan.repeats = std::max(1, cv.repeats());
-  }
-  plan.refit = cv.refit();
-  plan.fold_tasks = plan.folds * plan.repeats;
-  plan.total = plan.fold_tasks + (plan.refit ? 1 : 0);
-  return plan;
-}
-
-int TaskCount(const JobSpec& spec) { return PlanTasks(spec).total; }
-
-bool IsRefitTask(const JobSpec& spec, int task) {
-  const TaskPlan plan = PlanTasks(spec);
-  return plan.refit && task == plan.fold_tasks;
-}
-
-absl::StatusOr<FoldRows> RowsForTask(const JobSpec& spec, const Dataset& data, int task) {
-  const TaskPlan plan = PlanTasks(spec);
-  if (task < 0 || task >= plan.total) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("task %d is not in [0, %d)", task, plan.total));
-  }
-  FoldRows rows;
-  if (!HasValidation(spec) || (plan.refit && task == plan.fold_tasks)) {
-    rows.train.resize(static_cast<size_t>(data.rows));
-    for (int64_t i = 0; i < data.rows; ++i) rows.train[static_cast<size_t>(i)] = i;
-    return rows;
-  }
-  const auto& cv = spec.cross_validation();
-  const bool shuffle = !cv.has_shuffle() || cv.shuffle();
-  const bool class_target =
-      data.target == TargetKind::kClasses || data.target == TargetKind::kBinary;
-  const bool stratified =
-      class_target && cv.group_column().empty() && (!cv.has_stratified() || cv.stratified());
-  if (!cv.validation_path().empty()) {
-    for (int64_t i = 0; i < data.rows; ++i) {
-      (i < data.validation_start ? rows.train : rows.val).push_back(i);
-    }
-    return rows;
-  }
-  if (cv.validation_fraction() > 0) {
-    rows.val = HoldoutRows(data.rows, stratified ? &data.y : nullptr, cv.validation_fraction(),
-                           shuffle, spec.seed());
-    size_t v = 0;
-    for (int64_t i = 0; i < data.rows; ++i) {
-      if (v < rows.val.size() && rows.val[v] == i) {
-        ++v;
-      } else {
-        rows.train.push_back(i);
-      }
-    }
-    return rows;
-  }
-  const int repeat = task / plan.folds;
-  const int fold = task % plan.folds;
-  // Repeat 0 uses the job's seed itself, so repeats: 1 is plain k-fold.
-  const uint64_t seed =
-      repeat == 0 ? spec.seed() : DeriveSeed(spec.seed(), 0x5245504541540000ULL, repeat);
-  std::vector<std::vector<int64_t>> folds;
-  if (!cv.group_column().empty()) {
-    folds = GroupKFold(data.groups, plan.folds, shuffle, seed);
-  } else if (stratified) {
-    folds = StratifiedKFold(data.y, plan.folds, shuffle, seed);
-  } else {
-    folds = KFold(data.rows, plan.folds, shuffle, seed);
-  }
-  if (folds.empty()) {
-    return InvalidSpecError(absl::StrFormat(
-        "cross_validation.folds: cannot split %d rows into %d folds", data.rows, plan.folds));
-  }
-  return FoldSplit(folds, fold);
 }
 
 }  // namespace traind::engine

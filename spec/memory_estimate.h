@@ -1,6 +1,6 @@
 // The memory a task of a spec needs, for the scheduler's placement.
-#ifndef TRAIND_WORKER_ENGINE_MEMORY_ESTIMATE_H_
-#define TRAIND_WORKER_ENGINE_MEMORY_ESTIMATE_H_
+#ifndef TRAIND_SPEC_MEMORY_ESTIMATE_H_
+#define TRAIND_SPEC_MEMORY_ESTIMATE_H_
 
 #include <cstdint>
 
@@ -30,4 +30,4 @@ int64_t EstimateMemoryBytes(const traind::v1::JobSpec& spec, int64_t features, i
 
 }  // namespace traind::engine
 
-#endif  // TRAIND_WORKER_ENGINE_MEMORY_ESTIMATE_H_
+#endif  // TRAIND_SPEC_MEMORY_ESTIMATE_H_
