@@ -28,6 +28,11 @@ using ::google::protobuf::Descriptor;
 using ::google::protobuf::FieldDescriptor;
 
 constexpr int kMaxDepth = 64;
+// Bounds on the converted spec. YAML aliases repeat what their anchor names,
+// so a short text can stand for an enormous tree ("billion laughs"); specs
+// are parsed by the server from any client, so the expansion is capped.
+constexpr size_t kMaxValues = 200000;
+constexpr size_t kMaxJsonBytes = 8 << 20;
 
 // Where a value sits in the YAML text, by the JSON path protobuf reports
 // ("model.layers[0].dense.units"). Keys are recorded both as written and in
@@ -205,6 +210,11 @@ class YamlToJson {
       return absl::InvalidArgumentError(
           absl::StrCat(path, ": nested too deeply", LineSuffix(node.Mark())));
     }
+    if (++values_ > kMaxValues || out->size() > kMaxJsonBytes) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "the spec expands to more than ", kMaxValues, " values or ",
+          kMaxJsonBytes >> 20, " MiB (YAML aliases repeat what they name)"));
+    }
     switch (node.Type()) {
       case YAML::NodeType::Undefined:
       case YAML::NodeType::Null:
@@ -267,6 +277,7 @@ class YamlToJson {
   }
 
   MarkIndex* marks_;
+  size_t values_ = 0;  // nodes converted so far
 };
 
 std::string LookupLine(const MarkIndex& marks, const std::string& path) {
