@@ -226,3 +226,22 @@ def test_devices_and_info(daemon, client):
     assert info["cpu_slots"] == 2 and info["state_dir"] == daemon.state_dir
     assert daemon.address in info["listen_addresses"]
 
+
+def test_the_notebook_example_runs(daemon, source_dir, tmp_path):
+    import subprocess
+    import sys
+    plot = tmp_path / "curves.png"
+    env = dict(os.environ, TRAIND_ADDRESS=daemon.address)
+    out = subprocess.run(
+        [sys.executable, os.path.join(source_dir, "examples", "python", "cv_iris.py"),
+         "--epochs", "20", "--folds", "3", "--plot", str(plot)],
+        env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "SUCCEEDED" in out.stdout and "over 3 folds" in out.stdout
+    assert out.stdout.count("fold 2  epoch  20") == 1
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        assert "no plot" in out.stdout
+    else:
+        assert plot.stat().st_size > 1000 and plot.read_bytes()[:4] == b"\x89PNG"
