@@ -419,7 +419,7 @@ TEST_F(TrainctlTest, WatchJsonIsJsonLinesOnly) {
   EXPECT_EQ(
       lines[0],
       "{\"job_id\":\"job-ok\",\"sequence\":\"1\",\"job_state\":{\"state\":"
-      "\"RUNNING\"}}");
+      "\"RUNNING\"},\"last\":false}");
   EXPECT_THAT(lines[5], HasSubstr("\"last\":true"));
 }
 

@@ -65,8 +65,9 @@ Address (--address): unix:PATH or HOST:PORT. Default: $TRAIND_ADDRESS if set;
 else unix:$TRAIND_STATE_DIR/traind.sock if TRAIND_STATE_DIR is set; else
 unix:.traind/traind.sock if that socket exists; else 127.0.0.1:7070.
 
-Output (-o): table (for people), json (protobuf JSON, proto field names;
-`watch -o json` prints one JobEvent per line) or yaml (the same as YAML;
+Output (-o): table (for people), json (protobuf JSON, proto field names,
+default values included, e.g. "fold": 0; `watch -o json` prints one JobEvent
+per line) or yaml (the same as YAML;
 `watch -o yaml` prints one document per event). Folds are numbered from 0.
 `watch` on a terminal redraws a live view (a progress bar per fold, the
 latest metrics); piped, it prints one line per event.

@@ -217,6 +217,13 @@ def test_watch_survives_a_daemon_restart(fresh_daemon, source_dir):
     client.close()
 
 
+def test_health(client):
+    assert client.health() == "SERVING"
+    assert client.health("traind.v1.TrainingService") == "SERVING"
+    with pytest.raises(traind.NotFoundError):
+        client.health("traind.v1.WorkerService")
+
+
 def test_devices_and_info(daemon, client):
     devices = client.devices()
     cpu = next(d for d in devices if d["id"] == "cpu")

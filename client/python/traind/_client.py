@@ -280,6 +280,21 @@ class Client:
         return to_dict(self._unary(self._stub.GetServerInfo,
                                    training_service_pb2.GetServerInfoRequest()))
 
+    def health(self, service: str = "") -> str:
+        """grpc.health.v1.Health/Check of the whole server ("") or of a
+        service ("traind.v1.TrainingService"): "SERVING", "NOT_SERVING" (traind
+        is stopping) or "UNKNOWN"; NotFoundError for a service traind does not
+        report."""
+        data = service.encode()
+        if len(data) > 127:
+            raise ValueError("service: name too long")
+        # HealthCheckRequest{service = 1}; HealthCheckResponse{status = 1}.
+        request = b"\x0a" + bytes([len(data)]) + data if data else b""
+        check = self._channel.unary_unary("/grpc.health.v1.Health/Check")
+        response = self._unary(check, request)
+        status = response[1] if len(response) >= 2 and response[0] == 0x08 else 0
+        return {1: "SERVING", 2: "NOT_SERVING", 3: "SERVICE_UNKNOWN"}.get(status, "UNKNOWN")
+
     # -- internals -----------------------------------------------------------
 
     def _error(self, e: grpc.RpcError) -> TraindError:
