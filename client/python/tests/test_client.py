@@ -189,7 +189,8 @@ def test_watch_resumes_from_its_cursor_after_the_stream_is_dropped(client, sourc
     assert list(job.watch(after=combined[-1]["sequence"])) == []  # the end of a finished job
 
 
-def test_watch_survives_a_daemon_restart(fresh_daemon, source_dir):
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM], ids=["killed", "stopped"])
+def test_watch_survives_a_daemon_restart(fresh_daemon, source_dir, sig):
     fresh_daemon.start()
     client = fresh_daemon.client(watch_retries=8)
     job = client.submit(iris_spec(source_dir), base_dir=source_dir, name=unique("py-restart"),
@@ -199,9 +200,10 @@ def test_watch_survives_a_daemon_restart(fresh_daemon, source_dir):
     for event in job.watch():
         seen.append(event)
         if not restarted and "epoch" in event and event["epoch"]["epoch"] >= 20:
-            # traind dies mid-job (its workers with it) and comes back on the
-            # same state directory; the iterator reconnects from its cursor.
-            fresh_daemon.stop(signal.SIGKILL)
+            # traind dies (or stops gracefully) mid-job, its workers with it,
+            # and comes back on the same state directory; the iterator
+            # reconnects from its cursor.
+            fresh_daemon.stop(sig)
             fresh_daemon.start()
             restarted = True
     assert restarted

@@ -375,11 +375,13 @@ class Client:
                         return
                 # Closed without a `last` event: the cursor was already past
                 # the end of a finished job, or traind went away cleanly.
-                job = self._get_job_message(job_id)
-                if job.state in _TERMINAL:
-                    return
-                last_error = UnavailableError(
-                    f"cannot reach traind at {self.address}: the event stream ended early")
+                try:
+                    if self._get_job_message(job_id).state in _TERMINAL:
+                        return
+                    last_error = UnavailableError(
+                        f"cannot reach traind at {self.address}: the event stream ended early")
+                except UnavailableError as e:
+                    last_error = e
                 failures += 1
             except grpc.RpcError as e:
                 code = call.code()
