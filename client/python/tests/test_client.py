@@ -89,6 +89,18 @@ def test_text_dict_and_path_give_the_same_spec(client, source_dir):
         job.cancel(force=True)
         specs.append(job.data["spec"])
     assert specs[0] == specs[1] == specs[2]
+    assert specs[0]["priority"] == 0
+
+    # name and priority override the spec's; a retried submit with the same
+    # idempotency key returns the first job.
+    key = unique("key")
+    first = client.submit(path, base_dir=source_dir, set={"training.epochs": 1}, name="renamed",
+                          priority=5, idempotency_key=key)
+    again = client.submit(path, base_dir=source_dir, set={"training.epochs": 1}, name="renamed",
+                          priority=5, idempotency_key=key)
+    first.cancel(force=True)
+    assert again.id == first.id
+    assert first.name == "renamed" and first.data["spec"]["priority"] == 5
     assert specs[0]["model"]["layers"][0]["dense"]["activation"] == "RELU"
     assert specs[0]["training"]["epochs"] == 1
 
