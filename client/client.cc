@@ -163,9 +163,10 @@ TraindClient::TraindClient(ClientOptions options)
 TraindClient::~TraindClient() = default;
 
 absl::StatusOr<traind::v1::Job> TraindClient::SubmitJob(
-    const traind::v1::JobSpec& spec) {
+    const traind::v1::JobSpec& spec, const std::string& base_dir) {
   traind::v1::SubmitJobRequest request;
   *request.mutable_spec() = spec;
+  request.set_base_dir(base_dir);
   return impl_->Unary<traind::v1::SubmitJobRequest, traind::v1::Job>(
       &traind::v1::TrainingService::Stub::SubmitJob, request);
 }

@@ -56,7 +56,10 @@ class TraindClient final {
   TraindClient(const TraindClient&) = delete;
   TraindClient& operator=(const TraindClient&) = delete;
 
-  absl::StatusOr<traind::v1::Job> SubmitJob(const traind::v1::JobSpec& spec);
+  // `base_dir`: the absolute directory relative file paths of the spec are
+  // relative to (the server resolves them); empty: none.
+  absl::StatusOr<traind::v1::Job> SubmitJob(const traind::v1::JobSpec& spec,
+                                            const std::string& base_dir = "");
   absl::StatusOr<traind::v1::Job> GetJob(const std::string& job_id);
   absl::StatusOr<traind::v1::ListJobsResponse> ListJobs(
       const traind::v1::ListJobsRequest& request);

@@ -13,6 +13,7 @@
 
 #include <array>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <memory>
@@ -41,6 +42,7 @@ class FakeTrainingService final : public v1::TrainingService::Service {
                          Job* job) override {
     std::lock_guard<std::mutex> lock(mu_);
     submitted_.push_back(req->spec());
+    base_dirs_.push_back(req->base_dir());
     if (req->spec().name() == "invalid") {
       return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                           "model.layers: at least one layer is required");
@@ -158,6 +160,10 @@ class FakeTrainingService final : public v1::TrainingService::Service {
     std::lock_guard<std::mutex> lock(mu_);
     return submitted_;
   }
+  std::vector<std::string> base_dirs() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return base_dirs_;
+  }
   std::vector<int64_t> watch_after() {
     std::lock_guard<std::mutex> lock(mu_);
     return watch_after_;
@@ -212,6 +218,7 @@ class FakeTrainingService final : public v1::TrainingService::Service {
 
   std::mutex mu_;
   std::vector<v1::JobSpec> submitted_;
+  std::vector<std::string> base_dirs_;
   std::vector<int64_t> watch_after_;
   std::set<std::string> broken_;
   v1::ListJobsRequest last_list_;
@@ -313,14 +320,16 @@ TEST_F(TrainctlTest, ClientErrorsKeepTheServerMessage) {
   EXPECT_EQ(job.status().message(), "job nope not found");
 }
 
-TEST_F(TrainctlTest, SubmitPrintsTheJobAndMakesDataPathAbsolute) {
+TEST_F(TrainctlTest, SubmitPrintsTheJobAndSendsItsDirectoryAsBaseDir) {
   std::string spec = WriteSpec(
       "name: job-ok\ndata: {path: data/iris.csv}\ntraining: {epochs: 2}\n");
   RunResult r = Run("submit " + spec);
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out, "submitted job job-ok (job-ok)\n");
   ASSERT_EQ(service_.submitted().size(), 1u);
-  EXPECT_EQ(service_.submitted()[0].data().path(), dir_ + "/data/iris.csv");
+  // The server resolves relative paths against trainctl's directory.
+  EXPECT_EQ(service_.submitted()[0].data().path(), "data/iris.csv");
+  EXPECT_EQ(service_.base_dirs()[0], std::filesystem::canonical(dir_).string());
 
   r = Run("submit " + spec + " --name renamed --set training.epochs=7 -o json");
   EXPECT_EQ(r.exit_code, 0) << r.err;
@@ -410,7 +419,7 @@ TEST_F(TrainctlTest, WatchJsonIsJsonLinesOnly) {
   EXPECT_EQ(
       lines[0],
       "{\"job_id\":\"job-ok\",\"sequence\":\"1\",\"job_state\":{\"state\":"
-      "\"RUNNING\"}}");
+      "\"RUNNING\"},\"last\":false}");
   EXPECT_THAT(lines[5], HasSubstr("\"last\":true"));
 }
 

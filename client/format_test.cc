@@ -283,15 +283,25 @@ TEST(RenderTest, JobListAndState) {
   EXPECT_EQ(RenderSubmitted(*job), "submitted job j1 (iris-cv)\n");
 }
 
-TEST(RenderTest, JsonUsesProtoFieldNamesAndOmitsDefaults) {
+TEST(RenderTest, JsonUsesProtoFieldNamesAndPrintsDefaults) {
   v1::Job job;
   job.set_id("j1");
   job.mutable_spec()->mutable_cross_validation()->set_folds(5);
+  job.mutable_result()->add_folds()->set_best_epoch(7);  // fold 0
   std::string pretty = ToJson(job, /*pretty=*/true);
   EXPECT_THAT(pretty, HasSubstr("\"cross_validation\""));
   EXPECT_THAT(pretty, Not(HasSubstr("crossValidation")));
-  EXPECT_THAT(pretty, Not(HasSubstr("\"state\"")));
+  EXPECT_THAT(pretty, HasSubstr("\"state\": \"STATE_UNSPECIFIED\""));
+  EXPECT_THAT(pretty, HasSubstr("\"fold\": 0,"));
+  EXPECT_THAT(pretty, HasSubstr("\"tasks\": []"));
+  // Unset messages and unset optional fields stay out.
+  EXPECT_THAT(pretty, Not(HasSubstr("\"failure\"")));
+  EXPECT_THAT(pretty, Not(HasSubstr("\"stratified\"")));
   EXPECT_EQ(pretty.back(), '\n');
+  v1::ListDevicesResponse devices;
+  devices.add_devices()->set_id("cpu");
+  EXPECT_THAT(ToJson(devices, false), HasSubstr("\"kind\":\"CPU\""));
+  EXPECT_THAT(ToYaml(devices), HasSubstr("kind: CPU"));
   v1::JobEvent event;
   event.set_job_id("j1");
   event.set_sequence(3);

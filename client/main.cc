@@ -65,8 +65,9 @@ Address (--address): unix:PATH or HOST:PORT. Default: $TRAIND_ADDRESS if set;
 else unix:$TRAIND_STATE_DIR/traind.sock if TRAIND_STATE_DIR is set; else
 unix:.traind/traind.sock if that socket exists; else 127.0.0.1:7070.
 
-Output (-o): table (for people), json (protobuf JSON, proto field names;
-`watch -o json` prints one JobEvent per line) or yaml (the same as YAML;
+Output (-o): table (for people), json (protobuf JSON, proto field names,
+default values included, e.g. "fold": 0; `watch -o json` prints one JobEvent
+per line) or yaml (the same as YAML;
 `watch -o yaml` prints one document per event). Folds are numbered from 0.
 `watch` on a terminal redraws a live view (a progress bar per fold, the
 latest metrics); piped, it prints one line per event.
@@ -184,15 +185,12 @@ class Commands {
     }
     if (!name.empty()) spec->set_name(name);
     if (priority.has_value()) spec->set_priority(*priority);
-    // The daemon may run in another directory: resolve data.path here.
-    const std::string& data_path = spec->data().path();
-    if (!data_path.empty() && std::filesystem::path(data_path).is_relative()) {
-      std::error_code ec;
-      std::filesystem::path absolute = std::filesystem::absolute(data_path, ec);
-      if (!ec) spec->mutable_data()->set_path(absolute.lexically_normal());
-    }
+    // The daemon may run in another directory: it resolves relative data
+    // paths against ours.
+    std::error_code ec;
+    std::filesystem::path cwd = std::filesystem::current_path(ec);
 
-    absl::StatusOr<Job> job = client().SubmitJob(*spec);
+    absl::StatusOr<Job> job = client().SubmitJob(*spec, ec ? "" : cwd.string());
     if (!job.ok()) return Fail(job.status());
     if (wait) return Follow(*job, /*after_sequence=*/0, /*quiet=*/true);
     if (!global_.structured()) Print(RenderSubmitted(*job));
@@ -474,9 +472,10 @@ int Main(int argc, char** argv) {
 
   CLI::App* submit = app.add_subcommand(
       "submit",
-      "Submit a job spec (YAML or JSON) and print the job id. A relative "
-      "data.path in the spec is made absolute against trainctl's current "
-      "directory, since the daemon may run elsewhere.");
+      "Submit a job spec (YAML or JSON) and print the job id. Relative "
+      "file paths in the spec (data.path, cross_validation.validation_path) "
+      "are relative to trainctl's current directory, since the daemon may "
+      "run elsewhere.");
   submit->add_option("FILE", file, "Job spec file (YAML or JSON)")->required();
   CLI::Option* watch_flag = submit->add_flag(
       "--watch", watch,

@@ -56,7 +56,9 @@ std::string ToJson(const google::protobuf::Message& message, bool pretty) {
   google::protobuf::util::JsonPrintOptions options;
   options.add_whitespace = pretty;
   options.preserve_proto_field_names = true;
-  options.always_print_primitive_fields = false;
+  // Default values too: fold 0 has "fold": 0 and a CPU device "kind": "CPU",
+  // so `jq '.folds[].fold'` sees every fold.
+  options.always_print_primitive_fields = true;
   std::string out;
   auto status =
       google::protobuf::util::MessageToJsonString(message, &out, options);

@@ -16,7 +16,9 @@
 
 namespace traind::client {
 
-// Protobuf JSON with proto field names, default-valued fields omitted.
+// Protobuf JSON with proto field names, default values included (scalars,
+// enums, lists and maps; unset messages and unset optional fields are left
+// out).
 // pretty: indented, for single objects; otherwise one line (JSON Lines).
 // Always ends with '\n'.
 std::string ToJson(const google::protobuf::Message& message, bool pretty);

@@ -12,6 +12,9 @@ build_pkgs=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libdnnl-dev libabsl-dev libgtest-dev libgmock-dev libsqlite3-dev
   libyaml-cpp-dev libsystemd-dev ocl-icd-opencl-dev libcli11-dev libssl-dev openssl
+  # The Python client (client/python) and its tests: Debian's Python packages.
+  python3 python3-grpcio python3-protobuf python3-yaml python3-setuptools python3-venv
+  python3-pytest python3-pandas python3-matplotlib
 )
 runtime_pkgs=(
   libgrpc++1.51 libprotobuf32 libdnnl2.6 libsqlite3-0 libyaml-cpp0.7 libsystemd0 libssl3

@@ -391,6 +391,10 @@ int Run(ServerConfig flags) {
   }
 
   training_service->SetListenAddresses(listen);
+  // grpc.health.v1 answers for the whole server ("") and for the public
+  // service by name; both turn NOT_SERVING when traind starts to stop.
+  grpc::HealthCheckServiceInterface* health = public_server->GetHealthCheckService();
+  health->SetServingStatus(traind::v1::TrainingService::service_full_name(), true);
   scheduler.Start();
   LogInfo("traind ready version=%s state_dir=%s listen=%s cpu_slots=%d worker_threads=%d "
           "data_roots=%s tokens=%d",
@@ -408,8 +412,12 @@ int Run(ServerConfig flags) {
   sigwait(&set, &sig);
   LogInfo("traind stopping signal=%s", sigabbrev_np(sig) ? sigabbrev_np(sig) : "?");
   sd_notify(0, "STOPPING=1\nSTATUS=stopping: draining workers");
-  public_server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  // While the workers drain, the public API still answers: health checks say
+  // NOT_SERVING, SubmitJob UNAVAILABLE, watchers see the last events. Then
+  // it stops (streams get 2 s), then the workers' service.
+  health->SetServingStatus(false);
   scheduler.Stop();
+  public_server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   worker_server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
   watchdog.reset();
   LogInfo("traind stopped");

@@ -30,6 +30,10 @@ using ::google::protobuf::Descriptor;
 using ::google::protobuf::FieldDescriptor;
 
 constexpr int kMaxDepth = 64;
+// The converted spec is bounded by kMaxSpecNodes and kMaxSpecBytes
+// (loader.h): YAML aliases repeat what their anchor names, so a short text
+// can stand for an enormous tree ("billion laughs"), and specs are parsed by
+// the server from any client.
 
 // Where a value sits in the YAML text, by the JSON path protobuf reports
 // ("model.layers[0].dense.units"). Keys are recorded both as written and in

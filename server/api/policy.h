@@ -21,9 +21,9 @@ class DataRoots final {
   // exist or is not a directory.
   static absl::StatusOr<DataRoots> Create(const std::vector<std::string>& roots);
 
-  // Resolves `path` (relative: against the daemon's working directory;
-  // symlinks followed) and returns the resolved path if it lies inside a
-  // root. PERMISSION_DENIED naming the path (and `field`) if it resolves
+  // Resolves `path` (symlinks followed; SubmitJob passes absolute paths
+  // only, having joined relative ones to the client's base_dir) and returns
+  // the resolved path if it lies inside a root. PERMISSION_DENIED naming the path (and `field`) if it resolves
   // outside every root; INVALID_ARGUMENT if it does not exist.
   absl::StatusOr<std::string> Confine(const std::string& field, const std::string& path) const;
 

@@ -9,6 +9,7 @@
 #include "google/protobuf/util/time_util.h"
 #include "server/devices/cpu_info.h"
 #include "spec/memory_estimate.h"
+#include "spec/submitted_spec.h"
 #include "spec/validation.h"
 
 namespace traind::server {
@@ -179,16 +180,22 @@ ServerUnaryReactor* TrainingServiceImpl::SubmitJob(CallbackServerContext* ctx,
                                                    traind::v1::Job* resp) {
   absl::StatusOr<Caller> caller = Authorize(ctx, Rpc::kSubmitJob);
   if (!caller.ok()) return Reply(ctx, caller.status());
-  if (!req->has_spec()) return Reply(ctx, absl::InvalidArgumentError("spec: required"));
   if (req->idempotency_key().size() > 128) {
     return Reply(ctx, absl::InvalidArgumentError("idempotency_key: longer than 128 characters"));
   }
+  // The spec as a message or as text, with its overrides and relative paths
+  // resolved against the client's base_dir.
+  SpecSubmission submission;
+  if (req->has_spec()) submission.spec = &req->spec();
+  if (req->has_spec_text()) submission.spec_text = &req->spec_text();
+  submission.overrides.assign(req->overrides().begin(), req->overrides().end());
+  submission.base_dir = req->base_dir();
+  absl::StatusOr<traind::v1::JobSpec> submitted = BuildSubmittedSpec(submission);
+  if (!submitted.ok()) return Reply(ctx, submitted.status());
+  traind::v1::JobSpec spec = *std::move(submitted);
   // Sizes first (cheap), then confinement: the engine's validation reads the
   // data file, so it must only ever see paths inside the data roots.
-  if (absl::Status s = CheckSpecLimits(req->spec(), policy_.limits); !s.ok()) {
-    return Reply(ctx, s);
-  }
-  traind::v1::JobSpec spec = req->spec();
+  if (absl::Status s = CheckSpecLimits(spec, policy_.limits); !s.ok()) return Reply(ctx, s);
   if (absl::Status s = policy_.data_roots.ConfineSpec(&spec); !s.ok()) return Reply(ctx, s);
   engine::ValidationContext vc;
   vc.cpu_bf16 = scheduler_->WorkerCpuBf16();

@@ -1,0 +1,31 @@
+"""Python client of traind, the training daemon.
+
+    import traind
+    client = traind.Client()                      # trainctl's address rules
+    job = client.submit("examples/iris-cv.yaml", set={"training.epochs": 20})
+    for event in job.watch():                     # resumes after a dropped stream
+        ...
+    job.wait()
+    result = job.result()                         # a dict; result.folds_frame() with pandas
+
+Errors are traind.TraindError subclasses carrying the canonical gRPC code
+and traind's message. See docs/python-client.md.
+"""
+
+from traind._address import default_address
+from traind._client import Client, Devices, Job, Result
+from traind._errors import (AbortedError, AlreadyExistsError, CancelledError, DataLossError,
+                            DeadlineExceededError, FailedPreconditionError, InternalError,
+                            InvalidArgumentError, NotFoundError, OutOfRangeError,
+                            PermissionDeniedError, ResourceExhaustedError, TraindError,
+                            UnauthenticatedError, UnavailableError, UnimplementedError)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Client", "Job", "Result", "Devices", "default_address", "TraindError", "AbortedError",
+    "AlreadyExistsError", "CancelledError", "DataLossError", "DeadlineExceededError",
+    "FailedPreconditionError", "InternalError", "InvalidArgumentError", "NotFoundError",
+    "OutOfRangeError", "PermissionDeniedError", "ResourceExhaustedError",
+    "UnauthenticatedError", "UnavailableError", "UnimplementedError",
+]

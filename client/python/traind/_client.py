@@ -1,0 +1,428 @@
+"""traind.Client and traind.Job."""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Union
+
+import grpc
+
+from traind import _address, _frames, _spec
+from traind._convert import to_dict
+from traind._errors import DeadlineExceededError, TraindError, UnavailableError, error_for
+from traind.v1 import job_pb2, training_service_pb2, training_service_pb2_grpc
+
+_TERMINAL = {job_pb2.Job.SUCCEEDED, job_pb2.Job.FAILED, job_pb2.Job.CANCELLED}
+
+StateLike = Union[str, int]
+
+
+class Result(dict):
+    """A job's result (GetJobResult) as a plain dict: "folds" (per fold:
+    "fold", "best_epoch", "val" metrics at the best epoch, ...), "val" (mean and
+    std over folds of each validation metric), "classes", "complete", ..."""
+
+    def folds_frame(self):
+        """Per-fold table (pandas DataFrame indexed by fold): best_epoch,
+        epochs_run, rows, val_<metric>, train_<metric>, final_train_<metric>."""
+        return _frames.folds_frame(self)
+
+    def summary_frame(self):
+        """Mean and std over folds of each validation metric (DataFrame)."""
+        return _frames.summary_frame(self)
+
+
+class Devices(list):
+    """ListDevices: a list of device dicts ("id", "kind", "state", ...);
+    `gpu_note` says why no GPU job can run, when none can."""
+
+    gpu_note: str = ""
+
+
+class Job:
+    """A job on a traind. `data` is the job as last fetched (a dict: "id",
+    "state", "spec", "tasks", "result", ...); refresh() fetches it again.
+
+    Not thread-safe; the Client it came from may be shared."""
+
+    def __init__(self, client: "Client", message: job_pb2.Job):
+        self._client = client
+        self._message = message
+        self._data: Optional[Dict[str, Any]] = None
+
+    @property
+    def id(self) -> str:
+        return self._message.id
+
+    @property
+    def name(self) -> str:
+        return self._message.spec.name
+
+    @property
+    def state(self) -> str:
+        """"QUEUED", "RUNNING", "CANCELLING", "SUCCEEDED", "FAILED" or "CANCELLED"."""
+        return job_pb2.Job.State.Name(self._message.state)
+
+    @property
+    def done(self) -> bool:
+        return self._message.state in _TERMINAL
+
+    @property
+    def data(self) -> Dict[str, Any]:
+        if self._data is None:
+            self._data = to_dict(self._message)
+        return self._data
+
+    @property
+    def failure(self) -> Optional[Dict[str, Any]]:
+        """The failure of a FAILED job ("reason", "message", ...), else None."""
+        return self.data["failure"] if self._message.HasField("failure") else None
+
+    @property
+    def message(self) -> job_pb2.Job:
+        """The traind.v1.Job protobuf message as last fetched."""
+        return self._message
+
+    def _set(self, message: job_pb2.Job) -> "Job":
+        self._message = message
+        self._data = None
+        return self
+
+    def refresh(self) -> "Job":
+        """Fetches the job again (GetJob); returns self."""
+        return self._set(self._client._get_job_message(self.id))
+
+    def watch(self, after: int = 0) -> Iterator[Dict[str, Any]]:
+        """The job's events with sequence > `after`, as dicts: stored ones,
+        then live ones, ending after the terminal event (marked "last").
+
+        A broken stream (traind restarted, connection lost) is reconnected
+        from the last sequence seen, so no event is missed or seen twice; it
+        gives up with UnavailableError after the client's `watch_retries`
+        consecutive failures. Each event has "sequence", "time" and one of
+        "job_state", "task_state", "epoch" (train and val metrics) or
+        "device"."""
+        events = self._client._watch(self.id, after)
+        try:
+            for event in events:
+                yield to_dict(event)
+        finally:
+            events.close()  # cancels the RPC when the caller stops early
+
+    def wait(self, timeout: Optional[float] = None) -> "Job":
+        """Blocks until the job ends (following its event stream), then
+        refreshes and returns self; check `state`. DeadlineExceededError
+        when `timeout` seconds pass first (the job keeps running)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        for _ in self._client._watch(self.id, 0, deadline=deadline):
+            pass
+        return self.refresh()
+
+    def result(self) -> Result:
+        """The result so far (GetJobResult): complete once the job succeeded."""
+        return self._client._result(self.id)
+
+    def cancel(self, force: bool = False) -> "Job":
+        """Cancels the job (force: kill its workers at once); returns self
+        with the state after the call."""
+        return self._set(self._client._cancel(self.id, force))
+
+    def events(self, timeout: Optional[float] = None) -> List[Dict[str, Any]]:
+        """Every event of the job; on a job still running this waits for
+        its end (DeadlineExceededError after `timeout` seconds)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        return [to_dict(e) for e in self._client._watch(self.id, 0, deadline=deadline)]
+
+    def history(self, timeout: Optional[float] = None) -> List[Dict[str, Any]]:
+        """Per-epoch metrics from the stored events: one dict per epoch of
+        each task attempt (task, attempt, epoch, train_<m>, val_<m>, ...)."""
+        return _frames.history_rows(self.events(timeout))
+
+    def history_frame(self, timeout: Optional[float] = None):
+        """history() as a pandas DataFrame (needs pandas)."""
+        return _frames.history_frame(self.events(timeout))
+
+    def __repr__(self) -> str:
+        return f"<traind.Job {self.id} {self.name!r} {self.state}>"
+
+
+class Client:
+    """A connection to traind's TrainingService.
+
+    address: "unix:PATH" or "HOST:PORT"; default as trainctl's: $TRAIND_ADDRESS,
+      else unix:$TRAIND_STATE_DIR/traind.sock, else unix:.traind/traind.sock if
+      that socket exists, else 127.0.0.1:7070.
+    token: bearer token for TCP addresses; default token_file's first line,
+      else $TRAIND_TOKEN. The unix socket needs none.
+    tls: use TLS (system roots, or tls_ca); implied by tls_ca/tls_cert/tls_key.
+      tls_cert + tls_key: a client certificate (mutual TLS). tls_server_name:
+      the name to check in the server's certificate.
+    timeout: the deadline of every unary call, and the longest a watch waits
+      to (re)connect. Streams get a deadline of stream_timeout per call and
+      are resumed from their cursor when it passes.
+    watch_retries: consecutive broken streams a watch reconnects after before
+      it raises (backoff 0.2 s, 0.4 s, ... at most 5 s).
+
+    Connecting is lazy. Thread-safe (gRPC channels are); close() when done,
+    or use it as a context manager.
+    """
+
+    def __init__(self, address: Optional[str] = None, token: Optional[str] = None,
+                 tls: bool = False, *, token_file: Optional[str] = None,
+                 tls_ca: Optional[str] = None, tls_cert: Optional[str] = None,
+                 tls_key: Optional[str] = None, tls_server_name: Optional[str] = None,
+                 timeout: float = 10.0, stream_timeout: float = 600.0, watch_retries: int = 5):
+        self.address = _address.check_address(address or _address.default_address())
+        if timeout <= 0 or stream_timeout <= 0:
+            raise ValueError("timeout and stream_timeout must be positive")
+        self.timeout = float(timeout)
+        self.stream_timeout = float(stream_timeout)
+        self.watch_retries = int(watch_retries)
+        token = _address.resolve_token(token, token_file)
+        self._metadata = (("authorization", f"Bearer {token}"),) if token else ()
+        if bool(tls_cert) != bool(tls_key):
+            raise ValueError("tls_cert and tls_key go together")
+        options = [
+            ("grpc.max_receive_message_length", 64 << 20),
+            # Reconnect promptly after traind restarts.
+            ("grpc.initial_reconnect_backoff_ms", 100),
+            ("grpc.min_reconnect_backoff_ms", 100),
+            ("grpc.max_reconnect_backoff_ms", 2000),
+        ]
+        if tls or tls_ca or tls_cert or tls_key:
+            credentials = grpc.ssl_channel_credentials(
+                root_certificates=_read_bytes(tls_ca), private_key=_read_bytes(tls_key),
+                certificate_chain=_read_bytes(tls_cert))
+            if tls_server_name:
+                options.append(("grpc.ssl_target_name_override", tls_server_name))
+            self._channel = grpc.secure_channel(self.address, credentials, options)
+        else:
+            self._channel = grpc.insecure_channel(self.address, options)
+        self._stub = training_service_pb2_grpc.TrainingServiceStub(self._channel)
+
+    # -- lifecycle ---------------------------------------------------------
+
+    def close(self) -> None:
+        self._channel.close()
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<traind.Client {self.address}>"
+
+    # -- calls -------------------------------------------------------------
+
+    def submit(self, spec: _spec.SpecLike, set: _spec.SetLike = None, name: Optional[str] = None,
+               priority: Optional[int] = None, idempotency_key: Optional[str] = None,
+               base_dir: Optional[Union[str, "os.PathLike[str]"]] = None) -> Job:
+        """Submits a job and returns it (QUEUED).
+
+        spec: a path to a YAML/JSON spec file, the spec's YAML or JSON text, or
+          a dict (sent as JSON). traind parses it as trainctl's files are
+          parsed (docs/spec.md): enum values in any case, snake_case or
+          lowerCamelCase names.
+        set: overrides applied in order, as trainctl's --set: a dict {path:
+          value} ({"training.epochs": 10}) or a list of "path=value" strings.
+        name, priority: override the spec's.
+        idempotency_key: a retried submit with the same key returns the job
+          the first one created.
+        base_dir: the directory relative data paths (data.path,
+          cross_validation.validation_path) are relative to; default the
+          current directory, as with trainctl.
+
+        An invalid spec raises InvalidArgumentError whose message names the
+        field path (and line and column for the text): "spec_text:
+        model.layers[0].dense: unknown field "unit" (line 7, column 17)",
+        "spec.model.layers[1].dense.units: ...". Nothing is stored then.
+        """
+        text, overrides, base = _spec.submission(spec, set, name, priority, base_dir)
+        request = training_service_pb2.SubmitJobRequest(
+            spec_text=text, overrides=overrides, base_dir=base,
+            idempotency_key=idempotency_key or "")
+        return Job(self, self._unary(self._stub.SubmitJob, request))
+
+    def job(self, job_id: str) -> Job:
+        """The job with this id (GetJob); NotFoundError if there is none."""
+        return Job(self, self._get_job_message(job_id))
+
+    def list_jobs(self, states: Optional[Sequence[StateLike]] = None,
+                  name_contains: Optional[str] = None,
+                  page_size: Optional[int] = None) -> Iterator[Job]:
+        """Jobs, newest first, following every page. states: e.g. ["RUNNING",
+        "queued"]; name_contains: a substring of the name; page_size: jobs per
+        call (traind's default 100, at most 1000)."""
+        request = training_service_pb2.ListJobsRequest(
+            states=[_job_state(s) for s in states or ()], name_contains=name_contains or "",
+            page_size=page_size or 0)
+        while True:
+            response = self._unary(self._stub.ListJobs, request)
+            for message in response.jobs:
+                yield Job(self, message)
+            if not response.next_page_token:
+                return
+            request.page_token = response.next_page_token
+
+    def devices(self) -> Devices:
+        """The devices traind schedules on (ListDevices), as dicts."""
+        response = self._unary(self._stub.ListDevices, training_service_pb2.ListDevicesRequest())
+        devices = Devices(to_dict(d) for d in response.devices)
+        devices.gpu_note = response.gpu_note
+        return devices
+
+    def info(self) -> Dict[str, Any]:
+        """Server facts (GetServerInfo): version, state_dir, listen_addresses,
+        cpu_slots, jobs_active, tasks_running, tasks_queued, ..."""
+        return to_dict(self._unary(self._stub.GetServerInfo,
+                                   training_service_pb2.GetServerInfoRequest()))
+
+    def health(self, service: str = "") -> str:
+        """grpc.health.v1.Health/Check of the whole server ("") or of a
+        service ("traind.v1.TrainingService"): "SERVING", "NOT_SERVING" (traind
+        is stopping) or "UNKNOWN"; NotFoundError for a service traind does not
+        report."""
+        data = service.encode()
+        if len(data) > 127:
+            raise ValueError("service: name too long")
+        # HealthCheckRequest{service = 1}; HealthCheckResponse{status = 1}.
+        request = b"\x0a" + bytes([len(data)]) + data if data else b""
+        check = self._channel.unary_unary("/grpc.health.v1.Health/Check")
+        response = self._unary(check, request)
+        status = response[1] if len(response) >= 2 and response[0] == 0x08 else 0
+        return {1: "SERVING", 2: "NOT_SERVING", 3: "SERVICE_UNKNOWN"}.get(status, "UNKNOWN")
+
+    # -- internals -----------------------------------------------------------
+
+    def _error(self, e: grpc.RpcError) -> TraindError:
+        code = e.code() if hasattr(e, "code") else grpc.StatusCode.UNKNOWN
+        details = (e.details() if hasattr(e, "details") else None) or ""
+        if code == grpc.StatusCode.UNAVAILABLE:
+            return UnavailableError(f"cannot reach traind at {self.address}"
+                                    + (f": {details}" if details else ""))
+        if code == grpc.StatusCode.DEADLINE_EXCEEDED:
+            return DeadlineExceededError(
+                f"no answer from traind at {self.address} within {self.timeout:g}s")
+        return error_for(code, details or code.name)
+
+    def _unary(self, method, request):
+        try:
+            return method(request, timeout=self.timeout, metadata=self._metadata)
+        except grpc.RpcError as e:
+            raise self._error(e) from None
+
+    def _get_job_message(self, job_id: str) -> job_pb2.Job:
+        return self._unary(self._stub.GetJob, training_service_pb2.GetJobRequest(job_id=job_id))
+
+    def _result(self, job_id: str) -> Result:
+        message = self._unary(self._stub.GetJobResult,
+                              training_service_pb2.GetJobResultRequest(job_id=job_id))
+        return Result(to_dict(message))
+
+    def _cancel(self, job_id: str, force: bool) -> job_pb2.Job:
+        return self._unary(self._stub.CancelJob,
+                           training_service_pb2.CancelJobRequest(job_id=job_id, force=force))
+
+    def _wait_connected(self, deadline: Optional[float]) -> bool:
+        wait = self.timeout if deadline is None else max(0.0, min(self.timeout,
+                                                                  deadline - time.monotonic()))
+        try:
+            grpc.channel_ready_future(self._channel).result(timeout=wait)
+            return True
+        except grpc.FutureTimeoutError:
+            return False
+
+    def _watch(self, job_id: str, after: int,
+               deadline: Optional[float] = None) -> Iterator[job_pb2.JobEvent]:
+        """WatchJob from `after`, reconnecting from the cursor (see Job.watch).
+        deadline: time.monotonic() by which the job must have ended."""
+        if after < 0:
+            raise ValueError("after: must not be negative")
+        last = after
+        failures = 0  # consecutive broken streams without a new event
+        delivered = False
+        last_error: Optional[TraindError] = None
+        while True:
+            if failures > 0:
+                if failures > self.watch_retries:
+                    raise last_error  # type: ignore[misc]
+                time.sleep(min(5.0, 0.2 * (1 << (failures - 1))))
+                if not self._wait_connected(deadline):
+                    last_error = UnavailableError(f"cannot reach traind at {self.address}: "
+                                                  "failed to connect")
+                    failures += 1
+                    self._check_deadline(job_id, deadline)
+                    continue
+            call_timeout = self.stream_timeout
+            if deadline is not None:
+                call_timeout = min(call_timeout, deadline - time.monotonic())
+                if call_timeout <= 0:
+                    self._check_deadline(job_id, deadline)
+            request = training_service_pb2.WatchJobRequest(job_id=job_id, after_sequence=last)
+            call = self._stub.WatchJob(request, timeout=call_timeout, metadata=self._metadata)
+            try:
+                for event in call:
+                    if event.sequence <= last:
+                        continue  # already delivered
+                    last = event.sequence
+                    failures = 0
+                    delivered = True
+                    yield event
+                    if event.last:
+                        return
+                # Closed without a `last` event: the cursor was already past
+                # the end of a finished job, or traind went away cleanly.
+                try:
+                    if self._get_job_message(job_id).state in _TERMINAL:
+                        return
+                    last_error = UnavailableError(
+                        f"cannot reach traind at {self.address}: the event stream ended early")
+                except UnavailableError as e:
+                    last_error = e
+                failures += 1
+            except grpc.RpcError as e:
+                code = call.code()
+                if code == grpc.StatusCode.DEADLINE_EXCEEDED:
+                    # This call's own deadline: go on from the cursor, unless
+                    # the caller's deadline has passed.
+                    self._check_deadline(job_id, deadline)
+                    continue
+                if code != grpc.StatusCode.UNAVAILABLE:
+                    raise self._error(e) from None
+                if not delivered and failures == 0 and last == after:
+                    raise self._error(e) from None  # the first connection fails fast
+                last_error = self._error(e)
+                failures += 1
+            finally:
+                call.cancel()  # also when the consumer stops iterating
+
+    def _check_deadline(self, job_id: str, deadline: Optional[float]) -> None:
+        if deadline is not None and time.monotonic() >= deadline:
+            try:
+                state = job_pb2.Job.State.Name(self._get_job_message(job_id).state)
+            except TraindError:
+                state = "not finished"
+            raise DeadlineExceededError(f"job {job_id} is still {state}: the wait timed out")
+
+
+def _job_state(state: StateLike) -> int:
+    if isinstance(state, int):
+        return state
+    try:
+        value = job_pb2.Job.State.Value(str(state).upper())
+    except ValueError:
+        value = 0
+    if value == 0:
+        raise ValueError(f"state {state!r}: expected one of QUEUED, RUNNING, CANCELLING, "
+                         "SUCCEEDED, FAILED, CANCELLED")
+    return value
+
+
+def _read_bytes(path: Optional[str]) -> Optional[bytes]:
+    if not path:
+        return None
+    with open(path, "rb") as f:
+        return f.read()
