@@ -26,9 +26,15 @@ void EpochReporter::Start() {
 void EpochReporter::Run() {
   std::unique_lock<std::mutex> lock(mu_);
   auto last_sent = std::chrono::steady_clock::now();
+  // While a heartbeat is due but training makes no progress, the next look
+  // is a fraction of the interval later (rather than at once, again and
+  // again: that would spin a core while a long batch runs).
+  auto stalled_until = last_sent;
+  const auto stalled_poll = std::max<std::chrono::steady_clock::duration>(
+      options_.heartbeat_every / 8, std::chrono::milliseconds(1));
   uint64_t last_progress = ~0ull;
   for (;;) {
-    cv_.wait_until(lock, last_sent + options_.heartbeat_every,
+    cv_.wait_until(lock, std::max(last_sent + options_.heartbeat_every, stalled_until),
                    [this] { return done_ || !epochs_.empty(); });
     if (!epochs_.empty()) {
       // At most one call per report_every (the first epoch after a pause
@@ -56,14 +62,17 @@ void EpochReporter::Run() {
     }
     if (done_) return;
     const uint64_t progress = progress_.load(std::memory_order_relaxed);
-    if (std::chrono::steady_clock::now() - last_sent >= options_.heartbeat_every &&
-        (progress != last_progress || !training_.load(std::memory_order_relaxed))) {
-      last_progress = progress;
-      lock.unlock();
-      sink_->Heartbeat();
-      lock.lock();
-      last_sent = std::chrono::steady_clock::now();
+    const auto now = std::chrono::steady_clock::now();
+    if (now - last_sent < options_.heartbeat_every) continue;
+    if (progress == last_progress && training_.load(std::memory_order_relaxed)) {
+      stalled_until = now + stalled_poll;
+      continue;
     }
+    last_progress = progress;
+    lock.unlock();
+    sink_->Heartbeat();
+    lock.lock();
+    last_sent = std::chrono::steady_clock::now();
   }
 }
 

@@ -41,7 +41,9 @@ struct EpochReporterOptions {
   // slows training down rather than let reports pile up.
   size_t max_queued = 1024;
   // A heartbeat after this long without a call, while training progresses
-  // (NotifyProgress since the last one) or before it has started.
+  // (NotifyProgress since the last one) or before it has started. While one
+  // is withheld for lack of progress, the reporter looks again every
+  // heartbeat_every / 8 (sleeping in between).
   std::chrono::milliseconds heartbeat_every{2000};
 };
 

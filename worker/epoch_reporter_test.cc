@@ -1,5 +1,7 @@
 #include "worker/epoch_reporter.h"
 
+#include <time.h>
+
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
@@ -193,6 +195,28 @@ TEST(WorkerEpochReporter, HeartbeatsFollowTrainingProgress) {
     reporter.NotifyProgress();
     EXPECT_TRUE(sink.WaitForHeartbeats(before + 1));
   }
+}
+
+double ProcessCpuSeconds() {
+  timespec t;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+}
+
+TEST(WorkerEpochReporter, AStalledTrainingLoopCostsNoCpu) {
+  FakeSink sink;
+  EpochReporterOptions o;
+  o.heartbeat_every = milliseconds(20);
+  EpochReporter reporter(&sink, o);
+  reporter.TrainingStarted();
+  reporter.Start();
+  ASSERT_TRUE(sink.WaitForHeartbeats(1));
+  // A heartbeat is due but withheld (no progress): the reporter waits
+  // rather than looks again at once.
+  const double cpu0 = ProcessCpuSeconds();
+  std::this_thread::sleep_for(milliseconds(300));
+  EXPECT_LT(ProcessCpuSeconds() - cpu0, 0.05);
+  EXPECT_EQ(sink.heartbeats(), 1);
 }
 
 }  // namespace
