@@ -1,4 +1,3 @@
-#include "worker/engine/backend/tensor_checks.h"
 #include "worker/engine/backend/cpu/cpu_backend.h"
 
 #include <omp.h>
@@ -16,6 +15,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "oneapi/dnnl/dnnl.hpp"
+#include "worker/engine/backend/activation_math.h"
+#include "worker/engine/backend/tensor_checks.h"
 #include "worker/engine/random.h"
 #include "worker/engine/spec_validation.h"
 #include "worker/engine/status.h"
@@ -41,63 +42,6 @@ absl::Status FromDnnlStatus(dnnl_status_t status, absl::string_view what) {
   const std::string message = absl::StrFormat("oneDNN: %s: status %d", what, status);
   if (status == dnnl_out_of_memory) return OutOfMemoryError(message);
   return DeviceError(message);
-}
-
-// f(z) of one value.
-inline float Activate(DenseActivation kind, float alpha, float z) {
-  switch (kind) {
-    case DenseActivation::kLinear:
-      return z;
-    case DenseActivation::kRelu:
-      return z > 0.0f ? z : 0.0f;
-    case DenseActivation::kLeakyRelu:
-      return z > 0.0f ? z : alpha * z;
-    case DenseActivation::kElu:
-      return z > 0.0f ? z : alpha * std::expm1(z);
-    case DenseActivation::kGelu:
-      return 0.5f * z * (1.0f + std::erf(z * 0.70710678118654752f));
-    case DenseActivation::kSigmoid:
-      return 1.0f / (1.0f + std::exp(-z));
-    case DenseActivation::kTanh:
-      return std::tanh(z);
-    case DenseActivation::kSoftplus:
-      // log(1 + e^z) = max(z, 0) + log1p(e^-|z|): no overflow.
-      return std::max(z, 0.0f) + std::log1p(std::exp(-std::abs(z)));
-    case DenseActivation::kSwish:
-      return z / (1.0f + std::exp(-z));
-  }
-  return z;
-}
-
-// f'(z), from z and y = f(z).
-inline float ActivationDerivative(DenseActivation kind, float alpha, float z, float y) {
-  switch (kind) {
-    case DenseActivation::kLinear:
-      return 1.0f;
-    case DenseActivation::kRelu:
-      return y > 0.0f ? 1.0f : 0.0f;
-    case DenseActivation::kLeakyRelu:
-      return y > 0.0f ? 1.0f : alpha;
-    case DenseActivation::kElu:
-      return y > 0.0f ? 1.0f : y + alpha;
-    case DenseActivation::kGelu: {
-      // Φ(z) + z φ(z)
-      const float cdf = 0.5f * (1.0f + std::erf(z * 0.70710678118654752f));
-      const float pdf = 0.3989422804014327f * std::exp(-0.5f * z * z);
-      return cdf + z * pdf;
-    }
-    case DenseActivation::kSigmoid:
-      return y * (1.0f - y);
-    case DenseActivation::kTanh:
-      return 1.0f - y * y;
-    case DenseActivation::kSoftplus:
-      return 1.0f / (1.0f + std::exp(-z));
-    case DenseActivation::kSwish: {
-      const float s = 1.0f / (1.0f + std::exp(-z));
-      return s + z * s * (1.0f - s);
-    }
-  }
-  return 1.0f;
 }
 
 // The oneDNN post-op of an activation whose derivative needs only y.
@@ -132,10 +76,6 @@ void AppendPostOp(const ActivationFn& f, dnnl::post_ops* ops) {
   }
 }
 
-// dz = dy ⊙ f'(y) in place over g: [batch, out], and (unless db is null)
-// db[j] = Σ_r dz[r, j] summed row by row — the same order whatever the
-// thread count, so the result is deterministic. `deriv` maps y to f'.
-// Threads split the columns in cache-line multiples.
 // body(i0, i1) over [0, n): split evenly across the threads when n is large,
 // else on this thread. (Branching here rather than `omp parallel if (...)`:
 // a one-thread region still builds a team, which allocates in libgomp.)
@@ -202,6 +142,7 @@ void GradAndBiasSumLoop(int64_t batch, int64_t out, const float* y, float* g, fl
 
 void ActivationGradAndBiasSum(const ActivationFn& f, int64_t batch, int64_t out, const float* y,
                               float* g, float* db) {
+  namespace am = activation_math;
   const float alpha = f.alpha;
   switch (f.kind) {
     case DenseActivation::kLinear:
@@ -209,22 +150,24 @@ void ActivationGradAndBiasSum(const ActivationFn& f, int64_t batch, int64_t out,
       return;
     case DenseActivation::kRelu:
       return GradAndBiasSumLoop(batch, out, y, g, db,
-                                [](float v) { return static_cast<float>(v > 0.0f); });
+                                [](float v) { return am::ReluGradFromOutput(v); });
     case DenseActivation::kLeakyRelu:
       return GradAndBiasSumLoop(batch, out, y, g, db,
-                                [alpha](float v) { return v > 0.0f ? 1.0f : alpha; });
+                                [alpha](float v) { return am::LeakyReluGradFromOutput(alpha, v); });
     case DenseActivation::kElu:
       return GradAndBiasSumLoop(batch, out, y, g, db,
-                                [alpha](float v) { return v > 0.0f ? 1.0f : v + alpha; });
+                                [alpha](float v) { return am::EluGradFromOutput(alpha, v); });
     case DenseActivation::kSigmoid:
-      return GradAndBiasSumLoop(batch, out, y, g, db, [](float v) { return v * (1.0f - v); });
+      return GradAndBiasSumLoop(batch, out, y, g, db,
+                                [](float v) { return am::SigmoidGradFromOutput(v); });
     case DenseActivation::kTanh:
-      return GradAndBiasSumLoop(batch, out, y, g, db, [](float v) { return 1.0f - v * v; });
+      return GradAndBiasSumLoop(batch, out, y, g, db,
+                                [](float v) { return am::TanhGradFromOutput(v); });
     default: {
       // Not used in training (their derivative needs z): kept for the contract.
       const DenseActivation kind = f.kind;
       return GradAndBiasSumLoop(batch, out, y, g, db, [kind, alpha](float v) {
-        return ActivationDerivative(kind, alpha, 0.0f, v);
+        return am::Derivative(kind, alpha, 0.0f, v);
       });
     }
   }
@@ -865,7 +808,7 @@ class CpuBackend final : public Backend {
     const float alpha = f.alpha;
     ParallelFor(n, [&](int64_t i0, int64_t i1) {
 #pragma omp simd
-      for (int64_t i = i0; i < i1; ++i) out[i] = Activate(kind, alpha, in[i]);
+      for (int64_t i = i0; i < i1; ++i) out[i] = activation_math::Activate(kind, alpha, in[i]);
     });
     return absl::OkStatus();
   }
@@ -884,7 +827,9 @@ class CpuBackend final : public Backend {
     const float alpha = f.alpha;
     ParallelFor(n, [&](int64_t i0, int64_t i1) {
 #pragma omp simd
-      for (int64_t i = i0; i < i1; ++i) d[i] = g[i] * ActivationDerivative(kind, alpha, z[i], out[i]);
+      for (int64_t i = i0; i < i1; ++i) {
+        d[i] = g[i] * activation_math::Derivative(kind, alpha, z[i], out[i]);
+      }
     });
     return absl::OkStatus();
   }

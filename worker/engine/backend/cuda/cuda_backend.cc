@@ -26,7 +26,6 @@
 namespace traind::engine {
 namespace {
 
-using cuda::Act;
 using cuda::CublasHandle;
 using cuda::CublasLtHandle;
 using cuda::CudaStatus;
@@ -37,18 +36,6 @@ using cuda::Stream;
 
 #define TRAIND_LAUNCH(call) \
   TRAIND_RETURN_IF_ERROR(::traind::engine::cuda::CudaStatus((call), #call))
-
-static_assert(static_cast<int>(DenseActivation::kLinear) == static_cast<int>(Act::kLinear));
-static_assert(static_cast<int>(DenseActivation::kRelu) == static_cast<int>(Act::kRelu));
-static_assert(static_cast<int>(DenseActivation::kLeakyRelu) == static_cast<int>(Act::kLeakyRelu));
-static_assert(static_cast<int>(DenseActivation::kElu) == static_cast<int>(Act::kElu));
-static_assert(static_cast<int>(DenseActivation::kGelu) == static_cast<int>(Act::kGelu));
-static_assert(static_cast<int>(DenseActivation::kSigmoid) == static_cast<int>(Act::kSigmoid));
-static_assert(static_cast<int>(DenseActivation::kTanh) == static_cast<int>(Act::kTanh));
-static_assert(static_cast<int>(DenseActivation::kSoftplus) == static_cast<int>(Act::kSoftplus));
-static_assert(static_cast<int>(DenseActivation::kSwish) == static_cast<int>(Act::kSwish));
-
-Act ToAct(DenseActivation kind) { return static_cast<Act>(static_cast<int>(kind)); }
 
 // cuBLAS workspace (NVIDIA recommends 32 MiB on Hopper); set once so cuBLAS
 // never allocates during a step (and a step can be captured in a graph).
@@ -162,8 +149,8 @@ class CudaDenseKernel final : public DenseKernel {
       if (status == CUBLAS_STATUS_SUCCESS) {
         // What the epilogue does not do: the activation (its bias was added).
         if (!lt_activation_fused_) {
-          TRAIND_LAUNCH(cuda::LaunchBiasActivation(ToAct(activation_.kind), activation_.alpha,
-                                                   nullptr, y->f32(), batch_, out_, ctx_.stream));
+          TRAIND_LAUNCH(cuda::LaunchBiasActivation(activation_.kind, activation_.alpha, nullptr,
+                                                   y->f32(), batch_, out_, ctx_.stream));
         }
         return absl::OkStatus();
       }
@@ -176,7 +163,7 @@ class CudaDenseKernel final : public DenseKernel {
     TRAIND_RETURN_IF_ERROR(Gemm(CUBLAS_OP_N, CUBLAS_OP_N, out_, batch_, in_, a, out_, bx, in_,
                                 y->f32(), out_, "cublasGemmEx (dense forward)"));
     // y = act(y + b), one fused pass.
-    TRAIND_LAUNCH(cuda::LaunchBiasActivation(ToAct(activation_.kind), activation_.alpha,
+    TRAIND_LAUNCH(cuda::LaunchBiasActivation(activation_.kind, activation_.alpha,
                                              bias_ ? b.f32() : nullptr, y->f32(), batch_, out_,
                                              ctx_.stream));
     return absl::OkStatus();
@@ -191,9 +178,9 @@ class CudaDenseKernel final : public DenseKernel {
     const void* w_in = w.f32();
     // dz = dy ⊙ f'(z), from y (as the CPU kernel).
     if (bf16()) {
-      TRAIND_LAUNCH(cuda::LaunchActivationGradFromOutputBf16(
-          ToAct(activation_.kind), activation_.alpha, y.f32(), g, g16_.as<uint16_t>(),
-          batch_ * out_, ctx_.stream));
+      TRAIND_LAUNCH(cuda::LaunchActivationGradFromOutputBf16(activation_.kind, activation_.alpha,
+                                                             y.f32(), g, g16_.as<uint16_t>(),
+                                                             batch_ * out_, ctx_.stream));
       if (x16_source_ != x.raw()) {
         TRAIND_LAUNCH(cuda::LaunchToBf16(x.f32(), x16_.as<uint16_t>(), batch_ * in_, ctx_.stream));
         x16_source_ = x.raw();
@@ -206,7 +193,7 @@ class CudaDenseKernel final : public DenseKernel {
       x_in = x16_.get();
       w_in = w16_.get();
     } else {
-      TRAIND_LAUNCH(cuda::LaunchActivationGradFromOutput(ToAct(activation_.kind), activation_.alpha,
+      TRAIND_LAUNCH(cuda::LaunchActivationGradFromOutput(activation_.kind, activation_.alpha,
                                                          y.f32(), g, batch_ * out_, ctx_.stream));
     }
     // db: [out] = Σ_rows dz (fp32, in double)
@@ -627,8 +614,8 @@ class CudaBackend final : public Backend {
 
   absl::Status ActivationForward(const ActivationFn& f, const Tensor& x, Tensor* y) override {
     TRAIND_RETURN_IF_ERROR(CheckSameSize(x, *y, "ActivationForward"));
-    TRAIND_LAUNCH(cuda::LaunchActivationForward(ToAct(f.kind), f.alpha, x.f32(), y->f32(), x.size(),
-                                                stream()));
+    TRAIND_LAUNCH(
+        cuda::LaunchActivationForward(f.kind, f.alpha, x.f32(), y->f32(), x.size(), stream()));
     return absl::OkStatus();
   }
 
@@ -637,7 +624,7 @@ class CudaBackend final : public Backend {
     TRAIND_RETURN_IF_ERROR(CheckSameSize(x, y, "ActivationBackward"));
     TRAIND_RETURN_IF_ERROR(CheckSameSize(x, dy, "ActivationBackward"));
     TRAIND_RETURN_IF_ERROR(CheckSameSize(x, *dx, "ActivationBackward"));
-    TRAIND_LAUNCH(cuda::LaunchActivationBackward(ToAct(f.kind), f.alpha, x.f32(), y.f32(), dy.f32(),
+    TRAIND_LAUNCH(cuda::LaunchActivationBackward(f.kind, f.alpha, x.f32(), y.f32(), dy.f32(),
                                                  dx->f32(), x.size(), stream()));
     return absl::OkStatus();
   }

@@ -1,6 +1,8 @@
-// Kernels of the CUDA backend. See cuda_kernels.h for the contracts; the
-// formulas mirror backend/cpu/cpu_backend.cc line for line where the CPU
-// backend fixes an order or a precision.
+// Kernels of the CUDA backend. See cuda_kernels.h for the contracts. The
+// activations and losses are the CPU backend's own formulas
+// (backend/activation_math.h, backend/loss_math.h); the rest mirror
+// backend/cpu/cpu_backend.cc line for line where the CPU backend fixes an
+// order or a precision.
 #include <cuda_bf16.h>
 
 #include <cstdint>
@@ -28,59 +30,6 @@ inline cudaError_t Launched() { return cudaGetLastError(); }
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < (n); \
        i += static_cast<int64_t>(blockDim.x) * gridDim.x)
 
-__device__ __forceinline__ float Activate(Act kind, float alpha, float z) {
-  switch (kind) {
-    case Act::kLinear:
-      return z;
-    case Act::kRelu:
-      return z > 0.0f ? z : 0.0f;
-    case Act::kLeakyRelu:
-      return z > 0.0f ? z : alpha * z;
-    case Act::kElu:
-      return z > 0.0f ? z : alpha * expm1f(z);
-    case Act::kGelu:
-      return 0.5f * z * (1.0f + erff(z * 0.70710678118654752f));
-    case Act::kSigmoid:
-      return 1.0f / (1.0f + expf(-z));
-    case Act::kTanh:
-      return tanhf(z);
-    case Act::kSoftplus:
-      return fmaxf(z, 0.0f) + log1pf(expf(-fabsf(z)));
-    case Act::kSwish:
-      return z / (1.0f + expf(-z));
-  }
-  return z;
-}
-
-__device__ __forceinline__ float Derivative(Act kind, float alpha, float z, float y) {
-  switch (kind) {
-    case Act::kLinear:
-      return 1.0f;
-    case Act::kRelu:
-      return y > 0.0f ? 1.0f : 0.0f;
-    case Act::kLeakyRelu:
-      return y > 0.0f ? 1.0f : alpha;
-    case Act::kElu:
-      return y > 0.0f ? 1.0f : y + alpha;
-    case Act::kGelu: {
-      const float cdf = 0.5f * (1.0f + erff(z * 0.70710678118654752f));
-      const float pdf = 0.3989422804014327f * expf(-0.5f * z * z);
-      return cdf + z * pdf;
-    }
-    case Act::kSigmoid:
-      return y * (1.0f - y);
-    case Act::kTanh:
-      return 1.0f - y * y;
-    case Act::kSoftplus:
-      return 1.0f / (1.0f + expf(-z));
-    case Act::kSwish: {
-      const float s = 1.0f / (1.0f + expf(-z));
-      return s + z * s * (1.0f - s);
-    }
-  }
-  return 1.0f;
-}
-
 __device__ __forceinline__ uint64_t MixBits(uint64_t z) {
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
   z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
@@ -89,28 +38,29 @@ __device__ __forceinline__ uint64_t MixBits(uint64_t z) {
 
 __global__ void FillKernel(float value, float* p, int64_t n) { GRID_STRIDE(i, n) p[i] = value; }
 
-__global__ void BiasActivationKernel(Act act, float alpha, const float* __restrict__ b,
+__global__ void BiasActivationKernel(DenseActivation act, float alpha, const float* __restrict__ b,
                                      float* __restrict__ y, int64_t rows, int64_t cols) {
   const int64_t n = rows * cols;
   GRID_STRIDE(i, n) {
     float z = y[i];
     if (b != nullptr) z += b[i % cols];
-    y[i] = Activate(act, alpha, z);
+    y[i] = activation_math::Activate(act, alpha, z);
   }
 }
 
-__global__ void ActivationForwardKernel(Act act, float alpha, const float* x, float* y, int64_t n) {
-  GRID_STRIDE(i, n) y[i] = Activate(act, alpha, x[i]);
+__global__ void ActivationForwardKernel(DenseActivation act, float alpha, const float* x, float* y,
+                                        int64_t n) {
+  GRID_STRIDE(i, n) y[i] = activation_math::Activate(act, alpha, x[i]);
 }
 
-__global__ void ActivationBackwardKernel(Act act, float alpha, const float* x, const float* y,
-                                         const float* dy, float* dx, int64_t n) {
-  GRID_STRIDE(i, n) dx[i] = dy[i] * Derivative(act, alpha, x[i], y[i]);
+__global__ void ActivationBackwardKernel(DenseActivation act, float alpha, const float* x,
+                                         const float* y, const float* dy, float* dx, int64_t n) {
+  GRID_STRIDE(i, n) dx[i] = dy[i] * activation_math::Derivative(act, alpha, x[i], y[i]);
 }
 
-__global__ void ActivationGradFromOutputKernel(Act act, float alpha, const float* y, float* g,
-                                               int64_t n) {
-  GRID_STRIDE(i, n) g[i] *= Derivative(act, alpha, 0.0f, y[i]);
+__global__ void ActivationGradFromOutputKernel(DenseActivation act, float alpha, const float* y,
+                                               float* g, int64_t n) {
+  GRID_STRIDE(i, n) g[i] *= activation_math::Derivative(act, alpha, 0.0f, y[i]);
 }
 
 // Column reductions: a block of 32 x kRowLanes threads owns 32 columns;
@@ -607,10 +557,12 @@ __global__ void ToBf16Kernel(const float* __restrict__ src, uint16_t* __restrict
   GRID_STRIDE(i, n) dst[i] = Bf16Bits(src[i]);
 }
 
-__global__ void ActivationGradFromOutputBf16Kernel(Act act, float alpha, const float* y, float* g,
-                                                   uint16_t* g16, int64_t n) {
+__global__ void ActivationGradFromOutputBf16Kernel(DenseActivation act, float alpha, const float* y,
+                                                   float* g, uint16_t* g16, int64_t n) {
   GRID_STRIDE(i, n) {
-    const float v = act == Act::kLinear ? g[i] : g[i] * Derivative(act, alpha, 0.0f, y[i]);
+    const float v = act == DenseActivation::kLinear
+                        ? g[i]
+                        : g[i] * activation_math::Derivative(act, alpha, 0.0f, y[i]);
     g[i] = v;
     g16[i] = Bf16Bits(v);
   }
@@ -648,30 +600,31 @@ cudaError_t LaunchFill(float value, float* p, int64_t n, cudaStream_t stream) {
   return Launched();
 }
 
-cudaError_t LaunchBiasActivation(Act act, float alpha, const float* b, float* y, int64_t rows,
-                                 int64_t cols, cudaStream_t stream) {
-  if (rows * cols <= 0 || (b == nullptr && act == Act::kLinear)) return cudaSuccess;
+cudaError_t LaunchBiasActivation(DenseActivation act, float alpha, const float* b, float* y,
+                                 int64_t rows, int64_t cols, cudaStream_t stream) {
+  if (rows * cols <= 0 || (b == nullptr && act == DenseActivation::kLinear)) return cudaSuccess;
   BiasActivationKernel<<<Blocks(rows * cols), kThreads, 0, stream>>>(act, alpha, b, y, rows, cols);
   return Launched();
 }
 
-cudaError_t LaunchActivationForward(Act act, float alpha, const float* x, float* y, int64_t n,
-                                    cudaStream_t stream) {
+cudaError_t LaunchActivationForward(DenseActivation act, float alpha, const float* x, float* y,
+                                    int64_t n, cudaStream_t stream) {
   if (n <= 0) return cudaSuccess;
   ActivationForwardKernel<<<Blocks(n), kThreads, 0, stream>>>(act, alpha, x, y, n);
   return Launched();
 }
 
-cudaError_t LaunchActivationBackward(Act act, float alpha, const float* x, const float* y,
-                                     const float* dy, float* dx, int64_t n, cudaStream_t stream) {
+cudaError_t LaunchActivationBackward(DenseActivation act, float alpha, const float* x,
+                                     const float* y, const float* dy, float* dx, int64_t n,
+                                     cudaStream_t stream) {
   if (n <= 0) return cudaSuccess;
   ActivationBackwardKernel<<<Blocks(n), kThreads, 0, stream>>>(act, alpha, x, y, dy, dx, n);
   return Launched();
 }
 
-cudaError_t LaunchActivationGradFromOutput(Act act, float alpha, const float* y, float* g,
-                                           int64_t n, cudaStream_t stream) {
-  if (n <= 0 || act == Act::kLinear) return cudaSuccess;
+cudaError_t LaunchActivationGradFromOutput(DenseActivation act, float alpha, const float* y,
+                                           float* g, int64_t n, cudaStream_t stream) {
+  if (n <= 0 || act == DenseActivation::kLinear) return cudaSuccess;
   ActivationGradFromOutputKernel<<<Blocks(n), kThreads, 0, stream>>>(act, alpha, y, g, n);
   return Launched();
 }
@@ -893,8 +846,9 @@ cudaError_t LaunchToBf16(const float* src, uint16_t* dst, int64_t n, cudaStream_
   return Launched();
 }
 
-cudaError_t LaunchActivationGradFromOutputBf16(Act act, float alpha, const float* y, float* g,
-                                               uint16_t* g16, int64_t n, cudaStream_t stream) {
+cudaError_t LaunchActivationGradFromOutputBf16(DenseActivation act, float alpha, const float* y,
+                                               float* g, uint16_t* g16, int64_t n,
+                                               cudaStream_t stream) {
   if (n <= 0) return cudaSuccess;
   ActivationGradFromOutputBf16Kernel<<<Blocks(n), kThreads, 0, stream>>>(act, alpha, y, g, g16, n);
   return Launched();
