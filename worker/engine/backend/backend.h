@@ -24,37 +24,18 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "worker/engine/backend/activation_math.h"
 #include "worker/engine/backend/loss_math.h"
 #include "worker/engine/tensor.h"
 
 namespace traind::engine {
 
-// Elementwise activations. Those for which DerivativeFromOutput is true are
-// fused into the dense matmul as oneDNN post-ops (their derivative needs only
-// y); the others are applied by the dense layer after a linear kernel.
-enum class DenseActivation {
-  kLinear,
-  kRelu,
-  kLeakyRelu,  // alpha: slope for x < 0
-  kElu,        // alpha (exp(x) - 1) for x < 0
-  kGelu,       // x Φ(x), erf form
-  kSigmoid,
-  kTanh,
-  kSoftplus,  // log(1 + exp(x))
-  kSwish,     // x sigmoid(x)
-};
-
-// An activation and its parameter.
+// An activation (DenseActivation, activation_math.h: the enum, its formulas
+// and DerivativeFromOutput) and its parameter.
 struct ActivationFn {
   DenseActivation kind = DenseActivation::kLinear;
   float alpha = 0;
 };
-
-// True when f'(z) can be computed from y = f(z) alone.
-inline bool DerivativeFromOutput(DenseActivation kind) {
-  return kind != DenseActivation::kGelu && kind != DenseActivation::kSoftplus &&
-         kind != DenseActivation::kSwish;
-}
 
 // A dense layer's ops for one shape (batch, in, out), planned once and run many
 // times (oneDNN primitives, cuBLAS handles and workspaces live here).

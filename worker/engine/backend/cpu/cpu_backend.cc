@@ -1,4 +1,3 @@
-#include "worker/engine/backend/tensor_checks.h"
 #include "worker/engine/backend/cpu/cpu_backend.h"
 
 #include <omp.h>
@@ -16,6 +15,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "oneapi/dnnl/dnnl.hpp"
+#include "worker/engine/backend/activation_math.h"
+#include "worker/engine/backend/cpu/cpu_dense_kernel.h"
+#include "worker/engine/backend/cpu/cpu_parallel.h"
+#include "worker/engine/backend/cpu/onednn_status.h"
+#include "worker/engine/backend/tensor_checks.h"
 #include "worker/engine/random.h"
 #include "spec/checks.h"
 #include "worker/engine/status.h"
@@ -23,212 +27,11 @@
 namespace traind::engine {
 namespace {
 
-// Loops shorter than this run on one thread: forking costs more than it saves.
-constexpr int64_t kParallelThreshold = 1 << 15;
-constexpr std::align_val_t kAlignment{64};
-
-void FreeAligned(void* p) { ::operator delete(p, kAlignment); }
-
-// The one place where oneDNN's exceptions become statuses.
-absl::Status FromDnnl(const dnnl::error& e, absl::string_view what) {
-  const std::string message = absl::StrCat("oneDNN: ", what, ": ", e.what());
-  if (e.status == dnnl_out_of_memory) return OutOfMemoryError(message);
-  return DeviceError(message);
-}
-
-absl::Status FromDnnlStatus(dnnl_status_t status, absl::string_view what) {
-  if (status == dnnl_success) return absl::OkStatus();
-  const std::string message = absl::StrFormat("oneDNN: %s: status %d", what, status);
-  if (status == dnnl_out_of_memory) return OutOfMemoryError(message);
-  return DeviceError(message);
-}
-
-// f(z) of one value.
-inline float Activate(DenseActivation kind, float alpha, float z) {
-  switch (kind) {
-    case DenseActivation::kLinear:
-      return z;
-    case DenseActivation::kRelu:
-      return z > 0.0f ? z : 0.0f;
-    case DenseActivation::kLeakyRelu:
-      return z > 0.0f ? z : alpha * z;
-    case DenseActivation::kElu:
-      return z > 0.0f ? z : alpha * std::expm1(z);
-    case DenseActivation::kGelu:
-      return 0.5f * z * (1.0f + std::erf(z * 0.70710678118654752f));
-    case DenseActivation::kSigmoid:
-      return 1.0f / (1.0f + std::exp(-z));
-    case DenseActivation::kTanh:
-      return std::tanh(z);
-    case DenseActivation::kSoftplus:
-      // log(1 + e^z) = max(z, 0) + log1p(e^-|z|): no overflow.
-      return std::max(z, 0.0f) + std::log1p(std::exp(-std::abs(z)));
-    case DenseActivation::kSwish:
-      return z / (1.0f + std::exp(-z));
-  }
-  return z;
-}
-
-// f'(z), from z and y = f(z).
-inline float ActivationDerivative(DenseActivation kind, float alpha, float z, float y) {
-  switch (kind) {
-    case DenseActivation::kLinear:
-      return 1.0f;
-    case DenseActivation::kRelu:
-      return y > 0.0f ? 1.0f : 0.0f;
-    case DenseActivation::kLeakyRelu:
-      return y > 0.0f ? 1.0f : alpha;
-    case DenseActivation::kElu:
-      return y > 0.0f ? 1.0f : y + alpha;
-    case DenseActivation::kGelu: {
-      // Φ(z) + z φ(z)
-      const float cdf = 0.5f * (1.0f + std::erf(z * 0.70710678118654752f));
-      const float pdf = 0.3989422804014327f * std::exp(-0.5f * z * z);
-      return cdf + z * pdf;
-    }
-    case DenseActivation::kSigmoid:
-      return y * (1.0f - y);
-    case DenseActivation::kTanh:
-      return 1.0f - y * y;
-    case DenseActivation::kSoftplus:
-      return 1.0f / (1.0f + std::exp(-z));
-    case DenseActivation::kSwish: {
-      const float s = 1.0f / (1.0f + std::exp(-z));
-      return s + z * s * (1.0f - s);
-    }
-  }
-  return 1.0f;
-}
-
-// The oneDNN post-op of an activation whose derivative needs only y.
-void AppendPostOp(const ActivationFn& f, dnnl::post_ops* ops) {
-  switch (f.kind) {
-    case DenseActivation::kRelu:
-      ops->append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
-      break;
-    case DenseActivation::kLeakyRelu:
-      ops->append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, f.alpha, 0.0f);
-      break;
-    case DenseActivation::kElu:
-      ops->append_eltwise(1.0f, dnnl::algorithm::eltwise_elu, f.alpha, 0.0f);
-      break;
-    case DenseActivation::kSigmoid:
-      ops->append_eltwise(1.0f, dnnl::algorithm::eltwise_logistic, 0.0f, 0.0f);
-      break;
-    case DenseActivation::kTanh:
-      ops->append_eltwise(1.0f, dnnl::algorithm::eltwise_tanh, 0.0f, 0.0f);
-      break;
-    case DenseActivation::kGelu:
-      ops->append_eltwise(1.0f, dnnl::algorithm::eltwise_gelu_erf, 0.0f, 0.0f);
-      break;
-    case DenseActivation::kSoftplus:
-      ops->append_eltwise(1.0f, dnnl::algorithm::eltwise_soft_relu, 0.0f, 0.0f);
-      break;
-    case DenseActivation::kSwish:
-      ops->append_eltwise(1.0f, dnnl::algorithm::eltwise_swish, 1.0f, 0.0f);
-      break;
-    case DenseActivation::kLinear:
-      break;
-  }
-}
-
-// dz = dy ⊙ f'(y) in place over g: [batch, out], and (unless db is null)
-// db[j] = Σ_r dz[r, j] summed row by row — the same order whatever the
-// thread count, so the result is deterministic. `deriv` maps y to f'.
-// Threads split the columns in cache-line multiples.
-// body(i0, i1) over [0, n): split evenly across the threads when n is large,
-// else on this thread. (Branching here rather than `omp parallel if (...)`:
-// a one-thread region still builds a team, which allocates in libgomp.)
-template <typename Body>
-void ParallelFor(int64_t n, Body body) {
-  if (n <= kParallelThreshold) {
-    body(0, n);
-    return;
-  }
-#pragma omp parallel
-  {
-    const int64_t threads = omp_get_num_threads();
-    const int64_t chunk = ((n + threads - 1) / threads + 15) & ~int64_t{15};
-    const int64_t begin = std::min(n, chunk * omp_get_thread_num());
-    body(begin, std::min(n, begin + chunk));
-  }
-}
-
-// Columns [j0, j1) of GradAndBiasSumLoop, on one thread.
-template <typename Deriv>
-inline void GradAndBiasSumColumns(int64_t batch, int64_t out, int64_t j0, int64_t j1,
-                                  const float* __restrict y, float* __restrict g,
-                                  float* __restrict db, Deriv deriv) {
-  if (db != nullptr) {
-    for (int64_t j = j0; j < j1; ++j) db[j] = 0.0f;
-    for (int64_t r = 0; r < batch; ++r) {
-      float* __restrict row = g + r * out;
-      const float* __restrict act = y + r * out;
-#pragma omp simd
-      for (int64_t j = j0; j < j1; ++j) row[j] *= deriv(act[j]);
-      // The row is in L1 now; a separate loop vectorizes where a fused one does not.
-#pragma omp simd
-      for (int64_t j = j0; j < j1; ++j) db[j] += row[j];
-    }
-  } else {
-    for (int64_t r = 0; r < batch; ++r) {
-      float* __restrict row = g + r * out;
-      const float* __restrict act = y + r * out;
-#pragma omp simd
-      for (int64_t j = j0; j < j1; ++j) row[j] *= deriv(act[j]);
-    }
-  }
-}
-
-// dz = dy ⊙ f'(y) in place over g: [batch, out], and (unless db is null)
-// db[j] = Σ_r dz[r, j] summed row by row — the same order whatever the
-// thread count, so the result is deterministic. `deriv` maps y to f'.
-// Threads split the columns in cache-line multiples.
-template <typename Deriv>
-void GradAndBiasSumLoop(int64_t batch, int64_t out, const float* y, float* g, float* db,
-                        Deriv deriv) {
-  if (batch * out <= kParallelThreshold || out < 32) {
-    GradAndBiasSumColumns(batch, out, 0, out, y, g, db, deriv);
-    return;
-  }
-#pragma omp parallel
-  {
-    const int64_t threads = omp_get_num_threads();
-    const int64_t chunk = ((out + threads - 1) / threads + 15) & ~int64_t{15};
-    const int64_t j0 = std::min(out, chunk * omp_get_thread_num());
-    GradAndBiasSumColumns(batch, out, j0, std::min(out, j0 + chunk), y, g, db, deriv);
-  }
-}
-
-void ActivationGradAndBiasSum(const ActivationFn& f, int64_t batch, int64_t out, const float* y,
-                              float* g, float* db) {
-  const float alpha = f.alpha;
-  switch (f.kind) {
-    case DenseActivation::kLinear:
-      if (db != nullptr) GradAndBiasSumLoop(batch, out, y, g, db, [](float) { return 1.0f; });
-      return;
-    case DenseActivation::kRelu:
-      return GradAndBiasSumLoop(batch, out, y, g, db,
-                                [](float v) { return static_cast<float>(v > 0.0f); });
-    case DenseActivation::kLeakyRelu:
-      return GradAndBiasSumLoop(batch, out, y, g, db,
-                                [alpha](float v) { return v > 0.0f ? 1.0f : alpha; });
-    case DenseActivation::kElu:
-      return GradAndBiasSumLoop(batch, out, y, g, db,
-                                [alpha](float v) { return v > 0.0f ? 1.0f : v + alpha; });
-    case DenseActivation::kSigmoid:
-      return GradAndBiasSumLoop(batch, out, y, g, db, [](float v) { return v * (1.0f - v); });
-    case DenseActivation::kTanh:
-      return GradAndBiasSumLoop(batch, out, y, g, db, [](float v) { return 1.0f - v * v; });
-    default: {
-      // Not used in training (their derivative needs z): kept for the contract.
-      const DenseActivation kind = f.kind;
-      return GradAndBiasSumLoop(batch, out, y, g, db, [kind, alpha](float v) {
-        return ActivationDerivative(kind, alpha, 0.0f, v);
-      });
-    }
-  }
-}
+using cpu::FreeAligned;
+using cpu::FromDnnl;
+using cpu::kAlignment;
+using cpu::kParallelThreshold;
+using cpu::ParallelFor;
 
 // body(t, i0, i1) over elements [i0, i1) of tensors[t], for all tensors: in
 // one parallel region when there are enough elements (each large tensor split
@@ -261,299 +64,6 @@ void ForEachSegment(absl::Span<Tensor* const> tensors, Body body) {
     }
   }
 }
-
-// One matmul primitive with its memory objects. The memory objects carry no
-// buffer of their own: Run points them at the caller's tensors, then executes
-// through the C API on a stack array, so a step allocates nothing here.
-class MatmulPlan {
- public:
-  MatmulPlan() = default;
-
-  // dst = src · weights (+ bias) with `attr`'s post-ops.
-  static MatmulPlan Create(const dnnl::engine& engine, const dnnl::memory::desc& src,
-                           const dnnl::memory::desc& weights, const dnnl::memory::desc* bias,
-                           const dnnl::memory::desc& dst, dnnl::primitive_attr attr) {
-    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-    const dnnl::matmul::desc desc = bias != nullptr ? dnnl::matmul::desc(src, weights, *bias, dst)
-                                                    : dnnl::matmul::desc(src, weights, dst);
-    const dnnl::matmul::primitive_desc pd(desc, attr, engine);
-    MatmulPlan plan;
-    plan.primitive_ = dnnl::matmul(pd);
-    plan.src_ = dnnl::memory(src, engine, DNNL_MEMORY_NONE);
-    plan.weights_ = dnnl::memory(weights, engine, DNNL_MEMORY_NONE);
-    if (bias != nullptr) plan.bias_ = dnnl::memory(*bias, engine, DNNL_MEMORY_NONE);
-    plan.dst_ = dnnl::memory(dst, engine, DNNL_MEMORY_NONE);
-    // Owns its buffer. None when the primitive needs none: each argument
-    // passed costs an allocation inside dnnl_primitive_execute (its argument map).
-    if (pd.scratchpad_desc().get_size() > 0) {
-      plan.scratchpad_ = dnnl::memory(pd.scratchpad_desc(), engine);
-    }
-    return plan;
-  }
-
-  // src and weights are f32 or bf16, as the plan was created.
-  absl::Status Run(const dnnl::stream& stream, const void* src, const void* weights,
-                   const float* bias, float* dst) const {
-    TRAIND_RETURN_IF_ERROR(SetHandle(src_, src));
-    TRAIND_RETURN_IF_ERROR(SetHandle(weights_, weights));
-    TRAIND_RETURN_IF_ERROR(SetHandle(dst_, dst));
-    std::array<dnnl_exec_arg_t, 5> args = {{
-        {DNNL_ARG_SRC, src_.get()},
-        {DNNL_ARG_WEIGHTS, weights_.get()},
-        {DNNL_ARG_DST, dst_.get()},
-    }};
-    int nargs = 3;
-    if (scratchpad_) args[nargs++] = {DNNL_ARG_SCRATCHPAD, scratchpad_.get()};
-    if (bias_) {
-      TRAIND_RETURN_IF_ERROR(SetHandle(bias_, bias));
-      args[nargs++] = {DNNL_ARG_BIAS, bias_.get()};
-    }
-    TRAIND_RETURN_IF_ERROR(
-        FromDnnlStatus(dnnl_primitive_execute(primitive_.get(), stream.get(), nargs, args.data()),
-                       "matmul execute"));
-    return FromDnnlStatus(dnnl_stream_wait(stream.get()), "stream wait");
-  }
-
- private:
-  static absl::Status SetHandle(const dnnl::memory& memory, const void* data) {
-    // oneDNN takes a non-const pointer for inputs too; it only reads them.
-    return FromDnnlStatus(
-        dnnl_memory_set_data_handle_v2(memory.get(), const_cast<void*>(data), nullptr),
-        "set data handle");
-  }
-
-  dnnl::matmul primitive_;
-  dnnl::memory src_, weights_, bias_, dst_, scratchpad_;
-};
-
-// A bf16 buffer of a fixed size, 64-byte aligned, allocated once.
-using Bf16Buffer = std::unique_ptr<void, void (*)(void*)>;
-
-Bf16Buffer AllocateBf16(int64_t elements) {
-  void* p = ::operator new(static_cast<size_t>(std::max<int64_t>(elements, 32)) * 2, kAlignment);
-  return Bf16Buffer(p, &FreeAligned);
-}
-
-// One f32 -> bf16 reorder (round to nearest even) of a plain [rows, cols]
-// matrix, run like MatmulPlan: memory objects without buffers of their own,
-// executed through the C API on a stack array.
-class ReorderPlan {
- public:
-  ReorderPlan() = default;
-
-  static ReorderPlan Create(const dnnl::engine& engine, int64_t rows, int64_t cols) {
-    using dt = dnnl::memory::data_type;
-    using tag = dnnl::memory::format_tag;
-    const dnnl::memory::desc src({rows, cols}, dt::f32, tag::ab);
-    const dnnl::memory::desc dst({rows, cols}, dt::bf16, tag::ab);
-    dnnl::primitive_attr attr;
-    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-    ReorderPlan plan;
-    plan.src_ = dnnl::memory(src, engine, DNNL_MEMORY_NONE);
-    plan.dst_ = dnnl::memory(dst, engine, DNNL_MEMORY_NONE);
-    const dnnl::reorder::primitive_desc pd(engine, src, engine, dst, attr);
-    plan.primitive_ = dnnl::reorder(pd);
-    if (pd.scratchpad_desc().get_size() > 0) {
-      plan.scratchpad_ = dnnl::memory(pd.scratchpad_desc(), engine);
-    }
-    return plan;
-  }
-
-  absl::Status Run(const dnnl::stream& stream, const float* src, void* dst) const {
-    TRAIND_RETURN_IF_ERROR(FromDnnlStatus(
-        dnnl_memory_set_data_handle_v2(src_.get(), const_cast<float*>(src), nullptr),
-        "set data handle"));
-    TRAIND_RETURN_IF_ERROR(FromDnnlStatus(
-        dnnl_memory_set_data_handle_v2(dst_.get(), dst, nullptr), "set data handle"));
-    std::array<dnnl_exec_arg_t, 3> args = {{
-        {DNNL_ARG_FROM, src_.get()},
-        {DNNL_ARG_TO, dst_.get()},
-    }};
-    int nargs = 2;
-    if (scratchpad_) args[nargs++] = {DNNL_ARG_SCRATCHPAD, scratchpad_.get()};
-    TRAIND_RETURN_IF_ERROR(
-        FromDnnlStatus(dnnl_primitive_execute(primitive_.get(), stream.get(), nargs, args.data()),
-                       "reorder execute"));
-    return FromDnnlStatus(dnnl_stream_wait(stream.get()), "stream wait");
-  }
-
- private:
-  dnnl::reorder primitive_;
-  dnnl::memory src_, dst_, scratchpad_;
-};
-
-// The three matmuls of a dense layer of shape (batch, in, out), with
-// `operand` x, w and dy (f32, or bf16 copies) and f32 bias, results and
-// accumulation; the activation fused into the forward one as a post-op.
-struct DenseMatmuls {
-  MatmulPlan forward, backward_data, backward_weights;
-
-  static DenseMatmuls Create(const dnnl::engine& engine, int64_t batch, int64_t in, int64_t out,
-                             dnnl::memory::data_type operand, bool bias,
-                             const ActivationFn& activation) {
-    using dt = dnnl::memory::data_type;
-    using tag = dnnl::memory::format_tag;
-    using dims = dnnl::memory::dims;
-    const dnnl::memory::desc x({batch, in}, operand, tag::ab);
-    const dnnl::memory::desc w({in, out}, operand, tag::ab);
-    const dnnl::memory::desc dy({batch, out}, operand, tag::ab);
-    const dnnl::memory::desc b({1, out}, dt::f32, tag::ab);
-    const dnnl::memory::desc y({batch, out}, dt::f32, tag::ab);
-    const dnnl::memory::desc dx({batch, in}, dt::f32, tag::ab);
-    const dnnl::memory::desc dw({in, out}, dt::f32, tag::ab);
-    // Transposed views by strides, no copies: wᵀ: [out, in] over w's buffer,
-    // xᵀ: [in, batch] over x's buffer.
-    const dnnl::memory::desc w_t({out, in}, operand, dims{1, out});
-    const dnnl::memory::desc x_t({in, batch}, operand, dims{1, in});
-
-    dnnl::primitive_attr forward_attr;
-    if (activation.kind != DenseActivation::kLinear) {
-      dnnl::post_ops ops;
-      AppendPostOp(activation, &ops);
-      forward_attr.set_post_ops(ops);
-    }
-    DenseMatmuls m;
-    // x: [batch, in] · w: [in, out] + b -> y: [batch, out], activation fused.
-    m.forward = MatmulPlan::Create(engine, x, w, bias ? &b : nullptr, y, forward_attr);
-    // dy: [batch, out] · wᵀ: [out, in] -> dx: [batch, in]
-    m.backward_data = MatmulPlan::Create(engine, dy, w_t, nullptr, dx, dnnl::primitive_attr());
-    // xᵀ: [in, batch] · dy: [batch, out] -> dw: [in, out]
-    m.backward_weights = MatmulPlan::Create(engine, x_t, dy, nullptr, dw, dnnl::primitive_attr());
-    return m;
-  }
-};
-
-class CpuDenseKernel final : public DenseKernel {
- public:
-  CpuDenseKernel(const dnnl::engine& engine, const dnnl::stream& stream, int64_t batch, int64_t in,
-                 int64_t out, const DenseKernelOptions& options)
-      : stream_(stream),
-        batch_(batch),
-        in_(in),
-        out_(out),
-        activation_(options.activation),
-        bias_(options.bias) {
-    DenseMatmuls plans =
-        DenseMatmuls::Create(engine, batch, in, out, dnnl::memory::data_type::f32, bias_,
-                             activation_);
-    forward_ = std::move(plans.forward);
-    backward_data_ = std::move(plans.backward_data);
-    backward_weights_ = std::move(plans.backward_weights);
-  }
-
-  absl::Status Forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor* y) override {
-    TRAIND_RETURN_IF_ERROR(CheckDenseForwardArgs(x, w, b, *y, batch_, in_, out_, bias_));
-    return forward_.Run(stream_, x.f32(), w.f32(), bias_ ? b.f32() : nullptr, y->f32());
-  }
-
-  absl::Status Backward(const Tensor& x, const Tensor& w, const Tensor& y, Tensor* dy, Tensor* dw,
-                        Tensor* db, Tensor* dx) override {
-    TRAIND_RETURN_IF_ERROR(CheckDenseBackwardArgs(x, w, y, *dy, *dw, db, dx, batch_, in_, out_));
-    float* g = dy->f32();
-    // dy -> dz = dy ⊙ f'(z) (from y), and db = column sums of dz, in one pass.
-    ActivationGradAndBiasSum(activation_, batch_, out_, y.f32(), g,
-                             db != nullptr ? db->f32() : nullptr);
-    TRAIND_RETURN_IF_ERROR(backward_weights_.Run(stream_, x.f32(), g, nullptr, dw->f32()));
-    if (dx != nullptr) {
-      TRAIND_RETURN_IF_ERROR(backward_data_.Run(stream_, g, w.f32(), nullptr, dx->f32()));
-    }
-    return absl::OkStatus();
-  }
-
- private:
-  dnnl::stream stream_;
-  const int64_t batch_, in_, out_;
-  const ActivationFn activation_;
-  const bool bias_;
-  MatmulPlan forward_, backward_data_, backward_weights_;
-};
-
-// The dense kernel of precision BF16: the three matmuls multiply bf16 copies
-// of x, w and dz (made by reorders into buffers allocated here) and
-// accumulate in fp32 into fp32 y, dx and dw. The activation, the bias and
-// its gradient are fp32, as in CpuDenseKernel.
-//
-// Forward converts x and w and remembers which tensors it converted;
-// Backward converts dz, and converts x or w again only when it is given
-// other tensors than the forward pass (a caller that changes a tensor's
-// values in place between the two breaks the Backward contract anyway).
-class CpuBf16DenseKernel final : public DenseKernel {
- public:
-  CpuBf16DenseKernel(const dnnl::engine& engine, const dnnl::stream& stream, int64_t batch,
-                     int64_t in, int64_t out, const DenseKernelOptions& options)
-      : stream_(stream),
-        batch_(batch),
-        in_(in),
-        out_(out),
-        activation_(options.activation),
-        bias_(options.bias),
-        x_bf16_(AllocateBf16(batch * in)),
-        w_bf16_(AllocateBf16(in * out)),
-        dz_bf16_(AllocateBf16(batch * out)) {
-    // bf16 operands, fp32 bias, accumulation and results.
-    DenseMatmuls plans =
-        DenseMatmuls::Create(engine, batch, in, out, dnnl::memory::data_type::bf16, bias_,
-                             activation_);
-    forward_ = std::move(plans.forward);
-    backward_data_ = std::move(plans.backward_data);
-    backward_weights_ = std::move(plans.backward_weights);
-    to_bf16_x_ = ReorderPlan::Create(engine, batch, in);
-    to_bf16_w_ = ReorderPlan::Create(engine, in, out);
-    to_bf16_dz_ = ReorderPlan::Create(engine, batch, out);
-  }
-
-  absl::Status Forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor* y) override {
-    TRAIND_RETURN_IF_ERROR(CheckDenseForwardArgs(x, w, b, *y, batch_, in_, out_, bias_));
-    TRAIND_RETURN_IF_ERROR(ConvertX(x));
-    TRAIND_RETURN_IF_ERROR(ConvertW(w));
-    return forward_.Run(stream_, x_bf16_.get(), w_bf16_.get(), bias_ ? b.f32() : nullptr,
-                        y->f32());
-  }
-
-  absl::Status Backward(const Tensor& x, const Tensor& w, const Tensor& y, Tensor* dy, Tensor* dw,
-                        Tensor* db, Tensor* dx) override {
-    TRAIND_RETURN_IF_ERROR(CheckDenseBackwardArgs(x, w, y, *dy, *dw, db, dx, batch_, in_, out_));
-    float* g = dy->f32();
-    // dy -> dz = dy ⊙ f'(z) (from y), and db = column sums of dz, in one pass.
-    ActivationGradAndBiasSum(activation_, batch_, out_, y.f32(), g,
-                             db != nullptr ? db->f32() : nullptr);
-    TRAIND_RETURN_IF_ERROR(to_bf16_dz_.Run(stream_, g, dz_bf16_.get()));
-    if (x.f32() != x_converted_) TRAIND_RETURN_IF_ERROR(ConvertX(x));
-    TRAIND_RETURN_IF_ERROR(
-        backward_weights_.Run(stream_, x_bf16_.get(), dz_bf16_.get(), nullptr, dw->f32()));
-    if (dx != nullptr) {
-      if (w.f32() != w_converted_) TRAIND_RETURN_IF_ERROR(ConvertW(w));
-      TRAIND_RETURN_IF_ERROR(
-          backward_data_.Run(stream_, dz_bf16_.get(), w_bf16_.get(), nullptr, dx->f32()));
-    }
-    return absl::OkStatus();
-  }
-
- private:
-  absl::Status ConvertX(const Tensor& x) {
-    x_converted_ = nullptr;
-    TRAIND_RETURN_IF_ERROR(to_bf16_x_.Run(stream_, x.f32(), x_bf16_.get()));
-    x_converted_ = x.f32();
-    return absl::OkStatus();
-  }
-  absl::Status ConvertW(const Tensor& w) {
-    w_converted_ = nullptr;
-    TRAIND_RETURN_IF_ERROR(to_bf16_w_.Run(stream_, w.f32(), w_bf16_.get()));
-    w_converted_ = w.f32();
-    return absl::OkStatus();
-  }
-
-  dnnl::stream stream_;
-  const int64_t batch_, in_, out_;
-  const ActivationFn activation_;
-  const bool bias_;
-  Bf16Buffer x_bf16_, w_bf16_, dz_bf16_;  // [batch, in], [in, out], [batch, out]
-  // The tensors whose values x_bf16_ and w_bf16_ hold (null: none).
-  const float* x_converted_ = nullptr;
-  const float* w_converted_ = nullptr;
-  MatmulPlan forward_, backward_data_, backward_weights_;
-  ReorderPlan to_bf16_x_, to_bf16_w_, to_bf16_dz_;
-};
 
 // Batch normalization's arithmetic, shared by the one-device and the
 // across-ranks ops.
@@ -712,19 +222,7 @@ class CpuBackend final : public Backend {
       return absl::InvalidArgumentError(
           absl::StrFormat("CreateDenseKernel: bad shape batch %d, in %d, out %d", batch, in, out));
     }
-    try {
-      if (precision_ == traind::v1::BF16) {
-        return std::unique_ptr<DenseKernel>(
-            new CpuBf16DenseKernel(engine_, stream_, batch, in, out, options));
-      }
-      return std::unique_ptr<DenseKernel>(
-          new CpuDenseKernel(engine_, stream_, batch, in, out, options));
-    } catch (const dnnl::error& e) {
-      return FromDnnl(e,
-                      absl::StrFormat("dense kernel [%d, %d] -> [%d, %d]", batch, in, batch, out));
-    } catch (const std::bad_alloc&) {
-      return OutOfMemoryError("dense kernel: out of host memory");
-    }
+    return cpu::CreateCpuDenseKernel(engine_, stream_, precision_, batch, in, out, options);
   }
 
   absl::StatusOr<std::unique_ptr<LossKernel>> CreateLossKernel(
@@ -865,7 +363,7 @@ class CpuBackend final : public Backend {
     const float alpha = f.alpha;
     ParallelFor(n, [&](int64_t i0, int64_t i1) {
 #pragma omp simd
-      for (int64_t i = i0; i < i1; ++i) out[i] = Activate(kind, alpha, in[i]);
+      for (int64_t i = i0; i < i1; ++i) out[i] = activation_math::Activate(kind, alpha, in[i]);
     });
     return absl::OkStatus();
   }
@@ -884,7 +382,9 @@ class CpuBackend final : public Backend {
     const float alpha = f.alpha;
     ParallelFor(n, [&](int64_t i0, int64_t i1) {
 #pragma omp simd
-      for (int64_t i = i0; i < i1; ++i) d[i] = g[i] * ActivationDerivative(kind, alpha, z[i], out[i]);
+      for (int64_t i = i0; i < i1; ++i) {
+        d[i] = g[i] * activation_math::Derivative(kind, alpha, z[i], out[i]);
+      }
     });
     return absl::OkStatus();
   }

@@ -17,16 +17,19 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "worker/engine/backend/cuda/cuda_dense_kernel.h"
 #include "worker/engine/backend/cuda/cuda_kernels.h"
+#include "worker/engine/backend/cuda/cuda_loss_kernel.h"
 #include "worker/engine/backend/cuda/cuda_raii.h"
 #include "worker/engine/backend/cuda/cuda_status.h"
+#include "worker/engine/backend/cuda/cuda_tensor_checks.h"
 #include "worker/engine/backend/tensor_checks.h"
 #include "worker/engine/status.h"
 
 namespace traind::engine {
 namespace {
 
-using cuda::Act;
+using cuda::CheckDevice;
 using cuda::CublasHandle;
 using cuda::CublasLtHandle;
 using cuda::CudaStatus;
@@ -35,34 +38,11 @@ using cuda::Event;
 using cuda::PinnedBuffer;
 using cuda::Stream;
 
-#define TRAIND_LAUNCH(call) \
-  TRAIND_RETURN_IF_ERROR(::traind::engine::cuda::CudaStatus((call), #call))
-
-static_assert(static_cast<int>(DenseActivation::kLinear) == static_cast<int>(Act::kLinear));
-static_assert(static_cast<int>(DenseActivation::kRelu) == static_cast<int>(Act::kRelu));
-static_assert(static_cast<int>(DenseActivation::kLeakyRelu) == static_cast<int>(Act::kLeakyRelu));
-static_assert(static_cast<int>(DenseActivation::kElu) == static_cast<int>(Act::kElu));
-static_assert(static_cast<int>(DenseActivation::kGelu) == static_cast<int>(Act::kGelu));
-static_assert(static_cast<int>(DenseActivation::kSigmoid) == static_cast<int>(Act::kSigmoid));
-static_assert(static_cast<int>(DenseActivation::kTanh) == static_cast<int>(Act::kTanh));
-static_assert(static_cast<int>(DenseActivation::kSoftplus) == static_cast<int>(Act::kSoftplus));
-static_assert(static_cast<int>(DenseActivation::kSwish) == static_cast<int>(Act::kSwish));
-
-Act ToAct(DenseActivation kind) { return static_cast<Act>(static_cast<int>(kind)); }
-
 // cuBLAS workspace (NVIDIA recommends 32 MiB on Hopper); set once so cuBLAS
 // never allocates during a step (and a step can be captured in a graph).
 constexpr size_t kCublasWorkspaceBytes = size_t{32} << 20;
 
 void FreeDevice(void* p) { (void)cudaFree(p); }
-
-absl::Status CheckDevice(const Tensor& t, absl::string_view what) {
-  if (!t.empty() && t.space() != MemorySpace::kDevice) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(what, ": a host tensor was passed to the CUDA backend"));
-  }
-  return absl::OkStatus();
-}
 
 // Grows `buffer` to at least `bytes` (never shrinks).
 absl::Status Reserve(DeviceBuffer* buffer, size_t bytes) {
@@ -90,369 +70,6 @@ constexpr size_t kMaxStagedCopyBytes = size_t{16} << 20;
 struct UploadSlot {
   PinnedBuffer buffer;
   Event done;
-};
-
-cublasComputeType_t ComputeType(GemmPrecision precision) {
-  return precision == GemmPrecision::kTf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
-}
-
-// What the device needs of the backend to run a dense kernel.
-struct GemmContext {
-  cublasHandle_t cublas;
-  cublasLtHandle_t cublas_lt;
-  cudaStream_t stream;
-  void* workspace;
-  size_t workspace_bytes;
-  GemmPrecision precision;
-  bool use_cublaslt;
-};
-
-// Row-major GEMMs through column-major cuBLAS: a row-major [r, c] matrix is
-// the column-major [c, r] matrix, its transpose. So row-major C = A · B is
-// column-major Cᵀ = Bᵀ · Aᵀ: swap the operands, keep the flags.
-//
-// Forward: cuBLASLt with the bias and the activation in the epilogue where
-// it has them (planned once, at creation); otherwise cuBLAS + one
-// bias/activation kernel. Backward: cuBLAS GEMMs in the kernel's precision.
-// kBf16: x, w and dz are rounded into bf16 scratch buffers owned by the
-// kernel (allocated at creation, so a step allocates nothing); the products
-// accumulate and write in fp32. Backward reuses the bf16 copies of x and w
-// made by the last Forward when it is given the same tensors (the interface
-// requires the forward pass's x, and w is only updated after Backward).
-class CudaDenseKernel final : public DenseKernel {
- public:
-  static absl::StatusOr<std::unique_ptr<CudaDenseKernel>> Create(
-      const GemmContext& context, int64_t batch, int64_t in, int64_t out,
-      const DenseKernelOptions& options) {
-    std::unique_ptr<CudaDenseKernel> k(new CudaDenseKernel(context, batch, in, out, options));
-    if (context.precision == GemmPrecision::kBf16) {
-      TRAIND_ASSIGN_OR_RETURN(k->x16_, DeviceBuffer::Allocate(Bytes16(batch * in)));
-      TRAIND_ASSIGN_OR_RETURN(k->w16_, DeviceBuffer::Allocate(Bytes16(in * out)));
-      TRAIND_ASSIGN_OR_RETURN(k->g16_, DeviceBuffer::Allocate(Bytes16(batch * out)));
-    }
-    if (context.use_cublaslt) TRAIND_RETURN_IF_ERROR(k->PlanLt());
-    return k;
-  }
-
-  absl::Status Forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor* y) override {
-    TRAIND_RETURN_IF_ERROR(CheckDenseForwardArgs(x, w, b, *y, batch_, in_, out_, bias_));
-    const void* a = w.f32();
-    const void* bx = x.f32();
-    if (bf16()) {
-      TRAIND_LAUNCH(cuda::LaunchToBf16(w.f32(), w16_.as<uint16_t>(), in_ * out_, ctx_.stream));
-      TRAIND_LAUNCH(cuda::LaunchToBf16(x.f32(), x16_.as<uint16_t>(), batch_ * in_, ctx_.stream));
-      w16_source_ = w.raw();
-      x16_source_ = x.raw();
-      a = w16_.get();
-      bx = x16_.get();
-    }
-    const float one = 1.0f, zero = 0.0f;
-    if (lt_ready_) {
-      if (lt_bias_ && lt_bias_pointer_ != b.raw()) {
-        const void* bias = b.raw();
-        TRAIND_RETURN_IF_ERROR(lt_desc_.Set(CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias));
-        lt_bias_pointer_ = bias;
-      }
-      // y: [batch, out] = x: [batch, in] · w: [in, out]
-      // column-major: yᵀ[out, batch] = wᵀ[out, in] · xᵀ[in, batch] (+ bias per row of yᵀ)
-      const cublasStatus_t status =
-          cublasLtMatmul(ctx_.cublas_lt, lt_desc_.get(), &one, a, lt_a_.get(), bx, lt_b_.get(),
-                         &zero, y->f32(), lt_d_.get(), y->f32(), lt_d_.get(), &lt_algo_,
-                         ctx_.workspace, ctx_.workspace_bytes, ctx_.stream);
-      if (status == CUBLAS_STATUS_SUCCESS) {
-        // What the epilogue does not do: the activation (its bias was added).
-        if (!lt_activation_fused_) {
-          TRAIND_LAUNCH(cuda::LaunchBiasActivation(ToAct(activation_.kind), activation_.alpha,
-                                                   nullptr, y->f32(), batch_, out_, ctx_.stream));
-        }
-        return absl::OkStatus();
-      }
-      if (status != CUBLAS_STATUS_NOT_SUPPORTED) {
-        return cuda::CublasStatus(status, "cublasLtMatmul (dense forward)");
-      }
-      // Not for these pointers after all: the cuBLAS path from now on.
-      lt_ready_ = false;
-    }
-    TRAIND_RETURN_IF_ERROR(Gemm(CUBLAS_OP_N, CUBLAS_OP_N, out_, batch_, in_, a, out_, bx, in_,
-                                y->f32(), out_, "cublasGemmEx (dense forward)"));
-    // y = act(y + b), one fused pass.
-    TRAIND_LAUNCH(cuda::LaunchBiasActivation(ToAct(activation_.kind), activation_.alpha,
-                                             bias_ ? b.f32() : nullptr, y->f32(), batch_, out_,
-                                             ctx_.stream));
-    return absl::OkStatus();
-  }
-
-  absl::Status Backward(const Tensor& x, const Tensor& w, const Tensor& y, Tensor* dy, Tensor* dw,
-                        Tensor* db, Tensor* dx) override {
-    TRAIND_RETURN_IF_ERROR(CheckDenseBackwardArgs(x, w, y, *dy, *dw, db, dx, batch_, in_, out_));
-    float* g = dy->f32();
-    const void* g_in = g;
-    const void* x_in = x.f32();
-    const void* w_in = w.f32();
-    // dz = dy ⊙ f'(z), from y (as the CPU kernel).
-    if (bf16()) {
-      TRAIND_LAUNCH(cuda::LaunchActivationGradFromOutputBf16(
-          ToAct(activation_.kind), activation_.alpha, y.f32(), g, g16_.as<uint16_t>(),
-          batch_ * out_, ctx_.stream));
-      if (x16_source_ != x.raw()) {
-        TRAIND_LAUNCH(cuda::LaunchToBf16(x.f32(), x16_.as<uint16_t>(), batch_ * in_, ctx_.stream));
-        x16_source_ = x.raw();
-      }
-      if (dx != nullptr && w16_source_ != w.raw()) {
-        TRAIND_LAUNCH(cuda::LaunchToBf16(w.f32(), w16_.as<uint16_t>(), in_ * out_, ctx_.stream));
-        w16_source_ = w.raw();
-      }
-      g_in = g16_.get();
-      x_in = x16_.get();
-      w_in = w16_.get();
-    } else {
-      TRAIND_LAUNCH(cuda::LaunchActivationGradFromOutput(ToAct(activation_.kind), activation_.alpha,
-                                                         y.f32(), g, batch_ * out_, ctx_.stream));
-    }
-    // db: [out] = Σ_rows dz (fp32, in double)
-    if (db != nullptr) {
-      TRAIND_LAUNCH(cuda::LaunchColumnSum(g, batch_, out_, db->f32(), ctx_.stream));
-    }
-    // dw: [in, out] = xᵀ · dz; column-major dwᵀ[out, in] = dzᵀ[out, batch] · x[batch, in]
-    TRAIND_RETURN_IF_ERROR(Gemm(CUBLAS_OP_N, CUBLAS_OP_T, out_, in_, batch_, g_in, out_, x_in, in_,
-                                dw->f32(), out_, "cublasGemmEx (dense backward dw)"));
-    if (dx != nullptr) {
-      // dx: [batch, in] = dz · wᵀ; column-major dxᵀ[in, batch] = w[in, out] · dzᵀ[out, batch]
-      TRAIND_RETURN_IF_ERROR(Gemm(CUBLAS_OP_T, CUBLAS_OP_N, in_, batch_, out_, w_in, out_, g_in,
-                                  out_, dx->f32(), in_, "cublasGemmEx (dense backward dx)"));
-    }
-    return absl::OkStatus();
-  }
-
- private:
-  CudaDenseKernel(const GemmContext& context, int64_t batch, int64_t in, int64_t out,
-                  const DenseKernelOptions& options)
-      : ctx_(context),
-        batch_(batch),
-        in_(in),
-        out_(out),
-        activation_(options.activation),
-        bias_(options.bias) {}
-
-  static int Int(int64_t v) { return static_cast<int>(v); }
-  static size_t Bytes16(int64_t n) { return static_cast<size_t>(n) * sizeof(uint16_t); }
-  bool bf16() const { return ctx_.precision == GemmPrecision::kBf16; }
-  cudaDataType_t InputType() const { return bf16() ? CUDA_R_16BF : CUDA_R_32F; }
-
-  // Column-major C[m, n] = op(A) · op(B), fp32 C; A and B in the kernel's
-  // input type (fp32, or bf16 scratch).
-  absl::Status Gemm(cublasOperation_t op_a, cublasOperation_t op_b, int64_t m, int64_t n, int64_t k,
-                    const void* a, int64_t lda, const void* b, int64_t ldb, float* c, int64_t ldc,
-                    absl::string_view what) {
-    const float one = 1.0f, zero = 0.0f;
-    return cuda::CublasStatus(
-        cublasGemmEx(ctx_.cublas, op_a, op_b, Int(m), Int(n), Int(k), &one, a, InputType(),
-                     Int(lda), b, InputType(), Int(ldb), &zero, c, CUDA_R_32F, Int(ldc),
-                     ComputeType(ctx_.precision), CUBLAS_GEMM_DEFAULT),
-        what);
-  }
-
-  // Plans the cuBLASLt forward pass; leaves lt_ready_ false (the cuBLAS
-  // path) when cuBLASLt has no algorithm for this shape and epilogue.
-  absl::Status PlanLt() {
-    const DenseActivation act = activation_.kind;
-    // cuBLASLt's GELU is the tanh approximation: within the error of TF32 /
-    // bf16 products, not of fp32 ones.
-    const bool fuse_relu = act == DenseActivation::kRelu;
-    const bool fuse_gelu = act == DenseActivation::kGelu && ctx_.precision != GemmPrecision::kFp32;
-    cublasLtEpilogue_t epilogue;
-    if (fuse_relu) {
-      epilogue = bias_ ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_RELU;
-    } else if (fuse_gelu) {
-      epilogue = bias_ ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_GELU;
-    } else {
-      epilogue = bias_ ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
-    }
-    lt_activation_fused_ = fuse_relu || fuse_gelu || act == DenseActivation::kLinear;
-    lt_bias_ = bias_;
-    TRAIND_ASSIGN_OR_RETURN(lt_desc_,
-                            cuda::LtMatmulDesc::Create(ComputeType(ctx_.precision), CUDA_R_32F));
-    const cublasOperation_t no_transpose = CUBLAS_OP_N;
-    TRAIND_RETURN_IF_ERROR(lt_desc_.Set(CUBLASLT_MATMUL_DESC_TRANSA, no_transpose));
-    TRAIND_RETURN_IF_ERROR(lt_desc_.Set(CUBLASLT_MATMUL_DESC_TRANSB, no_transpose));
-    TRAIND_RETURN_IF_ERROR(lt_desc_.Set(CUBLASLT_MATMUL_DESC_EPILOGUE, epilogue));
-    if (bias_) {
-      const int32_t bias_type = CUDA_R_32F;
-      TRAIND_RETURN_IF_ERROR(lt_desc_.Set(CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, bias_type));
-    }
-    // A = wᵀ[out, in], B = xᵀ[in, batch], D = yᵀ[out, batch], column-major.
-    TRAIND_ASSIGN_OR_RETURN(lt_a_, cuda::LtMatrixLayout::Create(InputType(), out_, in_, out_));
-    TRAIND_ASSIGN_OR_RETURN(lt_b_, cuda::LtMatrixLayout::Create(InputType(), in_, batch_, in_));
-    TRAIND_ASSIGN_OR_RETURN(lt_d_, cuda::LtMatrixLayout::Create(CUDA_R_32F, out_, batch_, out_));
-    TRAIND_ASSIGN_OR_RETURN(cuda::LtPreference preference,
-                            cuda::LtPreference::Create(ctx_.workspace_bytes));
-    cublasLtMatmulHeuristicResult_t result = {};
-    int found = 0;
-    const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(
-        ctx_.cublas_lt, lt_desc_.get(), lt_a_.get(), lt_b_.get(), lt_d_.get(), lt_d_.get(),
-        preference.get(), 1, &result, &found);
-    if (status == CUBLAS_STATUS_NOT_SUPPORTED || (status == CUBLAS_STATUS_SUCCESS && found == 0)) {
-      return absl::OkStatus();  // the cuBLAS path
-    }
-    TRAIND_RETURN_IF_ERROR(cuda::CublasStatus(status, "cublasLtMatmulAlgoGetHeuristic"));
-    if (result.state != CUBLAS_STATUS_SUCCESS) return absl::OkStatus();
-    lt_algo_ = result.algo;
-    lt_ready_ = true;
-    return absl::OkStatus();
-  }
-
-  const GemmContext ctx_;
-  const int64_t batch_, in_, out_;
-  const ActivationFn activation_;
-  const bool bias_;
-
-  // cuBLASLt plan of the forward pass.
-  bool lt_ready_ = false;
-  bool lt_bias_ = false;              // the epilogue adds the bias
-  bool lt_activation_fused_ = false;  // the epilogue applies the activation
-  const void* lt_bias_pointer_ = nullptr;
-  cuda::LtMatmulDesc lt_desc_;
-  cuda::LtMatrixLayout lt_a_, lt_b_, lt_d_;
-  cublasLtMatmulAlgo_t lt_algo_ = {};
-
-  // kBf16 scratch: x [batch, in], w [in, out], dz [batch, out] as bf16.
-  DeviceBuffer x16_, w16_, g16_;
-  const void* x16_source_ = nullptr;  // the tensors x16_ / w16_ were made from
-  const void* w16_source_ = nullptr;
-};
-
-// A loss planned once: its parameters (weights as doubles), the per-row
-// values and partial sums (scratch), the slots and the bad-class-code
-// record live on the device, allocated at creation; Compute only enqueues
-// (LaunchLoss) on the backend's stream, and ReadSlots copies the slots and
-// the record through pinned memory and waits. Shares the backend's stream,
-// which thus stays valid for the kernel's lifetime.
-class CudaLossKernel final : public LossKernel {
- public:
-  static absl::StatusOr<std::unique_ptr<CudaLossKernel>> Create(
-      std::shared_ptr<const Stream> stream, const LossKernelOptions& options) {
-    TRAIND_RETURN_IF_ERROR(CheckLossKernelOptions(options));
-    constexpr int64_t kMaxDoubles = INT64_MAX / static_cast<int64_t>(sizeof(double));
-    if (options.max_batch > (kMaxDoubles - cuda::kSumPartials) / options.width ||
-        options.slots > kMaxDoubles - 2) {
-      return absl::InvalidArgumentError(
-          absl::StrFormat("loss kernel: max_batch %d x width %d, %d slots: too large",
-                          options.max_batch, options.width, options.slots));
-    }
-    std::unique_ptr<CudaLossKernel> k(new CudaLossKernel(std::move(stream), options));
-    const size_t slot_bytes = static_cast<size_t>(options.slots) * sizeof(double);
-    // The slots, the stored gradient scale, the bad-class-code record.
-    const size_t state_bytes = slot_bytes + sizeof(double) + sizeof(cuda::LossBadCode);
-    const size_t scratch_bytes =
-        static_cast<size_t>(cuda::LossScratchDoubles(options.max_batch, options.width)) *
-        sizeof(double);
-    TRAIND_ASSIGN_OR_RETURN(k->scratch_, DeviceBuffer::Allocate(scratch_bytes));
-    TRAIND_ASSIGN_OR_RETURN(k->state_, DeviceBuffer::Allocate(state_bytes));
-    TRAIND_ASSIGN_OR_RETURN(k->host_, PinnedBuffer::Allocate(state_bytes));
-    k->params_.kind = options.kind;
-    k->params_.width = options.width;
-    k->params_.weight_total = static_cast<double>(options.width);
-    k->params_.label_smoothing = options.label_smoothing;
-    k->params_.huber_delta = options.huber_delta;
-    if (!options.weights.empty()) {
-      const size_t weight_bytes = options.weights.size() * sizeof(double);
-      TRAIND_ASSIGN_OR_RETURN(k->weights_, DeviceBuffer::Allocate(weight_bytes));
-      // From pageable memory: returns once the source has been staged.
-      TRAIND_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(k->weights_.get(), k->options_.weights.data(),
-                                                  weight_bytes, cudaMemcpyHostToDevice,
-                                                  k->stream_));
-      k->params_.weights = k->weights_.as<double>();
-      k->params_.weight_total = 0;
-      for (double w : options.weights) k->params_.weight_total += w;
-    }
-    // Slots 0 (bytes 0), the record empty (bytes 0xff: row -1).
-    TRAIND_CUDA_RETURN_IF_ERROR(
-        cudaMemsetAsync(k->state_.get(), 0, slot_bytes + sizeof(double), k->stream_));
-    TRAIND_CUDA_RETURN_IF_ERROR(k->ResetBadCode());
-    return k;
-  }
-
-  absl::Status Compute(const Tensor& outputs, const Tensor& targets, double grad_scale,
-                       Tensor* grad, Tensor* predictions, int64_t slot) override {
-    TRAIND_RETURN_IF_ERROR(
-        CheckLossComputeArgs(options_, outputs, targets, grad, predictions, slot));
-    const int64_t batch = outputs.rows();
-    if (batch > 0) {
-      TRAIND_RETURN_IF_ERROR(CheckDevice(outputs, "loss outputs"));
-      TRAIND_RETURN_IF_ERROR(CheckDevice(targets, "loss targets"));
-      if (grad != nullptr) TRAIND_RETURN_IF_ERROR(CheckDevice(*grad, "loss grad"));
-      if (predictions != nullptr) {
-        TRAIND_RETURN_IF_ERROR(CheckDevice(*predictions, "loss predictions"));
-      }
-    }
-    const bool classes = options_.kind == LossKind::kSoftmaxCrossEntropy;
-    TRAIND_LAUNCH(cuda::LaunchLoss(
-        params_, outputs.f32(), classes ? targets.s32() : nullptr,
-        classes ? nullptr : targets.f32(), batch, grad_scale,
-        grad_scale == kStoredGradScale ? stored_scale() : nullptr,
-        grad != nullptr && batch > 0 ? grad->f32() : nullptr,
-        predictions != nullptr && batch > 0 ? predictions->f32() : nullptr,
-        scratch_.as<double>(), slots() + slot, bad_code(), stream_));
-    return absl::OkStatus();
-  }
-
-  absl::Status ReadSlots(int64_t first, int64_t count, double* values) override {
-    TRAIND_RETURN_IF_ERROR(CheckLossSlots(options_.slots, first, count));
-    double* host_slots = host_.as<double>();
-    auto* host_bad = reinterpret_cast<cuda::LossBadCode*>(host_slots + options_.slots + 1);
-    const size_t bytes = static_cast<size_t>(count) * sizeof(double);
-    if (bytes > 0) {
-      TRAIND_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(host_slots + first, slots() + first, bytes,
-                                                  cudaMemcpyDeviceToHost, stream_));
-    }
-    TRAIND_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(host_bad, bad_code(), sizeof(cuda::LossBadCode),
-                                                cudaMemcpyDeviceToHost, stream_));
-    TRAIND_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
-    if (host_bad->row >= 0) {
-      const cuda::LossBadCode bad = *host_bad;
-      TRAIND_CUDA_RETURN_IF_ERROR(ResetBadCode());
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "loss: class code %d of row %d is not in [0, %d)", bad.code, bad.row, options_.width));
-    }
-    if (bytes > 0) std::memcpy(values, host_slots + first, bytes);
-    return absl::OkStatus();
-  }
-
-  absl::Status StoreGradScale(double scale) override {
-    TRAIND_LAUNCH(cuda::LaunchStoreDouble(stored_scale(), scale, stream_));
-    return absl::OkStatus();
-  }
-
-  absl::Status CopySlot(int64_t from, int64_t to) override {
-    TRAIND_RETURN_IF_ERROR(CheckLossSlots(options_.slots, from, 1));
-    TRAIND_RETURN_IF_ERROR(CheckLossSlots(options_.slots, to, 1));
-    if (from == to) return absl::OkStatus();
-    TRAIND_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(slots() + to, slots() + from, sizeof(double),
-                                                cudaMemcpyDeviceToDevice, stream_));
-    return absl::OkStatus();
-  }
-
- private:
-  CudaLossKernel(std::shared_ptr<const Stream> stream, const LossKernelOptions& options)
-      : stream_owner_(std::move(stream)), stream_(stream_owner_->get()), options_(options) {}
-
-  double* slots() const { return state_.as<double>(); }
-  double* stored_scale() const { return slots() + options_.slots; }
-  cuda::LossBadCode* bad_code() const {
-    return reinterpret_cast<cuda::LossBadCode*>(slots() + options_.slots + 1);
-  }
-  cudaError_t ResetBadCode() {
-    return cudaMemsetAsync(bad_code(), 0xff, sizeof(cuda::LossBadCode), stream_);
-  }
-
-  const std::shared_ptr<const Stream> stream_owner_;
-  const cudaStream_t stream_;
-  const LossKernelOptions options_;
-  LossParams params_;  // weights: weights_ (null without weights)
-  DeviceBuffer weights_;
-  DeviceBuffer scratch_;  // cuda::LossScratchDoubles(max_batch, width) doubles
-  DeviceBuffer state_;    // the slots' doubles, the stored scale, a cuda::LossBadCode
-  PinnedBuffer host_;     // as state_
 };
 
 // A multi-tensor optimizer table in device memory: the entries, then one
@@ -620,15 +237,13 @@ class CudaBackend final : public Backend {
     context.workspace_bytes = cublas_workspace_.bytes();
     context.precision = options_.precision;
     context.use_cublaslt = options_.use_cublaslt;
-    TRAIND_ASSIGN_OR_RETURN(std::unique_ptr<CudaDenseKernel> kernel,
-                            CudaDenseKernel::Create(context, batch, in, out, options));
-    return std::unique_ptr<DenseKernel>(std::move(kernel));
+    return CreateCudaDenseKernel(context, batch, in, out, options);
   }
 
   absl::Status ActivationForward(const ActivationFn& f, const Tensor& x, Tensor* y) override {
     TRAIND_RETURN_IF_ERROR(CheckSameSize(x, *y, "ActivationForward"));
-    TRAIND_LAUNCH(cuda::LaunchActivationForward(ToAct(f.kind), f.alpha, x.f32(), y->f32(), x.size(),
-                                                stream()));
+    TRAIND_LAUNCH(
+        cuda::LaunchActivationForward(f.kind, f.alpha, x.f32(), y->f32(), x.size(), stream()));
     return absl::OkStatus();
   }
 
@@ -637,7 +252,7 @@ class CudaBackend final : public Backend {
     TRAIND_RETURN_IF_ERROR(CheckSameSize(x, y, "ActivationBackward"));
     TRAIND_RETURN_IF_ERROR(CheckSameSize(x, dy, "ActivationBackward"));
     TRAIND_RETURN_IF_ERROR(CheckSameSize(x, *dx, "ActivationBackward"));
-    TRAIND_LAUNCH(cuda::LaunchActivationBackward(ToAct(f.kind), f.alpha, x.f32(), y.f32(), dy.f32(),
+    TRAIND_LAUNCH(cuda::LaunchActivationBackward(f.kind, f.alpha, x.f32(), y.f32(), dy.f32(),
                                                  dx->f32(), x.size(), stream()));
     return absl::OkStatus();
   }
@@ -812,9 +427,7 @@ class CudaBackend final : public Backend {
 
   absl::StatusOr<std::unique_ptr<LossKernel>> CreateLossKernel(
       const LossKernelOptions& options) override {
-    TRAIND_ASSIGN_OR_RETURN(std::unique_ptr<CudaLossKernel> kernel,
-                            CudaLossKernel::Create(stream_, options));
-    return std::unique_ptr<LossKernel>(std::move(kernel));
+    return CreateCudaLossKernel(stream_, options);
   }
 
   absl::Status SgdUpdate(const SgdStep& step, const Tensor& grad, Tensor* velocity,

@@ -1,85 +1,18 @@
-// Kernels of the CUDA backend. See cuda_kernels.h for the contracts; the
-// formulas mirror backend/cpu/cpu_backend.cc line for line where the CPU
+// Kernels of the CUDA backend, but the optimizers' (cuda_optimizer_kernels.cu).
+// See cuda_kernels.h for the contracts. The activations and losses are the
+// CPU backend's own formulas (backend/activation_math.h, backend/loss_math.h);
+// the rest mirror backend/cpu/cpu_backend.cc line for line where the CPU
 // backend fixes an order or a precision.
 #include <cuda_bf16.h>
 
 #include <cstdint>
 #include <cstring>
 
+#include "worker/engine/backend/cuda/cuda_kernel_grid.cuh"
 #include "worker/engine/backend/cuda/cuda_kernels.h"
 
 namespace traind::engine::cuda {
 namespace {
-
-constexpr int kThreads = 256;
-constexpr int64_t kMaxBlocks = 8192;
-
-// Grid of a grid-stride elementwise loop over n items.
-inline int Blocks(int64_t n) {
-  int64_t b = (n + kThreads - 1) / kThreads;
-  if (b < 1) b = 1;
-  if (b > kMaxBlocks) b = kMaxBlocks;
-  return static_cast<int>(b);
-}
-
-inline cudaError_t Launched() { return cudaGetLastError(); }
-
-#define GRID_STRIDE(i, n)                                                                \
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < (n); \
-       i += static_cast<int64_t>(blockDim.x) * gridDim.x)
-
-__device__ __forceinline__ float Activate(Act kind, float alpha, float z) {
-  switch (kind) {
-    case Act::kLinear:
-      return z;
-    case Act::kRelu:
-      return z > 0.0f ? z : 0.0f;
-    case Act::kLeakyRelu:
-      return z > 0.0f ? z : alpha * z;
-    case Act::kElu:
-      return z > 0.0f ? z : alpha * expm1f(z);
-    case Act::kGelu:
-      return 0.5f * z * (1.0f + erff(z * 0.70710678118654752f));
-    case Act::kSigmoid:
-      return 1.0f / (1.0f + expf(-z));
-    case Act::kTanh:
-      return tanhf(z);
-    case Act::kSoftplus:
-      return fmaxf(z, 0.0f) + log1pf(expf(-fabsf(z)));
-    case Act::kSwish:
-      return z / (1.0f + expf(-z));
-  }
-  return z;
-}
-
-__device__ __forceinline__ float Derivative(Act kind, float alpha, float z, float y) {
-  switch (kind) {
-    case Act::kLinear:
-      return 1.0f;
-    case Act::kRelu:
-      return y > 0.0f ? 1.0f : 0.0f;
-    case Act::kLeakyRelu:
-      return y > 0.0f ? 1.0f : alpha;
-    case Act::kElu:
-      return y > 0.0f ? 1.0f : y + alpha;
-    case Act::kGelu: {
-      const float cdf = 0.5f * (1.0f + erff(z * 0.70710678118654752f));
-      const float pdf = 0.3989422804014327f * expf(-0.5f * z * z);
-      return cdf + z * pdf;
-    }
-    case Act::kSigmoid:
-      return y * (1.0f - y);
-    case Act::kTanh:
-      return 1.0f - y * y;
-    case Act::kSoftplus:
-      return 1.0f / (1.0f + expf(-z));
-    case Act::kSwish: {
-      const float s = 1.0f / (1.0f + expf(-z));
-      return s + z * s * (1.0f - s);
-    }
-  }
-  return 1.0f;
-}
 
 __device__ __forceinline__ uint64_t MixBits(uint64_t z) {
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
@@ -89,28 +22,29 @@ __device__ __forceinline__ uint64_t MixBits(uint64_t z) {
 
 __global__ void FillKernel(float value, float* p, int64_t n) { GRID_STRIDE(i, n) p[i] = value; }
 
-__global__ void BiasActivationKernel(Act act, float alpha, const float* __restrict__ b,
+__global__ void BiasActivationKernel(DenseActivation act, float alpha, const float* __restrict__ b,
                                      float* __restrict__ y, int64_t rows, int64_t cols) {
   const int64_t n = rows * cols;
   GRID_STRIDE(i, n) {
     float z = y[i];
     if (b != nullptr) z += b[i % cols];
-    y[i] = Activate(act, alpha, z);
+    y[i] = activation_math::Activate(act, alpha, z);
   }
 }
 
-__global__ void ActivationForwardKernel(Act act, float alpha, const float* x, float* y, int64_t n) {
-  GRID_STRIDE(i, n) y[i] = Activate(act, alpha, x[i]);
+__global__ void ActivationForwardKernel(DenseActivation act, float alpha, const float* x, float* y,
+                                        int64_t n) {
+  GRID_STRIDE(i, n) y[i] = activation_math::Activate(act, alpha, x[i]);
 }
 
-__global__ void ActivationBackwardKernel(Act act, float alpha, const float* x, const float* y,
-                                         const float* dy, float* dx, int64_t n) {
-  GRID_STRIDE(i, n) dx[i] = dy[i] * Derivative(act, alpha, x[i], y[i]);
+__global__ void ActivationBackwardKernel(DenseActivation act, float alpha, const float* x,
+                                         const float* y, const float* dy, float* dx, int64_t n) {
+  GRID_STRIDE(i, n) dx[i] = dy[i] * activation_math::Derivative(act, alpha, x[i], y[i]);
 }
 
-__global__ void ActivationGradFromOutputKernel(Act act, float alpha, const float* y, float* g,
-                                               int64_t n) {
-  GRID_STRIDE(i, n) g[i] *= Derivative(act, alpha, 0.0f, y[i]);
+__global__ void ActivationGradFromOutputKernel(DenseActivation act, float alpha, const float* y,
+                                               float* g, int64_t n) {
+  GRID_STRIDE(i, n) g[i] *= activation_math::Derivative(act, alpha, 0.0f, y[i]);
 }
 
 // Column reductions: a block of 32 x kRowLanes threads owns 32 columns;
@@ -530,72 +464,6 @@ __global__ void LossFinishKernel(const double* __restrict__ partials, double* sl
   }
 }
 
-// One element of an SGD step (shared by the per-tensor and multi-tensor kernels).
-__device__ __forceinline__ void SgdElement(float lr, float wd, float mu, bool nesterov,
-                                           const float* g, float* v, float* w, int64_t i) {
-  if (v == nullptr) {
-    w[i] -= lr * (g[i] + wd * w[i]);
-  } else if (nesterov) {
-    const float gi = g[i] + wd * w[i];
-    v[i] = mu * v[i] + gi;
-    w[i] -= lr * (gi + mu * v[i]);
-  } else {
-    v[i] = mu * v[i] + (g[i] + wd * w[i]);
-    w[i] -= lr * v[i];
-  }
-}
-
-__global__ void SgdKernel(float lr, float wd, float mu, bool nesterov, const float* g, float* v,
-                          float* w, int64_t n) {
-  GRID_STRIDE(i, n) SgdElement(lr, wd, mu, nesterov, g, v, w, i);
-}
-
-// One element of an Adam step.
-__device__ __forceinline__ void AdamElement(float step_size, float sqrt_bc2, float b1, float b2,
-                                            float one_minus_b1, float one_minus_b2, float eps,
-                                            float l2, float decay, const float* g, float* m,
-                                            float* v, float* w, int64_t i) {
-  w[i] *= decay;
-  const float gi = g[i] + l2 * w[i];
-  m[i] = b1 * m[i] + one_minus_b1 * gi;
-  v[i] = b2 * v[i] + one_minus_b2 * gi * gi;
-  w[i] -= step_size * (m[i] / (sqrtf(v[i]) / sqrt_bc2 + eps));
-}
-
-__global__ void AdamKernel(float step_size, float sqrt_bc2, float b1, float b2, float one_minus_b1,
-                           float one_minus_b2, float eps, float l2, float decay, const float* g,
-                           float* m, float* v, float* w, int64_t n) {
-  GRID_STRIDE(i, n) {
-    AdamElement(step_size, sqrt_bc2, b1, b2, one_minus_b1, one_minus_b2, eps, l2, decay, g, m, v, w,
-                i);
-  }
-}
-
-// Multi-tensor steps: block b updates chunks[b], a run of one tensor.
-__global__ void SgdManyKernel(float lr, float wd, float mu, bool nesterov,
-                              const MultiTensorEntry* __restrict__ entries,
-                              const MultiTensorChunk* __restrict__ chunks) {
-  const MultiTensorChunk c = chunks[blockIdx.x];
-  const MultiTensorEntry e = entries[c.tensor];
-  const int64_t end = c.start + c.count;
-  for (int64_t i = c.start + threadIdx.x; i < end; i += blockDim.x) {
-    SgdElement(lr, wd, mu, nesterov, e.grad, e.state1, e.param, i);
-  }
-}
-
-__global__ void AdamManyKernel(float step_size, float sqrt_bc2, float b1, float b2,
-                               float one_minus_b1, float one_minus_b2, float eps, float l2,
-                               float decay, const MultiTensorEntry* __restrict__ entries,
-                               const MultiTensorChunk* __restrict__ chunks) {
-  const MultiTensorChunk c = chunks[blockIdx.x];
-  const MultiTensorEntry e = entries[c.tensor];
-  const int64_t end = c.start + c.count;
-  for (int64_t i = c.start + threadIdx.x; i < end; i += blockDim.x) {
-    AdamElement(step_size, sqrt_bc2, b1, b2, one_minus_b1, one_minus_b2, eps, l2, decay, e.grad,
-                e.state1, e.state2, e.param, i);
-  }
-}
-
 __device__ __forceinline__ uint16_t Bf16Bits(float x) {
   const __nv_bfloat16 b = __float2bfloat16_rn(x);
   uint16_t bits;
@@ -607,27 +475,14 @@ __global__ void ToBf16Kernel(const float* __restrict__ src, uint16_t* __restrict
   GRID_STRIDE(i, n) dst[i] = Bf16Bits(src[i]);
 }
 
-__global__ void ActivationGradFromOutputBf16Kernel(Act act, float alpha, const float* y, float* g,
-                                                   uint16_t* g16, int64_t n) {
+__global__ void ActivationGradFromOutputBf16Kernel(DenseActivation act, float alpha, const float* y,
+                                                   float* g, uint16_t* g16, int64_t n) {
   GRID_STRIDE(i, n) {
-    const float v = act == Act::kLinear ? g[i] : g[i] * Derivative(act, alpha, 0.0f, y[i]);
+    const float v = act == DenseActivation::kLinear
+                        ? g[i]
+                        : g[i] * activation_math::Derivative(act, alpha, 0.0f, y[i]);
     g[i] = v;
     g16[i] = Bf16Bits(v);
-  }
-}
-
-__global__ void RmsPropKernel(float lr, float alpha, float one_minus_alpha, float eps, float mu,
-                              float wd, const float* g, float* s, float* b, float* w, int64_t n) {
-  GRID_STRIDE(i, n) {
-    const float gi = g[i] + wd * w[i];
-    s[i] = alpha * s[i] + one_minus_alpha * gi * gi;
-    const float update = gi / (sqrtf(s[i]) + eps);
-    if (b != nullptr) {
-      b[i] = mu * b[i] + update;
-      w[i] -= lr * b[i];
-    } else {
-      w[i] -= lr * update;
-    }
   }
 }
 
@@ -648,30 +503,31 @@ cudaError_t LaunchFill(float value, float* p, int64_t n, cudaStream_t stream) {
   return Launched();
 }
 
-cudaError_t LaunchBiasActivation(Act act, float alpha, const float* b, float* y, int64_t rows,
-                                 int64_t cols, cudaStream_t stream) {
-  if (rows * cols <= 0 || (b == nullptr && act == Act::kLinear)) return cudaSuccess;
+cudaError_t LaunchBiasActivation(DenseActivation act, float alpha, const float* b, float* y,
+                                 int64_t rows, int64_t cols, cudaStream_t stream) {
+  if (rows * cols <= 0 || (b == nullptr && act == DenseActivation::kLinear)) return cudaSuccess;
   BiasActivationKernel<<<Blocks(rows * cols), kThreads, 0, stream>>>(act, alpha, b, y, rows, cols);
   return Launched();
 }
 
-cudaError_t LaunchActivationForward(Act act, float alpha, const float* x, float* y, int64_t n,
-                                    cudaStream_t stream) {
+cudaError_t LaunchActivationForward(DenseActivation act, float alpha, const float* x, float* y,
+                                    int64_t n, cudaStream_t stream) {
   if (n <= 0) return cudaSuccess;
   ActivationForwardKernel<<<Blocks(n), kThreads, 0, stream>>>(act, alpha, x, y, n);
   return Launched();
 }
 
-cudaError_t LaunchActivationBackward(Act act, float alpha, const float* x, const float* y,
-                                     const float* dy, float* dx, int64_t n, cudaStream_t stream) {
+cudaError_t LaunchActivationBackward(DenseActivation act, float alpha, const float* x,
+                                     const float* y, const float* dy, float* dx, int64_t n,
+                                     cudaStream_t stream) {
   if (n <= 0) return cudaSuccess;
   ActivationBackwardKernel<<<Blocks(n), kThreads, 0, stream>>>(act, alpha, x, y, dy, dx, n);
   return Launched();
 }
 
-cudaError_t LaunchActivationGradFromOutput(Act act, float alpha, const float* y, float* g,
-                                           int64_t n, cudaStream_t stream) {
-  if (n <= 0 || act == Act::kLinear) return cudaSuccess;
+cudaError_t LaunchActivationGradFromOutput(DenseActivation act, float alpha, const float* y,
+                                           float* g, int64_t n, cudaStream_t stream) {
+  if (n <= 0 || act == DenseActivation::kLinear) return cudaSuccess;
   ActivationGradFromOutputKernel<<<Blocks(n), kThreads, 0, stream>>>(act, alpha, y, g, n);
   return Launched();
 }
@@ -841,60 +697,15 @@ cudaError_t LaunchLoss(const LossParams& p, const float* outputs, const int32_t*
   return Launched();
 }
 
-cudaError_t LaunchSgd(float lr, float wd, float momentum, bool nesterov, const float* g, float* v,
-                      float* w, int64_t n, cudaStream_t stream) {
-  if (n <= 0) return cudaSuccess;
-  SgdKernel<<<Blocks(n), kThreads, 0, stream>>>(lr, wd, momentum, nesterov, g, v, w, n);
-  return Launched();
-}
-
-cudaError_t LaunchAdam(float step_size, float sqrt_bc2, float b1, float b2, float one_minus_b1,
-                       float one_minus_b2, float eps, float l2, float decay, const float* g,
-                       float* m, float* v, float* w, int64_t n, cudaStream_t stream) {
-  if (n <= 0) return cudaSuccess;
-  AdamKernel<<<Blocks(n), kThreads, 0, stream>>>(step_size, sqrt_bc2, b1, b2, one_minus_b1,
-                                                 one_minus_b2, eps, l2, decay, g, m, v, w, n);
-  return Launched();
-}
-
-cudaError_t LaunchRmsProp(float lr, float alpha, float one_minus_alpha, float eps, float momentum,
-                          float wd, const float* g, float* s, float* b, float* w, int64_t n,
-                          cudaStream_t stream) {
-  if (n <= 0) return cudaSuccess;
-  RmsPropKernel<<<Blocks(n), kThreads, 0, stream>>>(lr, alpha, one_minus_alpha, eps, momentum, wd,
-                                                    g, s, b, w, n);
-  return Launched();
-}
-
-cudaError_t LaunchSgdMany(float lr, float wd, float momentum, bool nesterov,
-                          const MultiTensorEntry* entries, const MultiTensorChunk* chunks,
-                          int64_t num_chunks, cudaStream_t stream) {
-  if (num_chunks <= 0) return cudaSuccess;
-  if (num_chunks > INT32_MAX) return cudaErrorInvalidValue;
-  SgdManyKernel<<<static_cast<unsigned>(num_chunks), kThreads, 0, stream>>>(
-      lr, wd, momentum, nesterov, entries, chunks);
-  return Launched();
-}
-
-cudaError_t LaunchAdamMany(float step_size, float sqrt_bc2, float b1, float b2, float one_minus_b1,
-                           float one_minus_b2, float eps, float l2, float decay,
-                           const MultiTensorEntry* entries, const MultiTensorChunk* chunks,
-                           int64_t num_chunks, cudaStream_t stream) {
-  if (num_chunks <= 0) return cudaSuccess;
-  if (num_chunks > INT32_MAX) return cudaErrorInvalidValue;
-  AdamManyKernel<<<static_cast<unsigned>(num_chunks), kThreads, 0, stream>>>(
-      step_size, sqrt_bc2, b1, b2, one_minus_b1, one_minus_b2, eps, l2, decay, entries, chunks);
-  return Launched();
-}
-
 cudaError_t LaunchToBf16(const float* src, uint16_t* dst, int64_t n, cudaStream_t stream) {
   if (n <= 0) return cudaSuccess;
   ToBf16Kernel<<<Blocks(n), kThreads, 0, stream>>>(src, dst, n);
   return Launched();
 }
 
-cudaError_t LaunchActivationGradFromOutputBf16(Act act, float alpha, const float* y, float* g,
-                                               uint16_t* g16, int64_t n, cudaStream_t stream) {
+cudaError_t LaunchActivationGradFromOutputBf16(DenseActivation act, float alpha, const float* y,
+                                               float* g, uint16_t* g16, int64_t n,
+                                               cudaStream_t stream) {
   if (n <= 0) return cudaSuccess;
   ActivationGradFromOutputBf16Kernel<<<Blocks(n), kThreads, 0, stream>>>(act, alpha, y, g, g16, n);
   return Launched();

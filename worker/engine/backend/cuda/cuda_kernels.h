@@ -1,7 +1,8 @@
 // The CUDA backend's kernels, as plain launch functions.
 //
 // Compiled by nvcc (cuda_kernels.cu) for sm_90 + PTX; this header has no
-// Abseil or engine includes (but the self-contained loss_math.h) so nvcc
+// Abseil or engine includes (but the self-contained activation_math.h and
+// loss_math.h) so nvcc
 // never parses them. Every function enqueues its work on `stream` and
 // returns the launch status (cudaGetLastError after the launch); none
 // synchronizes.
@@ -16,22 +17,10 @@
 
 #include <cstdint>
 
+#include "worker/engine/backend/activation_math.h"
 #include "worker/engine/backend/loss_math.h"
 
 namespace traind::engine::cuda {
-
-// Mirrors engine::DenseActivation (static_asserts in cuda_backend.cc).
-enum class Act : int {
-  kLinear,
-  kRelu,
-  kLeakyRelu,
-  kElu,
-  kGelu,
-  kSigmoid,
-  kTanh,
-  kSoftplus,
-  kSwish,
-};
 
 // Blocks of the first stage of SumOfSquares and of LaunchLoss's sum:
 // `partials` holds this many doubles.
@@ -48,17 +37,18 @@ struct LossBadCode {
 cudaError_t LaunchFill(float value, float* p, int64_t n, cudaStream_t stream);
 
 // y[r, :] = act(y[r, :] + b) (b may be null). y: [rows, cols], b: [cols]
-cudaError_t LaunchBiasActivation(Act act, float alpha, const float* b, float* y, int64_t rows,
-                                 int64_t cols, cudaStream_t stream);
+cudaError_t LaunchBiasActivation(DenseActivation act, float alpha, const float* b, float* y,
+                                 int64_t rows, int64_t cols, cudaStream_t stream);
 // y = act(x), elementwise (may alias).
-cudaError_t LaunchActivationForward(Act act, float alpha, const float* x, float* y, int64_t n,
-                                    cudaStream_t stream);
+cudaError_t LaunchActivationForward(DenseActivation act, float alpha, const float* x, float* y,
+                                    int64_t n, cudaStream_t stream);
 // dx = dy ⊙ act'(x) given y = act(x) (dx may alias dy).
-cudaError_t LaunchActivationBackward(Act act, float alpha, const float* x, const float* y,
-                                     const float* dy, float* dx, int64_t n, cudaStream_t stream);
+cudaError_t LaunchActivationBackward(DenseActivation act, float alpha, const float* x,
+                                     const float* y, const float* dy, float* dx, int64_t n,
+                                     cudaStream_t stream);
 // g *= act'(·) computed from y alone (as the CPU dense kernel does, z = 0).
-cudaError_t LaunchActivationGradFromOutput(Act act, float alpha, const float* y, float* g,
-                                           int64_t n, cudaStream_t stream);
+cudaError_t LaunchActivationGradFromOutput(DenseActivation act, float alpha, const float* y,
+                                           float* g, int64_t n, cudaStream_t stream);
 // out[j] = Σ_r x[r, j] (in double, rows in a fixed order). x: [rows, cols]
 cudaError_t LaunchColumnSum(const float* x, int64_t rows, int64_t cols, float* out,
                             cudaStream_t stream);
@@ -177,8 +167,9 @@ cudaError_t LaunchAdamMany(float step_size, float sqrt_bc2, float b1, float b2, 
 // bf16 GEMM inputs. `dst` holds bfloat16 bit patterns (round to nearest even).
 cudaError_t LaunchToBf16(const float* src, uint16_t* dst, int64_t n, cudaStream_t stream);
 // LaunchActivationGradFromOutput, then g16 = bf16(g) in the same pass.
-cudaError_t LaunchActivationGradFromOutputBf16(Act act, float alpha, const float* y, float* g,
-                                               uint16_t* g16, int64_t n, cudaStream_t stream);
+cudaError_t LaunchActivationGradFromOutputBf16(DenseActivation act, float alpha, const float* y,
+                                               float* g, uint16_t* g16, int64_t n,
+                                               cudaStream_t stream);
 
 }  // namespace traind::engine::cuda
 

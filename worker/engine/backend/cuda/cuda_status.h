@@ -46,5 +46,8 @@ int DeviceCount(std::string* reason = nullptr);
   TRAIND_RETURN_IF_ERROR(::traind::engine::cuda::CudaStatus((call), #call))
 #define TRAIND_CUBLAS_RETURN_IF_ERROR(call) \
   TRAIND_RETURN_IF_ERROR(::traind::engine::cuda::CublasStatus((call), #call))
+// A kernel launch of cuda_kernels.h (which returns the launch status).
+#define TRAIND_LAUNCH(call) \
+  TRAIND_RETURN_IF_ERROR(::traind::engine::cuda::CudaStatus((call), #call))
 
 #endif  // TRAIND_WORKER_ENGINE_BACKEND_CUDA_CUDA_STATUS_H_

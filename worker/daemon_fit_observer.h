@@ -1,0 +1,44 @@
+// What Fit sees of traind while a task runs under it: epochs go to the epoch
+// reporter, resumes and warnings to the daemon, and a stop asked by the
+// daemon or by a signal ends training.
+#ifndef TRAIND_WORKER_DAEMON_FIT_OBSERVER_H_
+#define TRAIND_WORKER_DAEMON_FIT_OBSERVER_H_
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "traind/v1/job.pb.h"
+#include "worker/daemon_client.h"
+#include "worker/engine/fit.h"
+#include "worker/epoch_reporter.h"
+
+namespace traind::worker {
+
+// Ranks other than 0 of a multi-GPU task report warnings (and heartbeats);
+// their epochs and resumes are rank 0's (identical on every rank: Fit reduces
+// them), so they are not sent. Every epoch and every batch counts as
+// progress for the heartbeats.
+//
+// Not owned: `client` and `reporter` outlive the observer. Called on Fit's
+// thread.
+class DaemonFitObserver final : public engine::FitObserver {
+ public:
+  DaemonFitObserver(DaemonClient* client, EpochReporter* reporter)
+      : client_(client), reporter_(reporter), reports_epochs_(client->credentials().rank() == 0) {}
+
+  absl::Status OnEpochEnd(const traind::v1::EpochMetrics& metrics) override;
+  // Polled after every batch.
+  bool StopRequested() override;
+  void OnResume(int32_t completed_epochs) override;
+  void OnWarning(absl::string_view message) override;
+
+ private:
+  DaemonClient* const client_;
+  EpochReporter* const reporter_;
+  const bool reports_epochs_;  // rank 0
+};
+
+}  // namespace traind::worker
+
+#endif  // TRAIND_WORKER_DAEMON_FIT_OBSERVER_H_

@@ -1,0 +1,32 @@
+// The CPU backend's dense kernels: y = act(x w + b) and its backward pass as
+// three oneDNN matmuls planned once per shape (the activation fused into the
+// forward one as a post-op where its derivative needs only y), in f32 or, for
+// precision BF16, on bf16 copies of x, w and dz with f32 accumulation. Made by
+// the CPU backend's CreateDenseKernel.
+//
+// Thread safety: as the backend (one thread at a time); the loops use the
+// process's OpenMP threads.
+#ifndef TRAIND_WORKER_ENGINE_BACKEND_CPU_CPU_DENSE_KERNEL_H_
+#define TRAIND_WORKER_ENGINE_BACKEND_CPU_CPU_DENSE_KERNEL_H_
+
+#include <cstdint>
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "oneapi/dnnl/dnnl.hpp"
+#include "traind/v1/job.pb.h"
+#include "worker/engine/backend/backend.h"
+
+namespace traind::engine::cpu {
+
+// A dense kernel for [batch, in] -> [batch, out] on `engine` and `stream`
+// (not owned: they outlive the kernel), BF16 or f32 by `precision`.
+// REQUIRES: batch, in, out > 0 (the backend checks). DeviceError /
+// OutOfMemoryError when oneDNN cannot plan it.
+absl::StatusOr<std::unique_ptr<DenseKernel>> CreateCpuDenseKernel(
+    const dnnl::engine& engine, const dnnl::stream& stream, traind::v1::Precision precision,
+    int64_t batch, int64_t in, int64_t out, const DenseKernelOptions& options);
+
+}  // namespace traind::engine::cpu
+
+#endif  // TRAIND_WORKER_ENGINE_BACKEND_CPU_CPU_DENSE_KERNEL_H_

@@ -1,0 +1,42 @@
+// How the CPU backend's loops use the OpenMP threads that oneDNN also runs
+// on, and its host memory's alignment.
+#ifndef TRAIND_WORKER_ENGINE_BACKEND_CPU_CPU_PARALLEL_H_
+#define TRAIND_WORKER_ENGINE_BACKEND_CPU_CPU_PARALLEL_H_
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <new>
+
+namespace traind::engine::cpu {
+
+// Loops shorter than this run on one thread: forking costs more than it saves.
+inline constexpr int64_t kParallelThreshold = 1 << 15;
+
+// Host tensors and scratch buffers: 64-byte aligned (a cache line, an
+// AVX-512 register), freed by FreeAligned.
+inline constexpr std::align_val_t kAlignment{64};
+inline void FreeAligned(void* p) { ::operator delete(p, kAlignment); }
+
+// body(i0, i1) over [0, n): split evenly across the threads when n is large,
+// else on this thread. (Branching here rather than `omp parallel if (...)`:
+// a one-thread region still builds a team, which allocates in libgomp.)
+template <typename Body>
+void ParallelFor(int64_t n, Body body) {
+  if (n <= kParallelThreshold) {
+    body(0, n);
+    return;
+  }
+#pragma omp parallel
+  {
+    const int64_t threads = omp_get_num_threads();
+    const int64_t chunk = ((n + threads - 1) / threads + 15) & ~int64_t{15};
+    const int64_t begin = std::min(n, chunk * omp_get_thread_num());
+    body(begin, std::min(n, begin + chunk));
+  }
+}
+
+}  // namespace traind::engine::cpu
+
+#endif  // TRAIND_WORKER_ENGINE_BACKEND_CPU_CPU_PARALLEL_H_

@@ -1,0 +1,33 @@
+#include "worker/stop_signal.h"
+
+#include <signal.h>
+
+#include <atomic>
+
+namespace traind::worker {
+namespace {
+
+// Set by the handler, read by the training thread; nothing else is shared
+// with a signal handler.
+std::atomic<bool> stop_signal_received{false};
+static_assert(std::atomic<bool>::is_always_lock_free,
+              "the stop flag must be async-signal-safe");
+
+extern "C" void OnStopSignal(int) {
+  stop_signal_received.store(true, std::memory_order_relaxed);
+}
+
+}  // namespace
+
+void InstallStopSignalHandlers() {
+  struct sigaction sa = {};
+  sa.sa_handler = OnStopSignal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGTERM, &sa, nullptr);
+  sigaction(SIGINT, &sa, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+}
+
+bool StopSignalReceived() { return stop_signal_received.load(std::memory_order_relaxed); }
+
+}  // namespace traind::worker
