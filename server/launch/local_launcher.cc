@@ -19,7 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
-#include "worker/zygote/zygote.h"
+#include "traind/zygote_protocol.h"
 
 namespace traind::server {
 

@@ -20,7 +20,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "gtest/gtest.h"
-#include "worker/zygote/zygote.h"
+#include "traind/zygote_protocol.h"
 
 namespace traind::server {
 namespace {
