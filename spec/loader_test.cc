@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "google/protobuf/util/message_differencer.h"
+#include "tests/testing/temp_dir.h"
 
 namespace traind {
 namespace {
@@ -436,19 +437,17 @@ TEST(ParseJobSpecTest, TextOverTheSizeLimitAndDeepNestingAreRefused) {
 }
 
 TEST(LoadJobSpecFileKindTest, OnlyRegularFilesAreRead) {
-  char dir[] = "/tmp/traind-spec-XXXXXX";
-  ASSERT_NE(mkdtemp(dir), nullptr);
-  const std::string fifo = std::string(dir) + "/spec.yaml";
+  const testing::TempDir scratch("traind-spec");
+  ASSERT_FALSE(scratch.path().empty());
+  const std::string dir = scratch.path();
+  const std::string fifo = scratch.Path("spec.yaml");
   ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
   absl::StatusOr<JobSpec> spec = LoadJobSpecFile(fifo);
   ASSERT_FALSE(spec.ok());
   EXPECT_EQ(spec.status().message(), fifo + ": not a regular file (a spec is a YAML or JSON file)");
   spec = LoadJobSpecFile(dir);
   ASSERT_FALSE(spec.ok());
-  EXPECT_EQ(spec.status().message(),
-            std::string(dir) + ": not a regular file (a spec is a YAML or JSON file)");
-  unlink(fifo.c_str());
-  rmdir(dir);
+  EXPECT_EQ(spec.status().message(), dir + ": not a regular file (a spec is a YAML or JSON file)");
 }
 
 }  // namespace

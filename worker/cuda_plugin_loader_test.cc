@@ -20,6 +20,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "tests/testing/temp_dir.h"
 
 namespace traind::worker {
 namespace {
@@ -107,17 +108,14 @@ TEST(CudaPluginLoaderTest, MissingFileNamesThePath) {
 }
 
 TEST(CudaPluginLoaderTest, FileThatIsNotALibraryIsRefused) {
-  char dir[] = "/tmp/traind-plugin-test-XXXXXX";
-  ASSERT_NE(mkdtemp(dir), nullptr);
-  const std::string path = absl::StrCat(dir, "/libtraind_cuda.so");
-  std::ofstream(path) << "not a shared object\n";
+  const testing::TempDir dir("traind-plugin-test");
+  ASSERT_FALSE(dir.path().empty());
+  const std::string path = dir.Write("libtraind_cuda.so", "not a shared object\n");
   const absl::StatusOr<std::unique_ptr<CudaPlugin>> plugin = CudaPlugin::Load(path);
   ASSERT_FALSE(plugin.ok());
   EXPECT_NE(plugin.status().message().find(path), std::string::npos) << plugin.status();
   EXPECT_NE(plugin.status().message().find("cannot load the CUDA plugin"), std::string::npos)
       << plugin.status();
-  std::remove(path.c_str());
-  rmdir(dir);
 }
 
 TEST(CudaPluginLoaderTest, LibraryWithoutEntryPointIsNotAPlugin) {
@@ -183,16 +181,13 @@ TEST(CudaPluginLoaderTest, RealPluginLoadsAndExplainsMissingDevices) {
 
 // Runs `command` through the shell; stdout and stderr into *out / *err.
 int RunCommand(const std::string& command, std::string* out, std::string* err) {
-  char dir[] = "/tmp/traind-worker-run-XXXXXX";
-  if (mkdtemp(dir) == nullptr) return -1;
-  const std::string o = absl::StrCat(dir, "/out"), e = absl::StrCat(dir, "/err");
+  const testing::TempDir dir("traind-worker-run");
+  if (dir.path().empty()) return -1;
+  const std::string o = dir.Path("out"), e = dir.Path("err");
   const int status = std::system(absl::StrCat(command, " >", o, " 2>", e).c_str());
   std::ifstream fo(o), fe(e);
   out->assign(std::istreambuf_iterator<char>(fo), std::istreambuf_iterator<char>());
   err->assign(std::istreambuf_iterator<char>(fe), std::istreambuf_iterator<char>());
-  std::remove(o.c_str());
-  std::remove(e.c_str());
-  rmdir(dir);
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
@@ -239,9 +234,9 @@ TEST(WorkerGpuTaskTest, GpuSpecWithoutUsableGpuFailsWithTheReason) {
   if (Has(Capabilities("", &err), "cuda")) {
     GTEST_SKIP() << "this machine has a usable GPU";
   }
-  char dir[] = "/tmp/traind-worker-gpu-XXXXXX";
-  ASSERT_NE(mkdtemp(dir), nullptr);
-  const std::string spec = absl::StrCat(dir, "/gpu.yaml");
+  const testing::TempDir dir("traind-worker-gpu");
+  ASSERT_FALSE(dir.path().empty());
+  const std::string spec = dir.Path("gpu.yaml");
   std::ofstream(spec) << "name: gpu\n"
                          "data: {path: " TRAIND_SOURCE_DIR
                          "/examples/data/iris.csv, label: species}\n"
@@ -251,8 +246,6 @@ TEST(WorkerGpuTaskTest, GpuSpecWithoutUsableGpuFailsWithTheReason) {
                          "training: {epochs: 1, batch_size: 16}\n"
                          "resources: {device: gpu, count: 1}\n";
   const int code = RunCommand(absl::StrCat(TRAIND_WORKER_PATH, " --spec=", spec), &out, &err);
-  std::remove(spec.c_str());
-  rmdir(dir);
   EXPECT_EQ(code, 1) << err;  // failed (not a usage error, not a crash)
   EXPECT_TRUE(err.find("no CUDA device") != std::string::npos ||
               err.find("no CUDA plugin") != std::string::npos ||

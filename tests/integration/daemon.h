@@ -20,30 +20,13 @@
 #include "absl/status/statusor.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
+#include "tests/testing/temp_dir.h"
 #include "traind/v1/training_service.grpc.pb.h"
 
 namespace traind::testing {
 
 inline std::string BinDir() { return TRAIND_BIN_DIR; }
 inline std::string SourceDir() { return TRAIND_SOURCE_DIR; }
-
-class TempDir {
- public:
-  TempDir() {
-    char tmpl[] = "/tmp/traind-it-XXXXXX";
-    path_ = mkdtemp(tmpl);
-  }
-  ~TempDir() { std::filesystem::remove_all(path_); }
-  const std::string& path() const { return path_; }
-  std::string Write(const std::string& name, const std::string& text) const {
-    std::string p = path_ + "/" + name;
-    std::ofstream(p) << text;
-    return p;
-  }
-
- private:
-  std::string path_;
-};
 
 // A traind process. Stopped (SIGTERM, then SIGKILL) on destruction.
 class Daemon {

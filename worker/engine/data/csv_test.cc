@@ -13,6 +13,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "worker/engine/status.h"
+#include "tests/testing/temp_dir.h"
 #include "worker/engine/testing/temp_file.h"
 
 namespace traind::engine {
@@ -20,6 +21,7 @@ namespace {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::traind::testing::TempDir;
 using testing::TempFile;
 
 TEST(ReadCsvTest, QuotedFieldsHoldDelimitersQuotesAndNewlines) {
@@ -150,11 +152,10 @@ TEST(ReadCsvTest, AFieldOverTheLimitIsADataError) {
 
 // A FIFO would block the reader until someone writes to it: refused at once.
 TEST(ReadCsvTest, OnlyRegularFilesAreRead) {
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  char dir[256];
-  std::snprintf(dir, sizeof(dir), "%s/traind_csv_XXXXXX", tmp != nullptr ? tmp : "/tmp");
-  ASSERT_NE(mkdtemp(dir), nullptr);
-  const std::string fifo = std::string(dir) + "/data.csv";
+  const TempDir scratch("traind-csv");
+  ASSERT_FALSE(scratch.path().empty());
+  const std::string dir = scratch.path();
+  const std::string fifo = scratch.Path("data.csv");
   ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
   const auto start = std::chrono::steady_clock::now();
   absl::StatusOr<CsvTable> table = ReadCsv(fifo);
@@ -166,9 +167,7 @@ TEST(ReadCsvTest, OnlyRegularFilesAreRead) {
   table = ReadCsv(dir);
   ASSERT_FALSE(table.ok());
   EXPECT_EQ(table.status().message(),
-            std::string(dir) + ": is a directory, not a regular file (data must be a regular file)");
-  unlink(fifo.c_str());
-  rmdir(dir);
+            dir + ": is a directory, not a regular file (data must be a regular file)");
 }
 
 }  // namespace
