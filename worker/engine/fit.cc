@@ -827,7 +827,8 @@ class FoldTrainer {
       if (observer_ != nullptr) TRAIND_RETURN_IF_ERROR(observer_->OnEpochEnd(report));
       epochs_done_ = epoch;
       if (writer_ && !options_.checkpoint_dir.empty()) {
-        Snapshot(&snapshot_);
+        snapshot_valid_ = false;
+        TRAIND_RETURN_IF_ERROR(Snapshot(&snapshot_));
         snapshot_valid_ = true;
         const int32_t every = spec_.has_checkpoint() ? spec_.checkpoint().every_epochs() : 0;
         if (every > 0 && epoch % every == 0) WritePeriodic(epoch);
@@ -848,7 +849,7 @@ class FoldTrainer {
       result_.set_best_epoch(epoch);
       *result_.mutable_val() = report.val();
       *result_.mutable_train() = report.train();
-      if (keep_best_) SaveBestState();
+      if (keep_best_) TRAIND_RETURN_IF_ERROR(SaveBestState());
     }
     if (early_.active && epoch > spec_.early_stopping().start_from_epoch() &&
         early_.ValueOf(report, &value)) {
@@ -872,14 +873,14 @@ class FoldTrainer {
         best_ckpt_.Update(value, epoch) && writer_) {
       CheckpointWriter writer;
       epochs_done_ = epoch;  // the snapshot is of this epoch
-      Snapshot(&writer);
+      TRAIND_RETURN_IF_ERROR(Snapshot(&writer));
       TRAIND_RETURN_IF_ERROR(MakeDirs(options_.checkpoint_dir));
       Warn(writer.WriteFile(options_.checkpoint_dir + "/best.ckpt"));
     }
     return absl::OkStatus();
   }
 
-  void SaveBestState() {
+  absl::Status SaveBestState() {
     if (best_state_.empty()) {
       best_state_.resize(state_.size());
       for (size_t i = 0; i < state_.size(); ++i) {
@@ -887,9 +888,10 @@ class FoldTrainer {
       }
     }
     for (size_t i = 0; i < state_.size(); ++i) {
-      (void)backend_->CopyToHost(*state_[i].value, best_state_[i].data());
+      TRAIND_RETURN_IF_ERROR(backend_->CopyToHost(*state_[i].value, best_state_[i].data()));
     }
     has_best_state_ = true;
+    return absl::OkStatus();
   }
 
   void Warn(const absl::Status& s) {
@@ -922,8 +924,9 @@ class FoldTrainer {
             outputs_};
   }
 
-  // The whole training state at the last completed epoch -> *w.
-  void Snapshot(CheckpointWriter* w) {
+  // The whole training state at the last completed epoch -> *w. A failed
+  // device copy leaves *w cleared, never half written.
+  absl::Status Snapshot(CheckpointWriter* w) {
     w->Clear();
     w->PutString("meta.spec", spec_.SerializeAsString());
     w->PutInt64s("meta.identity", Identity());
@@ -936,13 +939,21 @@ class FoldTrainer {
     host_state_.clear();
     for (const Parameter& p : state_) {
       host_state_.resize(static_cast<size_t>(p.value->size()));
-      (void)backend_->CopyToHost(*p.value, host_state_.data());
+      absl::Status copied = backend_->CopyToHost(*p.value, host_state_.data());
+      if (!copied.ok()) {
+        w->Clear();
+        return copied;
+      }
       w->PutFloats("state." + p.name, host_state_.data(), host_state_.size());
     }
     const std::vector<Tensor*> opt = optimizer_->state();
     for (size_t i = 0; i < opt.size(); ++i) {
       host_state_.resize(static_cast<size_t>(opt[i]->size()));
-      (void)backend_->CopyToHost(*opt[i], host_state_.data());
+      absl::Status copied = backend_->CopyToHost(*opt[i], host_state_.data());
+      if (!copied.ok()) {
+        w->Clear();
+        return copied;
+      }
       w->PutFloats(absl::StrCat("optimizer.", i), host_state_.data(), host_state_.size());
     }
     w->PutInt64s("optimizer.steps", {optimizer_->steps()});
@@ -958,6 +969,7 @@ class FoldTrainer {
       std::vector<int64_t> codes(pipeline_.categories[k].begin(), pipeline_.categories[k].end());
       w->PutInt64s(absl::StrCat("pipeline.categories.", k), codes);
     }
+    return absl::OkStatus();
   }
 
   // Reads everything first and changes nothing unless all of it is there
@@ -1085,7 +1097,7 @@ class FoldTrainer {
         Warn(absl::DataLossError(absl::StrCat("skipping checkpoint ", path, ": ", s.message())));
         continue;
       }
-      Snapshot(&snapshot_);
+      TRAIND_RETURN_IF_ERROR(Snapshot(&snapshot_));
       snapshot_valid_ = true;
       if (observer_ != nullptr) observer_->OnResume(epochs_done_);
       return absl::OkStatus();
@@ -1114,7 +1126,7 @@ class FoldTrainer {
       result_.set_predictions_path(options_.artifacts_dir + "/predictions.csv");
     } else if (writer_) {
       CheckpointWriter writer;
-      Snapshot(&writer);
+      TRAIND_RETURN_IF_ERROR(Snapshot(&writer));
       TRAIND_RETURN_IF_ERROR(writer.WriteFile(options_.artifacts_dir + "/model.ckpt"));
       result_.set_model_path(options_.artifacts_dir + "/model.ckpt");
     }
