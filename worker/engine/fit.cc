@@ -19,7 +19,8 @@ namespace {
 using traind::v1::FoldResult;
 using traind::v1::JobSpec;
 
-absl::Status CheckInputs(const JobSpec& spec, const Dataset& data, const FoldRows& rows) {
+absl::Status CheckInputs(const JobSpec& spec, const Dataset& data, const FoldRows& rows,
+                         int32_t task) {
   const bool classes = data.target == TargetKind::kClasses || data.target == TargetKind::kBinary;
   if (data.rows <= 0 || data.x.size() != static_cast<size_t>(data.rows * data.features) ||
       (classes && data.y.size() != static_cast<size_t>(data.rows)) ||
@@ -46,7 +47,9 @@ absl::Status CheckInputs(const JobSpec& spec, const Dataset& data, const FoldRow
       }
     }
   }
-  if (rows.train.empty()) return InvalidSpecError("the fold has no training rows");
+  if (rows.train.empty()) {
+    return InvalidSpecError(absl::StrFormat("task %d has no training rows", task));
+  }
   if (TargetKindOf(spec) != data.target) {
     return absl::InvalidArgumentError("Fit: the dataset was loaded for another loss");
   }
@@ -63,7 +66,7 @@ absl::StatusOr<FoldResult> Fit(const JobSpec& spec, const Dataset& data, const F
   bool every_rank_fails = false;
   absl::StatusOr<FoldResult> result = [&]() -> absl::StatusOr<FoldResult> {
     TRAIND_RETURN_IF_ERROR(CheckTrainingSpec(spec));
-    TRAIND_RETURN_IF_ERROR(CheckInputs(spec, data, rows));
+    TRAIND_RETURN_IF_ERROR(CheckInputs(spec, data, rows, task));
     TRAIND_RETURN_IF_ERROR(CheckBackendDevice(spec, options.backend, options.backend_factory));
     if (comm != nullptr && (comm->size() < 1 || comm->rank() < 0 || comm->rank() >= comm->size())) {
       return absl::InvalidArgumentError(

@@ -50,6 +50,8 @@ absl::Status FitLoop::Prepare() {
   shuffle_rng_ = Rng(task_.shuffle_seed);
   order_ = task_.rows.train;
   write_artifacts_ = !task_.options.artifacts_dir.empty();
+  // FoldResult.fold is the task index; the fold within its repeat is
+  // task % cross_validation.folds (job.proto).
   const int32_t t = task_.task;
   result_.set_fold(t);
   const TaskPlan tasks = PlanTasks(task_.spec);
@@ -538,10 +540,9 @@ void FitLoop::WritePeriodic(int32_t epoch) {
   Warn(PrunePeriodicCheckpoints(dir, keep));
 }
 
-// best.ckpt of the training state as of `epoch` (rank 0): EndEpoch has
-// made it the last completed epoch.
-absl::Status FitLoop::WriteBestCheckpoint(int32_t epoch) {
-  (void)epoch;
+// best.ckpt of the training state as of the epoch that improved (rank 0):
+// EndEpoch has made it the last completed epoch.
+absl::Status FitLoop::WriteBestCheckpoint(int32_t /*epoch*/) {
   if (!parallel_.writes()) return absl::OkStatus();
   CheckpointWriter writer;
   TRAIND_RETURN_IF_ERROR(Snapshot(&writer));
