@@ -42,8 +42,8 @@ absl::Status CheckInputs(const JobSpec& spec, const Dataset& data, const FoldRow
     const int64_t codes = static_cast<int64_t>(data.classes.size());
     for (size_t r = 0; r < data.y.size(); ++r) {
       if (data.y[r] < 0 || data.y[r] >= codes) {
-        return absl::InvalidArgumentError(absl::StrFormat(
-            "Fit: row %d has class code %d, not in [0, %d)", r, data.y[r], codes));
+        return absl::InvalidArgumentError(
+            absl::StrFormat("Fit: row %d has class code %d, not in [0, %d)", r, data.y[r], codes));
       }
     }
   }

@@ -1,4 +1,11 @@
 // The fit loop: trains one task of a job spec and reports every epoch.
+//
+// Its parts (worker/engine/fit/): fit_task (set-up: features, model,
+// optimizer, loss, buffers), fit_loop (epochs, steps, windows, validation,
+// checkpoints), callbacks (selection, early stopping, reduce-on-plateau,
+// best checkpoint, reporting; each owns its checkpointed state),
+// parallel_strategy (one rank or data parallelism), step_graph,
+// artifacts (the files a task writes) and backend_factory.
 #ifndef TRAIND_WORKER_ENGINE_FIT_H_
 #define TRAIND_WORKER_ENGINE_FIT_H_
 
@@ -60,8 +67,8 @@ struct FitOptions {
   // backend_factory (null: the CPU backend's, fit/backend_factory.h) make
   // one for spec.training().precision(). A given backend was made for a
   // precision by its creator (the worker passes the spec's). A spec with
-  // resources.device: gpu is refused on a CPU backend (one whose tensors
-  // live in host memory).
+  // resources.device: gpu is refused on a CPU backend (DeviceOf in
+  // fit/backend_factory.h).
   Backend* backend = nullptr;
   BackendFactory* backend_factory = nullptr;  // not owned; outlives Fit
   // Data parallelism (not owned; outlives Fit). With a communicator of size

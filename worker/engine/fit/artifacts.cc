@@ -9,11 +9,11 @@
 #include <system_error>
 
 #include "absl/strings/numbers.h"
-#include "absl/strings/strip.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
+#include "absl/strings/strip.h"
 
 namespace traind::engine {
 namespace {
@@ -99,8 +99,8 @@ absl::Status PrunePeriodicCheckpoints(const std::string& dir, int keep) {
     std::error_code error;
     fs::remove(files[i].second, error);
     if (error) {
-      return absl::InternalError(absl::StrCat(files[i].second, ": cannot remove: ",
-                                              error.message()));
+      return absl::InternalError(
+          absl::StrCat(files[i].second, ": cannot remove: ", error.message()));
     }
   }
   return absl::OkStatus();

@@ -83,8 +83,7 @@ TEST(FitArtifactsTest, PredictionsCsvHeadersByTarget) {
   classes.target = TargetKind::kClasses;
   classes.classes = {"a", "b,c"};
   const float pred[4] = {0.25f, 0.75f, 1.0f, 0.0f};
-  EXPECT_EQ(PredictionsCsv(classes, 2, {4, 9}, pred),
-            "row,p_a,\"p_b,c\"\n4,0.25,0.75\n9,1,0\n");
+  EXPECT_EQ(PredictionsCsv(classes, 2, {4, 9}, pred), "row,p_a,\"p_b,c\"\n4,0.25,0.75\n9,1,0\n");
   Dataset regression;
   regression.target = TargetKind::kRegression;
   EXPECT_EQ(PredictionsCsv(regression, 1, {0}, pred), "row,prediction\n0,0.25\n");

@@ -2,6 +2,8 @@
 
 #include <utility>
 
+#include "absl/strings/match.h"
+
 #include "worker/engine/backend/cpu/cpu_backend.h"
 #include "worker/engine/status.h"
 
@@ -33,7 +35,8 @@ std::unique_ptr<BackendFactory> NewCpuBackendFactory() {
 
 absl::StatusOr<traind::v1::DeviceKind> DeviceOf(Backend* backend) {
   TRAIND_ASSIGN_OR_RETURN(Tensor probe, backend->Allocate1d(DType::kF32, 1));
-  return probe.space() == MemorySpace::kHost ? traind::v1::CPU : traind::v1::GPU;
+  if (probe.space() == MemorySpace::kDevice) return traind::v1::GPU;
+  return absl::StartsWith(backend->name(), "cpu") ? traind::v1::CPU : traind::v1::GPU;
 }
 
 absl::Status CheckBackendDevice(const traind::v1::JobSpec& spec, Backend* given,

@@ -1,7 +1,6 @@
 // Which backend a task trains on. A backend is given (FitOptions::backend:
 // the worker's CUDA backend) or made by a BackendFactory for the spec's
-// precision (the CPU backend's by default); its device is where its tensors
-// live (MemorySpace), never guessed from its name.
+// precision (the CPU backend's by default), so Fit never picks one itself.
 #ifndef TRAIND_WORKER_ENGINE_FIT_BACKEND_FACTORY_H_
 #define TRAIND_WORKER_ENGINE_FIT_BACKEND_FACTORY_H_
 
@@ -26,8 +25,13 @@ class BackendFactory {
 // The CPU backend (oneDNN; CreateCpuBackend).
 std::unique_ptr<BackendFactory> NewCpuBackendFactory();
 
-// The device `backend` computes on: CPU when its tensors live in host
-// memory. Errors: the backend's, from allocating one value.
+// The device a given backend computes on: GPU when its tensors live in
+// device memory (MemorySpace::kDevice). A backend in host memory is the CPU
+// backend when its name starts with "cpu" (its own and its decorators'),
+// else a GPU stand-in (the worker's test plugin computes in host memory
+// under a CUDA name). This is the one place that reads a backend's name;
+// it goes when Backend declares its device. Errors: the backend's, from
+// allocating one value.
 absl::StatusOr<traind::v1::DeviceKind> DeviceOf(Backend* backend);
 
 // The backend of a task, and whether it is owned here.

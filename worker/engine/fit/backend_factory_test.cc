@@ -1,5 +1,5 @@
-// The backend a task trains on: given, or made by an injected factory; its
-// device is where its tensors live.
+// The backend a task trains on: given, or made by an injected factory; the
+// device of a given one.
 #include "worker/engine/fit/backend_factory.h"
 
 #include <memory>
@@ -40,10 +40,10 @@ JobSpec GpuSpec() {
   return spec;
 }
 
-TEST(FitBackendFactoryTest, TheDeviceIsWhereTensorsLive) {
+TEST(FitBackendFactoryTest, TheDeviceOfAGivenBackend) {
   std::unique_ptr<Backend> cpu = std::move(CreateCpuBackend()).value();
   EXPECT_EQ(*DeviceOf(cpu.get()), traind::v1::CPU);
-  // A decorator is what it wraps, whatever its name.
+  // A decorator of the CPU backend under its name is a CPU backend.
   testing::FailingBackend wrapped(std::move(CreateCpuBackend()).value());
   EXPECT_EQ(*DeviceOf(&wrapped), traind::v1::CPU);
   EXPECT_EQ(FailureKindOf(CheckBackendDevice(GpuSpec(), &wrapped, nullptr)),

@@ -43,9 +43,8 @@ absl::Status FitLoop::Prepare() {
     if (layer.has_dropout() && layer.dropout().rate() > 0) graphs = false;
   }
   graph_ = std::make_unique<StepGraph>(task_.backend, task_.loss_kernel.get(),
-                                       /*graph_slot=*/task_.window, task_.batch_size,
-                                       task_.outputs, graphs,
-                                       [this](const absl::Status& s) { Warn(s); });
+                                       /*graph_slot=*/task_.window, task_.batch_size, task_.outputs,
+                                       graphs, [this](const absl::Status& s) { Warn(s); });
 
   shuffle_rng_ = Rng(task_.shuffle_seed);
   order_ = task_.rows.train;
@@ -119,10 +118,10 @@ absl::Status FitLoop::Train() {
     for (int64_t b = 0; b < task_.batches_per_epoch && steps_ < task_.max_steps; ++b) {
       const int64_t start = b * batch_size;
       const int64_t size = std::min(batch_size, n - start);
-      TRAIND_RETURN_IF_ERROR(TrainStep(
-          absl::MakeConstSpan(order_).subspan(static_cast<size_t>(start),
-                                              static_cast<size_t>(size)),
-          start, window * batch_size, b - window, lr, &train_loss.weight_sum));
+      TRAIND_RETURN_IF_ERROR(TrainStep(absl::MakeConstSpan(order_).subspan(
+                                           static_cast<size_t>(start), static_cast<size_t>(size)),
+                                       start, window * batch_size, b - window, lr,
+                                       &train_loss.weight_sum));
       seen += size;
       ++steps_;
       if (b + 1 - window == task_.window) {
@@ -131,8 +130,7 @@ absl::Status FitLoop::Train() {
       }
       // Whether any rank was asked to stop (one reduction per step).
       TRAIND_ASSIGN_OR_RETURN(
-          const bool stop,
-          parallel_.AnyRank(observer_ != nullptr && observer_->StopRequested()));
+          const bool stop, parallel_.AnyRank(observer_ != nullptr && observer_->StopRequested()));
       if (stop) {
         // A stop after a divergence reports the divergence.
         TRAIND_RETURN_IF_ERROR(ReadTrainWindow(epoch, window, b + 1, seen, &train_loss));
@@ -171,8 +169,7 @@ absl::Status FitLoop::Train() {
     TRAIND_ASSIGN_OR_RETURN(
         const double seconds,
         parallel_.RankZeroValue(
-            std::chrono::duration<double>(std::chrono::steady_clock::now() - start_time)
-                .count()));
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - start_time).count()));
     report.set_seconds(seconds);
     TRAIND_RETURN_IF_ERROR(EndEpoch(epoch, &report));
   }
@@ -228,8 +225,8 @@ absl::Status FitLoop::TrainStep(absl::Span<const int64_t> batch, int64_t start,
       // One rank (step graphs): the whole batch, no collectives.
       TRAIND_RETURN_IF_ERROR(graph_->Run(
           [&](double grad_scale, int64_t graph_slot, Tensor* graph_pred) -> absl::Status {
-            TRAIND_RETURN_IF_ERROR(task_.ForwardLoss(b, /*train=*/true, 0, task_.batch_size,
-                                                     steps_, grad_scale, graph_slot, graph_pred));
+            TRAIND_RETURN_IF_ERROR(task_.ForwardLoss(b, /*train=*/true, 0, task_.batch_size, steps_,
+                                                     grad_scale, graph_slot, graph_pred));
             return parallel_.Backward(b->x, &b->doutputs);
           },
           scale, slot, &pred));
@@ -310,7 +307,8 @@ absl::Status FitLoop::Validate(LossSums* sums) {
       TRAIND_RETURN_IF_ERROR(
           task_.backend->CopyToHost(done, task_.val_pred.data() + window_start * k));
       TRAIND_RETURN_IF_ERROR(task_.loss_kernel->ReadSlots(0, slot, task_.slot_values.data()));
-      for (int64_t i = 0; i < slot; ++i) mine.value_sum += task_.slot_values[static_cast<size_t>(i)];
+      for (int64_t i = 0; i < slot; ++i)
+        mine.value_sum += task_.slot_values[static_cast<size_t>(i)];
       window_start = start + size;
       slot = 0;
     }
@@ -535,8 +533,8 @@ void FitLoop::WritePeriodic(int32_t epoch) {
   Warn(MakeDirs(dir));
   Warn(snapshot_.WriteFile(PeriodicCheckpointPath(dir, epoch)));
   const auto& spec = task_.spec;
-  const int keep = spec.has_checkpoint() && spec.checkpoint().keep() > 0 ? spec.checkpoint().keep()
-                                                                          : 5;
+  const int keep =
+      spec.has_checkpoint() && spec.checkpoint().keep() > 0 ? spec.checkpoint().keep() : 5;
   Warn(PrunePeriodicCheckpoints(dir, keep));
 }
 

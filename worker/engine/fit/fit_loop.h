@@ -35,8 +35,7 @@ namespace traind::engine {
 class FitLoop {
  public:
   // Nothing is owned; all outlive the loop. `observer` may be null.
-  FitLoop(FitTask* task, ParallelStrategy* parallel, BackendFactory* factory,
-          FitObserver* observer)
+  FitLoop(FitTask* task, ParallelStrategy* parallel, BackendFactory* factory, FitObserver* observer)
       : task_(*task), parallel_(*parallel), factory_(factory), observer_(observer) {}
   FitLoop(const FitLoop&) = delete;
   FitLoop& operator=(const FitLoop&) = delete;

@@ -136,8 +136,8 @@ absl::Status FitTask::Prepare(BackendFactory* factory, ParallelStrategy* strateg
   batches_per_epoch = (n + batch_size - 1) / batch_size;
   max_steps = training.batches() > 0 ? training.batches() : training.epochs() * batches_per_epoch;
   total_epochs = (max_steps + batches_per_epoch - 1) / batches_per_epoch;
-  schedule = std::make_unique<LearningRateSchedule>(
-      spec.optimizer().schedule(), optimizer->base_learning_rate(), total_epochs);
+  schedule = std::make_unique<LearningRateSchedule>(spec.optimizer().schedule(),
+                                                    optimizer->base_learning_rate(), total_epochs);
   shuffle = !training.has_shuffle() || training.shuffle();
   shuffle_seed = DeriveSeed(spec.seed(), static_cast<uint64_t>(task), kShuffleStream);
   dropout_seed = DeriveSeed(spec.seed(), static_cast<uint64_t>(task), kDropoutStream);
@@ -257,8 +257,7 @@ absl::StatusOr<BatchBuffers*> FitTask::GatherBatch(absl::Span<const int64_t> bat
   return b;
 }
 
-double FitTask::WeightOf(const int32_t* classes, const float* target_values,
-                         int64_t count) const {
+double FitTask::WeightOf(const int32_t* classes, const float* target_values, int64_t count) const {
   BatchTargets targets;
   targets.classes = classes;
   targets.values = target_values;
@@ -277,8 +276,8 @@ ForwardMode FitTask::ModeFor(bool train, int64_t batch_rows, int64_t step) const
 }
 
 absl::Status FitTask::ForwardLoss(BatchBuffers* b, bool train, int64_t first_row,
-                                  int64_t batch_rows, int64_t step, double grad_scale,
-                                  int64_t slot, Tensor* pred) {
+                                  int64_t batch_rows, int64_t step, double grad_scale, int64_t slot,
+                                  Tensor* pred) {
   const ForwardMode mode = ModeFor(train, batch_rows, step);
   // x: [batch, width] -> outputs: [batch, k]
   TRAIND_ASSIGN_OR_RETURN(Tensor * out, network->Forward(b->x, mode, first_row));

@@ -115,8 +115,7 @@ struct FitTask {
   absl::Status ClearSlot(int64_t slot);
   // The metrics' view of a pass over `count` rows.
   PassPredictions Pass(int64_t count, const std::vector<float>& pred,
-                       const std::vector<int32_t>& classes,
-                       const std::vector<float>& values) const;
+                       const std::vector<int32_t>& classes, const std::vector<float>& values) const;
 
   const traind::v1::JobSpec& spec;
   const Dataset& data;

@@ -61,8 +61,7 @@ class DataParallel final : public ParallelStrategy {
     for (int64_t end = total; end > 0; end -= per) {
       buckets_.emplace_back(std::max<int64_t>(0, end - per), end);
     }
-    reduce_piece_ =
-        std::max<int64_t>(16, bucket_bytes_ / static_cast<int64_t>(sizeof(double)));
+    reduce_piece_ = std::max<int64_t>(16, bucket_bytes_ / static_cast<int64_t>(sizeof(double)));
     reduce_.resize(static_cast<size_t>(std::min<int64_t>(2 + values, reduce_piece_)));
   }
 
@@ -116,9 +115,8 @@ class DataParallel final : public ParallelStrategy {
     if (network_->gradients().size() > 0) {
       TRAIND_RETURN_IF_ERROR(backend->Fill(0.0f, &network_->gradients()));
     }
-    return network_->JoinBackward([this](size_t layer) {
-      return ReduceBucketsFrom(network_->gradients_ready_from(layer));
-    });
+    return network_->JoinBackward(
+        [this](size_t layer) { return ReduceBucketsFrom(network_->gradients_ready_from(layer)); });
   }
   absl::Status FinishGradients() override {
     TRAIND_RETURN_IF_ERROR(ReduceBucketsFrom(0));

@@ -13,8 +13,8 @@
 #include <memory>
 #include <vector>
 
-#include "absl/status/status.h"
 #include "absl/functional/function_ref.h"
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "worker/engine/losses.h"
 #include "worker/engine/tensor.h"
@@ -60,12 +60,11 @@ class ParallelStrategy {
   virtual void Prepare(Network* network, int64_t values) = 0;
   // That every rank was given the same task (`task_crc()`: a CRC of the
   // spec, the checkpoint identity and the validation rows; not called with
-  // one rank) and resumed after the same epoch. *artifacts: rank 0's whether to write artifacts (every rank
-  // takes part in the final validation). *every_rank_fails: the error is
-  // one every rank returns.
-  virtual absl::Status CheckAgreement(absl::FunctionRef<uint32_t()> task_crc,
-                                      int32_t epochs_done, bool* artifacts,
-                                      bool* every_rank_fails) = 0;
+  // one rank) and resumed after the same epoch. *artifacts: whether to write
+  // artifacts, rank 0's decides (every rank takes part in the final
+  // validation). *every_rank_fails: the error is one every rank returns.
+  virtual absl::Status CheckAgreement(absl::FunctionRef<uint32_t()> task_crc, int32_t epochs_done,
+                                      bool* artifacts, bool* every_rank_fails) = 0;
 
   // Whether `mine` or another rank's value is true (a stop requested).
   virtual absl::StatusOr<bool> AnyRank(bool mine) = 0;
@@ -104,8 +103,7 @@ std::unique_ptr<ParallelStrategy> NewSingleRank();
 // Rank communicator->rank() of communicator->size() (not owned; outlives
 // the strategy): gradients summed in buckets of `bucket_bytes`, started as
 // the backward pass finishes them.
-std::unique_ptr<ParallelStrategy> NewDataParallel(Communicator* communicator,
-                                                  int64_t bucket_bytes);
+std::unique_ptr<ParallelStrategy> NewDataParallel(Communicator* communicator, int64_t bucket_bytes);
 
 }  // namespace traind::engine
 

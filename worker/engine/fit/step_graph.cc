@@ -19,8 +19,8 @@ absl::Status StepGraph::Run(const Step& step, double grad_scale, int64_t slot, T
     } else {
       enabled_ = false;
       if (!absl::IsUnimplemented(graph.status()) && warn_) {
-        warn_(absl::Status(graph.status().code(),
-                           absl::StrCat("training without a step graph: ", graph.status().message())));
+        warn_(absl::Status(graph.status().code(), absl::StrCat("training without a step graph: ",
+                                                               graph.status().message())));
       }
     }
   }

@@ -36,8 +36,8 @@ class StepGraph {
   // `backend` and `loss` are not owned and outlive the graph; `graph_slot`
   // is a loss slot for the graph alone; full batches have `batch` rows of
   // `outputs` predictions. `enabled`: false runs every step op by op.
-  StepGraph(Backend* backend, LossKernel* loss, int64_t graph_slot, int64_t batch,
-            int64_t outputs, bool enabled, Warn warn)
+  StepGraph(Backend* backend, LossKernel* loss, int64_t graph_slot, int64_t batch, int64_t outputs,
+            bool enabled, Warn warn)
       : backend_(backend),
         loss_(loss),
         graph_slot_(graph_slot),

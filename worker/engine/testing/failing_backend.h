@@ -103,10 +103,9 @@ class FailingBackend final : public Backend {
     return inner_->BatchNormSquaredDeviations(x, sum, count, mean, sq);
   }
   absl::Status BatchNormForwardFromMoments(float momentum, float epsilon, int64_t count,
-                                           const Tensor& x, const Tensor& gamma,
-                                           const Tensor& beta, const Tensor& mean,
-                                           const Tensor& sq, Tensor* running_mean,
-                                           Tensor* running_var, Tensor* rstd,
+                                           const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                                           const Tensor& mean, const Tensor& sq,
+                                           Tensor* running_mean, Tensor* running_var, Tensor* rstd,
                                            Tensor* y) override {
     return inner_->BatchNormForwardFromMoments(momentum, epsilon, count, x, gamma, beta, mean, sq,
                                                running_mean, running_var, rstd, y);
@@ -131,9 +130,7 @@ class FailingBackend final : public Backend {
                                  Tensor* dbeta, Tensor* dx) override {
     return inner_->LayerNormBackward(x, gamma, mean, rstd, dy, dgamma, dbeta, dx);
   }
-  absl::StatusOr<double> SumOfSquares(const Tensor& t) override {
-    return inner_->SumOfSquares(t);
-  }
+  absl::StatusOr<double> SumOfSquares(const Tensor& t) override { return inner_->SumOfSquares(t); }
   absl::Status Scale(float factor, Tensor* t) override { return inner_->Scale(factor, t); }
   absl::Status ClipByValue(float limit, Tensor* t) override {
     return inner_->ClipByValue(limit, t);
