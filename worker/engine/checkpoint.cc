@@ -17,7 +17,8 @@ namespace traind::engine {
 namespace {
 
 constexpr char kMagic[8] = {'T', 'R', 'A', 'I', 'N', 'D', 'C', 'K'};
-constexpr uint32_t kVersion = 1;
+// 2: training state in named records (StateWriter); see checkpoint.h.
+constexpr uint32_t kVersion = 2;
 constexpr size_t kHeader = 8 + 4 + 8 + 4;
 enum : uint8_t { kF32 = 1, kF64 = 2, kI64 = 3, kString = 4 };
 
@@ -204,6 +205,32 @@ absl::StatusOr<std::vector<int64_t>> CheckpointReader::GetInt64s(const std::stri
 absl::StatusOr<std::string> CheckpointReader::GetString(const std::string& name) const {
   TRAIND_ASSIGN_OR_RETURN(const Record* r, Find(name, kString));
   return r->bytes;
+}
+
+absl::StatusOr<int64_t> StateReader::GetInt(absl::string_view key) const {
+  TRAIND_ASSIGN_OR_RETURN(std::vector<int64_t> v, in_.GetInt64s(Name(key)));
+  if (v.size() != 1) {
+    return DataError(absl::StrFormat("record \"%s\" holds %d values, expected 1", Name(key),
+                                     v.size()));
+  }
+  return v[0];
+}
+
+absl::StatusOr<bool> StateReader::GetBool(absl::string_view key) const {
+  TRAIND_ASSIGN_OR_RETURN(int64_t v, GetInt(key));
+  if (v != 0 && v != 1) {
+    return DataError(absl::StrFormat("record \"%s\" is %d, not a flag", Name(key), v));
+  }
+  return v != 0;
+}
+
+absl::StatusOr<double> StateReader::GetDouble(absl::string_view key) const {
+  TRAIND_ASSIGN_OR_RETURN(std::vector<double> v, in_.GetDoubles(Name(key)));
+  if (v.size() != 1) {
+    return DataError(absl::StrFormat("record \"%s\" holds %d values, expected 1", Name(key),
+                                     v.size()));
+  }
+  return v[0];
 }
 
 }  // namespace traind::engine

@@ -5,6 +5,15 @@
 // [name length u32][name][type u8][byte count u64][bytes], little-endian.
 // A file whose size, magic, version or checksum disagrees is rejected
 // (DataError naming the file and what is wrong), never half-loaded.
+//
+// Training state is stored by name: each owner (the fit loop, a callback,
+// the model, the optimizer) writes its values as records "<owner>.<key>"
+// through a StateWriter and reads them back through a StateReader, e.g.
+// "loop.epoch", "early_stopping.wait", "selection.best_epoch". Format
+// version 2 is this layout. Version 1 (training counters as one positional
+// array, "counters") has no read path: such a file is refused with the
+// DataError "<path>: checkpoint format version 1 (expected 2)", so a resume
+// skips it (FitObserver::OnWarning) and trains from the first epoch.
 #ifndef TRAIND_WORKER_ENGINE_CHECKPOINT_H_
 #define TRAIND_WORKER_ENGINE_CHECKPOINT_H_
 
@@ -15,6 +24,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 
 namespace traind::engine {
 
@@ -65,6 +75,66 @@ class CheckpointReader {
   absl::StatusOr<const Record*> Find(const std::string& name, uint8_t type) const;
   std::string path_;
   std::map<std::string, Record> records_;
+};
+
+// One owner's named values in a checkpoint being written: record
+// "<owner>.<key>". Not owned: the writer outlives it.
+class StateWriter {
+ public:
+  StateWriter(CheckpointWriter* out, absl::string_view owner)
+      : out_(out), prefix_(std::string(owner) + ".") {}
+
+  void PutInt(absl::string_view key, int64_t value) { out_->PutInt64s(Name(key), {value}); }
+  void PutBool(absl::string_view key, bool value) { PutInt(key, value ? 1 : 0); }
+  void PutDouble(absl::string_view key, double value) { out_->PutDoubles(Name(key), {value}); }
+  void PutInts(absl::string_view key, const std::vector<int64_t>& values) {
+    out_->PutInt64s(Name(key), values);
+  }
+  void PutDoubles(absl::string_view key, const std::vector<double>& values) {
+    out_->PutDoubles(Name(key), values);
+  }
+  void PutFloats(absl::string_view key, const float* data, size_t n) {
+    out_->PutFloats(Name(key), data, n);
+  }
+  void PutString(absl::string_view key, const std::string& value) {
+    out_->PutString(Name(key), value);
+  }
+
+ private:
+  std::string Name(absl::string_view key) const { return prefix_ + std::string(key); }
+  CheckpointWriter* out_;
+  std::string prefix_;
+};
+
+// One owner's named values in a checkpoint read back (see StateWriter).
+// Errors: NotFound for a missing record; DataError for a record of another
+// type or (scalars) not holding exactly one value.
+class StateReader {
+ public:
+  StateReader(const CheckpointReader& in, absl::string_view owner)
+      : in_(in), prefix_(std::string(owner) + ".") {}
+
+  bool Has(absl::string_view key) const { return in_.Has(Name(key)); }
+  absl::StatusOr<int64_t> GetInt(absl::string_view key) const;
+  absl::StatusOr<bool> GetBool(absl::string_view key) const;
+  absl::StatusOr<double> GetDouble(absl::string_view key) const;
+  absl::StatusOr<std::vector<int64_t>> GetInts(absl::string_view key) const {
+    return in_.GetInt64s(Name(key));
+  }
+  absl::StatusOr<std::vector<double>> GetDoubles(absl::string_view key) const {
+    return in_.GetDoubles(Name(key));
+  }
+  absl::Status GetFloats(absl::string_view key, float* out, size_t n) const {
+    return in_.GetFloats(Name(key), out, n);
+  }
+  absl::StatusOr<std::string> GetString(absl::string_view key) const {
+    return in_.GetString(Name(key));
+  }
+
+ private:
+  std::string Name(absl::string_view key) const { return prefix_ + std::string(key); }
+  const CheckpointReader& in_;
+  std::string prefix_;
 };
 
 }  // namespace traind::engine

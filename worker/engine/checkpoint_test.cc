@@ -1,6 +1,7 @@
 // The checkpoint file format: round trip, checksum, truncation.
 #include "worker/engine/checkpoint.h"
 
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -43,6 +44,47 @@ TEST(CheckpointTest, RoundTripAndEveryByteIsProtected) {
   }
   absl::Status s = CheckpointReader::Parse(bytes.substr(0, bytes.size() - 1), "ck").status();
   EXPECT_EQ(FailureKindOf(s), FailureKind::kDataError);
+}
+
+TEST(CheckpointTest, StateIsStoredByOwnerAndKey) {
+  CheckpointWriter w;
+  StateWriter loop(&w, "loop");
+  loop.PutInt("epoch", 7);
+  loop.PutBool("stopped", true);
+  loop.PutDouble("best", 0.25);
+  loop.PutInts("order", {3, 1, 2});
+  const float weights[2] = {0.5f, -1.0f};
+  StateWriter model(&w, "state");
+  model.PutFloats("layers[0].weight", weights, 2);
+  absl::StatusOr<CheckpointReader> r = CheckpointReader::Parse(w.Serialize(), "ck");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_THAT(*r->GetInt64s("loop.epoch"), ::testing::ElementsAre(7));
+  EXPECT_TRUE(r->Has("state.layers[0].weight"));
+  StateReader in(*r, "loop");
+  EXPECT_EQ(*in.GetInt("epoch"), 7);
+  EXPECT_TRUE(*in.GetBool("stopped"));
+  EXPECT_EQ(*in.GetDouble("best"), 0.25);
+  EXPECT_THAT(*in.GetInts("order"), ::testing::ElementsAre(3, 1, 2));
+  // A list is not a scalar; a missing key names its record.
+  EXPECT_EQ(FailureKindOf(in.GetInt("order").status()), FailureKind::kDataError);
+  absl::Status missing = in.GetInt("steps").status();
+  EXPECT_EQ(missing.code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(std::string(missing.message()), ::testing::HasSubstr("\"loop.steps\""));
+  float back[2];
+  ASSERT_TRUE(StateReader(*r, "state").GetFloats("layers[0].weight", back, 2).ok());
+  EXPECT_THAT(back, ::testing::ElementsAre(0.5f, -1.0f));
+}
+
+// Format version 1 (positional training counters) is refused by name.
+TEST(CheckpointTest, VersionOneIsRefusedWithAClearError) {
+  CheckpointWriter w;
+  w.PutInt64s("counters", {1, 2, 3});
+  std::string bytes = w.Serialize();
+  const uint32_t one = 1;
+  std::memcpy(bytes.data() + 8, &one, sizeof(one));
+  absl::Status s = CheckpointReader::Parse(bytes, "epoch-000001.ckpt").status();
+  EXPECT_EQ(FailureKindOf(s), FailureKind::kDataError);
+  EXPECT_EQ(s.message(), "epoch-000001.ckpt: checkpoint format version 1 (expected 2)");
 }
 
 }  // namespace

@@ -1,4 +1,11 @@
 // The fit loop: trains one task of a job spec and reports every epoch.
+//
+// Its parts (worker/engine/fit/): fit_task (set-up: features, model,
+// optimizer, loss, buffers), fit_loop (epochs, steps, windows, validation,
+// checkpoints), callbacks (selection, early stopping, reduce-on-plateau,
+// best checkpoint, reporting; each owns its checkpointed state),
+// parallel_strategy (one rank or data parallelism), step_graph,
+// artifacts (the files a task writes) and backend_factory.
 #ifndef TRAIND_WORKER_ENGINE_FIT_H_
 #define TRAIND_WORKER_ENGINE_FIT_H_
 
@@ -16,6 +23,7 @@
 namespace traind::engine {
 
 class Backend;
+class BackendFactory;
 class Communicator;
 
 // Receives progress from Fit, on Fit's thread.
@@ -55,11 +63,14 @@ struct FitOptions {
   // Tests and warm starts: replaces the initialized trainable parameters, in
   // Network::parameters() order ([in, out] row-major weights). Not owned.
   const std::vector<std::vector<float>>* initial_parameters = nullptr;
-  // The backend to train on (not owned; outlives Fit). Null: Fit creates
-  // the CPU backend for spec.training().precision(). A given backend was
-  // made for a precision by its creator (the worker passes the spec's).
-  // A spec with resources.device: gpu is refused on the CPU backend.
+  // The backend to train on (not owned; outlives Fit). Null: Fit has
+  // backend_factory (null: the CPU backend's, fit/backend_factory.h) make
+  // one for spec.training().precision(). A given backend was made for a
+  // precision by its creator (the worker passes the spec's). A spec with
+  // resources.device: gpu is refused on a CPU backend (DeviceOf in
+  // fit/backend_factory.h).
   Backend* backend = nullptr;
+  BackendFactory* backend_factory = nullptr;  // not owned; outlives Fit
   // Data parallelism (not owned; outlives Fit). With a communicator of size
   // N, this call is rank communicator->rank() of N processes (or threads)
   // that call Fit with the same spec, data and rows:
@@ -102,7 +113,10 @@ struct FitOptions {
   bool step_graphs = true;
 };
 
-// Trains spec.model on rows.train of `data` and validates on rows.val.
+// Trains spec.model on rows.train of `data` and validates on rows.val: task
+// `task` of the spec (its index in PlanTasks' order: with repeated k-fold,
+// the fold within its repeat is task % cross_validation.folds;
+// FoldResult.fold is the task index).
 //
 // - Features go through a FeaturePipeline fitted on rows.train only
 //   (imputation, data.scaling, one-hot categorical columns).
@@ -112,7 +126,7 @@ struct FitOptions {
 //   the last batch of an epoch possibly smaller; training rows reshuffled
 //   every epoch unless training.shuffle is false.
 // - Initialization, shuffling and dropout are drawn from PRNGs seeded from
-//   (spec.seed(), fold): the same inputs give bit-identical results for the
+//   (spec.seed(), task): the same inputs give bit-identical results for the
 //   same number of threads, and a resumed run continues exactly as the
 //   uninterrupted one.
 // - Train metrics come from each batch's training forward pass (before its
@@ -136,7 +150,7 @@ struct FitOptions {
 // `observer` may be null. Row indices out of [0, data.rows), or a dataset
 // whose sizes disagree, are an absl::InvalidArgumentError.
 absl::StatusOr<traind::v1::FoldResult> Fit(const traind::v1::JobSpec& spec, const Dataset& data,
-                                           const FoldRows& rows, int32_t fold,
+                                           const FoldRows& rows, int32_t task,
                                            const FitOptions& options, FitObserver* observer);
 
 }  // namespace traind::engine

@@ -1,0 +1,141 @@
+#include "worker/engine/fit/artifacts.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <system_error>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/string_view.h"
+#include "absl/strings/strip.h"
+
+namespace traind::engine {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string CsvField(const std::string& s) {
+  if (s.find_first_of(",\"\r\n") == std::string::npos) return s;
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"') out += '"';
+    out += c;
+  }
+  return out + "\"";
+}
+
+// The epoch of a periodic checkpoint's file name, or -1.
+int32_t EpochOfName(const std::string& name) {
+  absl::string_view n = name;
+  if (!absl::ConsumePrefix(&n, "epoch-") || !absl::ConsumeSuffix(&n, ".ckpt") || n.empty()) {
+    return -1;
+  }
+  int32_t epoch = 0;
+  if (!std::all_of(n.begin(), n.end(), [](char c) { return c >= '0' && c <= '9'; }) ||
+      !absl::SimpleAtoi(n, &epoch) || name != absl::StrFormat("epoch-%06d.ckpt", epoch)) {
+    return -1;
+  }
+  return epoch;
+}
+
+}  // namespace
+
+absl::Status MakeDirs(const std::string& path) {
+  std::error_code error;
+  fs::create_directories(path, error);
+  if (error) return absl::InternalError(absl::StrCat(path, ": cannot create: ", error.message()));
+  return absl::OkStatus();
+}
+
+absl::Status WriteTextFile(const std::string& path, const std::string& text) {
+  const std::string tmp = absl::StrCat(path, ".tmp.", getpid());
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    out.write(text.data(), static_cast<std::streamsize>(text.size()));
+    out.close();
+    if (!out) {
+      std::error_code ignored;
+      fs::remove(tmp, ignored);
+      return absl::InternalError(absl::StrCat(path, ": cannot write"));
+    }
+  }
+  std::error_code error;
+  fs::rename(tmp, path, error);
+  if (error) {
+    std::error_code ignored;
+    fs::remove(tmp, ignored);
+    return absl::InternalError(absl::StrCat(path, ": cannot write: ", error.message()));
+  }
+  return absl::OkStatus();
+}
+
+std::string PeriodicCheckpointPath(const std::string& dir, int32_t epoch) {
+  return absl::StrCat(dir, "/", absl::StrFormat("epoch-%06d.ckpt", epoch));
+}
+
+std::string BestCheckpointPath(const std::string& dir) { return dir + "/best.ckpt"; }
+
+std::vector<std::pair<int32_t, std::string>> PeriodicCheckpoints(const std::string& dir) {
+  std::vector<std::pair<int32_t, std::string>> files;
+  std::error_code error;
+  for (fs::directory_iterator it(dir, error), end; !error && it != end; it.increment(error)) {
+    const std::string name = it->path().filename().string();
+    const int32_t epoch = EpochOfName(name);
+    if (epoch >= 0) files.emplace_back(epoch, dir + "/" + name);
+  }
+  std::sort(files.rbegin(), files.rend());
+  return files;
+}
+
+absl::Status PrunePeriodicCheckpoints(const std::string& dir, int keep) {
+  const auto files = PeriodicCheckpoints(dir);
+  for (size_t i = static_cast<size_t>(std::max(keep, 0)); i < files.size(); ++i) {
+    std::error_code error;
+    fs::remove(files[i].second, error);
+    if (error) {
+      return absl::InternalError(
+          absl::StrCat(files[i].second, ": cannot remove: ", error.message()));
+    }
+  }
+  return absl::OkStatus();
+}
+
+std::string PredictionsCsv(const Dataset& data, int64_t outputs, absl::Span<const int64_t> rows,
+                           const float* pred) {
+  std::vector<std::string> header = {"row"};
+  switch (data.target) {
+    case TargetKind::kClasses:
+      for (const std::string& c : data.classes) header.push_back(CsvField("p_" + c));
+      break;
+    case TargetKind::kBinary:
+      header.push_back(CsvField("p_" + data.classes[1]));
+      break;
+    case TargetKind::kMultiLabel:
+      for (const std::string& c : data.target_names) header.push_back(CsvField("p_" + c));
+      break;
+    case TargetKind::kRegression:
+      if (outputs == 1) {
+        header.push_back("prediction");
+      } else {
+        for (const std::string& c : data.target_names) header.push_back(CsvField(c));
+      }
+      break;
+  }
+  std::string text = absl::StrJoin(header, ",") + "\n";
+  for (size_t i = 0; i < rows.size(); ++i) {
+    absl::StrAppend(&text, rows[i]);
+    for (int64_t j = 0; j < outputs; ++j) {
+      absl::StrAppend(&text, ",", absl::StrFormat("%.9g", pred[i * outputs + j]));
+    }
+    text += "\n";
+  }
+  return text;
+}
+
+}  // namespace traind::engine
