@@ -369,6 +369,7 @@ int Run(ServerConfig flags) {
   LogInfo("traind stopping signal=%s", sigabbrev_np(sig) ? sigabbrev_np(sig) : "?");
   sd_notify(0, "STOPPING=1\nSTATUS=stopping: draining workers");
   public_server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  training_service->FinishPendingWork();
   scheduler.Stop();
   worker_server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
   watchdog.reset();
