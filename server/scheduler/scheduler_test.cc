@@ -584,6 +584,8 @@ class GpuSchedulerTest : public SchedulerTest {
     });
     ASSERT_TRUE(scheduler_->Recover().ok());
   }
+  // The scheduler goes before probe_ (its loop polls the probe).
+  void TearDown() override { Close(); }
   traind::v1::JobSpec GpuSpec(int folds) {
     auto spec = ThreeFoldSpec();
     spec.mutable_cross_validation()->set_folds(folds);
