@@ -113,6 +113,7 @@ class AttemptTracker final {
   void Add(int pid, RankRef ref) { by_pid_[pid] = std::move(ref); }
   // Removes and returns the process's rank; nothing for an unknown pid.
   std::optional<RankRef> Take(int pid);
+  bool Has(int pid) const { return by_pid_.count(pid) != 0; }
   bool empty() const { return by_pid_.empty(); }
   std::vector<int> pids() const;
 

@@ -410,12 +410,14 @@ void Scheduler::EraseIfEndedLocked(const std::string& job_id) {
 void Scheduler::OnExit(const ProcessExit& exit) {
   {
     absl::MutexLock lock(&mu_);
+    // A rank can exit before its launch is recorded: wait for the record
+    // (this is the launcher's thread; the mutex is free meanwhile).
+    auto known = [this, &exit]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return launches_in_flight_ == 0 || ranks_.Has(exit.pid);
+    };
+    mu_.Await(absl::Condition(&known));
     std::optional<AttemptTracker::RankRef> ref = ranks_.Take(exit.pid);
-    if (!ref.has_value()) {
-      // Maybe a rank whose launch is not recorded yet: it is, shortly.
-      if (launches_in_flight_ > 0) early_exits_.push_back(exit);
-      return;
-    }
+    if (!ref.has_value()) return;
     OnExitLocked(exit, *ref);
   }
   FinishMerges();

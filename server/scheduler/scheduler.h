@@ -274,10 +274,9 @@ class Scheduler final {
   DispatchQueue queue_ ABSL_GUARDED_BY(mu_);
   uint64_t next_order_ ABSL_GUARDED_BY(mu_) = 1;
   AttemptTracker ranks_ ABSL_GUARDED_BY(mu_);
-  // Launches in progress (without the mutex), and the exits that came for
-  // pids they have not recorded yet.
+  // Launches in progress (without the mutex). An exit of a pid not known
+  // yet waits for them to be recorded.
   int launches_in_flight_ ABSL_GUARDED_BY(mu_) = 0;
-  std::vector<ProcessExit> early_exits_ ABSL_GUARDED_BY(mu_);
   std::vector<PredictionsMerge> merges_ ABSL_GUARDED_BY(mu_);
   std::deque<traind::v1::JobEvent> pending_events_ ABSL_GUARDED_BY(mu_);  // stable addresses
   int running_ ABSL_GUARDED_BY(mu_) = 0;  // CPU tasks

@@ -58,7 +58,6 @@ void Scheduler::DispatchLocked() {
     mu_.Lock();
     --launches_in_flight_;
     RecordLaunchLocked(plan, outcome);
-    if (launches_in_flight_ == 0) early_exits_.clear();
     next = queue_.begin();  // the queue changed while the mutex was free
   }
 }
@@ -207,17 +206,6 @@ void Scheduler::RecordLaunchLocked(const LaunchPlan& plan, const LaunchOutcome& 
     la.Signal(launcher_, SIGKILL);
   } else if (la.stop_requested || stopping_) {
     la.Signal(launcher_, SIGTERM);
-  }
-  // Ranks that exited before they were recorded here.
-  std::vector<ProcessExit> early;
-  for (const ProcessExit& e : early_exits_) {
-    if (std::find(la.rank_pids.begin(), la.rank_pids.end(), e.pid) != la.rank_pids.end()) {
-      early.push_back(e);
-    }
-  }
-  for (const ProcessExit& e : early) {
-    std::optional<AttemptTracker::RankRef> ref = ranks_.Take(e.pid);
-    if (ref.has_value()) OnExitLocked(e, *ref);
   }
 }
 

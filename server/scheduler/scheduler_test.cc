@@ -297,6 +297,9 @@ TEST_F(SchedulerTest, CancelQueuedJobAtOnceAndRunningAfterWorkersStop) {
   scheduler_->Start();
   auto running = scheduler_->Submit(ThreeFoldSpec());
   ASSERT_TRUE(launcher_->WaitForLaunches(2));
+  // Both launches are recorded (a worker call waits for that), so the
+  // cancel grace below runs on the fake clock from the cancel on.
+  ASSERT_TRUE(scheduler_->GetTask(Creds(launcher_->launched()[1])).ok());
   auto queued = scheduler_->Submit(ThreeFoldSpec());
   ASSERT_TRUE(queued.ok());
 
