@@ -418,6 +418,7 @@ int Run(ServerConfig flags) {
   health->SetServingStatus(false);
   scheduler.Stop();
   public_server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  training_service->FinishPendingWork();
   worker_server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
   watchdog.reset();
   LogInfo("traind stopped");

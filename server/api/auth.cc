@@ -33,6 +33,11 @@ std::string Where(const std::string& source, const YAML::Node& node) {
 
 }  // namespace
 
+bool ConstantTimeEquals(absl::string_view a, absl::string_view b) {
+  if (a.size() != b.size()) return false;
+  return a.empty() || CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
+}
+
 const char* RoleName(Role role) {
   switch (role) {
     case Role::kViewer:
@@ -177,7 +182,7 @@ std::optional<Caller> TokenStore::Lookup(absl::string_view token) const {
   // Compare against every entry, in constant time each, so the time taken
   // says nothing about which entry (or how much of a hash) matched.
   for (const Entry& e : entries_) {
-    if (CRYPTO_memcmp(e.sha256.data(), digest.data(), digest.size()) == 0) found = &e;
+    if (ConstantTimeEquals(e.sha256, digest)) found = &e;
   }
   if (found == nullptr) return std::nullopt;
   return Caller{found->name, found->role, false};

@@ -35,6 +35,10 @@ enum class Role { kViewer = 1, kSubmitter = 2, kAdmin = 3 };
 
 // "viewer", "submitter", "admin".
 const char* RoleName(Role role);
+
+// Whether `a` equals `b`, in time that depends on their lengths only (never
+// on where they differ): for comparing secrets and token hashes.
+bool ConstantTimeEquals(absl::string_view a, absl::string_view b);
 std::optional<Role> ParseRole(absl::string_view name);
 
 // The public RPCs, for authorization.

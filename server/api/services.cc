@@ -1,6 +1,8 @@
 #include "server/api/services.h"
 
+#include <atomic>
 #include <deque>
+#include <functional>
 #include <optional>
 #include <utility>
 
@@ -44,24 +46,37 @@ absl::Status RequireJobId(const std::string& id) {
 // Streams a job's events: stored ones from the cursor, then live ones, and
 // closes after the `last` event. Live events arrive through the EventHub
 // into a bounded buffer; when the buffer is full or an event is out of
-// order, the reactor reads the missing ones back from the store, so a slow
-// client never blocks the scheduler and never loses an event.
+// order, the missing ones are read back from the store, so a slow client
+// never blocks the scheduler and never loses an event.
+//
+// The hub calls OnEvent with its lock (and the scheduler's) held: it only
+// enqueues. Every store read (whether the job exists and has ended, events
+// from the cursor) runs on the store-reads pool, never on a gRPC thread.
+// The reactor deletes itself once gRPC is done with it and no read is
+// pending.
 class WatchReactor final : public grpc::ServerWriteReactor<traind::v1::JobEvent>,
                            public EventSubscriber {
  public:
   static constexpr size_t kMaxBuffered = 256;
   static constexpr int kStoreBatch = 128;
 
-  WatchReactor(Scheduler* scheduler, std::string job_id, int64_t after)
-      : scheduler_(scheduler), job_id_(std::move(job_id)), cursor_(after) {
+  WatchReactor(Scheduler* scheduler, WorkPool* store_reads, std::string job_id, int64_t after)
+      : scheduler_(scheduler), store_reads_(store_reads), job_id_(std::move(job_id)),
+        cursor_(after) {
     scheduler_->hub()->Subscribe(job_id_, this);
     absl::MutexLock lock(&mu_);
-    PumpLocked();
+    reading_ = true;
+    refs_.fetch_add(1);
+    store_reads_->Post([this] { CheckJob(); });
   }
 
   void OnEvent(const traind::v1::JobEvent& event) override {
     absl::MutexLock lock(&mu_);
     if (finishing_) return;
+    if (reading_) {  // the read may have missed it: read again after
+      event_during_read_ = true;
+      return;
+    }
     const int64_t expected = cursor_ + static_cast<int64_t>(buffer_.size()) + 1;
     if (event.sequence() < expected) return;  // already have it
     if (!need_store_ && event.sequence() == expected && buffer_.size() < kMaxBuffered) {
@@ -98,21 +113,64 @@ class WatchReactor final : public grpc::ServerWriteReactor<traind::v1::JobEvent>
 
   void OnDone() override {
     scheduler_->hub()->Unsubscribe(job_id_, this);
-    delete this;
+    Unref();
   }
 
  private:
-  void PumpLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (writing_ || finishing_) return;
-    if (buffer_.empty() && need_store_) {
-      absl::StatusOr<std::vector<traind::v1::JobEvent>> events =
-          scheduler_->store()->ReadEvents(job_id_, cursor_, kStoreBatch);
-      if (!events.ok()) {
-        FinishLocked(grpc::Status(grpc::StatusCode::INTERNAL, std::string(events.status().message())));
-        return;
+  // Pool thread: ends at once for an unknown job, or one that ended and
+  // whose every event the client has seen; else starts streaming.
+  void CheckJob() {
+    int64_t last = 0;
+    bool terminal = false;
+    absl::Status s = scheduler_->JobEventsState(job_id_, &last, &terminal);
+    {
+      absl::MutexLock lock(&mu_);
+      reading_ = false;
+      if (!s.ok()) {
+        FinishLocked(ToGrpc(s));
+      } else if (terminal && cursor_ >= last) {
+        FinishLocked(grpc::Status::OK);
+      } else {
+        PumpLocked();
       }
-      need_store_ = static_cast<int>(events->size()) == kStoreBatch;
-      for (auto& e : *events) buffer_.push_back(std::move(e));
+    }
+    Unref();
+  }
+
+  // Pool thread: the events after the cursor, from the store.
+  void ReadStore() {
+    int64_t after;
+    {
+      absl::MutexLock lock(&mu_);
+      after = cursor_;
+    }
+    absl::StatusOr<std::vector<traind::v1::JobEvent>> events =
+        scheduler_->store()->ReadEvents(job_id_, after, kStoreBatch);
+    {
+      absl::MutexLock lock(&mu_);
+      reading_ = false;
+      if (!finishing_) {
+        if (!events.ok()) {
+          FinishLocked(
+              grpc::Status(grpc::StatusCode::INTERNAL, std::string(events.status().message())));
+        } else {
+          need_store_ = static_cast<int>(events->size()) == kStoreBatch || event_during_read_;
+          for (auto& e : *events) buffer_.push_back(std::move(e));
+          PumpLocked();
+        }
+      }
+    }
+    Unref();
+  }
+
+  void PumpLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (writing_ || finishing_ || reading_) return;
+    if (buffer_.empty() && need_store_) {
+      reading_ = true;
+      event_during_read_ = false;
+      refs_.fetch_add(1);
+      store_reads_->Post([this] { ReadStore(); });
+      return;
     }
     if (buffer_.empty()) return;  // wait for OnEvent
     current_ = std::move(buffer_.front());
@@ -130,12 +188,21 @@ class WatchReactor final : public grpc::ServerWriteReactor<traind::v1::JobEvent>
     Finish(status);
   }
 
+  void Unref() {
+    if (refs_.fetch_sub(1) == 1) delete this;
+  }
+
   Scheduler* const scheduler_;
+  WorkPool* const store_reads_;
   const std::string job_id_;
+  // gRPC's (until OnDone) and one per pending pool task.
+  std::atomic<int> refs_{1};
   absl::Mutex mu_;
   int64_t cursor_ ABSL_GUARDED_BY(mu_);  // sequence of the last event handed to StartWrite
   std::deque<traind::v1::JobEvent> buffer_ ABSL_GUARDED_BY(mu_);  // cursor_+1, cursor_+2, ...
   bool need_store_ ABSL_GUARDED_BY(mu_) = true;
+  bool reading_ ABSL_GUARDED_BY(mu_) = false;  // a pool task reads the store
+  bool event_during_read_ ABSL_GUARDED_BY(mu_) = false;
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool last_sent_ ABSL_GUARDED_BY(mu_) = false;
   bool finishing_ ABSL_GUARDED_BY(mu_) = false;
@@ -154,7 +221,11 @@ class FinishedWriter final : public grpc::ServerWriteReactor<traind::v1::JobEven
 
 TrainingServiceImpl::TrainingServiceImpl(Scheduler* scheduler, ServerDescription description,
                                          AccessPolicy policy)
-    : scheduler_(scheduler), description_(std::move(description)), policy_(std::move(policy)) {
+    : scheduler_(scheduler),
+      description_(std::move(description)),
+      policy_(std::move(policy)),
+      validation_(std::make_unique<WorkPool>(kValidationThreads)),
+      store_reads_(std::make_unique<WorkPool>(kStoreReadThreads)) {
   listen_addresses_ = description_.listen_addresses;
   for (const std::string& a : listen_addresses_) {
     if (absl::EndsWith(a, ":0") && !absl::StartsWith(a, "unix")) listen_addresses_known_ = false;
@@ -165,6 +236,14 @@ void TrainingServiceImpl::SetListenAddresses(std::vector<std::string> addresses)
   absl::MutexLock lock(&info_mu_);
   listen_addresses_ = std::move(addresses);
   listen_addresses_known_ = true;
+}
+
+ServerUnaryReactor* TrainingServiceImpl::OnStoreReads(CallbackServerContext* ctx,
+                                                      std::function<absl::Status()> work) {
+  ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  store_reads_->Post(
+      [reactor, work = std::move(work)] { reactor->Finish(ToGrpc(work())); });
+  return reactor;
 }
 
 absl::StatusOr<Caller> TrainingServiceImpl::Authorize(CallbackServerContext* ctx, Rpc rpc) const {
@@ -183,48 +262,58 @@ ServerUnaryReactor* TrainingServiceImpl::SubmitJob(CallbackServerContext* ctx,
   if (req->idempotency_key().size() > 128) {
     return Reply(ctx, absl::InvalidArgumentError("idempotency_key: longer than 128 characters"));
   }
+  // Everything else reads text or the file system (the data file among
+  // it): on the validation pool, which finishes the call.
+  ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  validation_->Post([this, reactor, req, resp, caller = *std::move(caller)] {
+    reactor->Finish(ToGrpc(ValidateAndSubmit(*req, caller, resp)));
+  });
+  return reactor;
+}
+
+absl::Status TrainingServiceImpl::ValidateAndSubmit(const traind::v1::SubmitJobRequest& req,
+                                                    const Caller& caller, traind::v1::Job* resp) {
   // The spec as a message or as text, with its overrides and relative paths
   // resolved against the client's base_dir.
   SpecSubmission submission;
-  if (req->has_spec()) submission.spec = &req->spec();
-  if (req->has_spec_text()) submission.spec_text = &req->spec_text();
-  submission.overrides.assign(req->overrides().begin(), req->overrides().end());
-  submission.base_dir = req->base_dir();
+  if (req.has_spec()) submission.spec = &req.spec();
+  if (req.has_spec_text()) submission.spec_text = &req.spec_text();
+  submission.overrides.assign(req.overrides().begin(), req.overrides().end());
+  submission.base_dir = req.base_dir();
   absl::StatusOr<traind::v1::JobSpec> submitted = BuildSubmittedSpec(submission);
-  if (!submitted.ok()) return Reply(ctx, submitted.status());
+  if (!submitted.ok()) return submitted.status();
   traind::v1::JobSpec spec = *std::move(submitted);
   // Sizes first (cheap), then confinement: the engine's validation reads the
   // data file, so it must only ever see paths inside the data roots.
-  if (absl::Status s = CheckSpecLimits(spec, policy_.limits); !s.ok()) return Reply(ctx, s);
-  if (absl::Status s = policy_.data_roots.ConfineSpec(&spec); !s.ok()) return Reply(ctx, s);
+  if (absl::Status s = CheckSpecLimits(spec, policy_.limits); !s.ok()) return s;
+  if (absl::Status s = policy_.data_roots.ConfineSpec(&spec); !s.ok()) return s;
   engine::ValidationContext vc;
   vc.cpu_bf16 = scheduler_->WorkerCpuBf16();
   std::string no_gpu;
   vc.gpus = scheduler_->UsableGpus(&no_gpu);
   if (spec.resources().device() == traind::v1::GPU && vc.gpus == 0) {
-    return Reply(ctx, absl::InvalidArgumentError(
-                          absl::StrCat("spec.resources.device: gpu requested, but ", no_gpu)));
+    return absl::InvalidArgumentError(
+        absl::StrCat("spec.resources.device: gpu requested, but ", no_gpu));
   }
   engine::ValidatedShape shape;
   absl::Status valid = engine::ValidateJobSpec(spec, vc, &shape);
-  if (!valid.ok()) {
-    return Reply(ctx, absl::InvalidArgumentError(absl::StrCat("spec.", valid.message())));
-  }
+  if (!valid.ok()) return absl::InvalidArgumentError(absl::StrCat("spec.", valid.message()));
   SubmitOptions options;
   if (spec.resources().device() == traind::v1::GPU) {
     options.gpu_memory_bytes = engine::EstimateMemoryBytes(spec, shape.features, shape.outputs);
   }
-  options.owner = caller->name;
-  options.idempotency_key = req->idempotency_key();
+  options.owner = caller.name;
+  options.idempotency_key = req.idempotency_key();
   absl::MutexLock lock(&submit_mu_);
   const int limit = policy_.limits.max_queued_jobs_per_user;
   if (limit > 0 && scheduler_->QueuedJobs(options.owner) >= limit) {
-    return Reply(ctx, absl::ResourceExhaustedError(absl::StrCat(
-                          options.owner, " already has ", limit,
-                          " queued jobs (limits.max_queued_jobs_per_user): wait for one to "
-                          "start or cancel one")));
+    return absl::ResourceExhaustedError(absl::StrCat(
+        options.owner, " already has ", limit,
+        " queued jobs (limits.max_queued_jobs_per_user): wait for one to start or cancel one"));
   }
-  return ReplyWith(ctx, scheduler_->Submit(spec, options), resp);
+  absl::StatusOr<traind::v1::Job> job = scheduler_->Submit(spec, options);
+  if (job.ok()) *resp = *std::move(job);
+  return job.status();
 }
 
 ServerUnaryReactor* TrainingServiceImpl::GetJob(CallbackServerContext* ctx,
@@ -234,7 +323,16 @@ ServerUnaryReactor* TrainingServiceImpl::GetJob(CallbackServerContext* ctx,
     return Reply(ctx, c.status());
   }
   if (absl::Status s = RequireJobId(req->job_id()); !s.ok()) return Reply(ctx, s);
-  return ReplyWith(ctx, scheduler_->GetJob(req->job_id()), resp);
+  if (std::optional<traind::v1::Job> job = scheduler_->GetJobInMemory(req->job_id());
+      job.has_value()) {
+    *resp = *std::move(job);
+    return Reply(ctx, absl::OkStatus());
+  }
+  return OnStoreReads(ctx, [this, req, resp] {
+    absl::StatusOr<traind::v1::Job> job = scheduler_->GetJob(req->job_id());
+    if (job.ok()) *resp = *std::move(job);
+    return job.status();
+  });
 }
 
 ServerUnaryReactor* TrainingServiceImpl::ListJobs(CallbackServerContext* ctx,
@@ -243,7 +341,11 @@ ServerUnaryReactor* TrainingServiceImpl::ListJobs(CallbackServerContext* ctx,
   if (absl::StatusOr<Caller> c = Authorize(ctx, Rpc::kListJobs); !c.ok()) {
     return Reply(ctx, c.status());
   }
-  return ReplyWith(ctx, scheduler_->ListJobs(*req), resp);
+  return OnStoreReads(ctx, [this, req, resp] {
+    absl::StatusOr<traind::v1::ListJobsResponse> list = scheduler_->ListJobs(*req);
+    if (list.ok()) *resp = *std::move(list);
+    return list.status();
+  });
 }
 
 ServerUnaryReactor* TrainingServiceImpl::CancelJob(CallbackServerContext* ctx,
@@ -252,14 +354,16 @@ ServerUnaryReactor* TrainingServiceImpl::CancelJob(CallbackServerContext* ctx,
   absl::StatusOr<Caller> caller = Authorize(ctx, Rpc::kCancelJob);
   if (!caller.ok()) return Reply(ctx, caller.status());
   if (absl::Status s = RequireJobId(req->job_id()); !s.ok()) return Reply(ctx, s);
-  if (caller->role != Role::kAdmin) {
-    absl::StatusOr<traind::v1::Job> job = scheduler_->GetJob(req->job_id());
-    if (!job.ok()) return Reply(ctx, job.status());
-    if (absl::Status s = MayCancel(*caller, job->owner(), job->id()); !s.ok()) {
-      return Reply(ctx, s);
+  return OnStoreReads(ctx, [this, req, resp, caller = *std::move(caller)]() -> absl::Status {
+    if (caller.role != Role::kAdmin) {
+      absl::StatusOr<traind::v1::Job> job = scheduler_->GetJob(req->job_id());
+      if (!job.ok()) return job.status();
+      if (absl::Status s = MayCancel(caller, job->owner(), job->id()); !s.ok()) return s;
     }
-  }
-  return ReplyWith(ctx, scheduler_->Cancel(req->job_id(), req->force()), resp);
+    absl::StatusOr<traind::v1::Job> job = scheduler_->Cancel(req->job_id(), req->force());
+    if (job.ok()) *resp = *std::move(job);
+    return job.status();
+  });
 }
 
 grpc::ServerWriteReactor<traind::v1::JobEvent>* TrainingServiceImpl::WatchJob(
@@ -274,13 +378,9 @@ grpc::ServerWriteReactor<traind::v1::JobEvent>* TrainingServiceImpl::WatchJob(
     return new FinishedWriter(
         grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "after_sequence: must not be negative"));
   }
-  int64_t last = 0;
-  bool terminal = false;
-  absl::Status s = scheduler_->JobEventsState(req->job_id(), &last, &terminal);
-  if (!s.ok()) return new FinishedWriter(ToGrpc(s));
-  // The client has seen everything of a finished job: nothing will follow.
-  if (terminal && req->after_sequence() >= last) return new FinishedWriter(grpc::Status::OK);
-  return new WatchReactor(scheduler_, req->job_id(), req->after_sequence());
+  // Whether the job exists, and whether the client has seen everything of
+  // it already, the reactor finds out on the store-reads pool.
+  return new WatchReactor(scheduler_, store_reads_.get(), req->job_id(), req->after_sequence());
 }
 
 ServerUnaryReactor* TrainingServiceImpl::GetJobResult(CallbackServerContext* ctx,
@@ -290,7 +390,16 @@ ServerUnaryReactor* TrainingServiceImpl::GetJobResult(CallbackServerContext* ctx
     return Reply(ctx, c.status());
   }
   if (absl::Status s = RequireJobId(req->job_id()); !s.ok()) return Reply(ctx, s);
-  return ReplyWith(ctx, scheduler_->GetResult(req->job_id()), resp);
+  if (std::optional<traind::v1::Job> job = scheduler_->GetJobInMemory(req->job_id());
+      job.has_value()) {
+    *resp = job->result();
+    return Reply(ctx, absl::OkStatus());
+  }
+  return OnStoreReads(ctx, [this, req, resp] {
+    absl::StatusOr<traind::v1::JobResult> result = scheduler_->GetResult(req->job_id());
+    if (result.ok()) *resp = *std::move(result);
+    return result.status();
+  });
 }
 
 ServerUnaryReactor* TrainingServiceImpl::ListDevices(CallbackServerContext* ctx,

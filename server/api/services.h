@@ -1,8 +1,12 @@
 // gRPC adapters: translate the public TrainingService and the internal
 // WorkerService into Scheduler calls. No scheduling or storage logic here.
+//
+// Reactions stay fast: what can wait on the disk (validating a spec against
+// its data file, store reads) runs on a WorkPool that finishes the call.
 #ifndef TRAIND_SERVER_API_SERVICES_H_
 #define TRAIND_SERVER_API_SERVICES_H_
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -11,6 +15,7 @@
 #include "absl/time/time.h"
 #include "server/api/auth.h"
 #include "server/api/policy.h"
+#include "server/api/work_pool.h"
 #include "server/config.h"
 #include "server/scheduler/scheduler.h"
 #include "traind/v1/training_service.grpc.pb.h"
@@ -65,6 +70,13 @@ class TrainingServiceImpl final : public traind::v1::TrainingService::CallbackSe
                                           const traind::v1::GetServerInfoRequest* req,
                                           traind::v1::ServerInfo* resp) override;
 
+  // Finishes the calls still on the work pools; call after the server's
+  // Shutdown and before it is destroyed.
+  void FinishPendingWork() {
+    validation_->Stop();
+    store_reads_->Stop();
+  }
+
   // The listen addresses GetServerInfo reports, with the ports the kernel
   // chose for ":0" (known only once the server listens).
   void SetListenAddresses(std::vector<std::string> addresses);
@@ -72,6 +84,17 @@ class TrainingServiceImpl final : public traind::v1::TrainingService::CallbackSe
  private:
   // The caller of `ctx`, if it may call `rpc`.
   absl::StatusOr<Caller> Authorize(grpc::CallbackServerContext* ctx, Rpc rpc) const;
+  // SubmitJob after its cheap checks, on the validation pool.
+  absl::Status ValidateAndSubmit(const traind::v1::SubmitJobRequest& req, const Caller& caller,
+                                 traind::v1::Job* resp);
+  // Runs `work` (which may read the store) on the store-reads pool and
+  // finishes the call with its status.
+  grpc::ServerUnaryReactor* OnStoreReads(grpc::CallbackServerContext* ctx,
+                                         std::function<absl::Status()> work);
+
+  // Specs validated at once; store reads at once.
+  static constexpr int kValidationThreads = 2;
+  static constexpr int kStoreReadThreads = 2;
 
   Scheduler* const scheduler_;
   const ServerDescription description_;
@@ -81,6 +104,10 @@ class TrainingServiceImpl final : public traind::v1::TrainingService::CallbackSe
   bool listen_addresses_known_ ABSL_GUARDED_BY(info_mu_) = true;
   // Makes the per-owner queued-jobs check and the submit one step.
   absl::Mutex submit_mu_;
+  // Last: their threads run work that uses the members above, and finish
+  // it before these are destroyed.
+  std::unique_ptr<WorkPool> validation_;
+  std::unique_ptr<WorkPool> store_reads_;
 };
 
 class WorkerServiceImpl final : public traind::v1::WorkerService::CallbackService {

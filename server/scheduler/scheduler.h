@@ -3,7 +3,16 @@
 // through a Launcher when a CPU slot is free, takes the workers' reports, and
 // writes every change to the JobStore before publishing it as an event.
 //
-// Knows nothing of gRPC: server/api adapts it.
+// Knows nothing of gRPC: server/api adapts it. Its rules live in their own
+// files: state_transitions (which state may follow which), retry_policy,
+// dispatch_queue (order and wait reasons), attempt_tracker (ranks, signals,
+// heartbeats, rendezvous), job_results (aggregation, predictions) and
+// recovery.cc; scheduler_dispatch.cc holds dispatch and launches,
+// scheduler_workers.cc the WorkerService side.
+//
+// Nothing that can wait on a process or on files (beyond the store's own
+// writes) runs under the scheduler's mutex: launches and the predictions
+// merge run without it, then re-lock to record what they did.
 //
 // Thread-safety: all public methods are thread-safe.
 #ifndef TRAIND_SERVER_SCHEDULER_SCHEDULER_H_
@@ -28,7 +37,12 @@
 #include "absl/time/time.h"
 #include "server/devices/gpu_pool.h"
 #include "server/launch/launcher.h"
+#include "server/scheduler/attempt_tracker.h"
+#include "server/scheduler/clock.h"
+#include "server/scheduler/dispatch_queue.h"
 #include "server/scheduler/event_hub.h"
+#include "server/scheduler/job_results.h"
+#include "server/scheduler/state_transitions.h"
 #include "server/store/job_store.h"
 #include "traind/v1/job.pb.h"
 #include "traind/v1/training_service.pb.h"
@@ -56,6 +70,9 @@ struct SchedulerOptions {
   // A worker silent for this long (no heartbeat or report) is killed and its
   // attempt fails with TIMEOUT.
   absl::Duration heartbeat_timeout = absl::Seconds(30);
+  // Where the scheduler reads the time (the system clock when null). Must
+  // outlive the scheduler.
+  Clock* clock = nullptr;
   // GPUs: none when null. Must outlive the scheduler.
   DeviceProbe* gpu_probe = nullptr;
   // Whether traind-worker has a GPU backend (`traind-worker --capabilities`
@@ -97,7 +114,7 @@ class Scheduler final {
 
   // Loads unfinished jobs from the store. Attempts that were running when
   // the daemon stopped end as LOST and their tasks are queued again;
-  // finished tasks are kept. Call once, before Start().
+  // finished tasks are kept. Call once, before Start(). (recovery.cc)
   absl::Status Recover();
   // Starts dispatching.
   void Start();
@@ -112,6 +129,9 @@ class Scheduler final {
   // Jobs of `owner` still waiting for their first task to start.
   int QueuedJobs(const std::string& owner);
   absl::StatusOr<traind::v1::Job> GetJob(const std::string& job_id);
+  // The job if GetJob needs no store read for it (live, or finished
+  // recently); nothing otherwise.
+  std::optional<traind::v1::Job> GetJobInMemory(const std::string& job_id);
   absl::StatusOr<traind::v1::ListJobsResponse> ListJobs(const traind::v1::ListJobsRequest& req);
   absl::StatusOr<traind::v1::Job> Cancel(const std::string& job_id, bool force);
   absl::StatusOr<traind::v1::JobResult> GetResult(const std::string& job_id);
@@ -127,10 +147,17 @@ class Scheduler final {
   // Whether CPU tasks can train in bf16 (SchedulerOptions::worker_cpu_bf16).
   bool WorkerCpuBf16() const { return options_.worker_cpu_bf16; }
   // When the dispatch loop last ran (it runs at least every 250 ms while
-  // healthy): for liveness checks such as the systemd watchdog.
+  // healthy), on the scheduler's clock: for liveness checks such as the
+  // systemd watchdog.
   absl::Time LastLoopTime();
+  // Kills the attempts whose heartbeat or cancel grace ran out by the
+  // clock's time now. The dispatch loop does this on every pass; a test with
+  // a fake clock calls it after advancing the clock.
+  void EnforceDeadlines();
 
   // --- WorkerService --- (each checks the attempt's secret)
+  // Calls for an attempt whose processes are still being started wait until
+  // the launch is recorded (the caller is one of them: moments).
   absl::StatusOr<traind::v1::TaskAssignment> GetTask(const traind::v1::AttemptCredentials& c);
   // Return whether the worker should stop.
   absl::StatusOr<bool> ReportEpoch(const traind::v1::AttemptCredentials& c,
@@ -151,31 +178,6 @@ class Scheduler final {
   JobStore* store() { return store_; }
 
  private:
-  struct LiveAttempt {
-    int number = 0;
-    int pid = 0;
-    std::string secret;
-    int last_epoch = 0;
-    bool stop_requested = false;
-    std::optional<absl::Time> kill_at;
-    std::optional<traind::v1::FoldResult> result;
-    std::optional<traind::v1::Failure> failure;
-    absl::Time last_seen;
-    std::vector<int> gpus;  // GPU tasks: the GPUs it holds (gpus[r] for rank r)
-    // One process per rank (one rank unless a multi-GPU task).
-    std::vector<int> rank_pids;
-    std::vector<bool> rank_alive;
-    // Per rank: it reported a failure of its own; traind sent it SIGKILL.
-    std::vector<bool> rank_failed;
-    std::vector<bool> rank_killed;
-    // The rank whose report is `failure` (-1: traind's own finding).
-    int failure_rank = -1;
-    int alive = 0;
-    bool all_exits_clean = true;
-    std::optional<ProcessExit> last_exit;
-    std::string unique_id;  // posted by rank 0
-    std::vector<std::function<void(absl::StatusOr<std::string>)>> rendezvous_waiters;
-  };
   struct LiveJob {
     traind::v1::Job job;
     uint64_t order = 0;  // submit order, for FIFO within a priority
@@ -183,39 +185,83 @@ class Scheduler final {
     std::map<int, LiveAttempt> attempts;  // by task index, running ones only
     // GPU tasks: the GPUs a task ran out of memory on; a retry goes elsewhere.
     std::map<int, std::set<int>> oom_gpus;
+    // Every task succeeded; the job ends once its predictions are merged.
+    bool finishing = false;
+  };
+  // An attempt being launched: prepared under the mutex, started without it.
+  struct LaunchPlan {
+    std::string job_id;
+    int task = 0;
+    std::string dir;  // the task's directory (created by the launch)
+    traind::v1::Attempt attempt;  // added to the task once launched
+    std::vector<LaunchRequest> ranks;
+    std::vector<std::string> gpu_uuids;
+  };
+  struct LaunchOutcome {
+    std::vector<int> pids;  // of the ranks started, in rank order
+    absl::Status status;    // the first rank that could not start
+    bool attempted = false; // the directory exists and a launch was tried
   };
 
   void Loop();
   void DispatchLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void EnforceDeadlinesLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void OnExit(const ProcessExit& exit);
-  absl::Status LaunchLocked(LiveJob& lj, int task, const std::vector<int>& gpus)
+  void OnExitLocked(const ProcessExit& exit, const AttemptTracker::RankRef& ref)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Registers the attempt (launching) and builds its requests.
+  LaunchPlan PlanLaunchLocked(LiveJob& lj, int task, const std::vector<int>& gpus)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Creates the task's directory and starts the ranks. Without the mutex:
+  // a launch can wait on the zygote or the file system.
+  LaunchOutcome RunLaunch(const LaunchPlan& plan) ABSL_LOCKS_EXCLUDED(mu_);
+  void RecordLaunchLocked(const LaunchPlan& plan, const LaunchOutcome& outcome)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The launch of `task` failed before any rank started: the task fails.
+  void FailLaunchLocked(LiveJob& lj, int task, const absl::Status& why)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Ends the attempt running `task` with `failure` (none: success) and
   // decides what happens next to the task and the job.
   void FinishAttemptLocked(LiveJob& lj, int task, const traind::v1::Failure* failure)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void StopTasksLocked(LiveJob& lj, bool force) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Ends the job once every task has ended. A job that succeeded with
+  // predictions to merge waits in merges_ (see FinishMerges).
   void MaybeFinishJobLocked(LiveJob& lj) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void EndJobLocked(LiveJob& lj, traind::v1::Job::State final_state)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Merges the predictions of the jobs in merges_ (file I/O, without the
+  // mutex), then ends those jobs. Called after a locked section that may
+  // have queued merges.
+  void FinishMerges() ABSL_LOCKS_EXCLUDED(mu_);
+  // Forgets `job_id` when its job has ended.
+  void EraseIfEndedLocked(const std::string& job_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<LiveJob*> AuthLocked(const traind::v1::AttemptCredentials& c,
                                       LiveAttempt** attempt) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Adds an event for `lj` to `m` (sequence and time set) and remembers it
-  // for publishing after the store write.
+  // A new change of `lj` whose events go to pending_events_.
+  JobChange ChangeLocked(LiveJob& lj) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Adds an event for `lj` (sequence and time set) and remembers it for
+  // publishing after the store write.
   traind::v1::JobEvent* NewEventLocked(LiveJob& lj) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Writes `m` plus the pending events, then publishes them. On a store
   // error the daemon cannot keep its promises: it logs and aborts.
   void CommitLocked(LiveJob& lj, StoreMutation& m) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void RemoveQueuedLocked(const std::string& job_id, int task) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void CommitLocked(LiveJob& lj, JobChange& change) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    CommitLocked(lj, change.mutation());
+  }
   traind::v1::Job ViewLocked(const LiveJob& lj) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void UpdateResultLocked(LiveJob& lj) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void MergePredictionsLocked(LiveJob& lj) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool DependenciesDoneLocked(const LiveJob& lj, int task) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  google::protobuf::Timestamp NowProto();
 
   const SchedulerOptions options_;
+  Clock* const clock_;
   JobStore* const store_;
   Launcher* const launcher_;
   EventHub hub_;
 
+  // Makes Submit's idempotency-key lookup (a store read, done without mu_)
+  // and the insert one step.
+  absl::Mutex submit_mu_ ABSL_ACQUIRED_BEFORE(mu_);
   absl::Mutex mu_;
   std::map<std::string, std::unique_ptr<LiveJob>> jobs_ ABSL_GUARDED_BY(mu_);
   // Recently finished jobs, so GetJob of a job that just ended (what
@@ -224,39 +270,14 @@ class Scheduler final {
   void CacheFinishedLocked(const traind::v1::Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::map<std::string, traind::v1::Job> finished_ ABSL_GUARDED_BY(mu_);
   std::deque<std::string> finished_order_ ABSL_GUARDED_BY(mu_);
-  // Queued tasks in dispatch order: higher priority first, then submit
-  // order, then task index.
-  struct QueueEntry {
-    int32_t priority;
-    uint64_t order;
-    int task;
-    std::string job_id;
-    bool operator<(const QueueEntry& o) const {
-      if (priority != o.priority) return priority > o.priority;
-      if (order != o.order) return order < o.order;
-      return task < o.task;
-    }
-  };
   void EnqueueLocked(const LiveJob& lj, int task) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  std::set<QueueEntry> queue_ ABSL_GUARDED_BY(mu_);
+  DispatchQueue queue_ ABSL_GUARDED_BY(mu_);
   uint64_t next_order_ ABSL_GUARDED_BY(mu_) = 1;
-  struct RankRef {
-    std::string job_id;
-    int task;
-    int rank;
-  };
-  std::map<int, RankRef> by_pid_ ABSL_GUARDED_BY(mu_);
-  // Sends `sig` to every live rank of the attempt but `except_rank`.
-  void SignalAttemptLocked(LiveAttempt& la, int sig, int except_rank = -1)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Multi-GPU attempts: a rank failed (`failure` is the attempt's now, unless
-  // it has one): the others cannot finish without it. Kills the live ranks
-  // but `except_rank` (which reported and exits by itself) and fails the
-  // ranks waiting at the rendezvous.
-  void StopPeersLocked(LiveAttempt& la, int except_rank) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Fails every pending Rendezvous of the attempt with `why`.
-  void FailRendezvousLocked(LiveAttempt& la, absl::string_view why)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  AttemptTracker ranks_ ABSL_GUARDED_BY(mu_);
+  // Launches in progress (without the mutex). An exit of a pid not known
+  // yet waits for them to be recorded.
+  int launches_in_flight_ ABSL_GUARDED_BY(mu_) = 0;
+  std::vector<PredictionsMerge> merges_ ABSL_GUARDED_BY(mu_);
   std::deque<traind::v1::JobEvent> pending_events_ ABSL_GUARDED_BY(mu_);  // stable addresses
   int running_ ABSL_GUARDED_BY(mu_) = 0;  // CPU tasks
   GpuPool gpus_ ABSL_GUARDED_BY(mu_);
@@ -267,7 +288,7 @@ class Scheduler final {
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;   // Stop() called: no new work
   bool loop_exit_ ABSL_GUARDED_BY(mu_) = false;  // the loop thread returns
   bool started_ ABSL_GUARDED_BY(mu_) = false;
-  absl::Time last_loop_ ABSL_GUARDED_BY(mu_) = absl::Now();
+  absl::Time last_loop_ ABSL_GUARDED_BY(mu_);
   std::thread loop_;
 };
 

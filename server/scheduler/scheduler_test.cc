@@ -11,6 +11,7 @@
 
 #include "gtest/gtest.h"
 #include "server/store/job_store.h"
+#include "server/testing/fake_clock.h"
 #include "server/testing/fake_device_probe.h"
 #include "server/testing/fake_launcher.h"
 
@@ -112,6 +113,9 @@ class SchedulerTest : public ::testing::Test {
     return *events;
   }
 
+  // Tests of deadlines put the scheduler on this clock (SchedulerOptions::
+  // clock) and advance it.
+  FakeClock clock_;
   TempDir dir_;
   std::unique_ptr<JobStore> store_;
   std::unique_ptr<FakeLauncher> launcher_;
@@ -287,10 +291,15 @@ TEST_F(SchedulerTest, ReportedDataErrorIsNotRetried) {
 }
 
 TEST_F(SchedulerTest, CancelQueuedJobAtOnceAndRunningAfterWorkersStop) {
+  Close();
+  Open(/*slots=*/2, [this](SchedulerOptions* o) { o->clock = &clock_; });
   ASSERT_TRUE(scheduler_->Recover().ok());
   scheduler_->Start();
   auto running = scheduler_->Submit(ThreeFoldSpec());
   ASSERT_TRUE(launcher_->WaitForLaunches(2));
+  // Both launches are recorded (a worker call waits for that), so the
+  // cancel grace below runs on the fake clock from the cancel on.
+  ASSERT_TRUE(scheduler_->GetTask(Creds(launcher_->launched()[1])).ok());
   auto queued = scheduler_->Submit(ThreeFoldSpec());
   ASSERT_TRUE(queued.ok());
 
@@ -305,7 +314,8 @@ TEST_F(SchedulerTest, CancelQueuedJobAtOnceAndRunningAfterWorkersStop) {
   // Workers are told to stop; one ignores it and is killed after the grace.
   auto l0 = launcher_->launched()[0], l1 = launcher_->launched()[1];
   launcher_->Exit(l0.pid, 3);
-  absl::SleepFor(absl::Milliseconds(400));
+  clock_.Advance(absl::Milliseconds(400));
+  scheduler_->EnforceDeadlines();
   bool killed = false;
   for (auto [pid, sig] : launcher_->signals()) killed |= pid == l1.pid && sig == SIGKILL;
   EXPECT_TRUE(killed);
@@ -446,7 +456,10 @@ TEST_F(SchedulerTest, MaxParallelTasksCapsAJob) {
 
 TEST_F(SchedulerTest, SilentWorkerIsKilledAsHungAndRetried) {
   Close();
-  Open(/*slots=*/1, [](SchedulerOptions* o) { o->heartbeat_timeout = absl::Milliseconds(300); });
+  Open(/*slots=*/1, [this](SchedulerOptions* o) {
+    o->heartbeat_timeout = absl::Milliseconds(300);
+    o->clock = &clock_;
+  });
   ASSERT_TRUE(scheduler_->Recover().ok());
   scheduler_->Start();
   auto spec = ThreeFoldSpec();
@@ -455,12 +468,15 @@ TEST_F(SchedulerTest, SilentWorkerIsKilledAsHungAndRetried) {
   ASSERT_TRUE(launcher_->WaitForLaunches(1));
   auto l = launcher_->launched()[0];
   // A heartbeat keeps it alive for a while...
-  absl::SleepFor(absl::Milliseconds(200));
+  clock_.Advance(absl::Milliseconds(200));
+  scheduler_->EnforceDeadlines();
   ASSERT_TRUE(scheduler_->Heartbeat(Creds(l)).ok());
-  absl::SleepFor(absl::Milliseconds(200));
+  clock_.Advance(absl::Milliseconds(200));
+  scheduler_->EnforceDeadlines();
   EXPECT_TRUE(launcher_->signals().empty());
   // ...then silence: killed.
-  absl::SleepFor(absl::Milliseconds(600));
+  clock_.Advance(absl::Milliseconds(600));
+  scheduler_->EnforceDeadlines();
   auto signals = launcher_->signals();
   ASSERT_EQ(signals.size(), 1u);
   EXPECT_EQ(signals[0], std::make_pair(l.pid, SIGKILL));
@@ -571,6 +587,8 @@ class GpuSchedulerTest : public SchedulerTest {
     });
     ASSERT_TRUE(scheduler_->Recover().ok());
   }
+  // The scheduler goes before probe_ (its loop polls the probe).
+  void TearDown() override { Close(); }
   traind::v1::JobSpec GpuSpec(int folds) {
     auto spec = ThreeFoldSpec();
     spec.mutable_cross_validation()->set_folds(folds);
@@ -919,6 +937,7 @@ TEST_F(MultiGpuSchedulerTest, AFailedRankThatStaysIsKilledByTheHeartbeatTimeout)
     o->worker_has_gpu_backend = true;
     o->gpu.drain_timeout = absl::Milliseconds(800);
     o->heartbeat_timeout = absl::Milliseconds(300);
+    o->clock = &clock_;
   });
   ASSERT_TRUE(scheduler_->Recover().ok());
   TwoRanks t;
@@ -926,9 +945,8 @@ TEST_F(MultiGpuSchedulerTest, AFailedRankThatStaysIsKilledByTheHeartbeatTimeout)
   ReportFailure(t.c1, Failure::DATA_ERROR, "data.csv:3: not a number");
   launcher_->Exit(t.r0.pid, 0, SIGKILL);
   // Rank 1 reported but never exits, and goes silent: killed anyway.
-  for (int i = 0; i < 40 && !Signalled(t.r1.pid, SIGKILL); ++i) {
-    absl::SleepFor(absl::Milliseconds(50));
-  }
+  clock_.Advance(absl::Milliseconds(400));
+  scheduler_->EnforceDeadlines();
   ASSERT_TRUE(Signalled(t.r1.pid, SIGKILL));
   launcher_->Exit(t.r1.pid, 0, SIGKILL);
   auto view = scheduler_->GetJob(id);

@@ -10,6 +10,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "google/protobuf/util/time_util.h"
+#include "server/scheduler/state_transitions.h"
 
 namespace traind::server {
 // Prepared statements of the connection, kept for reuse and keyed by their
@@ -190,10 +191,6 @@ class Stmt {
     absl::Status _s = (expr);              \
     if (!_s.ok()) return _s;               \
   } while (0)
-
-bool IsTerminal(Job::State s) {
-  return s == Job::SUCCEEDED || s == Job::FAILED || s == Job::CANCELLED;
-}
 
 }  // namespace
 

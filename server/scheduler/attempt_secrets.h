@@ -1,0 +1,24 @@
+// Identifiers and secrets the scheduler hands out: job ids and the secret
+// each task attempt's workers present on every WorkerService call.
+//
+// Thread-safety: thread-safe.
+#ifndef TRAIND_SERVER_SCHEDULER_ATTEMPT_SECRETS_H_
+#define TRAIND_SERVER_SCHEDULER_ATTEMPT_SECRETS_H_
+
+#include <string>
+
+#include "absl/strings/string_view.h"
+
+namespace traind::server {
+
+// 12 random hex digits.
+std::string NewJobId();
+// 32 random hex digits (128 bits from getrandom).
+std::string NewAttemptSecret();
+// Whether a worker's `presented` secret is the attempt's `expected` one,
+// compared in constant time (api/auth.h's ConstantTimeEquals).
+bool SecretMatches(absl::string_view expected, absl::string_view presented);
+
+}  // namespace traind::server
+
+#endif  // TRAIND_SERVER_SCHEDULER_ATTEMPT_SECRETS_H_

@@ -1,0 +1,63 @@
+// DispatchQueue: the queued tasks of every job in dispatch order (higher
+// priority first, then submit order, then task index), and why a queued
+// task waits (Task::WaitReason) and how many tasks are ahead of it.
+//
+// Thread-safety: not thread-safe; the Scheduler guards it with its mutex.
+#ifndef TRAIND_SERVER_SCHEDULER_DISPATCH_QUEUE_H_
+#define TRAIND_SERVER_SCHEDULER_DISPATCH_QUEUE_H_
+
+#include <cstdint>
+#include <functional>
+#include <set>
+#include <string>
+
+#include "traind/v1/job.pb.h"
+
+namespace traind::server {
+
+class DispatchQueue final {
+ public:
+  struct Entry {
+    int32_t priority;
+    uint64_t order;  // the job's submit order
+    int task;
+    std::string job_id;
+    bool operator<(const Entry& o) const {
+      if (priority != o.priority) return priority > o.priority;
+      if (order != o.order) return order < o.order;
+      return task < o.task;
+    }
+  };
+  using const_iterator = std::set<Entry>::const_iterator;
+
+  // Not an error if the task is queued already.
+  void Add(int32_t priority, uint64_t order, int task, const std::string& job_id) {
+    entries_.insert(Entry{priority, order, task, job_id});
+  }
+  // Not an error if the task is not queued.
+  void Remove(const std::string& job_id, int task);
+  const_iterator Erase(const_iterator it) { return entries_.erase(it); }
+  const_iterator begin() const { return entries_.begin(); }
+  const_iterator end() const { return entries_.end(); }
+  size_t size() const { return entries_.size(); }
+
+  // What the job's own state says about a queued task of it.
+  struct JobConditions {
+    // Whether the task's dependencies (the folds, for the refit) are done.
+    std::function<bool(int task)> dependencies_done;
+    // The job already runs resources.max_parallel_tasks tasks.
+    bool at_job_limit = false;
+    // GPU jobs: some GPU is draining.
+    bool devices_draining = false;
+  };
+  // Sets wait_reason and tasks_ahead of every QUEUED task of `view` (a copy
+  // of a live job) that is in the queue.
+  void DescribeWaiting(traind::v1::Job* view, const JobConditions& conditions) const;
+
+ private:
+  std::set<Entry> entries_;
+};
+
+}  // namespace traind::server
+
+#endif  // TRAIND_SERVER_SCHEDULER_DISPATCH_QUEUE_H_

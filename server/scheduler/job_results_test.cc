@@ -1,0 +1,91 @@
+#include "server/scheduler/job_results.h"
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "gtest/gtest.h"
+
+namespace traind::server {
+namespace {
+
+using traind::v1::Job;
+using traind::v1::Task;
+
+Task* AddTask(Job* job, Task::State state, double accuracy, const std::string& predictions = "") {
+  Task* t = job->add_tasks();
+  t->set_index(job->tasks_size() - 1);
+  t->set_state(state);
+  (*t->mutable_result()->mutable_val())["accuracy"] = accuracy;
+  t->mutable_result()->set_fold(t->index());
+  t->mutable_result()->set_predictions_path(predictions);
+  return t;
+}
+
+TEST(JobResultsTest, MeanAndStdOverSucceededFoldsOnly) {
+  Job job;
+  job.mutable_spec()->mutable_cross_validation()->set_folds(3);
+  job.mutable_result()->add_classes("a");
+  AddTask(&job, Task::SUCCEEDED, 0.8);
+  AddTask(&job, Task::SUCCEEDED, 0.6);
+  AddTask(&job, Task::RUNNING, 0.0);
+  AggregateFoldResults(&job);
+  const auto& r = job.result();
+  EXPECT_EQ(r.folds_size(), 2);
+  EXPECT_DOUBLE_EQ(r.val().at("accuracy").mean(), 0.7);
+  EXPECT_NEAR(r.val().at("accuracy").std(), 0.1, 1e-12);  // population std
+  EXPECT_EQ(r.selection(), "val.loss (min)");
+  EXPECT_EQ(r.classes_size(), 1) << "other fields are kept";
+}
+
+TEST(JobResultsTest, TheRefitIsNotAFold) {
+  Job job;
+  job.mutable_spec()->mutable_cross_validation()->set_folds(2);
+  job.mutable_spec()->mutable_cross_validation()->set_refit(true);
+  AddTask(&job, Task::SUCCEEDED, 0.9);
+  AddTask(&job, Task::SUCCEEDED, 0.7);
+  AddTask(&job, Task::SUCCEEDED, 0.1);  // the refit
+  AggregateFoldResults(&job);
+  EXPECT_EQ(job.result().folds_size(), 2);
+  EXPECT_DOUBLE_EQ(job.result().val().at("accuracy").mean(), 0.8);
+  EXPECT_EQ(job.result().refit().fold(), 2);
+}
+
+TEST(JobResultsTest, PredictionsAreMergedInRowOrder) {
+  char tmpl[] = "/tmp/traind-results-XXXXXX";
+  const std::string dir = mkdtemp(tmpl);
+  std::ofstream(dir + "/f0.csv") << "row,p\n3,0.3\n0,0.0\n";
+  std::ofstream(dir + "/f1.csv") << "row,p\n2,0.2\n1,0.1\n";
+  Job job;
+  job.set_id("j");
+  job.mutable_spec()->mutable_cross_validation()->set_folds(2);
+  AddTask(&job, Task::SUCCEEDED, 0.5, dir + "/f0.csv");
+  AddTask(&job, Task::SUCCEEDED, 0.5, dir + "/f1.csv");
+  AggregateFoldResults(&job);
+  std::filesystem::create_directories(dir + "/jobs/j");
+  auto merge = PlanPredictionsMerge(job, dir);
+  ASSERT_TRUE(merge.has_value());
+  EXPECT_EQ(merge->output, dir + "/jobs/j/predictions.csv");
+  auto path = MergePredictions(*merge);
+  ASSERT_TRUE(path.has_value());
+  std::stringstream text;
+  text << std::ifstream(*path).rdbuf();
+  EXPECT_EQ(text.str(), "row,p\n0,0.0\n1,0.1\n2,0.2\n3,0.3\n");
+  // A fold file that cannot be read: no merged file.
+  merge->inputs.push_back(dir + "/missing.csv");
+  EXPECT_FALSE(MergePredictions(*merge).has_value());
+  std::filesystem::remove_all(dir);
+}
+
+TEST(JobResultsTest, NothingToMergeWithoutPredictions) {
+  Job job;
+  job.mutable_spec()->mutable_cross_validation()->set_folds(1);
+  AddTask(&job, Task::SUCCEEDED, 0.5);
+  AggregateFoldResults(&job);
+  EXPECT_FALSE(PlanPredictionsMerge(job, "/tmp").has_value());
+}
+
+}  // namespace
+}  // namespace traind::server

@@ -1,0 +1,293 @@
+// Dispatch and launches: the Scheduler's dispatch loop picks queued tasks
+// whose resources are free, and starts their attempts without holding the
+// scheduler's mutex (a launch can wait on the zygote or the file system),
+// then records them. Also the deadlines of running attempts.
+#include <signal.h>
+
+#include <algorithm>
+#include <filesystem>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "server/log.h"
+#include "server/scheduler/attempt_secrets.h"
+#include "server/scheduler/scheduler.h"
+
+namespace traind::server {
+
+using traind::v1::Attempt;
+using traind::v1::Failure;
+using traind::v1::Job;
+using traind::v1::Task;
+
+void Scheduler::DispatchLocked() {
+  bool gpus_refreshed = false;
+  for (auto next = queue_.begin(); next != queue_.end() && !stopping_;) {
+    auto entry = next++;
+    const std::string job_id = entry->job_id;
+    const int task = entry->task;
+    auto it = jobs_.find(job_id);
+    if (it == jobs_.end() || it->second->job.tasks(task).state() != Task::QUEUED) {
+      queue_.Erase(entry);
+      continue;
+    }
+    LiveJob& lj = *it->second;
+    const int cap = lj.job.spec().resources().max_parallel_tasks();
+    if (cap > 0 && static_cast<int>(lj.attempts.size()) >= cap) continue;  // stays queued
+    if (!DependenciesDoneLocked(lj, task)) continue;
+    std::vector<int> gpus;
+    if (lj.job.spec().resources().device() == traind::v1::GPU) {
+      if (!gpus_refreshed) {
+        RefreshGpusLocked(true);  // current free memory
+        gpus_refreshed = true;
+      }
+      std::optional<std::vector<int>> picked = gpus_.Allocate(
+          lj.job.spec().resources().count(), lj.job.gpu_memory_bytes(), lj.oom_gpus[task]);
+      if (!picked.has_value()) continue;  // waits for GPUs
+      gpus = *picked;
+    } else if (running_ >= options_.cpu_slots) {
+      continue;  // waits for a CPU slot
+    }
+    queue_.Erase(entry);
+    // Only this thread dispatches, so the resources picked stay free while
+    // the launch runs without the mutex.
+    LaunchPlan plan = PlanLaunchLocked(lj, task, gpus);
+    ++launches_in_flight_;
+    mu_.Unlock();
+    LaunchOutcome outcome = RunLaunch(plan);
+    mu_.Lock();
+    --launches_in_flight_;
+    RecordLaunchLocked(plan, outcome);
+    next = queue_.begin();  // the queue changed while the mutex was free
+  }
+}
+
+Scheduler::LaunchPlan Scheduler::PlanLaunchLocked(LiveJob& lj, int task,
+                                                  const std::vector<int>& gpus) {
+  const Job& job = lj.job;
+  const Task& t = job.tasks(task);
+  const int number = t.attempts_size() + 1;
+  LaunchPlan plan;
+  plan.job_id = job.id();
+  plan.task = task;
+  const std::filesystem::path dir = std::filesystem::path(options_.state_dir) / "jobs" /
+                                    job.id() / absl::StrCat("task-", task);
+  plan.dir = dir.string();
+  plan.attempt.set_number(number);
+  *plan.attempt.mutable_start_time() = NowProto();
+  plan.attempt.set_log_path((dir / absl::StrCat("attempt-", number, ".log")).string());
+
+  LiveAttempt la;
+  la.number = number;
+  la.secret = NewAttemptSecret();
+  la.launching = true;
+  la.gpus = gpus;
+  la.last_seen = clock_->Now();
+  // A multi-GPU task runs one process (rank) per GPU; everything else one.
+  const int world = gpus.size() > 1 ? static_cast<int>(gpus.size()) : 1;
+  for (int g : gpus) plan.gpu_uuids.push_back(gpus_.gpus()[g].last.uuid);
+  // CPU tasks see no GPU. The ranks of a GPU task all see the task's GPUs,
+  // in rank order, and rank r trains on the r-th: NCCL needs the peers
+  // visible to use CUDA IPC / NVLink between the ranks' processes (with
+  // only its own GPU visible, each falls back to host shared memory).
+  // Other tasks' GPUs stay invisible.
+  const std::string visible = absl::StrJoin(plan.gpu_uuids, ",");
+  for (int rank = 0; rank < world; ++rank) {
+    LaunchRequest& req = plan.ranks.emplace_back();
+    req.argv = {options_.worker_path,
+                absl::StrCat("--server=", options_.worker_address),
+                absl::StrCat("--job=", job.id()),
+                absl::StrCat("--task=", task),
+                absl::StrCat("--attempt=", number)};
+    if (world > 1) {
+      req.argv.push_back(absl::StrCat("--rank=", rank));
+      req.argv.push_back(absl::StrCat("--world-size=", world));
+    }
+    req.env = {absl::StrCat("TRAIND_WORKER_SECRET=", la.secret),
+               absl::StrCat("OMP_NUM_THREADS=", options_.worker_threads),
+               absl::StrCat("CUDA_VISIBLE_DEVICES=", visible), "CUDA_DEVICE_ORDER=PCI_BUS_ID"};
+    req.env.insert(req.env.end(), options_.worker_env.begin(), options_.worker_env.end());
+    req.log_path = rank == 0 ? plan.attempt.log_path()
+                             : (dir / absl::StrCat("attempt-", number, ".rank-", rank, ".log"))
+                                   .string();
+  }
+  lj.attempts[task] = std::move(la);
+  return plan;
+}
+
+Scheduler::LaunchOutcome Scheduler::RunLaunch(const LaunchPlan& plan) {
+  LaunchOutcome out;
+  std::error_code ec;
+  std::filesystem::create_directories(plan.dir, ec);
+  if (ec) {
+    out.status = absl::InternalError(absl::StrCat(plan.dir, ": ", ec.message()));
+    return out;
+  }
+  out.attempted = true;
+  for (size_t rank = 0; rank < plan.ranks.size(); ++rank) {
+    absl::StatusOr<int> pid = launcher_->Launch(plan.ranks[rank]);
+    if (!pid.ok()) {
+      out.status = pid.status();
+      break;
+    }
+    out.pids.push_back(*pid);
+  }
+  return out;
+}
+
+void Scheduler::RecordLaunchLocked(const LaunchPlan& plan, const LaunchOutcome& outcome) {
+  LiveJob& lj = *jobs_.at(plan.job_id);  // a job with a launching task stays live
+  Job& job = lj.job;
+  const int task = plan.task;
+  Task* t = job.mutable_tasks(task);
+  LiveAttempt& la = lj.attempts.at(task);
+  la.launching = false;
+  if (outcome.pids.empty()) {
+    lj.attempts.erase(task);
+    if (outcome.attempted) {
+      // The attempt exists but never ran.
+      Attempt* a = t->add_attempts();
+      *a = plan.attempt;
+      *a->mutable_end_time() = a->start_time();
+      a->mutable_failure()->set_reason(Failure::WORKER_CRASHED);
+      a->mutable_failure()->set_message(std::string(outcome.status.message()));
+    }
+    FailLaunchLocked(lj, task, outcome.status);
+    return;
+  }
+  Attempt* a = t->add_attempts();
+  *a = plan.attempt;
+  const int world = static_cast<int>(plan.ranks.size());
+  for (size_t rank = 0; rank < outcome.pids.size(); ++rank) {
+    const int pid = outcome.pids[rank];
+    la.AddRank(pid);
+    ranks_.Add(pid, {job.id(), task, static_cast<int>(rank)});
+    if (world > 1) a->add_rank_pids(pid);
+  }
+  if (!outcome.status.ok()) {
+    // Some ranks run: stop them; the attempt ends when they have exited.
+    Failure f;
+    f.set_reason(Failure::WORKER_CRASHED);
+    f.set_message(absl::StrCat("cannot start rank ", outcome.pids.size(), ": ",
+                               outcome.status.message()));
+    la.failure = f;
+    la.all_exits_clean = false;
+    la.Signal(launcher_, SIGKILL);
+  }
+  const int pid0 = la.rank_pids[0];
+  la.pid = pid0;
+  la.last_seen = clock_->Now();
+  a->set_pid(pid0);
+  if (la.gpus.empty()) {
+    ++running_;
+  } else {
+    for (int r = 0; r < static_cast<int>(la.gpus.size()); ++r) {
+      const int pid = la.rank_pids[std::min<int>(r, la.rank_pids.size() - 1)];
+      gpus_.MarkBusy({la.gpus[r]}, pid);
+      gpu_last_job_[la.gpus[r]] = job.id();
+    }
+  }
+  t->set_epochs_done(0);
+  JobChange change = ChangeLocked(lj);
+  if (job.state() == Job::QUEUED) {
+    change.SetJobState(Job::RUNNING);
+    *job.mutable_start_time() = NowProto();
+    LogInfo("job running job=%s", job.id());
+  }
+  change.WriteJob();
+  change.SetTaskState(task, Task::STARTING, a->number(), pid0);
+  CommitLocked(lj, change);
+  LogInfo("task started job=%s task=%d attempt=%d pid=%d%s%s", job.id(), task, a->number(), pid0,
+          world > 1 ? absl::StrCat(" ranks=", world) : "",
+          plan.gpu_uuids.empty() ? "" : absl::StrCat(" gpus=", absl::StrJoin(plan.gpu_uuids, ",")));
+  // Stopped while it launched (StopTasksLocked had no process to signal):
+  // told now. Without a grace deadline it was a forced stop.
+  if (la.stop_requested && !la.kill_at.has_value()) {
+    la.Signal(launcher_, SIGKILL);
+  } else if (la.stop_requested || stopping_) {
+    la.Signal(launcher_, SIGTERM);
+  }
+}
+
+void Scheduler::FailLaunchLocked(LiveJob& lj, int task, const absl::Status& why) {
+  Failure f;
+  f.set_reason(Failure::WORKER_CRASHED);
+  f.set_message(absl::StrCat("cannot start the worker: ", why.message()));
+  LogError("task launch failed job=%s task=%d: %s", lj.job.id(), task, why.message());
+  // Not retried: the same launch would fail again.
+  Task* t = lj.job.mutable_tasks(task);
+  *t->mutable_failure() = f;
+  if (!lj.job.has_failure()) {
+    *lj.job.mutable_failure() = f;
+    lj.job.mutable_failure()->set_message(absl::StrCat("fold ", task, ": ", f.message()));
+  }
+  JobChange change = ChangeLocked(lj);
+  change.WriteJob();
+  *change.SetTaskState(task, Task::FAILED, t->attempts_size())->mutable_failure() = f;
+  CommitLocked(lj, change);
+  StopTasksLocked(lj, false);
+  MaybeFinishJobLocked(lj);
+  EraseIfEndedLocked(lj.job.id());
+}
+
+void Scheduler::EnforceDeadlines() {
+  absl::MutexLock lock(&mu_);
+  EnforceDeadlinesLocked();
+}
+
+void Scheduler::EnforceDeadlinesLocked() {
+  const absl::Time now = clock_->Now();
+  for (auto& [id, lj] : jobs_) {
+    for (auto& [task, la] : lj->attempts) {
+      if (la.launching) continue;  // its deadlines start once it is recorded
+      if (std::optional<std::string> message = la.MissedHeartbeat(now, options_.heartbeat_timeout);
+          message.has_value()) {
+        if (!la.failure.has_value()) {
+          Failure f;
+          f.set_reason(Failure::TIMEOUT);
+          f.set_message(*message);
+          la.failure = f;
+          la.failure_rank = -1;
+        }
+        LogWarning("task hung job=%s task=%d attempt=%d pid=%d: %s", id, task, la.number, la.pid,
+                   *message);
+        la.Signal(launcher_, SIGKILL);
+        la.FailRendezvous(*message);
+        continue;
+      }
+      if (la.kill_at.has_value() && now >= *la.kill_at) {
+        LogWarning("task kill job=%s task=%d attempt=%d pid=%d: did not stop within the grace "
+                   "period",
+                   id, task, la.number, la.pid);
+        la.Signal(launcher_, SIGKILL);
+        la.kill_at.reset();
+      }
+    }
+  }
+}
+
+void Scheduler::StopTasksLocked(LiveJob& lj, bool force) {
+  JobChange change = ChangeLocked(lj);
+  bool changed = false;
+  for (int i = 0; i < lj.job.tasks_size(); ++i) {
+    const Task& t = lj.job.tasks(i);
+    // A task being launched has an attempt: it is stopped below.
+    if (t.state() != Task::QUEUED || lj.attempts.count(i) != 0) continue;
+    queue_.Remove(lj.job.id(), i);
+    change.SetTaskState(i, Task::CANCELLED, t.attempts_size());
+    changed = true;
+  }
+  if (changed) CommitLocked(lj, change);
+  for (auto& [task, la] : lj.attempts) {
+    if (force) {
+      la.Signal(launcher_, SIGKILL);
+      la.kill_at.reset();
+    } else if (!la.stop_requested) {
+      la.Signal(launcher_, SIGTERM);
+      la.kill_at = clock_->Now() + options_.cancel_grace;
+    }
+    la.stop_requested = true;
+  }
+}
+
+}  // namespace traind::server

@@ -1,0 +1,141 @@
+// Launches run without the scheduler's mutex: a slow launch blocks no other
+// call, and a process that exits before its launch is recorded still ends
+// its attempt.
+#include <signal.h>
+
+#include <filesystem>
+#include <memory>
+#include <string>
+
+#include "gtest/gtest.h"
+#include "server/scheduler/scheduler.h"
+#include "server/store/job_store.h"
+#include "server/testing/fake_launcher.h"
+
+namespace traind::server {
+namespace {
+
+using traind::v1::Failure;
+using traind::v1::Job;
+using traind::v1::Task;
+
+class SchedulerLaunchTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/traind-launch-XXXXXX";
+    dir_ = mkdtemp(tmpl);
+    auto store = JobStore::Open(dir_ + "/traind.db");
+    ASSERT_TRUE(store.ok()) << store.status();
+    store_ = *std::move(store);
+    SchedulerOptions o;
+    o.state_dir = dir_;
+    o.worker_path = "/bin/true";
+    o.worker_address = "unix:" + dir_ + "/worker.sock";
+    o.cpu_slots = 1;
+    o.max_restarts = 1;
+    o.stop_grace = absl::Milliseconds(10);
+    scheduler_ = std::make_unique<Scheduler>(o, store_.get(), &launcher_);
+    ASSERT_TRUE(scheduler_->Recover().ok());
+  }
+  void TearDown() override {
+    launcher_.Release();
+    launcher_.JoinExitThreads();
+    scheduler_.reset();
+    std::filesystem::remove_all(dir_);
+  }
+  traind::v1::JobSpec Spec(int folds) {
+    traind::v1::JobSpec spec;
+    spec.set_name("launch");
+    spec.mutable_data()->set_path("/nonexistent.csv");
+    if (folds > 1) spec.mutable_cross_validation()->set_folds(folds);
+    spec.mutable_training()->set_epochs(1);
+    return spec;
+  }
+
+  std::string dir_;
+  FakeLauncher launcher_;
+  std::unique_ptr<JobStore> store_;
+  std::unique_ptr<Scheduler> scheduler_;
+};
+
+TEST_F(SchedulerLaunchTest, ASlowLaunchBlocksNoOtherCall) {
+  launcher_.Hold();
+  scheduler_->Start();
+  auto job = scheduler_->Submit(Spec(2));
+  ASSERT_TRUE(job.ok());
+  ASSERT_TRUE(launcher_.WaitForLaunchCalls(1));
+  // The launch waits; the scheduler answers meanwhile.
+  auto view = scheduler_->GetJob(job->id());
+  ASSERT_TRUE(view.ok());
+  EXPECT_EQ(view->state(), Job::QUEUED);
+  EXPECT_TRUE(scheduler_->Submit(Spec(1)).ok());
+  EXPECT_EQ(scheduler_->Stats().jobs_active, 2);
+  EXPECT_TRUE(scheduler_->ListJobs({}).ok());
+  launcher_.Release();
+  ASSERT_TRUE(launcher_.WaitForLaunches(1));
+  auto l = launcher_.launched()[0];
+  traind::v1::AttemptCredentials c;
+  c.set_job_id(l.Arg("job"));
+  c.set_task(0);
+  c.set_attempt(1);
+  c.set_secret(l.Secret());
+  ASSERT_TRUE(scheduler_->GetTask(c).ok()) << "a worker's call waits for the launch's record";
+  view = scheduler_->GetJob(job->id());
+  EXPECT_EQ(view->state(), Job::RUNNING);
+  EXPECT_EQ(view->tasks(0).state(), Task::STARTING);
+  EXPECT_EQ(view->tasks(0).attempts(0).pid(), l.pid);
+}
+
+TEST_F(SchedulerLaunchTest, ACancelDuringTheLaunchStopsTheWorkerOnceItIsRecorded) {
+  launcher_.Hold();
+  scheduler_->Start();
+  auto job = scheduler_->Submit(Spec(1));
+  ASSERT_TRUE(launcher_.WaitForLaunchCalls(1));
+  auto cancelling = scheduler_->Cancel(job->id(), /*force=*/true);
+  ASSERT_TRUE(cancelling.ok());
+  EXPECT_EQ(cancelling->state(), Job::CANCELLING);
+  launcher_.Release();
+  ASSERT_TRUE(launcher_.WaitForLaunches(1));
+  auto l = launcher_.launched()[0];
+  traind::v1::AttemptCredentials c;
+  c.set_job_id(job->id());
+  c.set_attempt(1);
+  c.set_secret(l.Secret());
+  auto stop = scheduler_->Heartbeat(c);
+  ASSERT_TRUE(stop.ok());
+  EXPECT_TRUE(*stop);
+  bool killed = false;
+  for (auto [pid, sig] : launcher_.signals()) killed |= pid == l.pid && sig == SIGKILL;
+  EXPECT_TRUE(killed) << "a forced cancel kills";
+  launcher_.Exit(l.pid, 0, SIGKILL);
+  auto done = scheduler_->GetJob(job->id());
+  ASSERT_TRUE(done.ok());
+  EXPECT_EQ(done->state(), Job::CANCELLED);
+  EXPECT_EQ(done->tasks(0).state(), Task::CANCELLED);
+}
+
+TEST_F(SchedulerLaunchTest, AnExitBeforeTheLaunchIsRecordedEndsTheAttempt) {
+  launcher_.set_exit_at_once(true);
+  scheduler_->Start();
+  auto job = scheduler_->Submit(Spec(1));
+  ASSERT_TRUE(launcher_.WaitForLaunches(2)) << "the crash is retried";
+  // The retry's exit may still be on its way: the job ends either way.
+  for (int i = 0; i < 100; ++i) {
+    auto view = scheduler_->GetJob(job->id());
+    ASSERT_TRUE(view.ok());
+    if (view->state() == Job::FAILED) break;
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  auto done = scheduler_->GetJob(job->id());
+  ASSERT_TRUE(done.ok());
+  EXPECT_EQ(done->state(), Job::FAILED);
+  ASSERT_EQ(done->tasks(0).attempts_size(), 2);
+  EXPECT_EQ(done->tasks(0).attempts(0).failure().reason(), Failure::WORKER_CRASHED);
+  EXPECT_EQ(done->tasks(0).attempts(0).failure().exit_code(), 1);
+  EXPECT_EQ(done->tasks(0).attempts(1).failure().reason(), Failure::WORKER_CRASHED);
+  launcher_.JoinExitThreads();
+  EXPECT_EQ(launcher_.launched().size(), 2u) << "max_restarts = 1";
+}
+
+}  // namespace
+}  // namespace traind::server
