@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "gtest/gtest.h"
+#include "tests/testing/temp_dir.h"
 #include "server/api/policy.h"
 
 namespace traind::server {
@@ -118,8 +119,6 @@ TEST(AuthTest, SubmittersCancelOnlyTheirOwnJobs) {
 class DataRootsTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    char tmpl[] = "/tmp/traind-roots-XXXXXX";
-    dir_ = mkdtemp(tmpl);
     std::filesystem::create_directories(dir_ + "/root/sub");
     std::filesystem::create_directories(dir_ + "/outside");
     std::ofstream(dir_ + "/root/sub/in.csv") << "a\n";
@@ -128,8 +127,8 @@ class DataRootsTest : public ::testing::Test {
     std::filesystem::create_symlink(dir_ + "/outside", dir_ + "/root/linkdir");
     std::filesystem::create_symlink(dir_ + "/root/sub/in.csv", dir_ + "/root/inlink.csv");
   }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
-  std::string dir_;
+  ::traind::testing::TempDir scratch_{"traind-roots"};
+  const std::string dir_ = scratch_.path();
 };
 
 TEST_F(DataRootsTest, PathsMustResolveInsideARoot) {

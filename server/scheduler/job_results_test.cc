@@ -7,6 +7,7 @@
 #include <string>
 
 #include "gtest/gtest.h"
+#include "tests/testing/temp_dir.h"
 
 namespace traind::server {
 namespace {
@@ -54,8 +55,8 @@ TEST(JobResultsTest, TheRefitIsNotAFold) {
 }
 
 TEST(JobResultsTest, PredictionsAreMergedInRowOrder) {
-  char tmpl[] = "/tmp/traind-results-XXXXXX";
-  const std::string dir = mkdtemp(tmpl);
+  const ::traind::testing::TempDir scratch("traind-results");
+  const std::string dir = scratch.path();
   std::ofstream(dir + "/f0.csv") << "row,p\n3,0.3\n0,0.0\n";
   std::ofstream(dir + "/f1.csv") << "row,p\n2,0.2\n1,0.1\n";
   Job job;
@@ -76,7 +77,6 @@ TEST(JobResultsTest, PredictionsAreMergedInRowOrder) {
   // A fold file that cannot be read: no merged file.
   merge->inputs.push_back(dir + "/missing.csv");
   EXPECT_FALSE(MergePredictions(*merge).has_value());
-  std::filesystem::remove_all(dir);
 }
 
 TEST(JobResultsTest, NothingToMergeWithoutPredictions) {

@@ -12,6 +12,8 @@
 #include "server/store/job_store.h"
 #include "server/testing/fake_clock.h"
 #include "server/testing/fake_launcher.h"
+#include "server/testing/test_scheduler.h"
+#include "tests/testing/temp_dir.h"
 
 namespace traind::server {
 namespace {
@@ -24,20 +26,12 @@ using traind::v1::Task;
 class SchedulerClockTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    char tmpl[] = "/tmp/traind-clock-XXXXXX";
-    dir_ = mkdtemp(tmpl);
-    auto store = JobStore::Open(dir_ + "/traind.db");
+    auto store = JobStore::Open(dir_.Path("traind.db"));
     ASSERT_TRUE(store.ok()) << store.status();
     store_ = *std::move(store);
-    SchedulerOptions o;
-    o.state_dir = dir_;
-    o.worker_path = "/bin/true";
-    o.worker_address = "unix:" + dir_ + "/worker.sock";
-    o.cpu_slots = 1;
-    o.max_restarts = 1;
+    SchedulerOptions o = TestSchedulerOptions(dir_.path());
     o.heartbeat_timeout = absl::Seconds(30);
     o.cancel_grace = absl::Seconds(10);
-    o.stop_grace = absl::Milliseconds(10);
     o.clock = &clock_;
     scheduler_ = std::make_unique<Scheduler>(o, store_.get(), &launcher_);
     ASSERT_TRUE(scheduler_->Recover().ok());
@@ -45,17 +39,8 @@ class SchedulerClockTest : public ::testing::Test {
   }
   void TearDown() override {
     scheduler_.reset();
-    std::filesystem::remove_all(dir_);
   }
 
-  traind::v1::AttemptCredentials Creds(const FakeLauncher::Launched& l) {
-    traind::v1::AttemptCredentials c;
-    c.set_job_id(l.Arg("job"));
-    c.set_task(std::stoi(l.Arg("task")));
-    c.set_attempt(std::stoi(l.Arg("attempt")));
-    c.set_secret(l.Secret());
-    return c;
-  }
   bool Signalled(int pid, int sig) {
     for (auto [p, s] : launcher_.signals()) {
       if (p == pid && s == sig) return true;
@@ -75,7 +60,7 @@ class SchedulerClockTest : public ::testing::Test {
     return spec;
   }
 
-  std::string dir_;
+  ::traind::testing::TempDir dir_{"traind-clock"};
   FakeClock clock_;
   FakeLauncher launcher_;
   std::unique_ptr<JobStore> store_;
@@ -87,10 +72,10 @@ TEST_F(SchedulerClockTest, HeartbeatsKeepAWorkerAliveUntilItFallsSilent) {
   ASSERT_TRUE(job.ok());
   ASSERT_TRUE(launcher_.WaitForLaunches(1));
   auto l = launcher_.launched()[0];
-  ASSERT_TRUE(scheduler_->GetTask(Creds(l)).ok());  // the launch is recorded
+  ASSERT_TRUE(scheduler_->GetTask(CredentialsOf(l)).ok());  // the launch is recorded
   for (int i = 0; i < 10; ++i) {  // five minutes of heartbeats every 29 s
     Advance(absl::Seconds(29));
-    ASSERT_TRUE(scheduler_->Heartbeat(Creds(l)).ok());
+    ASSERT_TRUE(scheduler_->Heartbeat(CredentialsOf(l)).ok());
   }
   Advance(absl::Seconds(30));
   EXPECT_TRUE(launcher_.signals().empty()) << "30 s of silence is within the timeout";
@@ -112,7 +97,7 @@ TEST_F(SchedulerClockTest, ACancelledWorkerGetsItsGraceThenIsKilled) {
   auto job = scheduler_->Submit(OneTaskSpec());
   ASSERT_TRUE(launcher_.WaitForLaunches(1));
   auto l = launcher_.launched()[0];
-  ASSERT_TRUE(scheduler_->Heartbeat(Creds(l)).ok());
+  ASSERT_TRUE(scheduler_->Heartbeat(CredentialsOf(l)).ok());
   auto cancelling = scheduler_->Cancel(job->id(), /*force=*/false);
   ASSERT_TRUE(cancelling.ok());
   EXPECT_EQ(cancelling->state(), Job::CANCELLING);
@@ -138,10 +123,10 @@ TEST_F(SchedulerClockTest, AttemptAndJobTimesComeFromTheClock) {
   EXPECT_EQ(TimeUtil::TimestampToMicroseconds(job->create_time()), absl::ToUnixMicros(submitted));
   ASSERT_TRUE(launcher_.WaitForLaunches(1));
   auto l = launcher_.launched()[0];
-  ASSERT_TRUE(scheduler_->GetTask(Creds(l)).ok());
+  ASSERT_TRUE(scheduler_->GetTask(CredentialsOf(l)).ok());
   Advance(absl::Seconds(7));
   traind::v1::ReportEventRequest finished;
-  *finished.mutable_credentials() = Creds(l);
+  *finished.mutable_credentials() = CredentialsOf(l);
   finished.mutable_finished()->mutable_result()->set_best_epoch(1);
   ASSERT_TRUE(scheduler_->ReportEvent(finished).ok());
   launcher_.Exit(l.pid, 0);

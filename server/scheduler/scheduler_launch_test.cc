@@ -11,6 +11,8 @@
 #include "server/scheduler/scheduler.h"
 #include "server/store/job_store.h"
 #include "server/testing/fake_launcher.h"
+#include "server/testing/test_scheduler.h"
+#include "tests/testing/temp_dir.h"
 
 namespace traind::server {
 namespace {
@@ -22,18 +24,10 @@ using traind::v1::Task;
 class SchedulerLaunchTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    char tmpl[] = "/tmp/traind-launch-XXXXXX";
-    dir_ = mkdtemp(tmpl);
-    auto store = JobStore::Open(dir_ + "/traind.db");
+    auto store = JobStore::Open(dir_.Path("traind.db"));
     ASSERT_TRUE(store.ok()) << store.status();
     store_ = *std::move(store);
-    SchedulerOptions o;
-    o.state_dir = dir_;
-    o.worker_path = "/bin/true";
-    o.worker_address = "unix:" + dir_ + "/worker.sock";
-    o.cpu_slots = 1;
-    o.max_restarts = 1;
-    o.stop_grace = absl::Milliseconds(10);
+    const SchedulerOptions o = TestSchedulerOptions(dir_.path());
     scheduler_ = std::make_unique<Scheduler>(o, store_.get(), &launcher_);
     ASSERT_TRUE(scheduler_->Recover().ok());
   }
@@ -41,7 +35,6 @@ class SchedulerLaunchTest : public ::testing::Test {
     launcher_.Release();
     launcher_.JoinExitThreads();
     scheduler_.reset();
-    std::filesystem::remove_all(dir_);
   }
   traind::v1::JobSpec Spec(int folds) {
     traind::v1::JobSpec spec;
@@ -52,7 +45,7 @@ class SchedulerLaunchTest : public ::testing::Test {
     return spec;
   }
 
-  std::string dir_;
+  ::traind::testing::TempDir dir_{"traind-launch"};
   FakeLauncher launcher_;
   std::unique_ptr<JobStore> store_;
   std::unique_ptr<Scheduler> scheduler_;

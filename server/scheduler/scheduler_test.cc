@@ -14,6 +14,8 @@
 #include "server/testing/fake_clock.h"
 #include "server/testing/fake_device_probe.h"
 #include "server/testing/fake_launcher.h"
+#include "server/testing/test_scheduler.h"
+#include "tests/testing/temp_dir.h"
 
 namespace traind::server {
 namespace {
@@ -23,18 +25,7 @@ using traind::v1::Job;
 using traind::v1::JobEvent;
 using traind::v1::Task;
 
-class TempDir {
- public:
-  TempDir() {
-    char tmpl[] = "/tmp/traind-sched-XXXXXX";
-    path_ = mkdtemp(tmpl);
-  }
-  ~TempDir() { std::filesystem::remove_all(path_); }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using ::traind::testing::TempDir;
 
 traind::v1::JobSpec ThreeFoldSpec() {
   traind::v1::JobSpec spec;
@@ -55,14 +46,9 @@ class SchedulerTest : public ::testing::Test {
     auto store = JobStore::Open(dir_.path() + "/traind.db");
     ASSERT_TRUE(store.ok()) << store.status();
     store_ = *std::move(store);
-    SchedulerOptions o;
-    o.state_dir = dir_.path();
-    o.worker_path = "/bin/true";
-    o.worker_address = "unix:" + dir_.path() + "/worker.sock";
+    SchedulerOptions o = TestSchedulerOptions(dir_.path());
     o.cpu_slots = slots;
-    o.max_restarts = 1;
     o.cancel_grace = absl::Milliseconds(50);
-    o.stop_grace = absl::Milliseconds(10);
     if (tweak) tweak(&o);
     launcher_ = std::make_unique<FakeLauncher>();
     scheduler_ = std::make_unique<Scheduler>(o, store_.get(), launcher_.get());
@@ -74,18 +60,10 @@ class SchedulerTest : public ::testing::Test {
     store_.reset();
   }
 
-  traind::v1::AttemptCredentials Creds(const FakeLauncher::Launched& l) {
-    traind::v1::AttemptCredentials c;
-    c.set_job_id(l.Arg("job"));
-    c.set_task(std::stoi(l.Arg("task")));
-    c.set_attempt(std::stoi(l.Arg("attempt")));
-    c.set_secret(l.Secret());
-    return c;
-  }
 
   // Plays a worker that trains `epochs` epochs and succeeds with `val_accuracy`.
   void RunWorker(const FakeLauncher::Launched& l, double val_accuracy, int epochs = 2) {
-    auto c = Creds(l);
+    auto c = CredentialsOf(l);
     ASSERT_TRUE(scheduler_->GetTask(c).ok());
     traind::v1::ReportEventRequest started;
     *started.mutable_credentials() = c;
@@ -116,7 +94,7 @@ class SchedulerTest : public ::testing::Test {
   // Tests of deadlines put the scheduler on this clock (SchedulerOptions::
   // clock) and advance it.
   FakeClock clock_;
-  TempDir dir_;
+  TempDir dir_{"traind-sched"};
   std::unique_ptr<JobStore> store_;
   std::unique_ptr<FakeLauncher> launcher_;
   std::unique_ptr<Scheduler> scheduler_;
@@ -182,7 +160,7 @@ TEST_F(SchedulerTest, RepeatedEpochReportIsStoredOnce) {
   scheduler_->Start();
   auto job = scheduler_->Submit(ThreeFoldSpec());
   ASSERT_TRUE(launcher_->WaitForLaunches(1));
-  auto c = Creds(launcher_->launched()[0]);
+  auto c = CredentialsOf(launcher_->launched()[0]);
   traind::v1::EpochMetrics m;
   m.set_epoch(1);
   (*m.mutable_train())["loss"] = 0.5;
@@ -203,7 +181,7 @@ TEST_F(SchedulerTest, EpochsReportedInABatchAreStoredOnceInOrder) {
   scheduler_->Start();
   auto job = scheduler_->Submit(ThreeFoldSpec());
   ASSERT_TRUE(launcher_->WaitForLaunches(1));
-  auto c = Creds(launcher_->launched()[0]);
+  auto c = CredentialsOf(launcher_->launched()[0]);
   std::vector<traind::v1::EpochMetrics> m(4);
   for (int i = 0; i < 4; ++i) m[i].set_epoch(i + 1);
   ASSERT_TRUE(scheduler_->ReportEpochs(c, {&m[0], &m[1]}).ok());
@@ -227,11 +205,11 @@ TEST_F(SchedulerTest, RejectsWrongSecret) {
   scheduler_->Start();
   ASSERT_TRUE(scheduler_->Submit(ThreeFoldSpec()).ok());
   ASSERT_TRUE(launcher_->WaitForLaunches(2));
-  auto c = Creds(launcher_->launched()[0]);
+  auto c = CredentialsOf(launcher_->launched()[0]);
   c.set_secret(std::string(32, '0'));
   EXPECT_EQ(scheduler_->GetTask(c).status().code(), absl::StatusCode::kPermissionDenied);
   // A worker cannot speak for another task with its own secret.
-  auto other = Creds(launcher_->launched()[0]);
+  auto other = CredentialsOf(launcher_->launched()[0]);
   other.set_task(1);
   EXPECT_EQ(scheduler_->GetTask(other).status().code(), absl::StatusCode::kPermissionDenied);
 }
@@ -276,7 +254,7 @@ TEST_F(SchedulerTest, ReportedDataErrorIsNotRetried) {
   for (int i = 0; i < 2; ++i) {
     auto l = launcher_->launched()[i];
     traind::v1::ReportEventRequest failed;
-    *failed.mutable_credentials() = Creds(l);
+    *failed.mutable_credentials() = CredentialsOf(l);
     failed.mutable_failed()->mutable_failure()->set_reason(Failure::DATA_ERROR);
     failed.mutable_failed()->mutable_failure()->set_message("x.csv:7: row has 3 fields");
     ASSERT_TRUE(scheduler_->ReportEvent(failed).ok());
@@ -299,7 +277,7 @@ TEST_F(SchedulerTest, CancelQueuedJobAtOnceAndRunningAfterWorkersStop) {
   ASSERT_TRUE(launcher_->WaitForLaunches(2));
   // Both launches are recorded (a worker call waits for that), so the
   // cancel grace below runs on the fake clock from the cancel on.
-  ASSERT_TRUE(scheduler_->GetTask(Creds(launcher_->launched()[1])).ok());
+  ASSERT_TRUE(scheduler_->GetTask(CredentialsOf(launcher_->launched()[1])).ok());
   auto queued = scheduler_->Submit(ThreeFoldSpec());
   ASSERT_TRUE(queued.ok());
 
@@ -345,7 +323,7 @@ TEST_F(SchedulerTest, RestartRecoversRunningTasksAsLostAndKeepsFinishedFolds) {
     // Task 1 reported one epoch; then the daemon goes away.
     traind::v1::EpochMetrics m;
     m.set_epoch(1);
-    ASSERT_TRUE(scheduler_->ReportEpoch(Creds(launcher_->launched()[1]), m).ok());
+    ASSERT_TRUE(scheduler_->ReportEpoch(CredentialsOf(launcher_->launched()[1]), m).ok());
   }
   Close();
   Open();
@@ -470,7 +448,7 @@ TEST_F(SchedulerTest, SilentWorkerIsKilledAsHungAndRetried) {
   // A heartbeat keeps it alive for a while...
   clock_.Advance(absl::Milliseconds(200));
   scheduler_->EnforceDeadlines();
-  ASSERT_TRUE(scheduler_->Heartbeat(Creds(l)).ok());
+  ASSERT_TRUE(scheduler_->Heartbeat(CredentialsOf(l)).ok());
   clock_.Advance(absl::Milliseconds(200));
   scheduler_->EnforceDeadlines();
   EXPECT_TRUE(launcher_->signals().empty());
@@ -524,7 +502,7 @@ TEST_F(SchedulerTest, ResumedAttemptContinuesItsEpochCount) {
   scheduler_->Start();
   auto job = scheduler_->Submit(ThreeFoldSpec());
   ASSERT_TRUE(launcher_->WaitForLaunches(1));
-  auto c = Creds(launcher_->launched()[0]);
+  auto c = CredentialsOf(launcher_->launched()[0]);
   traind::v1::ReportEventRequest resumed;
   *resumed.mutable_credentials() = c;
   resumed.mutable_resumed()->set_completed_epochs(7);
@@ -703,7 +681,7 @@ TEST_F(GpuSchedulerTest, OutOfMemoryIsRetriedOnlyOnAnotherGpu) {
   scheduler_->Start();
   auto fail_oom = [&](const FakeLauncher::Launched& l) {
     traind::v1::ReportEventRequest failed;
-    *failed.mutable_credentials() = Creds(l);
+    *failed.mutable_credentials() = CredentialsOf(l);
     failed.mutable_failed()->mutable_failure()->set_reason(Failure::OUT_OF_MEMORY);
     failed.mutable_failed()->mutable_failure()->set_message("needed 90 GiB, 79 GiB free");
     ASSERT_TRUE(scheduler_->ReportEvent(failed).ok());
@@ -734,7 +712,7 @@ TEST_F(SchedulerTest, OutOfMemoryOnTheCpuIsNotRetried) {
   ASSERT_TRUE(launcher_->WaitForLaunches(2));
   auto l = launcher_->launched()[0];
   traind::v1::ReportEventRequest failed;
-  *failed.mutable_credentials() = Creds(l);
+  *failed.mutable_credentials() = CredentialsOf(l);
   failed.mutable_failed()->mutable_failure()->set_reason(Failure::OUT_OF_MEMORY);
   ASSERT_TRUE(scheduler_->ReportEvent(failed).ok());
   launcher_->Exit(l.pid, 1);
@@ -764,7 +742,7 @@ TEST_F(GpuSchedulerTest, MultiGpuTaskRunsOneRankPerGpuAndMeetsAtRendezvous) {
   EXPECT_EQ(Env(r0, "CUDA_VISIBLE_DEVICES"), "GPU-0,GPU-1");
   EXPECT_EQ(Env(r1, "CUDA_VISIBLE_DEVICES"), "GPU-0,GPU-1");
   EXPECT_EQ(r0.Secret(), r1.Secret());
-  auto c0 = Creds(r0), c1 = Creds(r1);
+  auto c0 = CredentialsOf(r0), c1 = CredentialsOf(r1);
   c1.set_rank(1);
   auto assignment = scheduler_->GetTask(c1);
   ASSERT_TRUE(assignment.ok());
@@ -815,7 +793,7 @@ TEST_F(GpuSchedulerTest, ADeadRankStopsItsPeersAndTheAttemptIsRetried) {
   scheduler_->Start();
   ASSERT_TRUE(launcher_->WaitForLaunches(2));
   auto r0 = launcher_->launched()[0], r1 = launcher_->launched()[1];
-  auto c1 = Creds(r1);
+  auto c1 = CredentialsOf(r1);
   c1.set_rank(1);
   bool aborted = false;
   scheduler_->Rendezvous(c1, 2, "", [&](absl::StatusOr<std::string> id) { aborted = !id.ok(); });
@@ -854,8 +832,8 @@ class MultiGpuSchedulerTest : public GpuSchedulerTest {
     EXPECT_TRUE(launcher_->WaitForLaunches(2));
     ranks->r0 = launcher_->launched()[0];
     ranks->r1 = launcher_->launched()[1];
-    ranks->c0 = Creds(ranks->r0);
-    ranks->c1 = Creds(ranks->r1);
+    ranks->c0 = CredentialsOf(ranks->r0);
+    ranks->c1 = CredentialsOf(ranks->r1);
     ranks->c1.set_rank(1);
     return job.ok() ? job->id() : "";
   }

@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "gtest/gtest.h"
+#include "tests/testing/temp_dir.h"
 
 namespace traind::server {
 namespace {
@@ -15,14 +16,9 @@ using traind::v1::Task;
 class JobStoreTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    char tmpl[] = "/tmp/traind-store-XXXXXX";
-    dir_ = mkdtemp(tmpl);
     Reopen();
   }
-  void TearDown() override {
-    store_.reset();
-    std::filesystem::remove_all(dir_);
-  }
+  void TearDown() override { store_.reset(); }
   void Reopen() {
     store_.reset();
     auto s = JobStore::Open(dir_ + "/traind.db");
@@ -50,7 +46,8 @@ class JobStoreTest : public ::testing::Test {
     return store_->Apply(m, job.id());
   }
 
-  std::string dir_;
+  ::traind::testing::TempDir scratch_{"traind-store"};
+  const std::string dir_ = scratch_.path();
   std::unique_ptr<JobStore> store_;
 };
 
