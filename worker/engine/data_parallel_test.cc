@@ -32,6 +32,7 @@
 #include "worker/engine/network.h"
 #include "worker/engine/parallel/in_process_communicator.h"
 #include "worker/engine/status.h"
+#include "worker/engine/testing/epoch_recorder.h"
 
 namespace traind::engine {
 namespace {
@@ -166,22 +167,6 @@ const Dataset& BreastCancer() {
 
 // ---------------------------------------------------------------- running
 
-class Recorder : public FitObserver {
- public:
-  absl::Status OnEpochEnd(const EpochMetrics& m) override {
-    epochs.push_back(m);
-    if (fail_at_epoch > 0 && m.epoch() == fail_at_epoch) {
-      return absl::UnavailableError("report failed");
-    }
-    return absl::OkStatus();
-  }
-  bool StopRequested() override { return stop_after_polls > 0 && ++polls >= stop_after_polls; }
-  void OnResume(int32_t completed) override { resumed_after = completed; }
-
-  std::vector<EpochMetrics> epochs;
-  int polls = 0, stop_after_polls = 0, fail_at_epoch = 0, resumed_after = -1;
-};
-
 // A fresh directory, removed (with its files) at the end of the test.
 class ScratchDir {
  public:
@@ -212,12 +197,12 @@ class ScratchDir {
 
 struct RankRun {
   absl::StatusOr<FoldResult> result = absl::UnknownError("not run");
-  Recorder recorder;
+  testing::EpochRecorder recorder;
   absl::Duration took;
 };
 
 // Sets up one rank before it runs: its observer and its rows.
-using RankSetup = std::function<void(int rank, Recorder* recorder, FoldRows* rows)>;
+using RankSetup = std::function<void(int rank, testing::EpochRecorder* recorder, FoldRows* rows)>;
 
 // `ranks` threads, each calling Fit as one rank of an InProcessGroup with
 // its own CPU backend. `options` is every rank's, but for the backend and
@@ -257,7 +242,7 @@ std::vector<std::unique_ptr<RankRun>> RunRanks(int ranks, const JobSpec& spec, c
 
 struct Reference {
   absl::StatusOr<FoldResult> result = absl::UnknownError("not run");
-  Recorder recorder;
+  testing::EpochRecorder recorder;
 };
 
 // The same task on one rank, no communicator.
@@ -641,7 +626,7 @@ TEST(DataParallelTest, ObserverErrorOnOneRankFailsEveryRankPromptly) {
   for (int fail_at : {2, 3}) {
     SCOPED_TRACE(absl::StrCat("rank 1 fails at epoch ", fail_at));
     const auto runs = RunRanks(3, spec, Iris(), IrisFold0(), {},
-                               [fail_at](int rank, Recorder* recorder, FoldRows*) {
+                               [fail_at](int rank, testing::EpochRecorder* recorder, FoldRows*) {
                                  if (rank == 1) recorder->fail_at_epoch = fail_at;
                                });
     EXPECT_EQ(runs[1]->result.status().code(), absl::StatusCode::kUnavailable);
@@ -667,7 +652,7 @@ TEST(DataParallelTest, StopOnOneRankStopsEveryRankAfterTheSameBatchAndResumes) {
   // Rank 2 is asked to stop at its 11th poll: epoch 2, batch 3 (8 batches
   // per epoch).
   const auto stopped =
-      RunRanks(3, spec, Iris(), IrisFold0(), options, [](int rank, Recorder* recorder, FoldRows*) {
+      RunRanks(3, spec, Iris(), IrisFold0(), options, [](int rank, testing::EpochRecorder* recorder, FoldRows*) {
         if (rank == 2) recorder->stop_after_polls = 11;
       });
   for (size_t r = 0; r < stopped.size(); ++r) {
@@ -714,7 +699,7 @@ TEST(DataParallelTest, DivergenceIsReportedByEveryRankAtTheSameBatch) {
 
 TEST(DataParallelTest, RanksGivenOtherRowsFailAndSayWhich) {
   const auto runs =
-      RunRanks(3, IrisSpec(), Iris(), IrisFold0(), {}, [](int rank, Recorder*, FoldRows* rows) {
+      RunRanks(3, IrisSpec(), Iris(), IrisFold0(), {}, [](int rank, testing::EpochRecorder*, FoldRows* rows) {
         if (rank == 2) std::swap(rows->train[0], rows->val[0]);
       });
   for (size_t r = 0; r < runs.size(); ++r) {
@@ -726,7 +711,7 @@ TEST(DataParallelTest, RanksGivenOtherRowsFailAndSayWhich) {
   // Other validation rows, as many: their metrics, and so the early-stopping
   // decisions and collectives, would differ.
   const auto val_runs =
-      RunRanks(2, IrisSpec(), Iris(), IrisFold0(), {}, [](int rank, Recorder*, FoldRows* rows) {
+      RunRanks(2, IrisSpec(), Iris(), IrisFold0(), {}, [](int rank, testing::EpochRecorder*, FoldRows* rows) {
         if (rank == 1) rows->val[0] = rows->train[0];
       });
   for (size_t r = 0; r < val_runs.size(); ++r) {

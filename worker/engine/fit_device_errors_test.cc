@@ -14,6 +14,7 @@
 #include "worker/engine/fit.h"
 #include "worker/engine/status.h"
 #include "worker/engine/testing/failing_backend.h"
+#include "worker/engine/testing/iris.h"
 
 namespace traind::engine {
 namespace {
@@ -22,15 +23,7 @@ using ::testing::HasSubstr;
 using traind::v1::FoldResult;
 using traind::v1::JobSpec;
 
-const Dataset& Iris() {
-  static const Dataset* iris = [] {
-    traind::v1::DataSpec spec;
-    spec.set_path(std::string(TRAIND_SOURCE_DIR) + "/examples/data/iris.csv");
-    spec.set_label("species");
-    return new Dataset(std::move(LoadDataset(spec)).value());
-  }();
-  return *iris;
-}
+using testing::Iris;
 
 JobSpec OneEpochSpec() {
   JobSpec spec;

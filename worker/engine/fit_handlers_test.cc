@@ -16,14 +16,15 @@
 #include "absl/strings/str_format.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "spec/task_plan.h"
+#include "spec/validation.h"
 #include "worker/engine/checkpoint.h"
 #include "worker/engine/data/split.h"
+#include "worker/engine/data/task_rows.h"
 #include "worker/engine/fit.h"
 #include "worker/engine/random.h"
-#include "spec/validation.h"
-#include "worker/engine/data/task_rows.h"
-#include "spec/task_plan.h"
 #include "worker/engine/status.h"
+#include "worker/engine/testing/epoch_recorder.h"
 #include "worker/engine/testing/fixtures.h"
 #include "worker/engine/testing/temp_file.h"
 
@@ -33,20 +34,6 @@ namespace {
 using traind::v1::EpochMetrics;
 using traind::v1::FoldResult;
 using traind::v1::JobSpec;
-
-class Recorder : public FitObserver {
- public:
-  absl::Status OnEpochEnd(const EpochMetrics& m) override {
-    epochs.push_back(m);
-    return absl::OkStatus();
-  }
-  bool StopRequested() override { return stop_after_polls > 0 && ++polls >= stop_after_polls; }
-  void OnResume(int32_t completed) override { resumed_after = completed; }
-  void OnWarning(absl::string_view message) override { warnings.emplace_back(message); }
-  std::vector<EpochMetrics> epochs;
-  std::vector<std::string> warnings;
-  int polls = 0, stop_after_polls = 0, resumed_after = -1;
-};
 
 std::string Source(const std::string& rel) { return std::string(TRAIND_SOURCE_DIR) + "/" + rel; }
 
@@ -97,7 +84,7 @@ TEST(TrajectoryTest, MatchesPyTorchOnDigits) {
   for (int64_t i = 0; i < Digits().rows; ++i) (i < 1437 ? rows.train : rows.val).push_back(i);
   FitOptions options;
   options.initial_parameters = &initial;
-  Recorder rec;
+  testing::EpochRecorder rec;
   absl::StatusOr<FoldResult> result = Fit(DigitsSpec(), Digits(), rows, 0, options, &rec);
   ASSERT_TRUE(result.ok()) << result.status();
   ASSERT_EQ(rec.epochs.size(), 5u);
@@ -158,7 +145,7 @@ std::vector<std::string> Files(const std::string& dir) {
 TEST(CheckpointResumeTest, ResumedRunEqualsUninterruptedRun) {
   const JobSpec spec = IrisSpec();
   const FoldRows rows = std::move(RowsForTask(spec, Iris(), 2)).value();
-  Recorder full;
+  testing::EpochRecorder full;
   FitOptions plain;
   absl::StatusOr<FoldResult> expected = Fit(spec, Iris(), rows, 2, plain, &full);
   ASSERT_TRUE(expected.ok()) << expected.status();
@@ -169,7 +156,7 @@ TEST(CheckpointResumeTest, ResumedRunEqualsUninterruptedRun) {
   const std::string dir = TempDir();
   FitOptions options;
   options.checkpoint_dir = dir + "/checkpoints";
-  Recorder first;
+  testing::EpochRecorder first;
   first.stop_after_polls = 5 * 8 + 3;
   absl::StatusOr<FoldResult> stopped = Fit(spec, Iris(), rows, 2, options, &first);
   ASSERT_FALSE(stopped.ok());
@@ -180,7 +167,7 @@ TEST(CheckpointResumeTest, ResumedRunEqualsUninterruptedRun) {
       Files(options.checkpoint_dir),
       ::testing::ElementsAre("epoch-000003.ckpt", "epoch-000004.ckpt", "epoch-000005.ckpt"));
 
-  Recorder second;
+  testing::EpochRecorder second;
   absl::StatusOr<FoldResult> resumed = Fit(spec, Iris(), rows, 2, options, &second);
   ASSERT_TRUE(resumed.ok()) << resumed.status();
   EXPECT_EQ(second.resumed_after, 5);
@@ -205,7 +192,7 @@ TEST(CheckpointResumeTest, CorruptAndTruncatedCheckpointsAreSkipped) {
   const std::string dir = TempDir();
   FitOptions options;
   options.checkpoint_dir = dir;
-  Recorder first;
+  testing::EpochRecorder first;
   first.stop_after_polls = 4 * 8 + 1;  // checkpoints of epochs 2, 3, 4
   ASSERT_FALSE(Fit(spec, Iris(), rows, 0, options, &first).ok());
   // Flip one byte of epoch 4's payload; truncate epoch 3's.
@@ -219,7 +206,7 @@ TEST(CheckpointResumeTest, CorruptAndTruncatedCheckpointsAreSkipped) {
   EXPECT_THAT(std::string(CheckpointReader::Parse(three.substr(0, 100), "y").status().message()),
               ::testing::HasSubstr("truncated"));
 
-  Recorder second;
+  testing::EpochRecorder second;
   absl::StatusOr<FoldResult> resumed = Fit(spec, Iris(), rows, 0, options, &second);
   ASSERT_TRUE(resumed.ok()) << resumed.status();
   EXPECT_EQ(second.resumed_after, 2);  // the newest valid one
@@ -235,11 +222,11 @@ TEST(CheckpointResumeTest, AnotherSpecIsNotResumed) {
   const std::string dir = TempDir();
   FitOptions options;
   options.checkpoint_dir = dir;
-  Recorder first;
+  testing::EpochRecorder first;
   first.stop_after_polls = 2 * 8 + 1;
   ASSERT_FALSE(Fit(spec, Iris(), rows, 0, options, &first).ok());
   spec.mutable_optimizer()->mutable_adam()->set_learning_rate(0.03);
-  Recorder second;
+  testing::EpochRecorder second;
   ASSERT_TRUE(Fit(spec, Iris(), rows, 0, options, &second).ok());
   EXPECT_EQ(second.resumed_after, -1);
   EXPECT_EQ(second.epochs.front().epoch(), 1);
@@ -254,7 +241,7 @@ TEST(EarlyStoppingTest, StopsAfterPatienceAndRestoresBest) {
   spec.mutable_early_stopping()->set_patience(3);
   spec.mutable_early_stopping()->set_min_delta(0.01);
   const FoldRows rows = std::move(RowsForTask(spec, Iris(), 1)).value();
-  Recorder rec;
+  testing::EpochRecorder rec;
   const std::string dir = TempDir();
   FitOptions options;
   options.artifacts_dir = dir;
@@ -313,7 +300,7 @@ TEST(RefitTest, TrainsOnAllRowsAndStoresTheModel) {
   const std::string dir = TempDir();
   FitOptions options;
   options.artifacts_dir = dir;
-  Recorder rec;
+  testing::EpochRecorder rec;
   absl::StatusOr<FoldResult> result = Fit(spec, Iris(), rows, 5, options, &rec);
   ASSERT_TRUE(result.ok()) << result.status();
   EXPECT_EQ(rec.epochs.size(), 12u);  // val.* early stopping is inactive without validation rows
@@ -330,7 +317,7 @@ TEST(DeterminismTest, SameSpecSameMetrics) {
   spec.clear_checkpoint();
   spec.mutable_training()->set_epochs(4);
   const FoldRows rows = std::move(RowsForTask(spec, Iris(), 3)).value();
-  Recorder a, b;
+  testing::EpochRecorder a, b;
   ASSERT_TRUE(Fit(spec, Iris(), rows, 3, {}, &a).ok());
   ASSERT_TRUE(Fit(spec, Iris(), rows, 3, {}, &b).ok());
   for (size_t i = 0; i < 4; ++i) {
@@ -347,7 +334,7 @@ TEST(ValidateEveryTest, ValidatesEveryNthAndTheLastEpoch) {
   spec.mutable_training()->set_epochs(7);
   spec.mutable_training()->set_validate_every(3);
   const FoldRows rows = std::move(RowsForTask(spec, Iris(), 0)).value();
-  Recorder rec;
+  testing::EpochRecorder rec;
   ASSERT_TRUE(Fit(spec, Iris(), rows, 0, {}, &rec).ok());
   std::vector<int> validated;
   for (const EpochMetrics& m : rec.epochs) {
@@ -437,14 +424,14 @@ TEST(EarlyStoppingTest, BaselineAndStartFromEpoch) {
   // A baseline no epoch can beat: improvements never reset the count.
   es->set_baseline(0.0);
   const FoldRows rows = std::move(RowsForTask(spec, Iris(), 0)).value();
-  Recorder rec;
+  testing::EpochRecorder rec;
   absl::StatusOr<FoldResult> r = Fit(spec, Iris(), rows, 0, {}, &rec);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(rec.epochs.size(), 2u);
   EXPECT_TRUE(r->stopped_early());
   // Monitoring starts after epoch 10: the earliest stop is epoch 12.
   es->set_start_from_epoch(10);
-  Recorder later;
+  testing::EpochRecorder later;
   r = Fit(spec, Iris(), rows, 0, {}, &later);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(later.epochs.size(), 12u);

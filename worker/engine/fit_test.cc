@@ -10,7 +10,9 @@
 #include "worker/engine/backend/cpu/cpu_backend.h"
 #include "worker/engine/data/split.h"
 #include "worker/engine/status.h"
+#include "worker/engine/testing/epoch_recorder.h"
 #include "worker/engine/testing/graph_recording_backend.h"
+#include "worker/engine/testing/iris.h"
 
 namespace traind::engine {
 namespace {
@@ -21,32 +23,7 @@ using traind::v1::EpochMetrics;
 using traind::v1::FoldResult;
 using traind::v1::JobSpec;
 
-class RecordingObserver : public FitObserver {
- public:
-  absl::Status OnEpochEnd(const EpochMetrics& metrics) override {
-    epochs.push_back(metrics);
-    if (fail_at_epoch > 0 && metrics.epoch() == fail_at_epoch) {
-      return absl::UnavailableError("report failed");
-    }
-    return absl::OkStatus();
-  }
-  bool StopRequested() override { return ++polls >= stop_after_polls && stop_after_polls > 0; }
-
-  std::vector<EpochMetrics> epochs;
-  int polls = 0;
-  int stop_after_polls = 0;
-  int fail_at_epoch = 0;
-};
-
-const Dataset& Iris() {
-  static const Dataset* iris = [] {
-    traind::v1::DataSpec spec;
-    spec.set_path(std::string(TRAIND_SOURCE_DIR) + "/examples/data/iris.csv");
-    spec.set_label("species");
-    return new Dataset(std::move(LoadDataset(spec)).value());
-  }();
-  return *iris;
-}
+using testing::Iris;
 
 // The reference job: Dense(16, relu) + Dense(3), Adam 0.01,
 // 100 epochs of batch 16, standardized.
@@ -73,7 +50,7 @@ TEST(FitTest, IrisFold0LearnsAndReportsEveryEpoch) {
   FoldRows rows = IrisFold0();
   ASSERT_EQ(rows.train.size(), 120u);
   ASSERT_EQ(rows.val.size(), 30u);
-  RecordingObserver observer;
+  testing::EpochRecorder observer;
   FitOptions options;
   options.task = 3;
   options.attempt = 2;
@@ -121,7 +98,7 @@ TEST(FitTest, SameSeedGivesIdenticalMetrics) {
   JobSpec spec = IrisSpec();
   spec.mutable_training()->set_epochs(15);
   FoldRows rows = IrisFold0();
-  RecordingObserver a, b, c;
+  testing::EpochRecorder a, b, c;
   ASSERT_TRUE(Fit(spec, Iris(), rows, 0, {}, &a).ok());
   ASSERT_TRUE(Fit(spec, Iris(), rows, 0, {}, &b).ok());
   ASSERT_EQ(a.epochs.size(), b.epochs.size());
@@ -138,7 +115,7 @@ TEST(FitTest, SameSeedGivesIdenticalMetrics) {
 }
 
 TEST(FitTest, StopRequestedCancels) {
-  RecordingObserver observer;
+  testing::EpochRecorder observer;
   observer.stop_after_polls = 11;  // during epoch 2 (8 batches per epoch)
   absl::StatusOr<FoldResult> result = Fit(IrisSpec(), Iris(), IrisFold0(), 0, {}, &observer);
   ASSERT_FALSE(result.ok());
@@ -149,7 +126,7 @@ TEST(FitTest, StopRequestedCancels) {
 }
 
 TEST(FitTest, ObserverErrorStopsTraining) {
-  RecordingObserver observer;
+  testing::EpochRecorder observer;
   observer.fail_at_epoch = 2;
   absl::StatusOr<FoldResult> result = Fit(IrisSpec(), Iris(), IrisFold0(), 0, {}, &observer);
   EXPECT_EQ(result.status().code(), absl::StatusCode::kUnavailable);
@@ -160,7 +137,7 @@ TEST(FitTest, BatchesCountsStepsAndReportsThePartialEpoch) {
   JobSpec spec = IrisSpec();
   spec.mutable_training()->clear_epochs();
   spec.mutable_training()->set_batches(10);
-  RecordingObserver observer;
+  testing::EpochRecorder observer;
   absl::StatusOr<FoldResult> result = Fit(spec, Iris(), IrisFold0(), 0, {}, &observer);
   ASSERT_TRUE(result.ok()) << result.status();
   EXPECT_EQ(result->epochs_run(), 2);
@@ -176,7 +153,7 @@ TEST(FitTest, NoValidationRows) {
   spec.mutable_training()->set_epochs(3);
   FoldRows rows;
   for (int64_t i = 0; i < Iris().rows; ++i) rows.train.push_back(i);
-  RecordingObserver observer;
+  testing::EpochRecorder observer;
   absl::StatusOr<FoldResult> result = Fit(spec, Iris(), rows, 0, {}, &observer);
   ASSERT_TRUE(result.ok()) << result.status();
   EXPECT_EQ(result->best_epoch(), 3);
@@ -193,7 +170,7 @@ TEST(FitTest, ChosenMetricsOnly) {
   spec.mutable_training()->set_epochs(2);
   spec.mutable_metrics()->add_train(traind::v1::ACCURACY);
   spec.mutable_metrics()->add_val(traind::v1::LOSS);
-  RecordingObserver observer;
+  testing::EpochRecorder observer;
   absl::StatusOr<FoldResult> result = Fit(spec, Iris(), IrisFold0(), 0, {}, &observer);
   ASSERT_TRUE(result.ok()) << result.status();
   EXPECT_THAT(observer.epochs[1].train(),
@@ -212,7 +189,7 @@ TEST(FitTest, StandardizationIgnoresValidationRows) {
   for (int64_t r : rows.val) {
     for (int64_t j = 0; j < extreme.features; ++j) extreme.x[r * extreme.features + j] = 1e6f;
   }
-  RecordingObserver normal_run, extreme_run;
+  testing::EpochRecorder normal_run, extreme_run;
   ASSERT_TRUE(Fit(spec, Iris(), rows, 0, {}, &normal_run).ok());
   ASSERT_TRUE(Fit(spec, extreme, rows, 0, {}, &extreme_run).ok());
   for (size_t i = 0; i < 3; ++i) {
@@ -285,7 +262,7 @@ TEST(FitTest, TrainingLossIsReadWholeAcrossLongEpochs) {
     for (int64_t r = 0; r < 150; ++r) rows.train.push_back(r);  // 750 rows, 750 batches
   }
   for (int64_t r = 0; r < 150; ++r) rows.val.push_back(r);
-  RecordingObserver observer;
+  testing::EpochRecorder observer;
   absl::StatusOr<FoldResult> result = Fit(spec, Iris(), rows, 0, {}, &observer);
   ASSERT_TRUE(result.ok()) << result.status();
   ASSERT_EQ(observer.epochs.size(), 1u);
@@ -329,7 +306,7 @@ TEST(FitTest, SgdWithMomentumAndNoShuffleOnDigits) {
 // batches after the first.
 struct GraphRun {
   absl::StatusOr<FoldResult> result = absl::UnknownError("not run");
-  RecordingObserver observer;
+  testing::EpochRecorder observer;
   int64_t graphs = 0, launches = 0;
 };
 
@@ -347,7 +324,7 @@ std::unique_ptr<GraphRun> FitWithGraphs(const JobSpec& spec, const FoldRows& row
   return run;
 }
 
-void ExpectSameTraining(const RecordingObserver& a, const RecordingObserver& b) {
+void ExpectSameTraining(const testing::EpochRecorder& a, const testing::EpochRecorder& b) {
   ASSERT_EQ(a.epochs.size(), b.epochs.size());
   for (size_t e = 0; e < a.epochs.size(); ++e) {
     for (const auto& [name, value] : a.epochs[e].train()) {
@@ -390,7 +367,7 @@ TEST(FitStepGraphTest, GraphsReplayFullBatchesAndTrainAsOpByOne) {
   for (const Case& c : {Case{"adam", IrisSpec()}, Case{"normalized", normalized},
                         Case{"class weights", weighted}}) {
     SCOPED_TRACE(c.name);
-    RecordingObserver eager;
+    testing::EpochRecorder eager;
     FitOptions cpu;
     ASSERT_TRUE(Fit(c.spec, Iris(), rows, 0, cpu, &eager).ok());
     std::unique_ptr<GraphRun> run = FitWithGraphs(c.spec, rows, true);
@@ -411,7 +388,7 @@ TEST(FitStepGraphTest, NoGraphWithDropoutOrWhenTurnedOff) {
   dropout.mutable_model()->mutable_layers(1)->mutable_dropout()->set_rate(0.2);
   const FoldRows rows = IrisFold0();
   for (const auto& [spec, graphs] : {std::pair{dropout, true}, std::pair{IrisSpec(), false}}) {
-    RecordingObserver eager;
+    testing::EpochRecorder eager;
     FitOptions cpu;
     ASSERT_TRUE(Fit(spec, Iris(), rows, 0, cpu, &eager).ok());
     std::unique_ptr<GraphRun> run = FitWithGraphs(spec, rows, graphs);

@@ -13,6 +13,7 @@
 #include "worker/engine/backend/cuda/cuda_backend.h"
 #include "worker/engine/backend/cuda/cuda_status.h"
 #include "worker/engine/fit.h"
+#include "worker/engine/testing/epoch_recorder.h"
 
 namespace traind::engine {
 namespace {
@@ -84,23 +85,9 @@ JobSpec Spec(bool batch_norm, bool class_weights, bool dropout = false) {
   return spec;
 }
 
-class Recorder : public FitObserver {
- public:
-  absl::Status OnEpochEnd(const EpochMetrics& m) override {
-    epochs.push_back(m);
-    return absl::OkStatus();
-  }
-  bool StopRequested() override { return false; }
-  // A step graph that cannot be recorded is a warning (and the ops run one
-  // by one): none is expected.
-  void OnWarning(absl::string_view message) override { warnings.emplace_back(message); }
-  std::vector<EpochMetrics> epochs;
-  std::vector<std::string> warnings;
-};
-
 struct Run {
   absl::StatusOr<traind::v1::FoldResult> result = absl::UnknownError("not run");
-  Recorder recorder;
+  testing::EpochRecorder recorder;
 };
 
 std::unique_ptr<Run> FitOn(Backend* backend, const JobSpec& spec, const Dataset& data,
