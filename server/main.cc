@@ -48,6 +48,7 @@
 #include "server/devices/cpu_info.h"
 #include "server/devices/device_probe.h"
 #include "server/launch/local_launcher.h"
+#include "server/launch/worker_environment.h"
 #include "server/log.h"
 #include "server/scheduler/scheduler.h"
 #include "server/store/job_store.h"

@@ -15,7 +15,6 @@
 #include <cstdio>
 #include <cstring>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
@@ -390,19 +389,6 @@ void LocalLauncher::ReapLoop() {
     int n = epoll_fd_ >= 0 ? epoll_wait(epoll_fd_, events, 16, pidfds ? 200 : 2) : -1;
     if (n < 0 && epoll_fd_ < 0) usleep(2000);
   }
-}
-
-std::vector<std::string> BaseWorkerEnvironment(const char* const* environ) {
-  static constexpr const char* kPassed[] = {"ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA",
-                                            "ONEDNN_CPU_ISA_HINTS", "DNNL_CPU_ISA_HINTS"};
-  std::vector<std::string> env = {"PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8"};
-  for (const char* const* e = environ; e != nullptr && *e != nullptr; ++e) {
-    const absl::string_view entry(*e);
-    for (const char* name : kPassed) {
-      if (absl::StartsWith(entry, absl::StrCat(name, "="))) env.emplace_back(entry);
-    }
-  }
-  return env;
 }
 
 absl::StatusOr<std::vector<std::string>> ProbeWorkerBackends(const std::string& worker_path,

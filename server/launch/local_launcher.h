@@ -99,14 +99,7 @@ class LocalLauncher final : public Launcher {
   std::thread reaper_;
 };
 
-// The environment every worker process starts from: PATH and LANG, plus the
-// settings of traind's own environment that change what oneDNN can do
-// (ONEDNN_MAX_CPU_ISA, ONEDNN_CPU_ISA_HINTS and their DNNL_ spellings), so
-// the capabilities probe, the zygote and every task see the same CPU.
-// `environ` is traind's environment (a null-terminated array, as `environ`).
-std::vector<std::string> BaseWorkerEnvironment(const char* const* environ);
-
-// Runs `worker_path --capabilities` in `env` (BaseWorkerEnvironment) and
+// Runs `worker_path --capabilities` in `env` (worker_environment.h) and
 // returns the tokens it prints ("cpu", "cpu-bf16", "cuda"): what tasks this
 // daemon can run.
 absl::StatusOr<std::vector<std::string>> ProbeWorkerBackends(const std::string& worker_path,

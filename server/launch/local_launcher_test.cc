@@ -20,6 +20,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "gtest/gtest.h"
+#include "server/launch/worker_environment.h"
 #include "traind/zygote_protocol.h"
 
 namespace traind::server {

@@ -37,6 +37,7 @@
 #include "absl/time/time.h"
 #include "server/devices/gpu_pool.h"
 #include "server/launch/launcher.h"
+#include "server/launch/worker_environment.h"
 #include "server/scheduler/attempt_tracker.h"
 #include "server/scheduler/clock.h"
 #include "server/scheduler/dispatch_queue.h"
@@ -84,7 +85,7 @@ struct SchedulerOptions {
   bool worker_cpu_bf16 = false;
   // The environment every worker starts from (BaseWorkerEnvironment); each
   // task adds its secret, thread count and visible GPUs.
-  std::vector<std::string> worker_env = {"PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8"};
+  std::vector<std::string> worker_env = BaseWorkerEnvironment(nullptr);
   GpuPoolOptions gpu;
 };
 
