@@ -49,8 +49,8 @@ absl::Status RequireJobId(const std::string& id) {
 // order, the missing ones are read back from the store, so a slow client
 // never blocks the scheduler and never loses an event.
 //
-// The hub calls OnEvent with its lock (and the scheduler's) held: it only
-// enqueues. Every store read (whether the job exists and has ended, events
+// The hub calls OnEvent with its lock held, on the scheduler's store
+// writer thread: it only enqueues. Every store read (whether the job exists and has ended, events
 // from the cursor) runs on the store-reads pool, never on a gRPC thread.
 // The reactor deletes itself once gRPC is done with it and no read is
 // pending.
@@ -480,6 +480,18 @@ ServerUnaryReactor* TrainingServiceImpl::GetServerInfo(CallbackServerContext* ct
 
 // --------------------------------------------------------------------------
 
+// Replies to a worker's report once what it changed is stored: the worker
+// forgets what was acknowledged, so it must survive a crash of traind.
+ServerUnaryReactor* WorkerServiceImpl::ReplyOnceStored(CallbackServerContext* ctx,
+                                                       const absl::StatusOr<bool>& stop,
+                                                       traind::v1::ReportResponse* resp) {
+  if (!stop.ok()) return Reply(ctx, stop.status());
+  resp->set_stop(*stop);
+  ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  scheduler_->WhenStored([reactor] { reactor->Finish(grpc::Status::OK); });
+  return reactor;
+}
+
 ServerUnaryReactor* WorkerServiceImpl::GetTask(CallbackServerContext* ctx,
                                                const traind::v1::GetTaskRequest* req,
                                                traind::v1::TaskAssignment* resp) {
@@ -492,16 +504,14 @@ ServerUnaryReactor* WorkerServiceImpl::ReportEpoch(CallbackServerContext* ctx,
   std::vector<const traind::v1::EpochMetrics*> epochs = {&req->metrics()};
   for (const traind::v1::EpochMetrics& m : req->more()) epochs.push_back(&m);
   absl::StatusOr<bool> stop = scheduler_->ReportEpochs(req->credentials(), epochs);
-  if (stop.ok()) resp->set_stop(*stop);
-  return Reply(ctx, stop.status());
+  return ReplyOnceStored(ctx, stop, resp);
 }
 
 ServerUnaryReactor* WorkerServiceImpl::ReportEvent(CallbackServerContext* ctx,
                                                    const traind::v1::ReportEventRequest* req,
                                                    traind::v1::ReportResponse* resp) {
   absl::StatusOr<bool> stop = scheduler_->ReportEvent(*req);
-  if (stop.ok()) resp->set_stop(*stop);
-  return Reply(ctx, stop.status());
+  return ReplyOnceStored(ctx, stop, resp);
 }
 
 ServerUnaryReactor* WorkerServiceImpl::Heartbeat(CallbackServerContext* ctx,

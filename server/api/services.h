@@ -131,6 +131,10 @@ class WorkerServiceImpl final : public traind::v1::WorkerService::CallbackServic
                                        traind::v1::RendezvousResponse* resp) override;
 
  private:
+  grpc::ServerUnaryReactor* ReplyOnceStored(grpc::CallbackServerContext* ctx,
+                                            const absl::StatusOr<bool>& stop,
+                                            traind::v1::ReportResponse* resp);
+
   Scheduler* const scheduler_;
 };
 

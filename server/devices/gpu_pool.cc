@@ -49,9 +49,14 @@ absl::Status GpuPool::Init() {
 }
 
 std::vector<std::string> GpuPool::Refresh(absl::Time now) {
+  if (gpus_.empty()) return {};
+  return Update(now, probe_->Probe());
+}
+
+std::vector<std::string> GpuPool::Update(absl::Time now,
+                                         const absl::StatusOr<std::vector<GpuState>>& states) {
   std::vector<std::string> notes;
   if (gpus_.empty()) return notes;
-  absl::StatusOr<std::vector<GpuState>> states = probe_->Probe();
   if (!states.ok()) {
     probe_error_ = std::string(states.status().message());
   } else {

@@ -52,6 +52,10 @@ class GpuPool final {
   // Probes again and moves DRAINING GPUs on. Returns one message per GPU
   // that became IDLE or UNHEALTHY.
   std::vector<std::string> Refresh(absl::Time now);
+  // Refresh in two steps, for a caller that probes without its lock (a
+  // driver call): the probe's result `states` moves the pool on.
+  std::vector<std::string> Update(absl::Time now,
+                                  const absl::StatusOr<std::vector<GpuState>>& states);
   // `count` IDLE GPUs with at least `bytes` free each, none of them in
   // `avoid`, or nothing.
   std::optional<std::vector<int>> Allocate(int count, int64_t bytes,

@@ -26,6 +26,7 @@ int RequeueLostAttempts(Job* job, const google::protobuf::Timestamp& now, JobCha
 }
 
 absl::Status Scheduler::Recover() {
+  StoredOnReturn stored(&writer_);
   // Store reads first, without the mutex.
   absl::StatusOr<std::vector<Job>> jobs = store_->LoadActiveJobs();
   if (!jobs.ok()) return jobs.status();

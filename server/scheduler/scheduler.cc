@@ -33,6 +33,9 @@ Scheduler::Scheduler(SchedulerOptions options, JobStore* store, Launcher* launch
       clock_(options_.clock != nullptr ? options_.clock : SystemClock::Get()),
       store_(store),
       launcher_(launcher),
+      writer_([store](const StoreMutation& m, const std::string& job_id) {
+        return store->Apply(m, job_id);
+      }, &hub_),
       gpus_(options_.gpu_probe, options_.gpu),
       last_loop_(clock_->Now()) {
   launcher_->SetExitCallback([this](const ProcessExit& e) { OnExit(e); });
@@ -83,6 +86,7 @@ void Scheduler::Stop() {
   if (loop_.joinable()) loop_.join();
   // No exit reaches this scheduler after it is gone.
   launcher_->SetExitCallback(nullptr);
+  writer_.WaitAll();
 }
 
 void Scheduler::Loop() {
@@ -120,19 +124,14 @@ JobChange Scheduler::ChangeLocked(LiveJob& lj) {
 }
 
 void Scheduler::CommitLocked(LiveJob& lj, StoreMutation& m) {
-  for (JobEvent& e : pending_events_) m.events.push_back(&e);
-  absl::Status s = store_->Apply(m, lj.job.id());
-  if (!s.ok()) {
-    // Going on would break what traind promises (nothing lost): stop here,
-    // the next start recovers from the last committed state.
-    LogError("store write failed job=%s: %s", lj.job.id(), s.ToString());
-    std::abort();
-  }
-  for (const JobEvent& e : pending_events_) hub_.Publish(e);
+  std::vector<JobEvent> events(std::make_move_iterator(pending_events_.begin()),
+                               std::make_move_iterator(pending_events_.end()));
   pending_events_.clear();
+  writer_.Enqueue(m, lj.job.id(), std::move(events));
 }
 
 absl::StatusOr<Job> Scheduler::Submit(const JobSpec& spec, const SubmitOptions& options) {
+  StoredOnReturn stored(&writer_);
   auto lj = std::make_unique<LiveJob>();
   Job& job = lj->job;
   job.set_id(NewJobId());
@@ -153,6 +152,7 @@ absl::StatusOr<Job> Scheduler::Submit(const JobSpec& spec, const SubmitOptions& 
       absl::MutexLock lock(&mu_);
       if (stopping_) return absl::UnavailableError("traind is shutting down");
     }
+    writer_.WaitAll();  // the last submit's insert among it
     absl::StatusOr<std::optional<std::string>> existing =
         store_->FindByIdempotencyKey(options.owner, options.idempotency_key);
     if (!existing.ok()) return existing.status();
@@ -245,6 +245,7 @@ std::optional<Job> Scheduler::GetJobInMemory(const std::string& job_id) {
 
 absl::StatusOr<Job> Scheduler::GetJob(const std::string& job_id) {
   if (std::optional<Job> job = GetJobInMemory(job_id); job.has_value()) return *std::move(job);
+  writer_.WaitAll();  // a job that just ended may still be on its way to the store
   absl::StatusOr<Job> job = store_->LoadJob(job_id);
   if (job.ok()) {
     absl::MutexLock lock(&mu_);
@@ -270,6 +271,7 @@ absl::StatusOr<traind::v1::ListJobsResponse> Scheduler::ListJobs(
   absl::StatusOr<JobListFilter> f = ParseListJobsRequest(req);
   if (!f.ok()) return f.status();
   std::vector<int64_t> seqs;
+  writer_.WaitAll();
   absl::StatusOr<std::vector<Job>> jobs = store_->ListJobs(*f, &seqs);
   if (!jobs.ok()) return jobs.status();
   traind::v1::ListJobsResponse resp;
@@ -283,6 +285,7 @@ absl::StatusOr<traind::v1::ListJobsResponse> Scheduler::ListJobs(
 }
 
 absl::StatusOr<Job> Scheduler::Cancel(const std::string& job_id, bool force) {
+  StoredOnReturn stored(&writer_);
   {
     absl::MutexLock lock(&mu_);
     auto it = jobs_.find(job_id);
@@ -305,6 +308,7 @@ absl::StatusOr<Job> Scheduler::Cancel(const std::string& job_id, bool force) {
     }
   }
   // Not live: finished (cancelling it changes nothing) or unknown.
+  writer_.WaitAll();
   return store_->LoadJob(job_id);
 }
 
@@ -325,6 +329,7 @@ absl::Status Scheduler::JobEventsState(const std::string& job_id, int64_t* last_
       return absl::OkStatus();
     }
   }
+  writer_.WaitAll();
   absl::StatusOr<Job> job = store_->LoadJob(job_id);
   if (!job.ok()) return job.status();
   absl::StatusOr<int64_t> last = store_->LastEventSequence(job_id);
@@ -361,7 +366,12 @@ void Scheduler::RefreshGpusLocked(bool force) {
   const absl::Time now = clock_->Now();
   if (!force && now - last_gpu_refresh_ < absl::Milliseconds(100)) return;
   last_gpu_refresh_ = now;
-  for (const std::string& note : gpus_.Refresh(now)) {
+  // The probe is a driver call: without the mutex. Only the loop thread
+  // refreshes, so no other refresh runs meanwhile.
+  mu_.Unlock();
+  absl::StatusOr<std::vector<GpuState>> states = options_.gpu_probe->Probe();
+  mu_.Lock();
+  for (const std::string& note : gpus_.Update(now, states)) {
     if (note.find("UNHEALTHY") == std::string::npos) {
       LogInfo("%s", note);
       continue;
@@ -409,6 +419,7 @@ void Scheduler::EraseIfEndedLocked(const std::string& job_id) {
 // --------------------------------------------------------------------------
 
 void Scheduler::OnExit(const ProcessExit& exit) {
+  StoredOnReturn stored(&writer_);
   {
     absl::MutexLock lock(&mu_);
     // A rank can exit before its launch is recorded: wait for the record

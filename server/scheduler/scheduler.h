@@ -10,9 +10,11 @@
 // recovery.cc; scheduler_dispatch.cc holds dispatch and launches,
 // scheduler_workers.cc the WorkerService side.
 //
-// Nothing that can wait on a process or on files (beyond the store's own
-// writes) runs under the scheduler's mutex: launches and the predictions
-// merge run without it, then re-lock to record what they did.
+// Nothing that can wait on a process or on files runs under the scheduler's
+// mutex: launches, GPU probes and the predictions merge run without it, then
+// re-lock to record what they did; store writes go through an outbox
+// (store_writer) whose thread writes them in order, and a public method that
+// changed something returns once its change is stored.
 //
 // Thread-safety: all public methods are thread-safe.
 #ifndef TRAIND_SERVER_SCHEDULER_SCHEDULER_H_
@@ -44,6 +46,7 @@
 #include "server/scheduler/event_hub.h"
 #include "server/scheduler/job_results.h"
 #include "server/scheduler/state_transitions.h"
+#include "server/scheduler/store_writer.h"
 #include "server/store/job_store.h"
 #include "traind/v1/job.pb.h"
 #include "traind/v1/training_service.pb.h"
@@ -175,8 +178,22 @@ class Scheduler final {
                   const std::string& unique_id,
                   std::function<void(absl::StatusOr<std::string>)> done);
 
+  // Runs `done` once every change made so far is stored and its events
+  // published: at once when nothing is pending, else on the store writer's
+  // thread (`done` must not block). The WorkerService replies from here, so
+  // a worker's report is acknowledged once durable, without holding a gRPC
+  // thread on the disk. (The TrainingService methods above wait themselves:
+  // they run on work pools.)
+  void WhenStored(std::function<void()> done) {
+    writer_.WhenStored(writer_.last_ticket(), std::move(done));
+  }
   EventHub* hub() { return &hub_; }
-  JobStore* store() { return store_; }
+  // The store, once every change made so far is in it (changes are written
+  // by the StoreWriter's thread).
+  JobStore* store() {
+    writer_.WaitAll();
+    return store_;
+  }
 
  private:
   struct LiveJob {
@@ -244,8 +261,9 @@ class Scheduler final {
   // Adds an event for `lj` (sequence and time set) and remembers it for
   // publishing after the store write.
   traind::v1::JobEvent* NewEventLocked(LiveJob& lj) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Writes `m` plus the pending events, then publishes them. On a store
-  // error the daemon cannot keep its promises: it logs and aborts.
+  // Hands `m` plus the pending events to the writer, which stores them and
+  // then publishes the events. On a store error the daemon cannot keep its
+  // promises: it logs and aborts.
   void CommitLocked(LiveJob& lj, StoreMutation& m) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void CommitLocked(LiveJob& lj, JobChange& change) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     CommitLocked(lj, change.mutation());
@@ -254,11 +272,27 @@ class Scheduler final {
   bool DependenciesDoneLocked(const LiveJob& lj, int task) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   google::protobuf::Timestamp NowProto();
 
+  // Declared first in a public method that may change jobs: when the method
+  // returns (its locks released), waits until those changes are stored, so
+  // that what it answered is durable.
+  class StoredOnReturn {
+   public:
+    explicit StoredOnReturn(StoreWriter* writer) : writer_(writer) {}
+    ~StoredOnReturn() { writer_->WaitAll(); }
+    StoredOnReturn(const StoredOnReturn&) = delete;
+    StoredOnReturn& operator=(const StoredOnReturn&) = delete;
+
+   private:
+    StoreWriter* const writer_;
+  };
+
   const SchedulerOptions options_;
   Clock* const clock_;
   JobStore* const store_;
   Launcher* const launcher_;
   EventHub hub_;
+  // After hub_: it publishes there until it is destroyed.
+  StoreWriter writer_;
 
   // Makes Submit's idempotency-key lookup (a store read, done without mu_)
   // and the insert one step.
@@ -284,6 +318,8 @@ class Scheduler final {
   GpuPool gpus_ ABSL_GUARDED_BY(mu_);
   std::map<int, std::string> gpu_last_job_ ABSL_GUARDED_BY(mu_);  // GPU index -> job id
   absl::Time last_gpu_refresh_ ABSL_GUARDED_BY(mu_);
+  // Probes the GPUs (at most every 100 ms unless `force`) and moves the pool
+  // on. Releases the mutex during the probe. Loop thread only.
   void RefreshGpusLocked(bool force) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool wake_ ABSL_GUARDED_BY(mu_) = false;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;   // Stop() called: no new work

@@ -38,8 +38,10 @@ void Scheduler::DispatchLocked() {
     std::vector<int> gpus;
     if (lj.job.spec().resources().device() == traind::v1::GPU) {
       if (!gpus_refreshed) {
-        RefreshGpusLocked(true);  // current free memory
         gpus_refreshed = true;
+        RefreshGpusLocked(true);  // current free memory (frees the mutex meanwhile)
+        next = queue_.begin();    // so the queue may have changed: start again
+        continue;
       }
       std::optional<std::vector<int>> picked = gpus_.Allocate(
           lj.job.spec().resources().count(), lj.job.gpu_memory_bytes(), lj.oom_gpus[task]);
@@ -231,6 +233,7 @@ void Scheduler::FailLaunchLocked(LiveJob& lj, int task, const absl::Status& why)
 }
 
 void Scheduler::EnforceDeadlines() {
+  StoredOnReturn stored(&writer_);
   absl::MutexLock lock(&mu_);
   EnforceDeadlinesLocked();
 }

@@ -86,7 +86,7 @@ class SchedulerTest : public ::testing::Test {
   }
 
   std::vector<JobEvent> Events(const std::string& job_id) {
-    auto events = store_->ReadEvents(job_id, 0, 10000);
+    auto events = scheduler_->store()->ReadEvents(job_id, 0, 10000);
     EXPECT_TRUE(events.ok());
     return *events;
   }
@@ -150,7 +150,7 @@ TEST_F(SchedulerTest, RunsFoldsInSlotsAndSummarizesResult) {
   EXPECT_EQ(epochs, 6);
   EXPECT_EQ(events.back().job_state().state(), Job::SUCCEEDED);
   // Per-epoch metrics are in the store.
-  auto stored = store_->ReadEpochs(job->id());
+  auto stored = scheduler_->store()->ReadEpochs(job->id());
   ASSERT_TRUE(stored.ok());
   EXPECT_EQ(stored->size(), 6u);
 }
@@ -168,7 +168,7 @@ TEST_F(SchedulerTest, RepeatedEpochReportIsStoredOnce) {
   ASSERT_TRUE(scheduler_->ReportEpoch(c, m).ok());
   m.set_epoch(3);
   EXPECT_EQ(scheduler_->ReportEpoch(c, m).status().code(), absl::StatusCode::kInvalidArgument);
-  auto stored = store_->ReadEpochs(job->id());
+  auto stored = scheduler_->store()->ReadEpochs(job->id());
   ASSERT_TRUE(stored.ok());
   EXPECT_EQ(stored->size(), 1u);
   int epoch_events = 0;
@@ -188,7 +188,7 @@ TEST_F(SchedulerTest, EpochsReportedInABatchAreStoredOnceInOrder) {
   // A retried batch that overlaps what was stored: only the new epochs count.
   ASSERT_TRUE(scheduler_->ReportEpochs(c, {&m[1], &m[2], &m[3]}).ok());
   EXPECT_EQ(scheduler_->ReportEpochs(c, {&m[0], &m[3]}).status().code(), absl::StatusCode::kOk);
-  auto stored = store_->ReadEpochs(job->id());
+  auto stored = scheduler_->store()->ReadEpochs(job->id());
   ASSERT_EQ(stored->size(), 4u);
   for (int i = 0; i < 4; ++i) EXPECT_EQ(stored->at(i).epoch(), i + 1);
   int epoch_events = 0;
@@ -513,7 +513,7 @@ TEST_F(SchedulerTest, ResumedAttemptContinuesItsEpochCount) {
   m.set_epoch(1);  // before the checkpoint: already reported by an earlier attempt
   ASSERT_TRUE(scheduler_->ReportEpoch(c, m).ok());
   EXPECT_EQ(scheduler_->GetJob(job->id())->tasks(0).epochs_done(), 8);
-  auto stored = store_->ReadEpochs(job->id());
+  auto stored = scheduler_->store()->ReadEpochs(job->id());
   ASSERT_EQ(stored->size(), 1u);
   EXPECT_EQ(stored->at(0).epoch(), 8);
   bool saw_resume = false;
@@ -770,7 +770,7 @@ TEST_F(GpuSchedulerTest, MultiGpuTaskRunsOneRankPerGpuAndMeetsAtRendezvous) {
   traind::v1::EpochMetrics m;
   m.set_epoch(1);
   ASSERT_TRUE(scheduler_->ReportEpoch(c1, m).ok());
-  EXPECT_EQ(store_->ReadEpochs(job->id())->size(), 0u);
+  EXPECT_EQ(scheduler_->store()->ReadEpochs(job->id())->size(), 0u);
   RunWorker(r0, 0.9);  // rank 0 reports and exits
   absl::SleepFor(absl::Milliseconds(50));
   EXPECT_EQ(scheduler_->GetJob(job->id())->tasks(0).state(), Task::RUNNING)

@@ -193,11 +193,15 @@ struct DenseKernelOptions {
   bool bias = true;
 };
 
+// Where a backend computes: what a spec's resources.device must name.
+enum class BackendDevice { kCpu, kGpu };
+
 class Backend {
  public:
   virtual ~Backend() = default;
 
   virtual std::string name() const = 0;
+  virtual BackendDevice device() const = 0;
 
   // An uninitialized tensor of shape [n] (rank 1) or [rows, cols] (rank 2).
   virtual absl::StatusOr<Tensor> Allocate1d(DType dtype, int64_t n) = 0;

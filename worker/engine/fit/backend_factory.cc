@@ -2,7 +2,6 @@
 
 #include <utility>
 
-#include "absl/strings/match.h"
 
 #include "worker/engine/backend/cpu/cpu_backend.h"
 #include "worker/engine/status.h"
@@ -33,17 +32,14 @@ std::unique_ptr<BackendFactory> NewCpuBackendFactory() {
   return std::make_unique<CpuBackendFactory>();
 }
 
-absl::StatusOr<traind::v1::DeviceKind> DeviceOf(Backend* backend) {
-  TRAIND_ASSIGN_OR_RETURN(Tensor probe, backend->Allocate1d(DType::kF32, 1));
-  if (probe.space() == MemorySpace::kDevice) return traind::v1::GPU;
-  return absl::StartsWith(backend->name(), "cpu") ? traind::v1::CPU : traind::v1::GPU;
+traind::v1::DeviceKind DeviceOf(const Backend* backend) {
+  return backend->device() == BackendDevice::kGpu ? traind::v1::GPU : traind::v1::CPU;
 }
 
 absl::Status CheckBackendDevice(const traind::v1::JobSpec& spec, Backend* given,
                                 BackendFactory* factory) {
   if (given != nullptr) {
-    TRAIND_ASSIGN_OR_RETURN(const traind::v1::DeviceKind device, DeviceOf(given));
-    return CheckDevice(spec, device);
+    return CheckDevice(spec, DeviceOf(given));
   }
   return CheckDevice(spec, factory != nullptr ? factory->device() : traind::v1::CPU);
 }
@@ -52,7 +48,7 @@ absl::StatusOr<TaskBackend> ChooseBackend(const traind::v1::JobSpec& spec, Backe
                                           BackendFactory* factory) {
   TaskBackend chosen;
   if (given != nullptr) {
-    TRAIND_ASSIGN_OR_RETURN(chosen.device, DeviceOf(given));
+    chosen.device = DeviceOf(given);
     TRAIND_RETURN_IF_ERROR(CheckDevice(spec, chosen.device));
     chosen.backend = given;
     return chosen;

@@ -25,14 +25,9 @@ class BackendFactory {
 // The CPU backend (oneDNN; CreateCpuBackend).
 std::unique_ptr<BackendFactory> NewCpuBackendFactory();
 
-// The device a given backend computes on: GPU when its tensors live in
-// device memory (MemorySpace::kDevice). A backend in host memory is the CPU
-// backend when its name starts with "cpu" (its own and its decorators'),
-// else a GPU stand-in (the worker's test plugin computes in host memory
-// under a CUDA name). This is the one place that reads a backend's name;
-// it goes when Backend declares its device. Errors: the backend's, from
-// allocating one value.
-absl::StatusOr<traind::v1::DeviceKind> DeviceOf(Backend* backend);
+// The device a given backend computes on, as the spec names it
+// (Backend::device(); a decorator says its inner backend's).
+traind::v1::DeviceKind DeviceOf(const Backend* backend);
 
 // The backend of a task, and whether it is owned here.
 struct TaskBackend {

@@ -13,6 +13,7 @@
 #include "worker/engine/fit.h"
 #include "worker/engine/status.h"
 #include "worker/engine/testing/failing_backend.h"
+#include "worker/engine/testing/graph_recording_backend.h"
 
 namespace traind::engine {
 namespace {
@@ -42,12 +43,20 @@ JobSpec GpuSpec() {
 
 TEST(FitBackendFactoryTest, TheDeviceOfAGivenBackend) {
   std::unique_ptr<Backend> cpu = std::move(CreateCpuBackend()).value();
-  EXPECT_EQ(*DeviceOf(cpu.get()), traind::v1::CPU);
+  EXPECT_EQ(DeviceOf(cpu.get()), traind::v1::CPU);
   // A decorator of the CPU backend under its name is a CPU backend.
   testing::FailingBackend wrapped(std::move(CreateCpuBackend()).value());
-  EXPECT_EQ(*DeviceOf(&wrapped), traind::v1::CPU);
+  EXPECT_EQ(DeviceOf(&wrapped), traind::v1::CPU);
   EXPECT_EQ(FailureKindOf(CheckBackendDevice(GpuSpec(), &wrapped, nullptr)),
             FailureKind::kInvalidSpec);
+  // A stand-in computing in host memory is the device it says it is, whatever its name.
+  std::unique_ptr<Backend> gpu_stand_in = testing::NewGraphRecordingBackend(
+      std::move(CreateCpuBackend()).value(), "cpu-named stand-in", BackendDevice::kGpu);
+  EXPECT_EQ(DeviceOf(gpu_stand_in.get()), traind::v1::GPU);
+  EXPECT_TRUE(CheckBackendDevice(GpuSpec(), gpu_stand_in.get(), nullptr).ok());
+  std::unique_ptr<Backend> cpu_stand_in = testing::NewGraphRecordingBackend(
+      std::move(CreateCpuBackend()).value(), "recording", BackendDevice::kCpu);
+  EXPECT_EQ(DeviceOf(cpu_stand_in.get()), traind::v1::CPU);
 }
 
 TEST(FitBackendFactoryTest, AGpuSpecIsRefusedBeforeACpuBackendIsMade) {

@@ -39,6 +39,7 @@ class FailingBackend final : public Backend {
   int64_t copies_to_host() const { return copies_to_host_; }
 
   std::string name() const override { return inner_->name(); }
+  BackendDevice device() const override { return inner_->device(); }
   absl::StatusOr<Tensor> Allocate1d(DType dtype, int64_t n) override {
     return inner_->Allocate1d(dtype, n);
   }

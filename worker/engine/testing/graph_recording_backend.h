@@ -242,9 +242,12 @@ class RecordingLossKernel final : public LossKernel {
 
 class GraphRecordingBackend final : public Backend {
  public:
-  GraphRecordingBackend(std::unique_ptr<Backend> inner, std::string name)
+  // `device`: the device it stands in for (a GPU backend's graphs, tested on
+  // the CPU backend it wraps).
+  GraphRecordingBackend(std::unique_ptr<Backend> inner, std::string name, BackendDevice device)
       : inner_(std::move(inner)),
         name_(std::move(name)),
+        device_(device),
         state_(new graph_recording_internal::CaptureState()) {}
 
   using Backend::CreateDenseKernel;
@@ -254,6 +257,7 @@ class GraphRecordingBackend final : public Backend {
   Backend* inner() const { return inner_.get(); }
 
   std::string name() const override { return name_; }
+  BackendDevice device() const override { return device_; }
 
   absl::StatusOr<Tensor> Allocate1d(DType dtype, int64_t n) override {
     if (state_->capturing) return state_->Refuse("Allocate1d");
@@ -568,13 +572,16 @@ class GraphRecordingBackend final : public Backend {
 
   const std::unique_ptr<Backend> inner_;
   const std::string name_;
+  const BackendDevice device_;
   const std::shared_ptr<graph_recording_internal::CaptureState> state_;
 };
 
-// `inner` (owned) under the name `name`, with op graphs (see above).
-inline std::unique_ptr<Backend> NewGraphRecordingBackend(std::unique_ptr<Backend> inner,
-                                                         std::string name) {
-  return std::make_unique<GraphRecordingBackend>(std::move(inner), std::move(name));
+// `inner` (owned) under the name `name`, with op graphs (see above),
+// standing in for a backend on `device`.
+inline std::unique_ptr<Backend> NewGraphRecordingBackend(
+    std::unique_ptr<Backend> inner, std::string name,
+    BackendDevice device = BackendDevice::kGpu) {
+  return std::make_unique<GraphRecordingBackend>(std::move(inner), std::move(name), device);
 }
 
 }  // namespace traind::engine::testing

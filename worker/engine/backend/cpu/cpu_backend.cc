@@ -167,6 +167,7 @@ class CpuBackend final : public Backend {
   std::string name() const override {
     return precision_ == traind::v1::BF16 ? "cpu (oneDNN, bf16 matmuls)" : "cpu (oneDNN)";
   }
+  BackendDevice device() const override { return BackendDevice::kCpu; }
 
   absl::StatusOr<Tensor> Allocate1d(DType dtype, int64_t n) override {
     return AllocateImpl(dtype, 1, n, 1);

@@ -142,6 +142,7 @@ class CudaBackend final : public Backend {
     return absl::StrCat("cuda (cuBLAS", options_.use_cublaslt ? ", cuBLASLt" : "", ", ", precision,
                         "), device ", options_.device);
   }
+  BackendDevice device() const override { return BackendDevice::kGpu; }
 
   cudaStream_t stream() const { return stream_->get(); }
 

@@ -1,0 +1,116 @@
+#include "server/scheduler/store_writer.h"
+
+#include <cstdlib>
+#include <utility>
+
+#include "server/log.h"
+
+namespace traind::server {
+
+StoreWriter::StoreWriter(ApplyFn apply, EventHub* hub, FailFn fail)
+    : apply_(std::move(apply)), hub_(hub), fail_(std::move(fail)) {
+  thread_ = std::thread([this] { Run(); });
+}
+
+StoreWriter::~StoreWriter() {
+  {
+    absl::MutexLock lock(&mu_);
+    exit_ = true;
+  }
+  thread_.join();
+}
+
+uint64_t StoreWriter::Enqueue(const StoreMutation& m, const std::string& job_id,
+                              std::vector<traind::v1::JobEvent> events) {
+  Pending p;
+  p.job_id = job_id;
+  if (m.job != nullptr) {
+    p.job = *m.job;
+    // An update writes the job's own columns only: its tasks go in `tasks`.
+    if (!m.new_job) p.job->clear_tasks();
+  }
+  p.new_job = m.new_job;
+  p.idempotency_key = m.idempotency_key;
+  p.tasks.reserve(m.tasks.size());
+  for (const traind::v1::Task* t : m.tasks) p.tasks.push_back(*t);
+  if (m.epoch != nullptr) p.epochs.push_back(*m.epoch);
+  for (const traind::v1::EpochMetrics* e : m.epochs) p.epochs.push_back(*e);
+  for (const traind::v1::JobEvent* e : m.events) p.events.push_back(*e);
+  for (traind::v1::JobEvent& e : events) p.events.push_back(std::move(e));
+  absl::MutexLock lock(&mu_);
+  p.ticket = next_ticket_++;
+  const uint64_t ticket = p.ticket;
+  queue_.push_back(std::move(p));
+  return ticket;
+}
+
+void StoreWriter::WaitStored(uint64_t ticket) {
+  absl::MutexLock lock(&mu_);
+  auto stored = [this, ticket]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stored_ >= ticket; };
+  mu_.Await(absl::Condition(&stored));
+}
+
+void StoreWriter::WaitAll() { WaitStored(last_ticket()); }
+
+void StoreWriter::WhenStored(uint64_t ticket, std::function<void()> done) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (stored_ < ticket) {
+      waiters_.emplace(ticket, std::move(done));
+      return;
+    }
+  }
+  done();
+}
+
+uint64_t StoreWriter::last_ticket() {
+  absl::MutexLock lock(&mu_);
+  return next_ticket_ - 1;
+}
+
+void StoreWriter::Run() {
+  absl::MutexLock lock(&mu_);
+  for (;;) {
+    auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !queue_.empty() || exit_; };
+    mu_.Await(absl::Condition(&ready));
+    if (queue_.empty()) return;  // exit_, and everything is written
+    Pending p = std::move(queue_.front());
+    queue_.pop_front();
+    mu_.Unlock();
+    Write(p);
+    mu_.Lock();
+    stored_ = p.ticket;
+    std::vector<std::function<void()>> done;
+    while (!waiters_.empty() && waiters_.begin()->first <= stored_) {
+      done.push_back(std::move(waiters_.begin()->second));
+      waiters_.erase(waiters_.begin());
+    }
+    if (!done.empty()) {
+      mu_.Unlock();
+      for (auto& fn : done) fn();
+      mu_.Lock();
+    }
+  }
+}
+
+void StoreWriter::Write(const Pending& p) {
+  StoreMutation m;
+  if (p.job.has_value()) m.job = &*p.job;
+  m.new_job = p.new_job;
+  m.idempotency_key = p.idempotency_key;
+  for (const traind::v1::Task& t : p.tasks) m.tasks.push_back(&t);
+  for (const traind::v1::EpochMetrics& e : p.epochs) m.epochs.push_back(&e);
+  for (const traind::v1::JobEvent& e : p.events) m.events.push_back(&e);
+  absl::Status s = apply_(m, p.job_id);
+  if (!s.ok()) {
+    if (fail_ != nullptr) {
+      fail_(p.job_id, s);
+      return;  // (a test's): nothing of it is published
+    }
+    LogError("store write failed job=%s: %s", p.job_id, s.ToString());
+    std::abort();
+  }
+  for (const traind::v1::JobEvent& e : p.events) hub_->Publish(e);
+}
+
+}  // namespace traind::server

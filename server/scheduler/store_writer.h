@@ -1,0 +1,96 @@
+// StoreWriter: the scheduler's outbox to the job store. The scheduler makes
+// a change under its mutex and hands a copy here; one thread of the
+// writer's own applies the changes in the order they came, each in its own
+// transaction, and then publishes the change's events. So nothing waits on
+// the disk with the scheduler's mutex held, and an event is still never
+// published before it is stored (what EventHub's watchers rely on).
+//
+// A caller that must not answer before its change is durable (a submit, an
+// epoch report the worker then forgets) waits with WaitStored() once it has
+// released the scheduler's mutex.
+//
+// Thread-safety: thread-safe. Subscribers of the hub are called on the
+// writer's thread.
+#ifndef TRAIND_SERVER_SCHEDULER_STORE_WRITER_H_
+#define TRAIND_SERVER_SCHEDULER_STORE_WRITER_H_
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "server/scheduler/event_hub.h"
+#include "server/store/job_store.h"
+#include "traind/v1/job.pb.h"
+
+namespace traind::server {
+
+class StoreWriter final {
+ public:
+  // Applies one mutation of job `job_id` (JobStore::Apply in traind).
+  using ApplyFn = std::function<absl::Status(const StoreMutation& m, const std::string& job_id)>;
+  // Called when a write fails. traind cannot keep its promises then (nothing
+  // lost): the default logs and aborts, and the next start recovers from
+  // the last committed state.
+  using FailFn = std::function<void(const std::string& job_id, const absl::Status& status)>;
+
+  StoreWriter(ApplyFn apply, EventHub* hub, FailFn fail = nullptr);
+  // Writes what is queued, then stops.
+  ~StoreWriter();
+  StoreWriter(const StoreWriter&) = delete;
+  StoreWriter& operator=(const StoreWriter&) = delete;
+
+  // Queues a copy of `m` (what it points to is copied too) and of `events`,
+  // which are published once the mutation is stored. Returns its ticket.
+  uint64_t Enqueue(const StoreMutation& m, const std::string& job_id,
+                   std::vector<traind::v1::JobEvent> events);
+  // Returns once every mutation up to `ticket` is stored and its events are
+  // published.
+  void WaitStored(uint64_t ticket);
+  // WaitStored for everything queued so far.
+  void WaitAll();
+  // Runs `done` once every mutation up to `ticket` is stored and published:
+  // at once on the caller's thread if it already is, else on the writer's
+  // thread (so `done` must not block). What an RPC handler replies from, so
+  // that it answers only what is durable without holding its thread.
+  void WhenStored(uint64_t ticket, std::function<void()> done);
+  // The last ticket handed out (0: none yet).
+  uint64_t last_ticket();
+
+ private:
+  // A mutation that owns what it points to.
+  struct Pending {
+    uint64_t ticket = 0;
+    std::string job_id;
+    std::optional<traind::v1::Job> job;
+    bool new_job = false;
+    std::string idempotency_key;
+    std::vector<traind::v1::Task> tasks;
+    std::vector<traind::v1::EpochMetrics> epochs;
+    std::vector<traind::v1::JobEvent> events;
+  };
+  void Run();
+  void Write(const Pending& p);
+
+  const ApplyFn apply_;
+  EventHub* const hub_;
+  const FailFn fail_;
+  absl::Mutex mu_;
+  std::deque<Pending> queue_ ABSL_GUARDED_BY(mu_);
+  uint64_t next_ticket_ ABSL_GUARDED_BY(mu_) = 1;
+  uint64_t stored_ ABSL_GUARDED_BY(mu_) = 0;  // every ticket up to this one is done
+  std::multimap<uint64_t, std::function<void()>> waiters_ ABSL_GUARDED_BY(mu_);
+  bool exit_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread thread_;
+};
+
+}  // namespace traind::server
+
+#endif  // TRAIND_SERVER_SCHEDULER_STORE_WRITER_H_

@@ -1,0 +1,177 @@
+#include "server/scheduler/store_writer.h"
+
+#include <atomic>
+#include <string>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "gtest/gtest.h"
+
+namespace traind::server {
+namespace {
+
+using traind::v1::JobEvent;
+
+// Records what the writer applies, and can hold it up like a slow disk.
+class FakeStore {
+ public:
+  absl::Status Apply(const StoreMutation& m, const std::string& job_id) {
+    if (hold_) release_.WaitForNotification();
+    absl::MutexLock lock(&mu_);
+    if (fail_) return absl::DataLossError("disk full");
+    std::string row = job_id;
+    if (m.job != nullptr) {
+      row += " job:" + m.job->id() + (m.new_job ? "+new" : "");
+      row += " job_tasks:" + std::to_string(m.job->tasks_size());
+    }
+    for (const traind::v1::Task* t : m.tasks) row += " task:" + std::to_string(t->index());
+    for (const traind::v1::EpochMetrics* e : m.epochs) row += " epoch:" + std::to_string(e->epoch());
+    for (const JobEvent* e : m.events) {
+      row += " event:" + std::to_string(e->sequence());
+      stored_sequences_.push_back(e->sequence());
+    }
+    rows_.push_back(row);
+    return absl::OkStatus();
+  }
+  std::vector<std::string> rows() {
+    absl::MutexLock lock(&mu_);
+    return rows_;
+  }
+  bool Stored(int64_t sequence) {
+    absl::MutexLock lock(&mu_);
+    for (int64_t s : stored_sequences_) {
+      if (s == sequence) return true;
+    }
+    return false;
+  }
+
+  bool hold_ = false;
+  bool fail_ = false;
+  absl::Notification release_;
+
+ private:
+  absl::Mutex mu_;
+  std::vector<std::string> rows_;
+  std::vector<int64_t> stored_sequences_;
+};
+
+// Checks, when an event is published, that it was stored before.
+class CheckingSubscriber : public EventSubscriber {
+ public:
+  explicit CheckingSubscriber(FakeStore* store) : store_(store) {}
+  void OnEvent(const JobEvent& e) override {
+    if (!store_->Stored(e.sequence())) published_before_stored = true;
+    sequences.push_back(e.sequence());
+  }
+  FakeStore* store_;
+  std::vector<int64_t> sequences;
+  bool published_before_stored = false;
+};
+
+JobEvent Event(const std::string& job, int64_t seq) {
+  JobEvent e;
+  e.set_job_id(job);
+  e.set_sequence(seq);
+  return e;
+}
+
+StoreWriter::ApplyFn ApplyTo(FakeStore* store) {
+  return [store](const StoreMutation& m, const std::string& id) { return store->Apply(m, id); };
+}
+
+TEST(StoreWriterTest, WritesInOrderWithCopiesAndPublishesAfterStoring) {
+  FakeStore store;
+  EventHub hub;
+  CheckingSubscriber sub(&store);
+  hub.Subscribe("j", &sub);
+  StoreWriter writer(ApplyTo(&store), &hub);
+  {
+    // What the mutation points to dies before the write: the writer copies.
+    traind::v1::Job job;
+    job.set_id("j");
+    job.add_tasks()->set_index(0);
+    job.add_tasks()->set_index(1);
+    StoreMutation insert;
+    insert.job = &job;
+    insert.new_job = true;
+    writer.Enqueue(insert, "j", {Event("j", 1)});
+
+    StoreMutation update;
+    update.job = &job;  // an update writes the job's columns, not its tasks
+    traind::v1::EpochMetrics e2;
+    e2.set_epoch(2);
+    traind::v1::EpochMetrics e3;
+    e3.set_epoch(3);
+    update.epoch = &e2;
+    update.epochs = {&e3};
+    update.tasks = {&job.tasks(1)};
+    JobEvent moved = Event("j", 2);
+    update.events = {&moved};
+    writer.Enqueue(update, "j", {Event("j", 3)});
+  }
+  writer.WaitAll();
+  EXPECT_EQ(store.rows(), (std::vector<std::string>{
+                              "j job:j+new job_tasks:2 event:1",
+                              "j job:j job_tasks:0 task:1 epoch:2 epoch:3 event:2 event:3"}));
+  EXPECT_EQ(sub.sequences, (std::vector<int64_t>{1, 2, 3}));
+  EXPECT_FALSE(sub.published_before_stored);
+  hub.Unsubscribe("j", &sub);
+}
+
+TEST(StoreWriterTest, EnqueueDoesNotWaitForTheDiskButWaitStoredDoes) {
+  FakeStore store;
+  store.hold_ = true;  // the disk is stuck until released
+  EventHub hub;
+  StoreWriter writer(ApplyTo(&store), &hub);
+  const uint64_t t1 = writer.Enqueue({}, "a", {Event("a", 1)});
+  const uint64_t t2 = writer.Enqueue({}, "a", {Event("a", 2)});
+  EXPECT_EQ(t2, t1 + 1);
+  EXPECT_EQ(writer.last_ticket(), t2);
+  std::atomic<bool> replied{false};
+  writer.WhenStored(t2, [&] { replied = true; });
+  EXPECT_FALSE(replied.load());  // nothing is stored yet
+  EXPECT_TRUE(store.rows().empty());
+  store.release_.Notify();
+  writer.WaitStored(t2);
+  EXPECT_EQ(store.rows().size(), 2u);
+  // The reply ran on the writer's thread before WaitStored could return.
+  EXPECT_TRUE(replied.load());
+  // Once stored, WhenStored runs at once.
+  bool at_once = false;
+  writer.WhenStored(t1, [&] { at_once = true; });
+  EXPECT_TRUE(at_once);
+}
+
+TEST(StoreWriterTest, DestructorWritesWhatIsQueued) {
+  FakeStore store;
+  EventHub hub;
+  {
+    StoreWriter writer(ApplyTo(&store), &hub);
+    for (int i = 1; i <= 50; ++i) writer.Enqueue({}, "k", {Event("k", i)});
+  }
+  EXPECT_EQ(store.rows().size(), 50u);
+}
+
+TEST(StoreWriterTest, AFailedWriteIsReportedAndNotPublished) {
+  FakeStore store;
+  store.fail_ = true;
+  EventHub hub;
+  CheckingSubscriber sub(&store);
+  hub.Subscribe("f", &sub);
+  std::string failed_job;
+  std::string failed_message;
+  StoreWriter writer(ApplyTo(&store), &hub, [&](const std::string& job, const absl::Status& s) {
+    failed_job = job;
+    failed_message = std::string(s.message());
+  });
+  writer.Enqueue({}, "f", {Event("f", 1)});
+  writer.WaitAll();
+  EXPECT_EQ(failed_job, "f");
+  EXPECT_EQ(failed_message, "disk full");
+  EXPECT_TRUE(sub.sequences.empty());
+  hub.Unsubscribe("f", &sub);
+}
+
+}  // namespace
+}  // namespace traind::server
