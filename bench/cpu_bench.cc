@@ -135,7 +135,8 @@ double Median(std::vector<double> v) {
 // The benchmark's model: Dense+ReLU hidden layers, a linear Dense to the
 // classes, softmax cross-entropy, SGD lr 0.01 momentum 0.9.
 traind::v1::JobSpec MlpSpec(const std::string& data_path, const std::vector<int>& hidden,
-                            int64_t classes, int batch, int epochs, traind::v1::Precision precision) {
+                            int64_t classes, int batch, int epochs,
+                            traind::v1::Precision precision) {
   traind::v1::JobSpec spec;
   spec.set_name("cpu-bench");
   spec.set_seed(42);
@@ -181,9 +182,8 @@ int Fit(int argc, char** argv) {
     std::fprintf(stderr, "cpu_bench: cannot read %s\n", data_path.c_str());
     return 2;
   }
-  const traind::v1::JobSpec spec = MlpSpec(data_path, hidden,
-                                           static_cast<int64_t>(data.classes.size()), batch,
-                                           epochs, precision);
+  const traind::v1::JobSpec spec = MlpSpec(
+      data_path, hidden, static_cast<int64_t>(data.classes.size()), batch, epochs, precision);
 
   FoldRows rows;
   rows.train.resize(static_cast<size_t>(data.rows));
@@ -205,9 +205,9 @@ int Fit(int argc, char** argv) {
       absl::StrJoin(observer.seconds, ", ",
                     [](std::string* o, double v) { o->append(std::to_string(v)); })
           .c_str(),
-      absl::StrJoin(observer.loss, ", ",
-                    [](std::string* o, double v) { o->append(std::to_string(v)); })
-          .c_str());
+      absl::StrJoin(observer.loss, ", ", [](std::string* o, double v) {
+        o->append(std::to_string(v));
+      }).c_str());
   return 0;
 }
 
@@ -227,7 +227,8 @@ int Sgemm(int argc, char** argv) {
   dnnl::memory a(a_md, eng), b(b_md, eng), c(c_md, eng);
   auto fill = [](dnnl::memory& mem, size_t count, float scale) {
     float* p = static_cast<float*>(mem.get_data_handle());
-    for (size_t i = 0; i < count; ++i) p[i] = scale * static_cast<float>((i * 2654435761u) % 1000) / 1000.f;
+    for (size_t i = 0; i < count; ++i)
+      p[i] = scale * static_cast<float>((i * 2654435761u) % 1000) / 1000.f;
   };
   fill(a, static_cast<size_t>(m * k), 1.f);
   fill(b, static_cast<size_t>(k * n), 0.5f);
@@ -245,14 +246,13 @@ int Sgemm(int argc, char** argv) {
     gflops.push_back(2.0 * m * n * k / s / 1e9);
   }
   std::sort(gflops.begin(), gflops.end());
-  std::printf("{\"m\": %lld, \"n\": %lld, \"k\": %lld, \"threads\": %d, \"best_gflops\": %.2f, "
-              "\"median_gflops\": %.2f, \"impl\": \"%s\"}\n",
-              static_cast<long long>(m), static_cast<long long>(n), static_cast<long long>(k),
-              omp_get_max_threads(), gflops.back(), gflops[gflops.size() / 2],
-              pd.impl_info_str());
+  std::printf(
+      "{\"m\": %lld, \"n\": %lld, \"k\": %lld, \"threads\": %d, \"best_gflops\": %.2f, "
+      "\"median_gflops\": %.2f, \"impl\": \"%s\"}\n",
+      static_cast<long long>(m), static_cast<long long>(n), static_cast<long long>(k),
+      omp_get_max_threads(), gflops.back(), gflops[gflops.size() / 2], pd.impl_info_str());
   return 0;
 }
-
 
 int GemmSet(int argc, char** argv) {
   using dt = dnnl::memory::data_type;
@@ -277,7 +277,8 @@ int GemmSet(int argc, char** argv) {
   auto buffer = [&](int64_t n) {
     buffers.push_back(std::make_unique<std::vector<float>>(static_cast<size_t>(n)));
     float* p = buffers.back()->data();
-    for (int64_t i = 0; i < n; ++i) p[i] = static_cast<float>((i * 2654435761u) % 1000) / 1000.f - 0.5f;
+    for (int64_t i = 0; i < n; ++i)
+      p[i] = static_cast<float>((i * 2654435761u) % 1000) / 1000.f - 0.5f;
     return p;
   };
   auto add = [&](const dnnl::memory::desc& a, float* pa, const dnnl::memory::desc& b, float* pb,
@@ -310,7 +311,8 @@ int GemmSet(int argc, char** argv) {
   }
   auto run_set = [&] {
     for (Gemm& g : gemms) {
-      g.primitive.execute(stream, {{DNNL_ARG_SRC, g.a}, {DNNL_ARG_WEIGHTS, g.b}, {DNNL_ARG_DST, g.c}});
+      g.primitive.execute(stream,
+                          {{DNNL_ARG_SRC, g.a}, {DNNL_ARG_WEIGHTS, g.b}, {DNNL_ARG_DST, g.c}});
     }
     stream.wait();
   };
@@ -322,10 +324,11 @@ int GemmSet(int argc, char** argv) {
     gflops.push_back(set_flops / Seconds(t0) / 1e9);
   }
   std::sort(gflops.begin(), gflops.end());
-  std::printf("{\"batch\": %lld, \"gemms\": %zu, \"set_mflop\": %.3f, \"threads\": %d, "
-              "\"best_gflops\": %.2f, \"median_gflops\": %.2f}\n",
-              static_cast<long long>(batch), gemms.size(), set_flops / 1e6, omp_get_max_threads(),
-              gflops.back(), gflops[gflops.size() / 2]);
+  std::printf(
+      "{\"batch\": %lld, \"gemms\": %zu, \"set_mflop\": %.3f, \"threads\": %d, "
+      "\"best_gflops\": %.2f, \"median_gflops\": %.2f}\n",
+      static_cast<long long>(batch), gemms.size(), set_flops / 1e6, omp_get_max_threads(),
+      gflops.back(), gflops[gflops.size() / 2]);
   return 0;
 }
 
@@ -358,13 +361,13 @@ int Profile(int argc, char** argv) {
       MlpSpec(data_path, hidden, classes, static_cast<int>(batch), 1, traind::v1::FP32);
   std::unique_ptr<traind::engine::Backend> backend =
       Check(traind::engine::CreateCpuBackend(traind::v1::FP32), "backend");
-  traind::engine::Network network = Check(
-      traind::engine::Network::Create(backend.get(), data.features, spec.model()), "network");
+  traind::engine::Network network =
+      Check(traind::engine::Network::Create(backend.get(), data.features, spec.model()), "network");
   traind::engine::Rng rng(42);
   Check(network.Initialize(rng), "initialize");
-  std::unique_ptr<traind::engine::Optimizer> optimizer = Check(
-      traind::engine::CreateOptimizer(spec.optimizer(), backend.get(), network.parameters()),
-      "optimizer");
+  std::unique_ptr<traind::engine::Optimizer> optimizer =
+      Check(traind::engine::CreateOptimizer(spec.optimizer(), backend.get(), network.parameters()),
+            "optimizer");
   std::unique_ptr<traind::engine::Loss> loss = Check(
       traind::engine::Loss::Create(spec.loss(), traind::engine::TargetKind::kClasses, classes),
       "loss");
@@ -381,9 +384,8 @@ int Profile(int argc, char** argv) {
   std::vector<std::vector<double>> backward(layers);
   const int warmup = 20;
   for (int i = 0; i < warmup + steps; ++i) {
-    const absl::Span<const int64_t> rows =
-        absl::MakeConstSpan(order).subspan(static_cast<size_t>((i % batches) * batch),
-                                           static_cast<size_t>(batch));
+    const absl::Span<const int64_t> rows = absl::MakeConstSpan(order).subspan(
+        static_cast<size_t>((i % batches) * batch), static_cast<size_t>(batch));
     const bool timed = i >= warmup;
     const auto t_step = std::chrono::steady_clock::now();
     auto t0 = t_step;
@@ -416,11 +418,12 @@ int Profile(int argc, char** argv) {
   for (size_t l = 0; l < layers; ++l) {
     absl::StrAppend(&per_layer, l > 0 ? ", " : "", Median(backward[l]));
   }
-  std::printf("{\"batch\": %lld, \"steps\": %d, \"threads\": %d, \"step_ms\": %.4f, "
-              "\"gather_ms\": %.4f, \"forward_ms\": %.4f, \"loss_ms\": %.4f, "
-              "\"backward_ms_by_layer\": [%s], \"optimizer_ms\": %.4f}\n",
-              static_cast<long long>(batch), steps, omp_get_max_threads(), Median(step),
-              Median(gather), Median(forward), Median(loss_ms), per_layer.c_str(), Median(update));
+  std::printf(
+      "{\"batch\": %lld, \"steps\": %d, \"threads\": %d, \"step_ms\": %.4f, "
+      "\"gather_ms\": %.4f, \"forward_ms\": %.4f, \"loss_ms\": %.4f, "
+      "\"backward_ms_by_layer\": [%s], \"optimizer_ms\": %.4f}\n",
+      static_cast<long long>(batch), steps, omp_get_max_threads(), Median(step), Median(gather),
+      Median(forward), Median(loss_ms), per_layer.c_str(), Median(update));
   return 0;
 }
 
@@ -433,11 +436,12 @@ int main(int argc, char** argv) {
   if (mode == "sgemm") return Sgemm(argc, argv);
   if (mode == "gemmset") return GemmSet(argc, argv);
   if (mode == "profile") return Profile(argc, argv);
-  std::fprintf(stderr,
-               "usage: cpu_bench fit --data FILE --hidden 512,256 --batch 128 --epochs 3 "
-               "[--rows N] [--precision fp32|bf16]\n"
-               "       cpu_bench sgemm --m M --n N --k K [--reps R]\n"
-               "       cpu_bench gemmset --features F --hidden 512,256 --classes C --batch B [--reps R]\n"
-               "       cpu_bench profile --data FILE --hidden 512,256 --batch B [--steps S]\n");
+  std::fprintf(
+      stderr,
+      "usage: cpu_bench fit --data FILE --hidden 512,256 --batch 128 --epochs 3 "
+      "[--rows N] [--precision fp32|bf16]\n"
+      "       cpu_bench sgemm --m M --n N --k K [--reps R]\n"
+      "       cpu_bench gemmset --features F --hidden 512,256 --classes C --batch B [--reps R]\n"
+      "       cpu_bench profile --data FILE --hidden 512,256 --batch B [--steps S]\n");
   return 2;
 }

@@ -18,11 +18,11 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
-#include <functional>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -88,8 +88,8 @@ bool StartDaemon(Daemon* d, const std::string& bin_dir, const std::string& data_
     std::string listen = "--listen=" + d->address;
     std::string root = "--data-root=" + data_root;
     std::string bin = bin_dir + "/traind";
-    execl(bin.c_str(), bin.c_str(), state.c_str(), listen.c_str(), "--cpu-slots=1",
-          root.c_str(), static_cast<char*>(nullptr));
+    execl(bin.c_str(), bin.c_str(), state.c_str(), listen.c_str(), "--cpu-slots=1", root.c_str(),
+          static_cast<char*>(nullptr));
     _exit(127);
   }
   for (int i = 0; i < 500; ++i) {
@@ -158,22 +158,21 @@ void BenchGetJob(const std::string& address, const std::string& job_id, int rate
     std::this_thread::sleep_until(scheduled);
     auto* call = new Call;
     call->ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
-    stub->async()->GetJob(&call->ctx, &req, &call->resp,
-                          [&, call, i, scheduled](grpc::Status s) {
-                            latency_ms[i] =
-                                std::chrono::duration<double, std::milli>(Clock::now() - scheduled)
-                                    .count();
-                            if (!s.ok()) errors++;
-                            delete call;
-                            if (++done == total) cv.notify_all();
-                          });
+    stub->async()->GetJob(&call->ctx, &req, &call->resp, [&, call, i, scheduled](grpc::Status s) {
+      latency_ms[i] = std::chrono::duration<double, std::milli>(Clock::now() - scheduled).count();
+      if (!s.ok()) errors++;
+      delete call;
+      if (++done == total) cv.notify_all();
+    });
   }
   std::unique_lock<std::mutex> lock(mu);
   cv.wait(lock, [&] { return done.load() == total; });
   const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
-  std::printf("| GetJob, %d req/s for %d s (%d requests, %d errors, achieved %.0f req/s) | p50 %.3f ms, p99 %.3f ms, max %.3f ms | p99 <= 2 ms |\n",
-              rate, seconds, total, errors.load(), total / elapsed, Percentile(latency_ms, 0.5),
-              Percentile(latency_ms, 0.99), Percentile(latency_ms, 1.0));
+  std::printf(
+      "| GetJob, %d req/s for %d s (%d requests, %d errors, achieved %.0f req/s) | p50 %.3f ms, "
+      "p99 %.3f ms, max %.3f ms | p99 <= 2 ms |\n",
+      rate, seconds, total, errors.load(), total / elapsed, Percentile(latency_ms, 0.5),
+      Percentile(latency_ms, 0.99), Percentile(latency_ms, 1.0));
 }
 
 // 2. N watchers on one job; for every epoch event, the time from its creation
@@ -260,9 +259,12 @@ void BenchWatchers(const std::string& address, TrainingService::Stub* stub,
   for (int64_t s : max_seq) last = std::max(last, s);
   int complete = 0;
   for (int i = 0; i < watchers; ++i) complete += counts[i] == last && max_seq[i] == last;
-  std::printf("| %d WatchJob streams on one job (digits, 2 folds x 40 epochs: %d events; %d of %d streams got all) | epoch event creation -> arrival: p50 %.2f ms, p99 %.2f ms, max %.2f ms | every stream within 100 ms |\n",
-              watchers, static_cast<int>(last), complete, watchers, Percentile(delays_ms, 0.5),
-              Percentile(delays_ms, 0.99), Percentile(delays_ms, 1.0));
+  std::printf(
+      "| %d WatchJob streams on one job (digits, 2 folds x 40 epochs: %d events; %d of %d streams "
+      "got all) | epoch event creation -> arrival: p50 %.2f ms, p99 %.2f ms, max %.2f ms | every "
+      "stream within 100 ms |\n",
+      watchers, static_cast<int>(last), complete, watchers, Percentile(delays_ms, 0.5),
+      Percentile(delays_ms, 0.99), Percentile(delays_ms, 1.0));
 }
 
 // 3. Dispatch latency over single-task jobs, one at a time (a slot is free).
@@ -280,9 +282,10 @@ void BenchDispatch(TrainingService::Stub* stub, const traind::v1::JobSpec& spec,
                   TimeUtil::TimestampToMicroseconds(done.create_time())) /
                  1000.0);
   }
-  std::printf("| dispatch: job submitted (task runnable) -> worker exec'd, %d jobs | p50 %.2f ms, p99 %.2f ms, max %.2f ms | <= 5 ms |\n",
-              static_cast<int>(ms.size()), Percentile(ms, 0.5), Percentile(ms, 0.99),
-              Percentile(ms, 1.0));
+  std::printf(
+      "| dispatch: job submitted (task runnable) -> worker exec'd, %d jobs | p50 %.2f ms, p99 %.2f "
+      "ms, max %.2f ms | <= 5 ms |\n",
+      static_cast<int>(ms.size()), Percentile(ms, 0.5), Percentile(ms, 0.99), Percentile(ms, 1.0));
 }
 
 }  // namespace
@@ -296,8 +299,8 @@ int main(int argc, char** argv) {
     if (a == "--jobs") jobs = std::atoi(argv[i + 1]);
   }
   const std::string bin_dir = TRAIND_BIN_DIR, source_dir = TRAIND_SOURCE_DIR;
-  std::printf("machine: %s, %u cores; traind on a unix socket, 1 CPU slot\n\n",
-              CpuModel().c_str(), std::thread::hardware_concurrency());
+  std::printf("machine: %s, %u cores; traind on a unix socket, 1 CPU slot\n\n", CpuModel().c_str(),
+              std::thread::hardware_concurrency());
   Daemon d;
   if (!StartDaemon(&d, bin_dir, source_dir)) {
     std::fprintf(stderr, "traind did not start; see %s/traind.log\n", d.dir.c_str());

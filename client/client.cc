@@ -3,16 +3,15 @@
 #include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <chrono>
+#include <cmath>
 #include <condition_variable>
 #include <cstring>
 #include <fstream>
 #include <mutex>
 #include <sstream>
-
-#include <algorithm>
-#include <chrono>
-#include <cmath>
 #include <thread>
 #include <utility>
 
@@ -32,8 +31,7 @@ std::string SecondsText(double seconds) {
 }
 
 bool IsTerminal(traind::v1::Job::State state) {
-  return state == traind::v1::Job::SUCCEEDED ||
-         state == traind::v1::Job::FAILED ||
+  return state == traind::v1::Job::SUCCEEDED || state == traind::v1::Job::FAILED ||
          state == traind::v1::Job::CANCELLED;
 }
 
@@ -58,21 +56,19 @@ struct TraindClient::Impl {
   std::unique_ptr<traind::v1::TrainingService::Stub> stub;
 
   Clock::time_point Deadline() const {
-    return Clock::now() +
-           std::chrono::duration_cast<Clock::duration>(
-               std::chrono::duration<double>(options.timeout_seconds));
+    return Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                              std::chrono::duration<double>(options.timeout_seconds));
   }
 
   absl::Status Unreachable(const std::string& detail) const {
-    return absl::UnavailableError(
-        absl::StrCat("cannot reach traind at ", options.address,
-                     detail.empty() ? "" : ": ", detail));
+    return absl::UnavailableError(absl::StrCat("cannot reach traind at ", options.address,
+                                               detail.empty() ? "" : ": ", detail));
   }
 
   absl::Status NoAnswer() const {
-    return absl::DeadlineExceededError(
-        absl::StrCat("no answer from traind at ", options.address, " within ",
-                     SecondsText(options.timeout_seconds)));
+    return absl::DeadlineExceededError(absl::StrCat("no answer from traind at ", options.address,
+                                                    " within ",
+                                                    SecondsText(options.timeout_seconds)));
   }
 
   absl::Status ToStatus(const grpc::Status& status) const {
@@ -87,11 +83,9 @@ struct TraindClient::Impl {
     }
     std::string message = status.error_message();
     if (message.empty()) {
-      message = absl::StatusCodeToString(
-          static_cast<absl::StatusCode>(status.error_code()));
+      message = absl::StatusCodeToString(static_cast<absl::StatusCode>(status.error_code()));
     }
-    return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
-                        message);
+    return absl::Status(static_cast<absl::StatusCode>(status.error_code()), message);
   }
 
   void Authorize(grpc::ClientContext* context) const {
@@ -124,9 +118,8 @@ struct TraindClient::Impl {
         return Unreachable("failed to connect");
       }
       if (!channel->WaitForStateChange(state, deadline)) {
-        return state == GRPC_CHANNEL_TRANSIENT_FAILURE
-                   ? Unreachable("failed to connect")
-                   : NoAnswer();
+        return state == GRPC_CHANNEL_TRANSIENT_FAILURE ? Unreachable("failed to connect")
+                                                       : NoAnswer();
       }
       state = channel->GetState(/*try_to_connect=*/true);
     }
@@ -134,13 +127,11 @@ struct TraindClient::Impl {
   }
 };
 
-TraindClient::TraindClient(ClientOptions options)
-    : impl_(std::make_unique<Impl>()) {
+TraindClient::TraindClient(ClientOptions options) : impl_(std::make_unique<Impl>()) {
   impl_->options = std::move(options);
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(64 << 20);
-  std::shared_ptr<grpc::ChannelCredentials> credentials =
-      grpc::InsecureChannelCredentials();
+  std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials();
   const ClientOptions& o = impl_->options;
   if (o.tls) {
     grpc::SslCredentialsOptions ssl;
@@ -155,15 +146,14 @@ TraindClient::TraindClient(ClientOptions options)
       args.SetSslTargetNameOverride(o.tls_server_name);
     }
   }
-  impl_->channel =
-      grpc::CreateCustomChannel(impl_->options.address, credentials, args);
+  impl_->channel = grpc::CreateCustomChannel(impl_->options.address, credentials, args);
   impl_->stub = traind::v1::TrainingService::NewStub(impl_->channel);
 }
 
 TraindClient::~TraindClient() = default;
 
-absl::StatusOr<traind::v1::Job> TraindClient::SubmitJob(
-    const traind::v1::JobSpec& spec, const std::string& base_dir) {
+absl::StatusOr<traind::v1::Job> TraindClient::SubmitJob(const traind::v1::JobSpec& spec,
+                                                        const std::string& base_dir) {
   traind::v1::SubmitJobRequest request;
   *request.mutable_spec() = spec;
   request.set_base_dir(base_dir);
@@ -171,8 +161,7 @@ absl::StatusOr<traind::v1::Job> TraindClient::SubmitJob(
       &traind::v1::TrainingService::Stub::SubmitJob, request);
 }
 
-absl::StatusOr<traind::v1::Job> TraindClient::GetJob(
-    const std::string& job_id) {
+absl::StatusOr<traind::v1::Job> TraindClient::GetJob(const std::string& job_id) {
   traind::v1::GetJobRequest request;
   request.set_job_id(job_id);
   return impl_->Unary<traind::v1::GetJobRequest, traind::v1::Job>(
@@ -181,13 +170,11 @@ absl::StatusOr<traind::v1::Job> TraindClient::GetJob(
 
 absl::StatusOr<traind::v1::ListJobsResponse> TraindClient::ListJobs(
     const traind::v1::ListJobsRequest& request) {
-  return impl_
-      ->Unary<traind::v1::ListJobsRequest, traind::v1::ListJobsResponse>(
-          &traind::v1::TrainingService::Stub::ListJobs, request);
+  return impl_->Unary<traind::v1::ListJobsRequest, traind::v1::ListJobsResponse>(
+      &traind::v1::TrainingService::Stub::ListJobs, request);
 }
 
-absl::StatusOr<traind::v1::Job> TraindClient::CancelJob(
-    const std::string& job_id, bool force) {
+absl::StatusOr<traind::v1::Job> TraindClient::CancelJob(const std::string& job_id, bool force) {
   traind::v1::CancelJobRequest request;
   request.set_job_id(job_id);
   request.set_force(force);
@@ -195,8 +182,7 @@ absl::StatusOr<traind::v1::Job> TraindClient::CancelJob(
       &traind::v1::TrainingService::Stub::CancelJob, request);
 }
 
-absl::StatusOr<traind::v1::JobResult> TraindClient::GetJobResult(
-    const std::string& job_id) {
+absl::StatusOr<traind::v1::JobResult> TraindClient::GetJobResult(const std::string& job_id) {
   traind::v1::GetJobResultRequest request;
   request.set_job_id(job_id);
   return impl_->Unary<traind::v1::GetJobResultRequest, traind::v1::JobResult>(
@@ -204,16 +190,13 @@ absl::StatusOr<traind::v1::JobResult> TraindClient::GetJobResult(
 }
 
 absl::StatusOr<traind::v1::ListDevicesResponse> TraindClient::ListDevices() {
-  return impl_
-      ->Unary<traind::v1::ListDevicesRequest, traind::v1::ListDevicesResponse>(
-          &traind::v1::TrainingService::Stub::ListDevices,
-          traind::v1::ListDevicesRequest());
+  return impl_->Unary<traind::v1::ListDevicesRequest, traind::v1::ListDevicesResponse>(
+      &traind::v1::TrainingService::Stub::ListDevices, traind::v1::ListDevicesRequest());
 }
 
 absl::StatusOr<traind::v1::ServerInfo> TraindClient::GetServerInfo() {
   return impl_->Unary<traind::v1::GetServerInfoRequest, traind::v1::ServerInfo>(
-      &traind::v1::TrainingService::Stub::GetServerInfo,
-      traind::v1::GetServerInfoRequest());
+      &traind::v1::TrainingService::Stub::GetServerInfo, traind::v1::GetServerInfoRequest());
 }
 
 absl::StatusOr<std::string> TraindClient::Health() {
@@ -232,9 +215,8 @@ absl::StatusOr<std::string> TraindClient::Health() {
   std::condition_variable cv;
   bool done = false;
   grpc::Status status;
-  generic.UnaryCall(&context, "/grpc.health.v1.Health/Check",
-                    grpc::StubOptions(), &request, &response,
-                    [&](grpc::Status s) {
+  generic.UnaryCall(&context, "/grpc.health.v1.Health/Check", grpc::StubOptions(), &request,
+                    &response, [&](grpc::Status s) {
                       std::lock_guard<std::mutex> lock(mu);
                       status = std::move(s);
                       done = true;
@@ -324,9 +306,8 @@ absl::Status TraindClient::WatchJob(
     }
     // UNAVAILABLE, or a stream that ended before its last event: reconnect
     // from the last sequence seen.
-    last_error = status.ok()
-                     ? impl_->Unreachable("the event stream ended early")
-                     : impl_->ToStatus(status);
+    last_error =
+        status.ok() ? impl_->Unreachable("the event stream ended early") : impl_->ToStatus(status);
     ++failures;
   }
 }

@@ -61,10 +61,8 @@ class TraindClient final {
   absl::StatusOr<traind::v1::Job> SubmitJob(const traind::v1::JobSpec& spec,
                                             const std::string& base_dir = "");
   absl::StatusOr<traind::v1::Job> GetJob(const std::string& job_id);
-  absl::StatusOr<traind::v1::ListJobsResponse> ListJobs(
-      const traind::v1::ListJobsRequest& request);
-  absl::StatusOr<traind::v1::Job> CancelJob(const std::string& job_id,
-                                            bool force);
+  absl::StatusOr<traind::v1::ListJobsResponse> ListJobs(const traind::v1::ListJobsRequest& request);
+  absl::StatusOr<traind::v1::Job> CancelJob(const std::string& job_id, bool force);
   absl::StatusOr<traind::v1::JobResult> GetJobResult(const std::string& job_id);
   absl::StatusOr<traind::v1::ListDevicesResponse> ListDevices();
   absl::StatusOr<traind::v1::ServerInfo> GetServerInfo();
@@ -80,9 +78,8 @@ class TraindClient final {
   // last sequence delivered, so no event is missed or delivered twice.
   // The first connection fails fast when the server is down and waits at most
   // the timeout otherwise; the stream itself has no deadline.
-  absl::Status WatchJob(
-      const std::string& job_id, int64_t after_sequence,
-      const std::function<void(const traind::v1::JobEvent&)>& on_event);
+  absl::Status WatchJob(const std::string& job_id, int64_t after_sequence,
+                        const std::function<void(const traind::v1::JobEvent&)>& on_event);
 
  private:
   struct Impl;

@@ -38,8 +38,7 @@ class FakeTrainingService final : public v1::TrainingService::Service {
  public:
   // Job ids: "job-ok" (SUCCEEDED), "job-fail" (FAILED), "job-cancel"
   // (CANCELLED). Anything else is NOT_FOUND.
-  grpc::Status SubmitJob(grpc::ServerContext*, const v1::SubmitJobRequest* req,
-                         Job* job) override {
+  grpc::Status SubmitJob(grpc::ServerContext*, const v1::SubmitJobRequest* req, Job* job) override {
     std::lock_guard<std::mutex> lock(mu_);
     submitted_.push_back(req->spec());
     base_dirs_.push_back(req->base_dir());
@@ -57,11 +56,9 @@ class FakeTrainingService final : public v1::TrainingService::Service {
     return grpc::Status::OK;
   }
 
-  grpc::Status GetJob(grpc::ServerContext*, const v1::GetJobRequest* req,
-                      Job* job) override {
+  grpc::Status GetJob(grpc::ServerContext*, const v1::GetJobRequest* req, Job* job) override {
     if (FinalState(req->job_id()) == Job::STATE_UNSPECIFIED) {
-      return grpc::Status(grpc::StatusCode::NOT_FOUND,
-                          "job " + req->job_id() + " not found");
+      return grpc::Status(grpc::StatusCode::NOT_FOUND, "job " + req->job_id() + " not found");
     }
     job->set_id(req->job_id());
     job->mutable_spec()->set_name("iris-cv");
@@ -90,15 +87,13 @@ class FakeTrainingService final : public v1::TrainingService::Service {
     return grpc::Status::OK;
   }
 
-  grpc::Status CancelJob(grpc::ServerContext*, const v1::CancelJobRequest* req,
-                         Job* job) override {
+  grpc::Status CancelJob(grpc::ServerContext*, const v1::CancelJobRequest* req, Job* job) override {
     job->set_id(req->job_id());
     job->set_state(req->force() ? Job::CANCELLED : Job::CANCELLING);
     return grpc::Status::OK;
   }
 
-  grpc::Status GetJobResult(grpc::ServerContext*,
-                            const v1::GetJobResultRequest* req,
+  grpc::Status GetJobResult(grpc::ServerContext*, const v1::GetJobResultRequest* req,
                             v1::JobResult* result) override {
     for (int i = 0; i < 2; ++i) {
       v1::FoldResult* fold = result->add_folds();
@@ -121,8 +116,7 @@ class FakeTrainingService final : public v1::TrainingService::Service {
                         grpc::ServerWriter<JobEvent>* writer) override {
     const Job::State final_state = FinalState(req->job_id());
     if (final_state == Job::STATE_UNSPECIFIED) {
-      return grpc::Status(grpc::StatusCode::NOT_FOUND,
-                          "job " + req->job_id() + " not found");
+      return grpc::Status(grpc::StatusCode::NOT_FOUND, "job " + req->job_id() + " not found");
     }
     bool break_now;
     {
@@ -149,8 +143,7 @@ class FakeTrainingService final : public v1::TrainingService::Service {
     return grpc::Status::OK;
   }
 
-  grpc::Status GetServerInfo(grpc::ServerContext*,
-                             const v1::GetServerInfoRequest*,
+  grpc::Status GetServerInfo(grpc::ServerContext*, const v1::GetServerInfoRequest*,
                              v1::ServerInfo* info) override {
     info->set_version("fake");
     return grpc::Status::OK;
@@ -181,8 +174,7 @@ class FakeTrainingService final : public v1::TrainingService::Service {
     return Job::STATE_UNSPECIFIED;
   }
 
-  static std::vector<JobEvent> Events(const std::string& id,
-                                      Job::State final_state) {
+  static std::vector<JobEvent> Events(const std::string& id, Job::State final_state) {
     std::vector<JobEvent> events(6);
     for (int i = 0; i < 6; ++i) {
       events[i].set_job_id(id);
@@ -209,8 +201,7 @@ class FakeTrainingService final : public v1::TrainingService::Service {
     done->set_state(v1::Task::SUCCEEDED);
     events[5].mutable_job_state()->set_state(final_state);
     if (final_state == Job::FAILED) {
-      events[5].mutable_job_state()->mutable_failure()->set_reason(
-          v1::Failure::DIVERGED);
+      events[5].mutable_job_state()->mutable_failure()->set_reason(v1::Failure::DIVERGED);
     }
     events[5].set_last(true);
     return events;
@@ -240,8 +231,7 @@ std::string ReadFile(const std::string& path) {
 class TrainctlTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = ::testing::TempDir() + "trainctl_client_test_" +
-           std::to_string(::getpid());
+    dir_ = ::testing::TempDir() + "trainctl_client_test_" + std::to_string(::getpid());
     ::mkdir(dir_.c_str(), 0700);
     address_ = "unix:" + dir_ + "/traind.sock";
     grpc::ServerBuilder builder;
@@ -259,10 +249,9 @@ class TrainctlTest : public ::testing::Test {
   // Runs trainctl with `args` (shell words) against the fake server.
   RunResult Run(const std::string& args, const std::string& address = "") {
     const std::string out = dir_ + "/out", err = dir_ + "/err";
-    std::string command = std::string("cd '") + dir_ + "' && " + TRAINCTL_PATH +
-                          " --address " +
-                          (address.empty() ? address_ : address) + " " + args +
-                          " >'" + out + "' 2>'" + err + "'";
+    std::string command = std::string("cd '") + dir_ + "' && " + TRAINCTL_PATH + " --address " +
+                          (address.empty() ? address_ : address) + " " + args + " >'" + out +
+                          "' 2>'" + err + "'";
     int status = std::system(command.c_str());
     RunResult result;
     result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
@@ -289,9 +278,8 @@ TEST_F(TrainctlTest, WatchReconnectsWithoutGapsOrDuplicates) {
   options.timeout_seconds = 5;
   TraindClient client(options);
   std::vector<int64_t> sequences;
-  absl::Status status = client.WatchJob("job-ok", 0, [&](const JobEvent& e) {
-    sequences.push_back(e.sequence());
-  });
+  absl::Status status =
+      client.WatchJob("job-ok", 0, [&](const JobEvent& e) { sequences.push_back(e.sequence()); });
   ASSERT_TRUE(status.ok()) << status;
   EXPECT_THAT(sequences, ElementsAre(1, 2, 3, 4, 5, 6));
   EXPECT_THAT(service_.watch_after(), ElementsAre(0, 3));
@@ -302,12 +290,9 @@ TEST_F(TrainctlTest, WatchFromACursor) {
   options.address = address_;
   TraindClient client(options);
   std::vector<int64_t> sequences;
-  ASSERT_TRUE(client
-                  .WatchJob("job-ok", 2,
-                            [&](const JobEvent& e) {
-                              sequences.push_back(e.sequence());
-                            })
-                  .ok());
+  ASSERT_TRUE(
+      client.WatchJob("job-ok", 2, [&](const JobEvent& e) { sequences.push_back(e.sequence()); })
+          .ok());
   EXPECT_THAT(sequences, ElementsAre(3, 4, 5, 6));
 }
 
@@ -321,8 +306,8 @@ TEST_F(TrainctlTest, ClientErrorsKeepTheServerMessage) {
 }
 
 TEST_F(TrainctlTest, SubmitPrintsTheJobAndSendsItsDirectoryAsBaseDir) {
-  std::string spec = WriteSpec(
-      "name: job-ok\ndata: {path: data/iris.csv}\ntraining: {epochs: 2}\n");
+  std::string spec =
+      WriteSpec("name: job-ok\ndata: {path: data/iris.csv}\ntraining: {epochs: 2}\n");
   RunResult r = Run("submit " + spec);
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out, "submitted job job-ok (job-ok)\n");
@@ -416,10 +401,9 @@ TEST_F(TrainctlTest, WatchJsonIsJsonLinesOnly) {
   std::stringstream out(r.out);
   for (std::string line; std::getline(out, line);) lines.push_back(line);
   ASSERT_EQ(lines.size(), 6u) << r.out;
-  EXPECT_EQ(
-      lines[0],
-      "{\"job_id\":\"job-ok\",\"sequence\":\"1\",\"job_state\":{\"state\":"
-      "\"RUNNING\"},\"last\":false}");
+  EXPECT_EQ(lines[0],
+            "{\"job_id\":\"job-ok\",\"sequence\":\"1\",\"job_state\":{\"state\":"
+            "\"RUNNING\"},\"last\":false}");
   EXPECT_THAT(lines[5], HasSubstr("\"last\":true"));
 }
 
@@ -484,12 +468,10 @@ TEST_F(TrainctlTest, UsageErrorsExitWith2) {
   EXPECT_EQ(Run("").exit_code, 2);
   RunResult r = Run("stauts");
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_EQ(r.err,
-            "trainctl: unknown command \"stauts\" (see trainctl --help)\n");
+  EXPECT_EQ(r.err, "trainctl: unknown command \"stauts\" (see trainctl --help)\n");
   EXPECT_EQ(Run("get job-ok -o xml").exit_code, 2);
   EXPECT_EQ(Run("submit x.yaml --priority high").exit_code, 2);
-  EXPECT_EQ(Run("get job-ok --tls-cert c.pem").exit_code, 2)
-      << "--tls-cert needs --tls-key";
+  EXPECT_EQ(Run("get job-ok --tls-cert c.pem").exit_code, 2) << "--tls-cert needs --tls-key";
   EXPECT_EQ(Run("list --state bogus").exit_code, 2);
   EXPECT_EQ(Run("get job-ok", "nocolon").exit_code, 2);
   r = Run("--help");

@@ -115,11 +115,10 @@ std::vector<std::string> OrderMetricNames(std::vector<std::string> names) {
     if (name == "accuracy") return 1;
     return 2;
   };
-  std::sort(names.begin(), names.end(),
-            [&](const std::string& a, const std::string& b) {
-              if (rank(a) != rank(b)) return rank(a) < rank(b);
-              return a < b;
-            });
+  std::sort(names.begin(), names.end(), [&](const std::string& a, const std::string& b) {
+    if (rank(a) != rank(b)) return rank(a) < rank(b);
+    return a < b;
+  });
   return names;
 }
 

@@ -25,8 +25,7 @@ class UtcEnvironment : public ::testing::Environment {
     tzset();
   }
 };
-const auto* const kUtc =
-    ::testing::AddGlobalTestEnvironment(new UtcEnvironment);
+const auto* const kUtc = ::testing::AddGlobalTestEnvironment(new UtcEnvironment);
 
 TEST(TableTest, AlignsColumnsWithTwoSpaces) {
   Table table({"ID", "NAME", "STATE"});
@@ -77,9 +76,7 @@ TEST(FormatTest, MetricsHaveFourDecimals) {
   EXPECT_EQ(FormatMetric(-std::numeric_limits<double>::infinity()), "-inf");
 }
 
-TEST(FormatTest, MeanStd) {
-  EXPECT_EQ(FormatMeanStd(0.97333, 0.024944), "0.9733 \xC2\xB1 0.0249");
-}
+TEST(FormatTest, MeanStd) { EXPECT_EQ(FormatMeanStd(0.97333, 0.024944), "0.9733 \xC2\xB1 0.0249"); }
 
 TEST(FormatTest, Seconds) {
   EXPECT_EQ(FormatSeconds(0.0123), "0.01s");
@@ -179,8 +176,7 @@ TEST(RenderTest, TaskStateEvents) {
   t->set_attempt(1);
   t->set_state(v1::Task::RUNNING);
   t->set_pid(1234);
-  EXPECT_EQ(RenderEvent(event, CvSpec()),
-            "fold 2 RUNNING (attempt 1, pid 1234)");
+  EXPECT_EQ(RenderEvent(event, CvSpec()), "fold 2 RUNNING (attempt 1, pid 1234)");
 
   t->set_state(v1::Task::FAILED);
   t->mutable_failure()->set_reason(v1::Failure::OUT_OF_MEMORY);
@@ -205,11 +201,9 @@ TEST(RenderTest, JobStateEvents) {
   event.mutable_job_state()->set_state(v1::Job::RUNNING);
   EXPECT_EQ(RenderEvent(event, CvSpec()), "job j1 RUNNING");
   event.mutable_job_state()->set_state(v1::Job::FAILED);
-  event.mutable_job_state()->mutable_failure()->set_reason(
-      v1::Failure::DATA_ERROR);
+  event.mutable_job_state()->mutable_failure()->set_reason(v1::Failure::DATA_ERROR);
   event.mutable_job_state()->mutable_failure()->set_message("no such column");
-  EXPECT_EQ(RenderEvent(event, CvSpec()),
-            "job j1 FAILED: DATA_ERROR: no such column");
+  EXPECT_EQ(RenderEvent(event, CvSpec()), "job j1 FAILED: DATA_ERROR: no such column");
 }
 
 TEST(RenderTest, FailureText) {
@@ -277,8 +271,7 @@ TEST(RenderTest, JobListAndState) {
             "ID  NAME     STATE      TASKS  CREATED\n"
             "j1  iris-cv  SUCCEEDED  1/2    2024-05-01T12:34:56+00:00\n");
   response.set_next_page_token("abc");
-  EXPECT_THAT(RenderJobList(response),
-              HasSubstr("\nnext page: --page-token abc\n"));
+  EXPECT_THAT(RenderJobList(response), HasSubstr("\nnext page: --page-token abc\n"));
   EXPECT_EQ(RenderJobState(*job), "job j1 SUCCEEDED\n");
   EXPECT_EQ(RenderSubmitted(*job), "submitted job j1 (iris-cv)\n");
 }

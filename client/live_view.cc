@@ -79,8 +79,8 @@ void LiveView::Update(const traind::v1::JobEvent& event) {
 
 std::string LiveView::Render(int width) const {
   const std::string unit = folds_ ? "fold" : "task";
-  std::string out = absl::StrCat("job ", job_id_, name_.empty() ? "" : " (" + name_ + ")", "  ",
-                                 state_, "\n");
+  std::string out =
+      absl::StrCat("job ", job_id_, name_.empty() ? "" : " (" + name_ + ")", "  ", state_, "\n");
   const int bar_width = std::clamp(width - 50, 10, 40);
   for (const auto& [task, f] : folds_by_task_) {
     std::string eta = "";

@@ -36,7 +36,8 @@ TEST(LiveViewTest, BarsEtaAndLatestMetrics) {
   std::string frame = view.Render(80);
   EXPECT_THAT(frame, HasSubstr("job j1 (iris-cv)  RUNNING\n"));
   // Fold 0: 5 of 10 epochs, 1 s over 5 epochs -> 0.2 s each -> ETA 1.00s.
-  EXPECT_THAT(frame, HasSubstr("fold 0  [###############---------------] 5/10  RUNNING  ETA 1.00s\n"));
+  EXPECT_THAT(frame,
+              HasSubstr("fold 0  [###############---------------] 5/10  RUNNING  ETA 1.00s\n"));
   EXPECT_THAT(frame, HasSubstr("fold 1  [------------------------------] 0/10  QUEUED\n"));
   EXPECT_THAT(frame, HasSubstr("FOLD  EPOCH  TRAIN_LOSS  VAL_ACCURACY\n"));
   EXPECT_THAT(frame, HasSubstr("   0      5      0.4000        0.7500\n"));

@@ -16,9 +16,9 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
-#include <cstdint>
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -168,19 +168,17 @@ class Commands {
   explicit Commands(const GlobalOptions& global) : global_(global) {}
 
   // submit FILE [--watch | --wait] [--name NAME] [--set PATH=VALUE]...
-  int Submit(const std::string& file, bool watch, bool wait,
-             const std::string& name, const std::vector<std::string>& sets,
-             std::optional<int> priority) {
+  int Submit(const std::string& file, bool watch, bool wait, const std::string& name,
+             const std::vector<std::string>& sets, std::optional<int> priority) {
     absl::StatusOr<v1::JobSpec> spec = LoadJobSpecFile(file);
     if (!spec.ok()) return Fail(spec.status());
     for (const std::string& assignment : sets) {
       size_t eq = assignment.find('=');
       if (eq == std::string::npos || eq == 0) {
-        return UsageError(
-            absl::StrCat("--set ", assignment, ": expected PATH=VALUE"));
+        return UsageError(absl::StrCat("--set ", assignment, ": expected PATH=VALUE"));
       }
-      absl::Status set = SetJobSpecField(&*spec, assignment.substr(0, eq),
-                                         assignment.substr(eq + 1));
+      absl::Status set =
+          SetJobSpecField(&*spec, assignment.substr(0, eq), assignment.substr(eq + 1));
       if (!set.ok()) return UsageError(absl::StrCat("--set ", set.message()));
     }
     if (!name.empty()) spec->set_name(name);
@@ -206,17 +204,17 @@ class Commands {
     return kExitOk;
   }
 
-  int List(const std::vector<std::string>& states, const std::string& name,
-           int limit, const std::string& page_token) {
+  int List(const std::vector<std::string>& states, const std::string& name, int limit,
+           const std::string& page_token) {
     v1::ListJobsRequest request;
     for (const std::string& text : states) {
       Job::State state;
       if (!Job::State_Parse(absl::AsciiStrToUpper(text), &state) ||
           state == Job::STATE_UNSPECIFIED) {
-        return UsageError(absl::StrCat(
-            "--state ", text,
-            ": unknown state (expected one of QUEUED, RUNNING, CANCELLING, "
-            "SUCCEEDED, FAILED, CANCELLED)"));
+        return UsageError(
+            absl::StrCat("--state ", text,
+                         ": unknown state (expected one of QUEUED, RUNNING, CANCELLING, "
+                         "SUCCEEDED, FAILED, CANCELLED)"));
       }
       request.add_states(state);
     }
@@ -319,8 +317,7 @@ class Commands {
     // A terminal gets the live view, redrawn in place (at most 10 times a
     // second, and once at the end); a pipe gets one line per event.
     const bool live = !quiet && !global_.structured() && isatty(STDOUT_FILENO) &&
-                      std::getenv("TERM") != nullptr &&
-                      std::string(std::getenv("TERM")) != "dumb";
+                      std::getenv("TERM") != nullptr && std::string(std::getenv("TERM")) != "dumb";
     LiveView view(job);
     int drawn_lines = 0;
     auto last_draw = std::chrono::steady_clock::time_point();
@@ -334,23 +331,22 @@ class Commands {
       std::cout << LiveView::Rewind(drawn_lines) << frame << std::flush;
       drawn_lines = static_cast<int>(std::count(frame.begin(), frame.end(), '\n'));
     };
-    absl::Status watched =
-        client().WatchJob(job.id(), after_sequence, [&](const JobEvent& event) {
-          if (event.last() && event.has_job_state()) {
-            final_state = event.job_state().state();
-          }
-          if (quiet) return;
-          if (global_.structured()) {
-            std::string line = global_.Encode(event, /*pretty=*/false);
-            line.pop_back();  // PrintLine adds the newline and flushes
-            PrintLine(line);
-          } else if (live) {
-            view.Update(event);
-            draw(event.last() || !event.has_epoch());
-          } else {
-            PrintLine(RenderEvent(event, job.spec()));
-          }
-        });
+    absl::Status watched = client().WatchJob(job.id(), after_sequence, [&](const JobEvent& event) {
+      if (event.last() && event.has_job_state()) {
+        final_state = event.job_state().state();
+      }
+      if (quiet) return;
+      if (global_.structured()) {
+        std::string line = global_.Encode(event, /*pretty=*/false);
+        line.pop_back();  // PrintLine adds the newline and flushes
+        PrintLine(line);
+      } else if (live) {
+        view.Update(event);
+        draw(event.last() || !event.has_epoch());
+      } else {
+        PrintLine(RenderEvent(event, job.spec()));
+      }
+    });
     if (live) draw(true);
     if (!watched.ok()) return Fail(watched);
 
@@ -394,14 +390,12 @@ class Commands {
 
 // The first word that is neither an option nor an option's value, if it
 // names no subcommand ("trainctl stauts").
-std::optional<std::string> UnknownCommand(const CLI::App& app, int argc,
-                                          char** argv) {
+std::optional<std::string> UnknownCommand(const CLI::App& app, int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
-    if (arg == "--address" || arg == "-o" || arg == "--output" ||
-        arg == "--timeout" || arg == "--token" || arg == "--token-file" ||
-        arg == "--tls-ca" || arg == "--tls-cert" || arg == "--tls-key" ||
-        arg == "--tls-server-name") {
+    if (arg == "--address" || arg == "-o" || arg == "--output" || arg == "--timeout" ||
+        arg == "--token" || arg == "--token-file" || arg == "--tls-ca" || arg == "--tls-cert" ||
+        arg == "--tls-key" || arg == "--tls-server-name") {
       ++i;  // skip the value
       continue;
     }
@@ -429,8 +423,7 @@ int Main(int argc, char** argv) {
   app.add_option("--address", global.address,
                  "traind's address: unix:PATH or HOST:PORT (default: see "
                  "below)");
-  app.add_option("-o,--output", global.output,
-                 "Output format: table, json or yaml")
+  app.add_option("-o,--output", global.output, "Output format: table, json or yaml")
       ->check(CLI::IsMember({"table", "json", "yaml"}))
       ->capture_default_str();
   app.add_option("--timeout", global.timeout_seconds,
@@ -443,21 +436,16 @@ int Main(int argc, char** argv) {
                  "Bearer token for TCP addresses (default: --token-file, else "
                  "$TRAIND_TOKEN)")
       ->type_name("TOKEN");
-  app.add_option("--token-file", global.token_file,
-                 "File holding the bearer token (first line)")
+  app.add_option("--token-file", global.token_file, "File holding the bearer token (first line)")
       ->type_name("FILE");
-  app.add_flag("--tls", global.tls,
-               "Use TLS (implied by --tls-ca, --tls-cert and --tls-key)");
+  app.add_flag("--tls", global.tls, "Use TLS (implied by --tls-ca, --tls-cert and --tls-key)");
   app.add_option("--tls-ca", global.tls_ca,
                  "PEM CA bundle to trust for the server's certificate "
                  "(default: the system's roots)")
       ->type_name("FILE");
-  app.add_option("--tls-cert", global.tls_cert,
-                 "PEM client certificate, for mutual TLS")
+  app.add_option("--tls-cert", global.tls_cert, "PEM client certificate, for mutual TLS")
       ->type_name("FILE");
-  app.add_option("--tls-key", global.tls_key,
-                 "PEM private key of --tls-cert")
-      ->type_name("FILE");
+  app.add_option("--tls-key", global.tls_key, "PEM private key of --tls-cert")->type_name("FILE");
   app.add_option("--tls-server-name", global.tls_server_name,
                  "Name to check in the server's certificate (default: the "
                  "address's host)")
@@ -470,26 +458,27 @@ int Main(int argc, char** argv) {
   int limit = 0;
   int64_t after = 0;
 
-  CLI::App* submit = app.add_subcommand(
-      "submit",
-      "Submit a job spec (YAML or JSON) and print the job id. Relative "
-      "file paths in the spec (data.path, cross_validation.validation_path) "
-      "are relative to trainctl's current directory, since the daemon may "
-      "run elsewhere.");
+  CLI::App* submit =
+      app.add_subcommand("submit",
+                         "Submit a job spec (YAML or JSON) and print the job id. Relative "
+                         "file paths in the spec (data.path, cross_validation.validation_path) "
+                         "are relative to trainctl's current directory, since the daemon may "
+                         "run elsewhere.");
   submit->add_option("FILE", file, "Job spec file (YAML or JSON)")->required();
-  CLI::Option* watch_flag = submit->add_flag(
-      "--watch", watch,
-      "Then stream the job's events (as `watch`; with -o json only the "
-      "events, one per line) and end with the result");
-  CLI::Option* wait_flag = submit->add_flag(
-      "--wait", wait,
-      "Then wait quietly until the job ends and print it (with its result); "
-      "exit 0 only if it SUCCEEDED");
+  CLI::Option* watch_flag =
+      submit->add_flag("--watch", watch,
+                       "Then stream the job's events (as `watch`; with -o json only the "
+                       "events, one per line) and end with the result");
+  CLI::Option* wait_flag =
+      submit->add_flag("--wait", wait,
+                       "Then wait quietly until the job ends and print it (with its result); "
+                       "exit 0 only if it SUCCEEDED");
   watch_flag->excludes(wait_flag);
   submit->add_option("--name", name, "Job name (overrides the spec's name)");
-  submit->add_option("--priority", priority,
-                     "Job priority (overrides the spec's; higher runs first, "
-                     "default 0)")
+  submit
+      ->add_option("--priority", priority,
+                   "Job priority (overrides the spec's; higher runs first, "
+                   "default 0)")
       ->type_name("N");
   submit
       ->add_option("--set", sets,
@@ -497,8 +486,7 @@ int Main(int argc, char** argv) {
                    "--set model.layers[0].dense.units=32 (repeatable)")
       ->type_name("PATH=VALUE");
 
-  CLI::App* get = app.add_subcommand(
-      "get", "Show a job: state, times, failure, tasks and result");
+  CLI::App* get = app.add_subcommand("get", "Show a job: state, times, failure, tasks and result");
   get->add_option("JOB", job_id, "Job id")->required();
 
   CLI::App* list = app.add_subcommand("list", "List jobs, newest first");
@@ -507,8 +495,7 @@ int Main(int argc, char** argv) {
                    "SUCCEEDED, FAILED, CANCELLED; repeatable)")
       ->delimiter(',')
       ->type_name("STATE");
-  list->add_option("--name", name, "Only jobs whose name contains TEXT")
-      ->type_name("TEXT");
+  list->add_option("--name", name, "Only jobs whose name contains TEXT")->type_name("TEXT");
   list->add_option("--limit", limit, "At most N jobs (server default 100)")
       ->check(CLI::PositiveNumber)
       ->type_name("N");
@@ -516,57 +503,53 @@ int Main(int argc, char** argv) {
                    "Continue a listing (the token printed after a full page)")
       ->type_name("T");
 
-  CLI::App* watch_cmd = app.add_subcommand(
-      "watch",
-      "Stream a job's events until it ends, then print the per-fold result "
-      "and mean ± std; exit status as the job's outcome");
+  CLI::App* watch_cmd =
+      app.add_subcommand("watch",
+                         "Stream a job's events until it ends, then print the per-fold result "
+                         "and mean ± std; exit status as the job's outcome");
   watch_cmd->add_option("JOB", job_id, "Job id")->required();
-  watch_cmd
-      ->add_option("--after", after, "Only events after this sequence number")
+  watch_cmd->add_option("--after", after, "Only events after this sequence number")
       ->check(CLI::Range(int64_t{0}, std::numeric_limits<int64_t>::max()))
       ->type_name("SEQ");
 
-  CLI::App* cancel = app.add_subcommand(
-      "cancel", "Cancel a job and print its state after the call");
+  CLI::App* cancel =
+      app.add_subcommand("cancel", "Cancel a job and print its state after the call");
   cancel->add_option("JOB", job_id, "Job id")->required();
   cancel->add_flag("--force", force,
                    "Kill running workers at once instead of asking them to "
                    "stop");
 
-  CLI::App* result = app.add_subcommand(
-      "result", "Show a job's per-fold result and mean ± std so far");
+  CLI::App* result =
+      app.add_subcommand("result", "Show a job's per-fold result and mean ± std so far");
   result->add_option("JOB", job_id, "Job id")->required();
 
-  CLI::App* devices =
-      app.add_subcommand("devices", "List the server's CPU and GPU devices");
+  CLI::App* devices = app.add_subcommand("devices", "List the server's CPU and GPU devices");
   CLI::App* info = app.add_subcommand("info", "Show the server's status");
-  CLI::App* health = app.add_subcommand(
-      "health",
-      "Ask the server's grpc.health.v1 service; print SERVING (exit 0) or "
-      "another status (exit 1); exit 4 when unreachable");
+  CLI::App* health =
+      app.add_subcommand("health",
+                         "Ask the server's grpc.health.v1 service; print SERVING (exit 0) or "
+                         "another status (exit 1); exit 4 when unreachable");
 
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
     if (std::optional<std::string> word = UnknownCommand(app, argc, argv)) {
-      return UsageError(absl::StrCat("unknown command \"", *word,
-                                     "\" (see trainctl --help)"));
+      return UsageError(absl::StrCat("unknown command \"", *word, "\" (see trainctl --help)"));
     }
     return UsageError(absl::StrCat(e.what(), " (see trainctl --help)"));
   }
 
   if (global.address.empty() || global.address.find(':') == std::string::npos ||
       global.address == "unix:") {
-    return UsageError(absl::StrCat("--address ", global.address,
-                                   ": expected unix:PATH or HOST:PORT"));
+    return UsageError(
+        absl::StrCat("--address ", global.address, ": expected unix:PATH or HOST:PORT"));
   }
 
   if (global.token.empty() && !global.token_file.empty()) {
     std::ifstream in(global.token_file);
     if (!in) {
-      return UsageError(absl::StrCat("--token-file ", global.token_file,
-                                     ": cannot read it"));
+      return UsageError(absl::StrCat("--token-file ", global.token_file, ": cannot read it"));
     }
     std::getline(in, global.token);
   }
@@ -575,8 +558,7 @@ int Main(int argc, char** argv) {
     if (token != nullptr) global.token = token;
   }
   global.token = std::string(absl::StripAsciiWhitespace(global.token));
-  if (!global.tls_ca.empty() || !global.tls_cert.empty() ||
-      !global.tls_key.empty()) {
+  if (!global.tls_ca.empty() || !global.tls_cert.empty() || !global.tls_key.empty()) {
     global.tls = true;
   }
   if (global.tls_cert.empty() != global.tls_key.empty()) {

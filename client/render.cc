@@ -39,9 +39,7 @@ std::string MetricList(const google::protobuf::Map<std::string, double>& map) {
   return absl::StrJoin(parts, " ");
 }
 
-std::string TaskWord(const JobSpec& spec) {
-  return spec.has_cross_validation() ? "fold" : "task";
-}
+std::string TaskWord(const JobSpec& spec) { return spec.has_cross_validation() ? "fold" : "task"; }
 
 std::string Upper(std::string s) {
   for (char& c : s) {
@@ -60,8 +58,7 @@ std::string ToJson(const google::protobuf::Message& message, bool pretty) {
   // so `jq '.folds[].fold'` sees every fold.
   options.always_print_primitive_fields = true;
   std::string out;
-  auto status =
-      google::protobuf::util::MessageToJsonString(message, &out, options);
+  auto status = google::protobuf::util::MessageToJsonString(message, &out, options);
   if (!status.ok()) out = "{}";
   while (!out.empty() && out.back() == '\n') out.pop_back();
   out += '\n';
@@ -113,8 +110,7 @@ std::string FailureText(const traind::v1::Failure& failure) {
     text = traind::v1::Failure::Reason_Name(failure.reason());
   }
   if (!failure.message().empty()) {
-    text = text.empty() ? failure.message()
-                        : absl::StrCat(text, ": ", failure.message());
+    text = text.empty() ? failure.message() : absl::StrCat(text, ": ", failure.message());
   }
   std::vector<std::string> details;
   if (failure.exit_code() != 0) {
@@ -124,15 +120,13 @@ std::string FailureText(const traind::v1::Failure& failure) {
     details.push_back(absl::StrCat("signal ", failure.signal()));
   }
   if (!details.empty()) {
-    absl::StrAppend(&text, text.empty() ? "" : " ", "(",
-                    absl::StrJoin(details, ", "), ")");
+    absl::StrAppend(&text, text.empty() ? "" : " ", "(", absl::StrJoin(details, ", "), ")");
   }
   return text;
 }
 
 std::string RenderSubmitted(const Job& job) {
-  return absl::StrCat("submitted job ", job.id(), " (", job.spec().name(),
-                      ")\n");
+  return absl::StrCat("submitted job ", job.id(), " (", job.spec().name(), ")\n");
 }
 
 std::string RenderEvent(const JobEvent& event, const JobSpec& spec) {
@@ -149,18 +143,15 @@ std::string RenderEvent(const JobEvent& event, const JobSpec& spec) {
       std::vector<std::string> parts;
       if (!e.train().empty()) parts.push_back("train " + MetricList(e.train()));
       if (!e.val().empty()) parts.push_back("val " + MetricList(e.val()));
-      if (!parts.empty())
-        absl::StrAppend(&line, "  ", absl::StrJoin(parts, " | "));
+      if (!parts.empty()) absl::StrAppend(&line, "  ", absl::StrJoin(parts, " | "));
       absl::StrAppend(&line, "  (", FormatSeconds(e.seconds()), ")");
       return line;
     }
     case JobEvent::kTaskState: {
       const auto& t = event.task_state();
-      std::string line =
-          absl::StrCat(word, " ", t.task(), " ", TaskStateName(t.state()));
+      std::string line = absl::StrCat(word, " ", t.task(), " ", TaskStateName(t.state()));
       std::vector<std::string> details;
-      if (t.attempt() > 0)
-        details.push_back(absl::StrCat("attempt ", t.attempt()));
+      if (t.attempt() > 0) details.push_back(absl::StrCat("attempt ", t.attempt()));
       if (t.pid() > 0) details.push_back(absl::StrCat("pid ", t.pid()));
       if (!details.empty()) {
         absl::StrAppend(&line, " (", absl::StrJoin(details, ", "), ")");
@@ -177,8 +168,7 @@ std::string RenderEvent(const JobEvent& event, const JobSpec& spec) {
     }
     case JobEvent::kJobState: {
       const auto& j = event.job_state();
-      std::string line =
-          absl::StrCat("job ", event.job_id(), " ", JobStateName(j.state()));
+      std::string line = absl::StrCat("job ", event.job_id(), " ", JobStateName(j.state()));
       std::string failure = FailureText(j.failure());
       if (!failure.empty()) absl::StrAppend(&line, ": ", failure);
       return line;
@@ -194,13 +184,11 @@ std::string RenderMeanStdLine(const JobResult& result) {
   std::vector<std::string> parts;
   for (const std::string& name : MetricNames(result.val())) {
     const auto& summary = result.val().at(name);
-    parts.push_back(
-        absl::StrCat(name, " ", FormatMeanStd(summary.mean(), summary.std())));
+    parts.push_back(absl::StrCat(name, " ", FormatMeanStd(summary.mean(), summary.std())));
   }
   const int folds = result.folds_size();
-  return absl::StrCat(
-      "val mean \xC2\xB1 std over ", folds,
-      folds == 1 ? " fold: " : " folds: ", absl::StrJoin(parts, "  "));
+  return absl::StrCat("val mean \xC2\xB1 std over ", folds,
+                      folds == 1 ? " fold: " : " folds: ", absl::StrJoin(parts, "  "));
 }
 
 std::string RenderResult(const JobResult& result) {
@@ -220,8 +208,7 @@ std::string RenderResult(const JobResult& result) {
   Table table(headers);
   for (size_t c = 0; c < headers.size(); ++c) table.SetAlign(c, Align::kRight);
   for (const auto& fold : result.folds()) {
-    std::vector<std::string> row = {absl::StrCat(fold.fold()),
-                                    absl::StrCat(fold.best_epoch())};
+    std::vector<std::string> row = {absl::StrCat(fold.fold()), absl::StrCat(fold.best_epoch())};
     for (const auto& name : names) {
       auto it = fold.val().find(name);
       row.push_back(it == fold.val().end() ? "-" : FormatMetric(it->second));
@@ -271,8 +258,7 @@ std::string RenderJob(const Job& job) {
     std::vector<std::string> failures;
     for (const auto& task : job.tasks()) {
       std::string epochs = absl::StrCat(task.epochs_done());
-      if (task.epochs_total() > 0)
-        absl::StrAppend(&epochs, "/", task.epochs_total());
+      if (task.epochs_total() > 0) absl::StrAppend(&epochs, "/", task.epochs_total());
       std::string pid = "-";
       if (!task.attempts().empty() && task.attempts().rbegin()->pid() > 0) {
         pid = absl::StrCat(task.attempts().rbegin()->pid());
@@ -292,8 +278,7 @@ std::string RenderJob(const Job& job) {
                     absl::StrCat(task.attempts_size()), epochs, pid, wait});
       std::string task_failure = FailureText(task.failure());
       if (!task_failure.empty()) {
-        failures.push_back(
-            absl::StrCat("task ", task.index(), ": ", task_failure));
+        failures.push_back(absl::StrCat("task ", task.index(), ": ", task_failure));
       }
     }
     absl::StrAppend(&out, "\n", tasks.Render());
@@ -317,13 +302,12 @@ std::string RenderJobList(const traind::v1::ListJobsResponse& response) {
       }
       tasks = absl::StrCat(done, "/", job.tasks_size());
     }
-    table.AddRow({job.id(), job.spec().name(), JobStateName(job.state()), tasks,
-                  Time(job.create_time())});
+    table.AddRow(
+        {job.id(), job.spec().name(), JobStateName(job.state()), tasks, Time(job.create_time())});
   }
   std::string out = table.Render();
   if (!response.next_page_token().empty()) {
-    absl::StrAppend(&out, "next page: --page-token ",
-                    response.next_page_token(), "\n");
+    absl::StrAppend(&out, "next page: --page-token ", response.next_page_token(), "\n");
   }
   return out;
 }
@@ -333,20 +317,16 @@ std::string RenderJobState(const Job& job) {
 }
 
 std::string RenderDevices(const traind::v1::ListDevicesResponse& response) {
-  Table table({"ID", "KIND", "NAME", "STATE", "SLOTS", "CORES", "MEM_FREE",
-               "MEM_TOTAL"});
+  Table table({"ID", "KIND", "NAME", "STATE", "SLOTS", "CORES", "MEM_FREE", "MEM_TOTAL"});
   for (size_t c = 4; c < 8; ++c) table.SetAlign(c, Align::kRight);
   for (const auto& d : response.devices()) {
     const std::string& state = traind::v1::Device::State_Name(d.state());
-    table.AddRow(
-        {d.id(), traind::v1::DeviceKind_Name(d.kind()), d.name(),
-         d.state() == traind::v1::Device::STATE_UNSPECIFIED ? "-" : state,
-         d.slots() > 0 ? absl::StrCat(d.slots_in_use(), "/", d.slots()) : "-",
-         d.cores() > 0 ? absl::StrCat(d.cores()) : "-",
-         d.memory_total_bytes() > 0 ? FormatBytes(d.memory_available_bytes())
-                                    : "-",
-         d.memory_total_bytes() > 0 ? FormatBytes(d.memory_total_bytes())
-                                    : "-"});
+    table.AddRow({d.id(), traind::v1::DeviceKind_Name(d.kind()), d.name(),
+                  d.state() == traind::v1::Device::STATE_UNSPECIFIED ? "-" : state,
+                  d.slots() > 0 ? absl::StrCat(d.slots_in_use(), "/", d.slots()) : "-",
+                  d.cores() > 0 ? absl::StrCat(d.cores()) : "-",
+                  d.memory_total_bytes() > 0 ? FormatBytes(d.memory_available_bytes()) : "-",
+                  d.memory_total_bytes() > 0 ? FormatBytes(d.memory_total_bytes()) : "-"});
   }
   std::string out = table.Render();
   if (!response.gpu_note().empty()) {

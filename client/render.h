@@ -43,8 +43,7 @@ std::string RenderSubmitted(const traind::v1::Job& job);
 //   (attempt 1, pid 1234): OUT_OF_MEMORY: ... (exit code 3) job 42 SUCCEEDED
 // `spec` gives the epoch total and whether tasks are folds ("fold") or a
 // plain training job ("task"); an empty spec is fine.
-std::string RenderEvent(const traind::v1::JobEvent& event,
-                        const traind::v1::JobSpec& spec);
+std::string RenderEvent(const traind::v1::JobEvent& event, const traind::v1::JobSpec& spec);
 
 // Per-fold table (FOLD BEST_EPOCH VAL_<METRIC>...) and the mean ± std line;
 // notes an incomplete result. Empty when the result has no folds.

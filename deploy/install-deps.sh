@@ -12,6 +12,7 @@ build_pkgs=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libdnnl-dev libabsl-dev libgtest-dev libgmock-dev libsqlite3-dev
   libyaml-cpp-dev libsystemd-dev ocl-icd-opencl-dev libcli11-dev libssl-dev openssl
+  clang-format
   # The Python client (client/python) and its tests: Debian's Python packages.
   python3 python3-grpcio python3-protobuf python3-yaml python3-setuptools python3-venv
   python3-pytest python3-pandas python3-matplotlib

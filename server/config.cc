@@ -47,7 +47,8 @@ class Reader {
     std::string text;
     if (absl::Status s = Scalar(node, key, &text); !s.ok()) return s;
     int64_t v;
-    if (!absl::SimpleAtoi(text, &v)) return Error(node, key, absl::StrCat("\"", text, "\" is not an integer"));
+    if (!absl::SimpleAtoi(text, &v))
+      return Error(node, key, absl::StrCat("\"", text, "\" is not an integer"));
     if (v < min || v > max) {
       return Error(node, key, absl::StrCat(v, " is out of range [", min, ", ", max, "]"));
     }
@@ -78,8 +79,7 @@ class Reader {
     return absl::OkStatus();
   }
 
-  absl::Status Duration(const YAML::Node& node, const std::string& key,
-                        absl::Duration* out) const {
+  absl::Status Duration(const YAML::Node& node, const std::string& key, absl::Duration* out) const {
     std::string text;
     if (absl::Status s = Scalar(node, key, &text); !s.ok()) return s;
     absl::StatusOr<absl::Duration> d = ParseDurationText(text);
@@ -107,10 +107,11 @@ class Reader {
 
   // Calls `handlers[key]` for each key of the map `node`; an unknown key is
   // an error that lists the known ones.
-  absl::Status Map(const YAML::Node& node, const std::string& prefix,
-                   const std::map<std::string, std::function<absl::Status(const YAML::Node&,
-                                                                           const std::string&)>>&
-                       handlers) const {
+  absl::Status Map(
+      const YAML::Node& node, const std::string& prefix,
+      const std::map<std::string,
+                     std::function<absl::Status(const YAML::Node&, const std::string&)>>& handlers)
+      const {
     if (node.IsNull()) return absl::OkStatus();
     if (!node.IsMap()) {
       return Error(node, prefix.empty() ? "config" : prefix, "expected a mapping of keys");
@@ -152,16 +153,14 @@ absl::StatusOr<absl::Duration> ParseDurationText(const std::string& text) {
     return absl::Seconds(seconds);
   }
   absl::Duration d;
-  if (!absl::ParseDuration(text, &d) || d < absl::ZeroDuration() ||
-      d == absl::InfiniteDuration()) {
+  if (!absl::ParseDuration(text, &d) || d < absl::ZeroDuration() || d == absl::InfiniteDuration()) {
     return absl::InvalidArgumentError(
         absl::StrCat("\"", text, "\" is not a duration (e.g. 10s, 1m30s, 250ms, or seconds)"));
   }
   return d;
 }
 
-absl::Status ParseConfig(const std::string& text, const std::string& source,
-                         ServerConfig* config) {
+absl::Status ParseConfig(const std::string& text, const std::string& source, ServerConfig* config) {
   YAML::Node root;
   try {
     root = YAML::Load(text);
@@ -184,9 +183,7 @@ absl::Status ParseConfig(const std::string& text, const std::string& source,
     return [&r, out](const YAML::Node& n, const std::string& k) { return r.Duration(n, k, out); };
   };
   auto list = [&](std::vector<std::string>* out) -> Handler {
-    return [&r, out](const YAML::Node& n, const std::string& k) {
-      return r.StringList(n, k, out);
-    };
+    return [&r, out](const YAML::Node& n, const std::string& k) { return r.StringList(n, k, out); };
   };
   std::map<std::string, Handler> tls = {
       {"cert", str(&c.tls.cert)},
@@ -196,8 +193,7 @@ absl::Status ParseConfig(const std::string& text, const std::string& source,
   std::map<std::string, Handler> limits = {
       {"max_request_bytes",
        [&](const YAML::Node& n, const std::string& k) {
-         return r.Int(n, k, 1024, std::numeric_limits<int32_t>::max(),
-                      &c.limits.max_request_bytes);
+         return r.Int(n, k, 1024, std::numeric_limits<int32_t>::max(), &c.limits.max_request_bytes);
        }},
       {"max_queued_jobs_per_user", int32(&c.limits.max_queued_jobs_per_user, 0)},
       {"max_layers", int32(&c.limits.max_layers, 1)},
@@ -281,10 +277,10 @@ absl::Status ValidateConfig(const ServerConfig& c) {
           absl::StrCat("listen: \"", a, "\" is neither unix:PATH nor HOST:PORT"));
     }
     if (!IsLoopbackAddress(a) && !c.tls.enabled() && !c.insecure) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "listen: ", a,
-          " is not a loopback address: serving it needs TLS (tls.cert and tls.key), "
-          "or an explicit insecure: true / --insecure"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("listen: ", a,
+                       " is not a loopback address: serving it needs TLS (tls.cert and tls.key), "
+                       "or an explicit insecure: true / --insecure"));
     }
   }
   if (c.tls.cert.empty() != c.tls.key.empty()) {

@@ -36,9 +36,9 @@ struct LimitsConfig {
   // (RESOURCE_EXHAUSTED above; 0: no limit).
   int max_queued_jobs_per_user = 100;
   // Spec sizes (INVALID_ARGUMENT above).
-  int max_layers = 64;           // model.layers
-  int max_units = 65536;         // units of one dense layer
-  int max_epochs = 100000;       // training.epochs
+  int max_layers = 64;      // model.layers
+  int max_units = 65536;    // units of one dense layer
+  int max_epochs = 100000;  // training.epochs
 };
 
 struct ServerConfig {
@@ -87,8 +87,7 @@ struct ServerConfig {
 absl::Status LoadConfigFile(const std::string& path, ServerConfig* config);
 
 // Same, from text; `source` names it in errors.
-absl::Status ParseConfig(const std::string& text, const std::string& source,
-                         ServerConfig* config);
+absl::Status ParseConfig(const std::string& text, const std::string& source, ServerConfig* config);
 
 // Checks values and combinations that no single key can: ranges, TLS files
 // given in pairs, and that a TCP address off loopback has TLS unless

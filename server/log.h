@@ -15,9 +15,9 @@
 namespace traind::server {
 
 inline void Log(absl::string_view level, absl::string_view message) {
-  std::string line = absl::StrCat(
-      absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", absl::Now(), absl::UTCTimeZone()), " ", level,
-      " ", message, "\n");
+  std::string line =
+      absl::StrCat(absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", absl::Now(), absl::UTCTimeZone()), " ",
+                   level, " ", message, "\n");
   std::fwrite(line.data(), 1, line.size(), stderr);
 }
 

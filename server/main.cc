@@ -13,12 +13,11 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/file.h>
-#include <sys/stat.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
-#include <unistd.h>
-
 #include <systemd/sd-daemon.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -38,13 +37,13 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/notification.h"
-#include "server/api/auth.h"
-#include "server/api/policy.h"
-#include "server/config.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
+#include "server/api/auth.h"
+#include "server/api/policy.h"
 #include "server/api/services.h"
+#include "server/config.h"
 #include "server/devices/cpu_info.h"
 #include "server/devices/device_probe.h"
 #include "server/launch/local_launcher.h"
@@ -61,7 +60,6 @@ namespace traind::server {
 namespace {
 
 namespace fs = std::filesystem;
-
 
 std::string SelfDir() {
   std::error_code ec;
@@ -101,13 +99,14 @@ absl::Status ClaimUnixSocket(const std::string& address) {
   struct stat st;
   if (lstat(path.c_str(), &st) != 0) return absl::OkStatus();  // free
   if (!S_ISSOCK(st.st_mode)) {
-    return absl::FailedPreconditionError(
-        absl::StrCat(address, ": ", path, " exists and is not a socket; remove it or listen elsewhere"));
+    return absl::FailedPreconditionError(absl::StrCat(
+        address, ": ", path, " exists and is not a socket; remove it or listen elsewhere"));
   }
   sockaddr_un sa{};
   sa.sun_family = AF_UNIX;
   if (path.size() >= sizeof(sa.sun_path)) {
-    return absl::InvalidArgumentError(absl::StrCat(address, ": the path is too long for a unix socket"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(address, ": the path is too long for a unix socket"));
   }
   std::memcpy(sa.sun_path, path.c_str(), path.size() + 1);
   const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
@@ -116,9 +115,10 @@ absl::Status ClaimUnixSocket(const std::string& address) {
   const int error = errno;
   close(fd);
   if (rc == 0 || error == EAGAIN) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        address, ": another process is listening on this socket (another traind?); stop it, or "
-                 "give this traind another --listen address"));
+    return absl::FailedPreconditionError(
+        absl::StrCat(address,
+                     ": another process is listening on this socket (another traind?); stop it, or "
+                     "give this traind another --listen address"));
   }
   if (error != ECONNREFUSED) {
     return absl::FailedPreconditionError(
@@ -151,8 +151,7 @@ std::shared_ptr<grpc::ServerCredentials> TlsCredentials(const TlsConfig& tls, st
     std::optional<std::string> ca = ReadFile(tls.client_ca, error);
     if (!ca) return nullptr;
     options.pem_root_certs = *ca;
-    options.client_certificate_request =
-        GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY;
+    options.client_certificate_request = GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY;
   } else {
     options.client_certificate_request = GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE;
   }
@@ -274,7 +273,8 @@ int Run(ServerConfig flags) {
 
   // What the worker can train on, and which GPUs there are.
   so.worker_env = BaseWorkerEnvironment(environ);
-  absl::StatusOr<std::vector<std::string>> backends = ProbeWorkerBackends(worker_path, so.worker_env);
+  absl::StatusOr<std::vector<std::string>> backends =
+      ProbeWorkerBackends(worker_path, so.worker_env);
   if (!backends.ok()) {
     LogError("%s", backends.status().message());
     return 1;
@@ -358,10 +358,9 @@ int Run(ServerConfig flags) {
       LogError("%s", s.message());
       return 1;
     }
-    pb.AddListeningPort(listen[i],
-                        IsUnixAddress(listen[i]) ? grpc::InsecureServerCredentials()
-                                                 : tcp_credentials,
-                        &ports[i]);
+    pb.AddListeningPort(
+        listen[i], IsUnixAddress(listen[i]) ? grpc::InsecureServerCredentials() : tcp_credentials,
+        &ports[i]);
   }
   pb.SetMaxReceiveMessageSize(static_cast<int>(flags.limits.max_request_bytes));
   auto training_service = std::make_unique<TrainingServiceImpl>(&scheduler, desc, policy);
@@ -384,10 +383,9 @@ int Run(ServerConfig flags) {
     const std::string actual = WithPort(listen[i], ports[i]);
     LogInfo("listening on %s%s", actual,
             IsUnixAddress(listen[i]) ? " (unix socket: trusted, mode 0660)"
-            : flags.tls.enabled()
-                ? (flags.tls.client_ca.empty() ? " (TLS, bearer tokens)"
-                                               : " (mutual TLS, bearer tokens)")
-                : " (plaintext, bearer tokens)");
+            : flags.tls.enabled()    ? (flags.tls.client_ca.empty() ? " (TLS, bearer tokens)"
+                                                                    : " (mutual TLS, bearer tokens)")
+                                     : " (plaintext, bearer tokens)");
     listen[i] = actual;
   }
 
@@ -397,12 +395,13 @@ int Run(ServerConfig flags) {
   grpc::HealthCheckServiceInterface* health = public_server->GetHealthCheckService();
   health->SetServingStatus(traind::v1::TrainingService::service_full_name(), true);
   scheduler.Start();
-  LogInfo("traind ready version=%s state_dir=%s listen=%s cpu_slots=%d worker_threads=%d "
-          "data_roots=%s tokens=%d",
-          TRAIND_VERSION, state_dir, absl::StrJoin(listen, ","), so.cpu_slots,
-          so.worker_threads, absl::StrJoin(data_roots->roots(), ","), tokens->size());
-  sd_notifyf(0, "READY=1\nSTATUS=serving on %s\nMAINPID=%d",
-             absl::StrJoin(listen, ", ").c_str(), static_cast<int>(getpid()));
+  LogInfo(
+      "traind ready version=%s state_dir=%s listen=%s cpu_slots=%d worker_threads=%d "
+      "data_roots=%s tokens=%d",
+      TRAIND_VERSION, state_dir, absl::StrJoin(listen, ","), so.cpu_slots, so.worker_threads,
+      absl::StrJoin(data_roots->roots(), ","), tokens->size());
+  sd_notifyf(0, "READY=1\nSTATUS=serving on %s\nMAINPID=%d", absl::StrJoin(listen, ", ").c_str(),
+             static_cast<int>(getpid()));
   auto watchdog = std::make_unique<Watchdog>(&scheduler);
 
   sigset_t set;
@@ -445,8 +444,9 @@ int main(int argc, char** argv) {
   // Flag values; applied over the config file only when given.
   ServerConfig f;
   std::string cancel_grace, stop_grace, heartbeat_timeout, gpu_drain_timeout;
-  CLI::App app{"traind: the training daemon. Settings: defaults < --config FILE < flags "
-               "(docs/operations.md lists every key with its default)."};
+  CLI::App app{
+      "traind: the training daemon. Settings: defaults < --config FILE < flags "
+      "(docs/operations.md lists every key with its default)."};
   app.add_option("--config", config_file, "YAML config file (keys as in deploy/traind.yaml)");
   auto opt = [&](const std::string& name, auto& var, const std::string& help) {
     CLI::Option* o = app.add_option(name, var, help);
@@ -489,8 +489,7 @@ int main(int argc, char** argv) {
   opt("--tls-client-ca", f.tls.client_ca,
       "tls.client_ca: PEM CA bundle; TCP clients must present a certificate it signed (mTLS)");
   opt("--tokens-file", f.tokens_file, "tokens_file: bearer tokens (name, role, sha256)");
-  app.add_flag("--insecure", f.insecure,
-               "insecure: allow plaintext TCP on a non-loopback address");
+  app.add_flag("--insecure", f.insecure, "insecure: allow plaintext TCP on a non-loopback address");
   opt("--max-request-bytes", f.limits.max_request_bytes,
       "limits.max_request_bytes (default 4194304)");
   opt("--max-queued-jobs-per-user", f.limits.max_queued_jobs_per_user,
@@ -523,7 +522,8 @@ int main(int argc, char** argv) {
   if (given_flag("--tls-client-ca")) config.tls.client_ca = f.tls.client_ca;
   if (given_flag("--tokens-file")) config.tokens_file = f.tokens_file;
   if (given_flag("--insecure")) config.insecure = f.insecure;
-  if (given_flag("--max-request-bytes")) config.limits.max_request_bytes = f.limits.max_request_bytes;
+  if (given_flag("--max-request-bytes"))
+    config.limits.max_request_bytes = f.limits.max_request_bytes;
   if (given_flag("--max-queued-jobs-per-user")) {
     config.limits.max_queued_jobs_per_user = f.limits.max_queued_jobs_per_user;
   }

@@ -57,8 +57,7 @@ TEST(CheckTrainingSpecTest, NamesTheField) {
   spec = Valid();
   spec.mutable_metrics()->add_val(traind::v1::LOSS);
   spec.mutable_metrics()->add_val(traind::v1::METRIC_UNSPECIFIED);
-  EXPECT_EQ(MessageOf(spec),
-            "metrics.val[1]: not a metric (value 0)");
+  EXPECT_EQ(MessageOf(spec), "metrics.val[1]: not a metric (value 0)");
 }
 
 TEST(ResolveMetricsTest, DefaultsAndRepeats) {

@@ -1,7 +1,6 @@
 #include "spec/loader.h"
 
 #include <sys/stat.h>
-
 #include <yaml-cpp/yaml.h>
 
 #include <cerrno>
@@ -42,8 +41,7 @@ using MarkIndex = std::map<std::string, YAML::Mark>;
 
 std::string LineSuffix(const YAML::Mark& mark) {
   if (mark.is_null() || mark.line < 0) return "";
-  return absl::StrCat(" (line ", mark.line + 1, ", column ", mark.column + 1,
-                      ")");
+  return absl::StrCat(" (line ", mark.line + 1, ", column ", mark.column + 1, ")");
 }
 
 std::string ToSnakeCase(absl::string_view name) {
@@ -123,8 +121,7 @@ std::optional<std::string> JsonNumber(std::string_view s) {
     bool hex = s[1] == 'x';
     if (!AllOf(digits, hex ? IsHex : IsOctal)) return std::nullopt;
     errno = 0;
-    unsigned long long v =
-        std::strtoull(std::string(digits).c_str(), nullptr, hex ? 16 : 8);
+    unsigned long long v = std::strtoull(std::string(digits).c_str(), nullptr, hex ? 16 : 8);
     if (errno == ERANGE) return std::nullopt;
     return std::to_string(v);
   }
@@ -187,8 +184,8 @@ void AppendScalar(const YAML::Node& node, std::string* out) {
     out->append("true");
   } else if (s == "false" || s == "False" || s == "FALSE") {
     out->append("false");
-  } else if (s == ".inf" || s == ".Inf" || s == ".INF" || s == "+.inf" ||
-             s == "+.Inf" || s == "+.INF") {
+  } else if (s == ".inf" || s == ".Inf" || s == ".INF" || s == "+.inf" || s == "+.Inf" ||
+             s == "+.INF") {
     out->append("\"Infinity\"");
   } else if (s == "-.inf" || s == "-.Inf" || s == "-.INF") {
     out->append("\"-Infinity\"");
@@ -209,17 +206,17 @@ class YamlToJson {
   // them, so a few lines of nested aliases would expand to gigabytes. The
   // conversion counts the nodes it writes and the JSON's size, and stops at
   // kMaxSpecNodes / kMaxSpecBytes.
-  absl::Status Convert(const YAML::Node& node, const std::string& path,
-                       int depth, std::string* out) {
+  absl::Status Convert(const YAML::Node& node, const std::string& path, int depth,
+                       std::string* out) {
     if (depth > kMaxDepth) {
       return absl::InvalidArgumentError(
           absl::StrCat(path, ": nested too deeply", LineSuffix(node.Mark())));
     }
     if (++nodes_ > kMaxSpecNodes || out->size() > kMaxSpecBytes) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          path.empty() ? "" : path + ": ", "the spec expands to more than ", kMaxSpecNodes,
-          " values or ", kMaxSpecBytes, " bytes (YAML aliases are expanded)",
-          LineSuffix(node.Mark())));
+      return absl::InvalidArgumentError(
+          absl::StrCat(path.empty() ? "" : path + ": ", "the spec expands to more than ",
+                       kMaxSpecNodes, " values or ", kMaxSpecBytes,
+                       " bytes (YAML aliases are expanded)", LineSuffix(node.Mark())));
     }
     switch (node.Type()) {
       case YAML::NodeType::Undefined:
@@ -248,15 +245,15 @@ class YamlToJson {
         for (const auto& kv : node) {
           const YAML::Node& key = kv.first;
           if (!key.IsScalar()) {
-            return absl::InvalidArgumentError(absl::StrCat(
-                path.empty() ? "" : path + ": ",
-                "mapping keys must be plain names", LineSuffix(key.Mark())));
+            return absl::InvalidArgumentError(absl::StrCat(path.empty() ? "" : path + ": ",
+                                                           "mapping keys must be plain names",
+                                                           LineSuffix(key.Mark())));
           }
           const std::string& name = key.Scalar();
           std::string child_path = path.empty() ? name : path + "." + name;
           if (!seen.insert(name).second) {
-            return absl::InvalidArgumentError(absl::StrCat(
-                child_path, ": duplicate key", LineSuffix(key.Mark())));
+            return absl::InvalidArgumentError(
+                absl::StrCat(child_path, ": duplicate key", LineSuffix(key.Mark())));
           }
           if (!first) out->push_back(',');
           first = false;
@@ -307,8 +304,7 @@ std::string ReadableType(std::string_view type) {
 
 // Turns one of protobuf's JSON parse errors into "<path>: <what>" with the
 // YAML position of the offending key when known.
-std::string ReadableJsonError(absl::string_view message,
-                              const MarkIndex& marks) {
+std::string ReadableJsonError(absl::string_view message, const MarkIndex& marks) {
   std::string msg(message);
   // "(model.layers[0].dense) unit: Cannot find field." or, at the top level,
   // "unit: Cannot find field."
@@ -324,8 +320,8 @@ std::string ReadableJsonError(absl::string_view message,
       }
     }
     std::string full = parent.empty() ? field : parent + "." + field;
-    return absl::StrCat(parent.empty() ? "" : parent + ": ", "unknown field \"",
-                        field, "\"", LookupLine(marks, full));
+    return absl::StrCat(parent.empty() ? "" : parent + ": ", "unknown field \"", field, "\"",
+                        LookupLine(marks, full));
   }
   // "(path): invalid value X for type T"
   if (!msg.empty() && msg[0] == '(') {
@@ -337,18 +333,15 @@ std::string ReadableJsonError(absl::string_view message,
       constexpr std::string_view kForType = " for type ";
       size_t for_type = rest.rfind(kForType);
       if (rest.starts_with(kInvalid) && for_type != std::string::npos) {
-        std::string value =
-            rest.substr(kInvalid.size(), for_type - kInvalid.size());
-        std::string type =
-            ReadableType(rest.substr(for_type + kForType.size()));
+        std::string value = rest.substr(kInvalid.size(), for_type - kInvalid.size());
+        std::string type = ReadableType(rest.substr(for_type + kForType.size()));
         std::string what;
         if (type == "oneof") {
           // "oneof field 'kind' is already set. Cannot set 'sgd'"
-          what = absl::StrCat("only one of its alternatives may be set (",
-                              value, ")");
+          what = absl::StrCat("only one of its alternatives may be set (", value, ")");
         } else if (const auto* enum_type =
-                       google::protobuf::DescriptorPool::generated_pool()
-                           ->FindEnumTypeByName(type)) {
+                       google::protobuf::DescriptorPool::generated_pool()->FindEnumTypeByName(
+                           type)) {
           std::vector<std::string> names;
           for (int i = 0; i < enum_type->value_count(); ++i) {
             std::string name = enum_type->value(i)->name();
@@ -356,14 +349,12 @@ std::string ReadableJsonError(absl::string_view message,
             names.push_back(absl::AsciiStrToLower(name));
           }
           what = absl::StrCat("invalid value ", value,
-                              " (expected one of: ", absl::StrJoin(names, ", "),
-                              ")");
-        } else if (google::protobuf::DescriptorPool::generated_pool()
-                       ->FindMessageTypeByName(type) != nullptr) {
+                              " (expected one of: ", absl::StrJoin(names, ", "), ")");
+        } else if (google::protobuf::DescriptorPool::generated_pool()->FindMessageTypeByName(
+                       type) != nullptr) {
           what = absl::StrCat("invalid value ", value, " (expected a mapping)");
         } else {
-          what =
-              absl::StrCat("invalid value ", value, " (expected ", type, ")");
+          what = absl::StrCat("invalid value ", value, " (expected ", type, ")");
         }
         return absl::StrCat(path, ": ", what, LookupLine(marks, path));
       }
@@ -379,36 +370,30 @@ std::string ReadableJsonError(absl::string_view message,
     return absl::StrCat(field, ": expected a single value, not a mapping");
   }
   // "data: Proto field is not repeating, cannot start list."
-  constexpr std::string_view kNotRepeating =
-      ": Proto field is not repeating, cannot start list.";
+  constexpr std::string_view kNotRepeating = ": Proto field is not repeating, cannot start list.";
   if (msg.ends_with(kNotRepeating)) {
     std::string path = msg.substr(0, msg.size() - kNotRepeating.size());
-    return absl::StrCat(path, ": expected a single value, not a list",
-                        LookupLine(marks, path));
+    return absl::StrCat(path, ": expected a single value, not a list", LookupLine(marks, path));
   }
   if (msg.starts_with(": ")) msg = msg.substr(2);
   return msg;
 }
 
 // JSON text -> JobSpec, with readable errors (without the source prefix).
-absl::StatusOr<traind::v1::JobSpec> JsonToSpec(const std::string& json,
-                                               const MarkIndex& marks) {
+absl::StatusOr<traind::v1::JobSpec> JsonToSpec(const std::string& json, const MarkIndex& marks) {
   traind::v1::JobSpec spec;
   google::protobuf::util::JsonParseOptions options;
   options.ignore_unknown_fields = false;
   options.case_insensitive_enum_parsing = true;
-  auto status =
-      google::protobuf::util::JsonStringToMessage(json, &spec, options);
+  auto status = google::protobuf::util::JsonStringToMessage(json, &spec, options);
   if (!status.ok()) {
-    return absl::InvalidArgumentError(
-        ReadableJsonError(std::string(status.message()), marks));
+    return absl::InvalidArgumentError(ReadableJsonError(std::string(status.message()), marks));
   }
   return spec;
 }
 
 absl::Status Prefixed(absl::string_view prefix, const absl::Status& status) {
-  return absl::Status(status.code(),
-                      absl::StrCat(prefix, ": ", status.message()));
+  return absl::Status(status.code(), absl::StrCat(prefix, ": ", status.message()));
 }
 
 struct PathSegment {
@@ -434,8 +419,7 @@ absl::StatusOr<std::vector<PathSegment>> SplitPath(const std::string& path) {
       }
       std::string digits = path.substr(i + 1, close - i - 1);
       if (!AllOf(digits, IsDigit) || digits.size() > 9) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("bad index [", digits, "] in path"));
+        return absl::InvalidArgumentError(absl::StrCat("bad index [", digits, "] in path"));
       }
       seg.indexes.push_back(std::stoll(digits));
       i = close + 1;
@@ -451,8 +435,7 @@ absl::StatusOr<std::vector<PathSegment>> SplitPath(const std::string& path) {
   return segments;
 }
 
-const FieldDescriptor* FindField(const Descriptor* desc,
-                                 const std::string& name) {
+const FieldDescriptor* FindField(const Descriptor* desc, const std::string& name) {
   const FieldDescriptor* field = desc->FindFieldByName(name);
   if (field == nullptr) field = desc->FindFieldByCamelcaseName(name);
   if (field == nullptr) {
@@ -465,34 +448,32 @@ const FieldDescriptor* FindField(const Descriptor* desc,
 
 }  // namespace
 
-absl::StatusOr<traind::v1::JobSpec> ParseJobSpec(
-    absl::string_view text, absl::string_view source_name) {
+absl::StatusOr<traind::v1::JobSpec> ParseJobSpec(absl::string_view text,
+                                                 absl::string_view source_name) {
   std::string source(source_name);
   if (text.size() > kMaxSpecBytes) {
-    return absl::InvalidArgumentError(absl::StrCat(source, ": the spec is ", text.size(),
-                                                   " bytes; a spec may hold at most ",
-                                                   kMaxSpecBytes));
+    return absl::InvalidArgumentError(absl::StrCat(
+        source, ": the spec is ", text.size(), " bytes; a spec may hold at most ", kMaxSpecBytes));
   }
   std::vector<YAML::Node> docs;
   try {
     docs = YAML::LoadAll(std::string(text));
   } catch (const YAML::Exception& e) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        source, ": YAML syntax error: ", e.msg, LineSuffix(e.mark)));
+    return absl::InvalidArgumentError(
+        absl::StrCat(source, ": YAML syntax error: ", e.msg, LineSuffix(e.mark)));
   }
   if (docs.size() > 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(source, ": expected one YAML document, found ",
-                     docs.size(), LineSuffix(docs[1].Mark())));
+    return absl::InvalidArgumentError(absl::StrCat(source, ": expected one YAML document, found ",
+                                                   docs.size(), LineSuffix(docs[1].Mark())));
   }
   if (docs.empty() || docs[0].IsNull()) {
     return absl::InvalidArgumentError(absl::StrCat(source, ": empty spec"));
   }
   const YAML::Node& root = docs[0];
   if (!root.IsMap()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        source, ": expected a mapping of spec fields (name, data, model, ...)",
-        LineSuffix(root.Mark())));
+    return absl::InvalidArgumentError(
+        absl::StrCat(source, ": expected a mapping of spec fields (name, data, model, ...)",
+                     LineSuffix(root.Mark())));
   }
   MarkIndex marks;
   std::string json;
@@ -509,30 +490,26 @@ absl::StatusOr<traind::v1::JobSpec> LoadJobSpecFile(const std::string& path) {
   struct stat st {};
   if (stat(path.c_str(), &st) != 0) {
     int err = errno;
-    return absl::InvalidArgumentError(
-        absl::StrCat(path, ": cannot open: ", std::strerror(err)));
+    return absl::InvalidArgumentError(absl::StrCat(path, ": cannot open: ", std::strerror(err)));
   }
   if (!S_ISREG(st.st_mode)) {
     return absl::InvalidArgumentError(
         absl::StrCat(path, ": not a regular file (a spec is a YAML or JSON file)"));
   }
   if (st.st_size > static_cast<off_t>(kMaxSpecBytes)) {
-    return absl::InvalidArgumentError(absl::StrCat(path, ": the spec is ", st.st_size,
-                                                   " bytes; a spec may hold at most ",
-                                                   kMaxSpecBytes));
+    return absl::InvalidArgumentError(absl::StrCat(
+        path, ": the spec is ", st.st_size, " bytes; a spec may hold at most ", kMaxSpecBytes));
   }
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     int err = errno;
-    return absl::InvalidArgumentError(
-        absl::StrCat(path, ": cannot open: ", std::strerror(err)));
+    return absl::InvalidArgumentError(absl::StrCat(path, ": cannot open: ", std::strerror(err)));
   }
   std::ostringstream text;
   text << in.rdbuf();
   if (in.bad()) {
     int err = errno;
-    return absl::InvalidArgumentError(
-        absl::StrCat(path, ": cannot read: ", std::strerror(err)));
+    return absl::InvalidArgumentError(absl::StrCat(path, ": cannot read: ", std::strerror(err)));
   }
   return ParseJobSpec(text.str(), path);
 }
@@ -555,8 +532,7 @@ absl::Status SetJobSpecField(traind::v1::JobSpec* spec, absl::string_view path,
   google::protobuf::util::JsonPrintOptions print;
   print.preserve_proto_field_names = true;
   std::string current_json;
-  auto printed =
-      google::protobuf::util::MessageToJsonString(*spec, &current_json, print);
+  auto printed = google::protobuf::util::MessageToJsonString(*spec, &current_json, print);
   if (!printed.ok()) {
     return absl::InternalError(std::string(printed.message()));
   }
@@ -569,8 +545,7 @@ absl::Status SetJobSpecField(traind::v1::JobSpec* spec, absl::string_view path,
   for (size_t s = 0; s < segments->size(); ++s) {
     const PathSegment& seg = (*segments)[s];
     const bool last = s + 1 == segments->size();
-    const FieldDescriptor* field =
-        desc == nullptr ? nullptr : FindField(desc, seg.name);
+    const FieldDescriptor* field = desc == nullptr ? nullptr : FindField(desc, seg.name);
     if (field == nullptr) {
       return absl::InvalidArgumentError(
           absl::StrCat(path_str, ": unknown field \"", seg.name, "\"",
@@ -578,8 +553,7 @@ absl::Status SetJobSpecField(traind::v1::JobSpec* spec, absl::string_view path,
     }
     if (field->is_map()) {
       return absl::InvalidArgumentError(
-          absl::StrCat(path_str, ": map fields cannot be set by path (",
-                       field->name(), ")"));
+          absl::StrCat(path_str, ": map fields cannot be set by path (", field->name(), ")"));
     }
     if (!seg.indexes.empty() && !field->is_repeated()) {
       return absl::InvalidArgumentError(
@@ -595,16 +569,13 @@ absl::Status SetJobSpecField(traind::v1::JobSpec* spec, absl::string_view path,
         if (oneof->field(i) != field) node.remove(oneof->field(i)->name());
       }
     }
-    const bool is_message =
-        field->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE;
+    const bool is_message = field->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE;
     if (!last && !is_message) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(path_str, ": ", walked, " has no fields"));
+      return absl::InvalidArgumentError(absl::StrCat(path_str, ": ", walked, " has no fields"));
     }
     if (!last && field->is_repeated() && seg.indexes.empty()) {
       return absl::InvalidArgumentError(
-          absl::StrCat(path_str, ": ", walked,
-                       " is a list: give an index, e.g. ", walked, "[0]"));
+          absl::StrCat(path_str, ": ", walked, " is a list: give an index, e.g. ", walked, "[0]"));
     }
     if (seg.indexes.empty()) {
       if (last) {
@@ -625,13 +596,12 @@ absl::Status SetJobSpecField(traind::v1::JobSpec* spec, absl::string_view path,
       }
       const int64_t index = seg.indexes[0];
       if (index > static_cast<int64_t>(list.size())) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(path_str, ": index ", index, " is out of range (",
-                         walked, " has ", list.size(), " elements)"));
+        return absl::InvalidArgumentError(absl::StrCat(path_str, ": index ", index,
+                                                       " is out of range (", walked, " has ",
+                                                       list.size(), " elements)"));
       }
       if (index == static_cast<int64_t>(list.size())) {
-        list.push_back(is_message && !last ? YAML::Node(YAML::NodeType::Map)
-                                           : YAML::Node());
+        list.push_back(is_message && !last ? YAML::Node(YAML::NodeType::Map) : YAML::Node());
       }
       walked = absl::StrCat(walked, "[", index, "]");
       if (last) {

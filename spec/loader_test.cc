@@ -60,8 +60,7 @@ JobSpec MustParse(const std::string& text) {
   return spec.ok() ? *spec : JobSpec();
 }
 
-std::string ErrorOf(const std::string& text,
-                    const std::string& source = "iris-cv.yaml") {
+std::string ErrorOf(const std::string& text, const std::string& source = "iris-cv.yaml") {
   absl::StatusOr<JobSpec> spec = ParseJobSpec(text, source);
   EXPECT_FALSE(spec.ok());
   if (spec.ok()) return "";
@@ -101,8 +100,7 @@ TEST(ParseJobSpecTest, IrisYamlHasEveryField) {
 TEST(ParseJobSpecTest, YamlAndJsonFormsAreEqual) {
   JobSpec from_yaml = MustParse(kIrisYaml);
   JobSpec from_json = MustParse(kIrisJson);
-  EXPECT_TRUE(
-      google::protobuf::util::MessageDifferencer::Equals(from_yaml, from_json))
+  EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(from_yaml, from_json))
       << from_yaml.DebugString() << "\nvs\n"
       << from_json.DebugString();
 }
@@ -117,15 +115,11 @@ TEST(ParseJobSpecTest, CompactJsonParses) {
 
 TEST(ParseJobSpecTest, EnumValuesInAnyCase) {
   for (const char* activation : {"relu", "RELU", "Relu"}) {
-    JobSpec spec = MustParse(
-        std::string("model: {layers: [{dense: {units: 1, activation: ") +
-        activation + "}}]}");
-    EXPECT_EQ(spec.model().layers(0).dense().activation(), v1::RELU)
-        << activation;
+    JobSpec spec = MustParse(std::string("model: {layers: [{dense: {units: 1, activation: ") +
+                             activation + "}}]}");
+    EXPECT_EQ(spec.model().layers(0).dense().activation(), v1::RELU) << activation;
   }
-  EXPECT_EQ(
-      MustParse("resources: {device: gpu, count: 2}").resources().device(),
-      v1::GPU);
+  EXPECT_EQ(MustParse("resources: {device: gpu, count: 2}").resources().device(), v1::GPU);
   EXPECT_EQ(MustParse("model: {layers: [{dense: {init: xavier_normal}}]}")
                 .model()
                 .layers(0)
@@ -151,28 +145,16 @@ TEST(ParseJobSpecTest, YamlNumberForms) {
   EXPECT_EQ(MustParse("seed: 0x10").seed(), 16u);
   EXPECT_EQ(MustParse("seed: 0o17").seed(), 15u);
   EXPECT_EQ(MustParse("seed: +007").seed(), 7u);
-  EXPECT_EQ(MustParse("seed: 18446744073709551615").seed(),
-            18446744073709551615ull);
+  EXPECT_EQ(MustParse("seed: 18446744073709551615").seed(), 18446744073709551615ull);
   EXPECT_EQ(MustParse("training: {epochs: 60.0}").training().epochs(), 60);
-  EXPECT_DOUBLE_EQ(MustParse("optimizer: {sgd: {learning_rate: .5}}")
-                       .optimizer()
-                       .sgd()
-                       .learning_rate(),
-                   0.5);
-  EXPECT_DOUBLE_EQ(MustParse("optimizer: {sgd: {learning_rate: 1e-3}}")
-                       .optimizer()
-                       .sgd()
-                       .learning_rate(),
-                   1e-3);
-  EXPECT_DOUBLE_EQ(MustParse("optimizer: {sgd: {learning_rate: 2.}}")
-                       .optimizer()
-                       .sgd()
-                       .learning_rate(),
-                   2.0);
-  EXPECT_TRUE(std::isinf(MustParse("optimizer: {adam: {epsilon: .inf}}")
-                             .optimizer()
-                             .adam()
-                             .epsilon()));
+  EXPECT_DOUBLE_EQ(
+      MustParse("optimizer: {sgd: {learning_rate: .5}}").optimizer().sgd().learning_rate(), 0.5);
+  EXPECT_DOUBLE_EQ(
+      MustParse("optimizer: {sgd: {learning_rate: 1e-3}}").optimizer().sgd().learning_rate(), 1e-3);
+  EXPECT_DOUBLE_EQ(
+      MustParse("optimizer: {sgd: {learning_rate: 2.}}").optimizer().sgd().learning_rate(), 2.0);
+  EXPECT_TRUE(
+      std::isinf(MustParse("optimizer: {adam: {epsilon: .inf}}").optimizer().adam().epsilon()));
 }
 
 TEST(ParseJobSpecTest, NullLeavesFieldsUnset) {
@@ -207,8 +189,7 @@ TEST(ParseJobSpecTest, UnknownTopLevelField) {
 
 TEST(ParseJobSpecTest, UnknownFieldUnderCamelCaseParent) {
   std::string error = ErrorOf("crossValidation:\n  folds: 3\n  fold: 2\n");
-  EXPECT_THAT(error,
-              HasSubstr("cross_validation: unknown field \"fold\" (line 3"));
+  EXPECT_THAT(error, HasSubstr("cross_validation: unknown field \"fold\" (line 3"));
 }
 
 TEST(ParseJobSpecTest, YamlSyntaxErrorNamesLineAndColumn) {
@@ -243,12 +224,10 @@ TEST(ParseJobSpecTest, WrongTypeIsNamed) {
 }
 
 TEST(ParseJobSpecTest, BadEnumValueListsTheChoices) {
-  std::string error = ErrorOf(
-      "model:\n  layers:\n    - dense: {units: 3, activation: rellu}\n");
-  EXPECT_THAT(error,
-              HasSubstr("model.layers[0].dense.activation: invalid value "
-                        "\"rellu\" (expected one of: linear, relu, leaky_relu, elu, gelu, "
-                        "sigmoid, tanh, softplus, swish)"));
+  std::string error = ErrorOf("model:\n  layers:\n    - dense: {units: 3, activation: rellu}\n");
+  EXPECT_THAT(error, HasSubstr("model.layers[0].dense.activation: invalid value "
+                               "\"rellu\" (expected one of: linear, relu, leaky_relu, elu, gelu, "
+                               "sigmoid, tanh, softplus, swish)"));
   EXPECT_THAT(error, HasSubstr("line 3"));
   error = ErrorOf("metrics: {val: [loss, f1]}\n");
   EXPECT_THAT(error, HasSubstr("metrics.val[1]: invalid value \"f1\" (expected "
@@ -270,8 +249,7 @@ TEST(ParseJobSpecTest, TopLevelMustBeAMapping) {
   EXPECT_THAT(ErrorOf("just text\n"), HasSubstr("expected a mapping"));
   EXPECT_EQ(ErrorOf(""), "iris-cv.yaml: empty spec");
   EXPECT_EQ(ErrorOf("# only a comment\n"), "iris-cv.yaml: empty spec");
-  EXPECT_THAT(ErrorOf("name: a\n---\nname: b\n"),
-              HasSubstr("expected one YAML document"));
+  EXPECT_THAT(ErrorOf("name: a\n---\nname: b\n"), HasSubstr("expected one YAML document"));
 }
 
 TEST(ParseJobSpecTest, SpecialCharactersInStrings) {
@@ -290,8 +268,8 @@ TEST(ParseJobSpecTest, AnchorsAndAliases) {
 class LoadJobSpecFileTest : public ::testing::Test {
  protected:
   std::string WriteTemp(const std::string& text) {
-    std::string path = ::testing::TempDir() + "spec_file_test_" +
-                       std::to_string(::getpid()) + ".yaml";
+    std::string path =
+        ::testing::TempDir() + "spec_file_test_" + std::to_string(::getpid()) + ".yaml";
     std::ofstream(path) << text;
     paths_.push_back(path);
     return path;
@@ -313,8 +291,7 @@ TEST_F(LoadJobSpecFileTest, ErrorsNameThePath) {
   std::string path = WriteTemp("name: x\nbogus: 1\n");
   absl::StatusOr<JobSpec> spec = LoadJobSpecFile(path);
   ASSERT_FALSE(spec.ok());
-  EXPECT_EQ(spec.status().message(),
-            path + ": unknown field \"bogus\" (line 2, column 1)");
+  EXPECT_EQ(spec.status().message(), path + ": unknown field \"bogus\" (line 2, column 1)");
 }
 
 TEST_F(LoadJobSpecFileTest, MissingFile) {
@@ -332,8 +309,7 @@ TEST(SetJobSpecFieldTest, SetsScalarsNestedFieldsAndListElements) {
   ASSERT_TRUE(SetJobSpecField(&spec, "model.layers[0].dense.units", "32").ok());
   EXPECT_EQ(spec.model().layers(0).dense().units(), 32);
   EXPECT_EQ(spec.model().layers(0).dense().activation(), v1::RELU);
-  ASSERT_TRUE(
-      SetJobSpecField(&spec, "model.layers[1].dense.activation", "relu").ok());
+  ASSERT_TRUE(SetJobSpecField(&spec, "model.layers[1].dense.activation", "relu").ok());
   EXPECT_EQ(spec.model().layers(1).dense().activation(), v1::RELU);
   ASSERT_TRUE(SetJobSpecField(&spec, "name", "'007'").ok());
   EXPECT_EQ(spec.name(), "007");
@@ -352,8 +328,7 @@ TEST(SetJobSpecFieldTest, SetsScalarsNestedFieldsAndListElements) {
 
 TEST(SetJobSpecFieldTest, AppendsAndReplacesWholeMessages) {
   JobSpec spec = MustParse(kIrisYaml);
-  ASSERT_TRUE(
-      SetJobSpecField(&spec, "model.layers[2]", "{dense: {units: 4}}").ok());
+  ASSERT_TRUE(SetJobSpecField(&spec, "model.layers[2]", "{dense: {units: 4}}").ok());
   ASSERT_EQ(spec.model().layers_size(), 3);
   EXPECT_EQ(spec.model().layers(2).dense().units(), 4);
   ASSERT_TRUE(SetJobSpecField(&spec, "model.layers[3].dense.units", "2").ok());
@@ -367,8 +342,7 @@ TEST(SetJobSpecFieldTest, AppendsAndReplacesWholeMessages) {
 
 TEST(SetJobSpecFieldTest, SettingAOneofMemberClearsTheOthers) {
   JobSpec spec = MustParse(kIrisYaml);
-  ASSERT_TRUE(
-      SetJobSpecField(&spec, "optimizer.sgd.learning_rate", "0.1").ok());
+  ASSERT_TRUE(SetJobSpecField(&spec, "optimizer.sgd.learning_rate", "0.1").ok());
   EXPECT_TRUE(spec.optimizer().has_sgd());
   EXPECT_DOUBLE_EQ(spec.optimizer().sgd().learning_rate(), 0.1);
 }
@@ -379,12 +353,9 @@ TEST(SetJobSpecFieldTest, ErrorsLeaveTheSpecUnchanged) {
   auto expect_error = [&](const std::string& path, const std::string& value,
                           const std::string& want) {
     absl::Status status = SetJobSpecField(&spec, path, value);
-    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument)
-        << path << "=" << value;
-    EXPECT_THAT(std::string(status.message()), HasSubstr(want))
-        << path << "=" << value;
-    EXPECT_TRUE(
-        google::protobuf::util::MessageDifferencer::Equals(spec, before));
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << path << "=" << value;
+    EXPECT_THAT(std::string(status.message()), HasSubstr(want)) << path << "=" << value;
+    EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(spec, before));
   };
   expect_error("training.epoch", "5", "unknown field \"epoch\" in training");
   expect_error("training.epochs", "many", "invalid value \"many\"");
@@ -425,11 +396,11 @@ TEST(ParseJobSpecTest, AnAliasBombIsRefusedInBoundedMemory) {
 }
 
 TEST(ParseJobSpecTest, TextOverTheSizeLimitAndDeepNestingAreRefused) {
-  absl::StatusOr<JobSpec> big = ParseJobSpec("name: " + std::string(kMaxSpecBytes, 'x'), "big.yaml");
+  absl::StatusOr<JobSpec> big =
+      ParseJobSpec("name: " + std::string(kMaxSpecBytes, 'x'), "big.yaml");
   ASSERT_FALSE(big.ok());
-  EXPECT_EQ(big.status().message(),
-            absl::StrCat("big.yaml: the spec is ", kMaxSpecBytes + 6,
-                         " bytes; a spec may hold at most 1048576"));
+  EXPECT_EQ(big.status().message(), absl::StrCat("big.yaml: the spec is ", kMaxSpecBytes + 6,
+                                                 " bytes; a spec may hold at most 1048576"));
   const std::string deep = "name: " + std::string(100000, '[') + std::string(100000, ']');
   absl::StatusOr<JobSpec> nested = ParseJobSpec(deep, "deep.yaml");
   ASSERT_FALSE(nested.ok());

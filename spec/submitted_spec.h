@@ -52,8 +52,7 @@ struct SpecSubmission {
 // base_dir. A relative path without a base_dir is an error naming the field
 // ("spec.data.path: ..."); traind never resolves it against its own working
 // directory.
-absl::StatusOr<traind::v1::JobSpec> BuildSubmittedSpec(
-    const SpecSubmission& submission);
+absl::StatusOr<traind::v1::JobSpec> BuildSubmittedSpec(const SpecSubmission& submission);
 
 // The pieces, for callers that need one of them.
 //
@@ -67,8 +66,7 @@ absl::Status ApplySpecOverrides(traind::v1::JobSpec* spec,
 // paths are left as they are. An empty base_dir is allowed when no path is
 // relative.
 // REQUIRES: spec != nullptr.
-absl::Status ResolveSpecPaths(traind::v1::JobSpec* spec,
-                              absl::string_view base_dir);
+absl::Status ResolveSpecPaths(traind::v1::JobSpec* spec, absl::string_view base_dir);
 
 }  // namespace traind
 

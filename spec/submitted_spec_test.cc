@@ -31,8 +31,7 @@ training: {epochs: 60, batch_size: 16}
 metrics: {train: [loss, accuracy], val: [loss, accuracy]}
 )";
 
-absl::StatusOr<JobSpec> FromText(const std::string& text,
-                                 std::vector<std::string> overrides = {},
+absl::StatusOr<JobSpec> FromText(const std::string& text, std::vector<std::string> overrides = {},
                                  std::string base_dir = "/base") {
   SpecSubmission s;
   s.spec_text = &text;
@@ -67,8 +66,7 @@ TEST(BuildSubmittedSpecTest, JsonTextInCamelCaseWithUpperCaseEnums) {
           "crossValidation": {"folds": 3},
           "model": {"layers": [{"dense": {"units": 3, "activation": "RELU"}}]},
           "trainingXX": 1})");
-  EXPECT_EQ(ErrorOf(spec),
-            "spec_text: unknown field \"trainingXX\" (line 4, column 11)");
+  EXPECT_EQ(ErrorOf(spec), "spec_text: unknown field \"trainingXX\" (line 4, column 11)");
   spec = FromText(
       R"({"data": {"path": "/d/iris.csv", "label": "species"},
           "crossValidation": {"folds": 3},
@@ -97,9 +95,8 @@ TEST(BuildSubmittedSpecTest, ParseErrorsNameSpecTextTheFieldPathAndLine) {
 
 TEST(BuildSubmittedSpecTest, OverridesApplyInOrderAsTrainctlSetDoes) {
   absl::StatusOr<JobSpec> spec =
-      FromText(kIris, {"training.epochs=5", "model.layers[0].dense.units=32",
-                       "training.epochs=7", "metrics.val=[loss]",
-                       "name=\"42\"", "cross_validation.folds=3"});
+      FromText(kIris, {"training.epochs=5", "model.layers[0].dense.units=32", "training.epochs=7",
+                       "metrics.val=[loss]", "name=\"42\"", "cross_validation.folds=3"});
   ASSERT_TRUE(spec.ok()) << spec.status();
   EXPECT_EQ(spec->training().epochs(), 7);
   EXPECT_EQ(spec->model().layers(0).dense().units(), 32);
@@ -122,8 +119,7 @@ TEST(BuildSubmittedSpecTest, OverridesApplyInOrderAsTrainctlSetDoes) {
 TEST(BuildSubmittedSpecTest, BadOverridesNameTheirIndex) {
   EXPECT_EQ(ErrorOf(FromText(kIris, {"training.epochs=5", "epochs"})),
             "overrides[1]: expected PATH=VALUE, got \"epochs\"");
-  EXPECT_EQ(ErrorOf(FromText(kIris, {"=5"})),
-            "overrides[0]: expected PATH=VALUE, got \"=5\"");
+  EXPECT_EQ(ErrorOf(FromText(kIris, {"=5"})), "overrides[0]: expected PATH=VALUE, got \"=5\"");
   EXPECT_THAT(ErrorOf(FromText(kIris, {"training.epochz=5"})),
               StartsWith("overrides[0]: training.epochz: unknown field "
                          "\"epochz\""));
@@ -140,10 +136,10 @@ TEST(BuildSubmittedSpecTest, RelativePathsJoinBaseDirOrAreRefused) {
   EXPECT_EQ(spec->data().path(), "/home/u/traind/examples/data/iris.csv");
 
   // ".." is kept for the server's confinement to resolve.
-  spec = FromText(kIris, {"data.path=../x.csv",
-                          "cross_validation.validation_path=v.csv",
-                          "cross_validation.folds="},
-                  "/a/b");
+  spec = FromText(
+      kIris,
+      {"data.path=../x.csv", "cross_validation.validation_path=v.csv", "cross_validation.folds="},
+      "/a/b");
   ASSERT_TRUE(spec.ok()) << spec.status();
   EXPECT_EQ(spec->data().path(), "/a/b/../x.csv");
   EXPECT_EQ(spec->cross_validation().validation_path(), "/a/b/v.csv");
@@ -152,16 +148,13 @@ TEST(BuildSubmittedSpecTest, RelativePathsJoinBaseDirOrAreRefused) {
             "spec.data.path: examples/data/iris.csv is a relative path: give "
             "base_dir (the directory it is relative to, e.g. the client's "
             "working directory) or an absolute path");
-  EXPECT_THAT(
-      ErrorOf(FromText(kIris,
-                       {"data.path=/d.csv",
-                        "cross_validation.validation_path=v.csv",
-                        "cross_validation.folds="},
-                       "")),
-      StartsWith("spec.cross_validation.validation_path: v.csv is a relative "
-                 "path: give base_dir"));
-  EXPECT_EQ(ErrorOf(FromText(kIris, {}, "rel/dir")),
-            "base_dir: rel/dir is not an absolute path");
+  EXPECT_THAT(ErrorOf(FromText(kIris,
+                               {"data.path=/d.csv", "cross_validation.validation_path=v.csv",
+                                "cross_validation.folds="},
+                               "")),
+              StartsWith("spec.cross_validation.validation_path: v.csv is a relative "
+                         "path: give base_dir"));
+  EXPECT_EQ(ErrorOf(FromText(kIris, {}, "rel/dir")), "base_dir: rel/dir is not an absolute path");
   // No data path at all is the validator's to report, not ours.
   EXPECT_TRUE(FromText("name: x\n", {}, "").ok());
 }
@@ -201,8 +194,7 @@ TEST(BuildSubmittedSpecTest, HostileTextIsRefused) {
   EXPECT_THAT(ErrorOf(FromText(big)), StartsWith("spec_text: "));
   EXPECT_THAT(ErrorOf(FromText(big)), HasSubstr("more than 1048576"));
 
-  std::string deep = "name: " + std::string(100000, '[') +
-                     std::string(100000, ']') + "\n";
+  std::string deep = "name: " + std::string(100000, '[') + std::string(100000, ']') + "\n";
   EXPECT_THAT(ErrorOf(FromText(deep)), StartsWith("spec_text: "));
 
   // "Billion laughs": 9 levels of 10 aliases each would expand to 10^9 items.

@@ -11,9 +11,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "spec/checks.h"
 #include "worker/engine/data/csv.h"
 #include "worker/engine/data/dataset.h"
-#include "spec/checks.h"
 #include "worker/engine/status.h"
 
 namespace traind::engine {

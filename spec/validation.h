@@ -41,7 +41,6 @@ struct ValidatedShape {
 absl::Status ValidateJobSpec(const traind::v1::JobSpec& spec, const ValidationContext& context,
                              ValidatedShape* shape = nullptr);
 
-
 }  // namespace traind::engine
 
 #endif  // TRAIND_SPEC_VALIDATION_H_

@@ -1,13 +1,13 @@
 // Submit-time validation: bad specs are refused with the field path; the
 // task layout; the memory estimate.
 #include "spec/validation.h"
-#include "spec/task_plan.h"
 
 #include <string>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "spec/memory_estimate.h"
+#include "spec/task_plan.h"
 #include "worker/engine/status.h"
 
 namespace traind::engine {

@@ -92,8 +92,8 @@ class EpochReporter {
   const EpochReporterOptions options_;
   std::mutex mu_;
   std::condition_variable cv_;
-  bool done_ = false;   // guarded by mu_
-  bool flush_ = false;  // guarded by mu_; Flush() is waiting: send now
+  bool done_ = false;                            // guarded by mu_
+  bool flush_ = false;                           // guarded by mu_; Flush() is waiting: send now
   std::deque<traind::v1::EpochMetrics> epochs_;  // guarded by mu_; not yet delivered
   absl::Status report_error_;                    // guarded by mu_
   std::atomic<uint64_t> progress_{0};

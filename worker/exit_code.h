@@ -7,8 +7,8 @@ namespace traind::worker {
 
 enum ExitCode {
   kSucceeded = 0,
-  kFailed = 1,       // the failure was reported
-  kUsage = 2,        // bad flags, a missing secret, an unreadable --spec file
+  kFailed = 1,  // the failure was reported
+  kUsage = 2,   // bad flags, a missing secret, an unreadable --spec file
   kCancelled = 3,
   kUnreachable = 4,  // the daemon could not be reached (or was gone at start)
 };

@@ -31,9 +31,9 @@ absl::Status OpenGpu(const traind::v1::JobSpec& spec, int device, GpuContext* gp
   if (count <= device) {
     const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
     if (count > 0) reason = absl::StrCat(count, " visible, this rank needs device ", device);
-    return engine::DeviceError(absl::StrCat("resources.device gpu: ", reason,
-                                            " (CUDA_VISIBLE_DEVICES=",
-                                            visible != nullptr ? visible : "unset", ")"));
+    return engine::DeviceError(
+        absl::StrCat("resources.device gpu: ", reason,
+                     " (CUDA_VISIBLE_DEVICES=", visible != nullptr ? visible : "unset", ")"));
   }
   absl::StatusOr<std::unique_ptr<engine::Backend>> backend =
       gpu->plugin->CreateBackend(device, spec.training().precision());
@@ -43,8 +43,7 @@ absl::Status OpenGpu(const traind::v1::JobSpec& spec, int device, GpuContext* gp
   Log(absl::StrFormat(
       "gpu ready in %.0f ms (plugin load %.0f ms, CUDA context and cuBLAS %.0f ms): %s; %s",
       absl::ToDoubleMilliseconds(ready - start), absl::ToDoubleMilliseconds(loaded - start),
-      absl::ToDoubleMilliseconds(ready - loaded), gpu->backend->name(),
-      gpu->plugin->build_info()));
+      absl::ToDoubleMilliseconds(ready - loaded), gpu->backend->name(), gpu->plugin->build_info()));
   return absl::OkStatus();
 }
 

@@ -10,9 +10,9 @@
 namespace traind::worker {
 
 void Log(absl::string_view message) {
-  std::string line = absl::StrCat(
-      absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", absl::Now(), absl::UTCTimeZone()), " ", message,
-      "\n");
+  std::string line =
+      absl::StrCat(absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", absl::Now(), absl::UTCTimeZone()), " ",
+                   message, "\n");
   std::fwrite(line.data(), 1, line.size(), stderr);
 }
 

@@ -50,8 +50,9 @@ int WorkerMain(int argc, char** argv) {
   TaskRunOptions run;
   StandaloneOptions standalone;
   bool capabilities = false;
-  CLI::App app{"traind-worker: runs one task of a traind job (started by traind), or a spec "
-               "file's folds in this process (--spec)"};
+  CLI::App app{
+      "traind-worker: runs one task of a traind job (started by traind), or a spec "
+      "file's folds in this process (--spec)"};
   app.add_option("--server", run.server, "traind's WorkerService address");
   app.add_option("--job", run.job, "job id");
   app.add_option("--task", run.task, "task index");
@@ -70,8 +71,9 @@ int WorkerMain(int argc, char** argv) {
   if (capabilities) return PrintCapabilities();
   if (!standalone.spec_path.empty()) return RunStandalone(standalone);
   if (run.server.empty() || run.job.empty() || run.task < 0 || run.attempt < 1) {
-    std::fprintf(stderr, "traind-worker: --server, --job, --task and --attempt are required "
-                         "(or --spec FILE)\n");
+    std::fprintf(stderr,
+                 "traind-worker: --server, --job, --task and --attempt are required "
+                 "(or --spec FILE)\n");
     return kUsage;
   }
   if (run.world_size < 1 || run.rank < 0 || run.rank >= run.world_size) {

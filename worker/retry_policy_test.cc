@@ -25,10 +25,10 @@ TEST(WorkerRetryPolicy, ReportScheduleDoublesFrom100Ms) {
 TEST(WorkerRetryPolicy, RendezvousScheduleIsCappedAt1600Ms) {
   EXPECT_EQ(kRendezvousRetry.max_tries, 0);
   EXPECT_EQ(Delays(kRendezvousRetry, 8),
-            (std::vector<absl::Duration>{
-                absl::Milliseconds(100), absl::Milliseconds(200), absl::Milliseconds(400),
-                absl::Milliseconds(800), absl::Milliseconds(1600), absl::Milliseconds(1600),
-                absl::Milliseconds(1600), absl::Milliseconds(1600)}));
+            (std::vector<absl::Duration>{absl::Milliseconds(100), absl::Milliseconds(200),
+                                         absl::Milliseconds(400), absl::Milliseconds(800),
+                                         absl::Milliseconds(1600), absl::Milliseconds(1600),
+                                         absl::Milliseconds(1600), absl::Milliseconds(1600)}));
 }
 
 TEST(WorkerRetryPolicy, WhatIsRetried) {
@@ -70,8 +70,7 @@ TEST(WorkerRetryPolicy, RetriesUntilSuccessSleepingTheSchedule) {
       [] { return false; });
   EXPECT_TRUE(s.ok()) << s;
   EXPECT_EQ(call.calls, 3);
-  EXPECT_EQ(slept,
-            (std::vector<absl::Duration>{absl::Milliseconds(100), absl::Milliseconds(200)}));
+  EXPECT_EQ(slept, (std::vector<absl::Duration>{absl::Milliseconds(100), absl::Milliseconds(200)}));
 }
 
 TEST(WorkerRetryPolicy, PermanentErrorIsReturnedAtOnce) {

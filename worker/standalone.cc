@@ -9,13 +9,13 @@
 #include "absl/strings/str_cat.h"
 #include "google/protobuf/util/json_util.h"
 #include "spec/loader.h"
+#include "spec/task_plan.h"
+#include "spec/validation.h"
 #include "worker/engine/backend/cpu/cpu_backend.h"
 #include "worker/engine/data/dataset.h"
 #include "worker/engine/data/split.h"
-#include "worker/engine/fit.h"
-#include "spec/validation.h"
 #include "worker/engine/data/task_rows.h"
-#include "spec/task_plan.h"
+#include "worker/engine/fit.h"
 #include "worker/engine/status.h"
 #include "worker/exit_code.h"
 #include "worker/gpu_context.h"
@@ -99,9 +99,8 @@ int RunStandalone(const StandaloneOptions& so) {
         engine::Fit(*spec, *data, *rows, task, options, &observer);
     if (!result.ok()) {
       Log(absl::StrCat("error: fold ", task, ": ", result.status().message()));
-      return engine::FailureKindOf(result.status()) == engine::FailureKind::kCancelled
-                 ? kCancelled
-                 : kFailed;
+      return engine::FailureKindOf(result.status()) == engine::FailureKind::kCancelled ? kCancelled
+                                                                                       : kFailed;
     }
     std::printf("{\"fold_result\": %s}\n", ToJson(*result).c_str());
     std::fflush(stdout);

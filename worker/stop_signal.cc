@@ -10,12 +10,9 @@ namespace {
 // Set by the handler, read by the training thread; nothing else is shared
 // with a signal handler.
 std::atomic<bool> stop_signal_received{false};
-static_assert(std::atomic<bool>::is_always_lock_free,
-              "the stop flag must be async-signal-safe");
+static_assert(std::atomic<bool>::is_always_lock_free, "the stop flag must be async-signal-safe");
 
-extern "C" void OnStopSignal(int) {
-  stop_signal_received.store(true, std::memory_order_relaxed);
-}
+extern "C" void OnStopSignal(int) { stop_signal_received.store(true, std::memory_order_relaxed); }
 
 }  // namespace
 

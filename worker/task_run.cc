@@ -11,14 +11,14 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "spec/validation.h"
 #include "traind/v1/worker_service.pb.h"
 #include "worker/daemon_client.h"
 #include "worker/daemon_fit_observer.h"
 #include "worker/engine/data/dataset.h"
 #include "worker/engine/data/split.h"
-#include "worker/engine/fit.h"
-#include "spec/validation.h"
 #include "worker/engine/data/task_rows.h"
+#include "worker/engine/fit.h"
 #include "worker/engine/status.h"
 #include "worker/epoch_reporter.h"
 #include "worker/exit_code.h"
@@ -45,10 +45,9 @@ int RunTaskUnderDaemon(const TaskRunOptions& o) {
   creds.set_rank(rank);
   unsetenv("TRAIND_WORKER_SECRET");
   const std::string where =
-      world_size > 1
-          ? absl::StrFormat("job=%s task=%d attempt=%d rank=%d/%d", o.job, task, attempt, rank,
-                            world_size)
-          : absl::StrFormat("job=%s task=%d attempt=%d", o.job, task, attempt);
+      world_size > 1 ? absl::StrFormat("job=%s task=%d attempt=%d rank=%d/%d", o.job, task, attempt,
+                                       rank, world_size)
+                     : absl::StrFormat("job=%s task=%d attempt=%d", o.job, task, attempt);
 
   // Never destroyed: the worker _exits right after this function returns,
   // once everything after them here (the device, the communicator) is
@@ -80,9 +79,9 @@ int RunTaskUnderDaemon(const TaskRunOptions& o) {
   };
 
   if (assignment.rank() != rank || std::max(assignment.world_size(), 1) != world_size) {
-    return fail(absl::InternalError(absl::StrFormat(
-        "started as rank %d of %d, but traind assigned rank %d of %d", rank, world_size,
-        assignment.rank(), assignment.world_size())));
+    return fail(absl::InternalError(
+        absl::StrFormat("started as rank %d of %d, but traind assigned rank %d of %d", rank,
+                        world_size, assignment.rank(), assignment.world_size())));
   }
   const traind::v1::JobSpec& spec = assignment.spec();
   absl::StatusOr<engine::Dataset> data = engine::LoadDataset(spec);

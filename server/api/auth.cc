@@ -108,7 +108,7 @@ absl::StatusOr<std::shared_ptr<const TokenStore>> TokenStore::Load(const std::st
 }
 
 absl::StatusOr<std::shared_ptr<const TokenStore>> TokenStore::Parse(const std::string& text,
-                                                                   const std::string& source) {
+                                                                    const std::string& source) {
   YAML::Node root;
   try {
     root = YAML::Load(text);
@@ -139,7 +139,8 @@ absl::StatusOr<std::shared_ptr<const TokenStore>> TokenStore::Parse(const std::s
     std::string role, hex;
     for (const auto& kv : t) {
       const std::string key = kv.first.Scalar();
-      if (!kv.second.IsScalar()) return error(kv.second, absl::StrCat(at, ".", key, ": expected a value"));
+      if (!kv.second.IsScalar())
+        return error(kv.second, absl::StrCat(at, ".", key, ": expected a value"));
       if (key == "name") {
         e.name = kv.second.Scalar();
       } else if (key == "role") {
@@ -147,7 +148,8 @@ absl::StatusOr<std::shared_ptr<const TokenStore>> TokenStore::Parse(const std::s
       } else if (key == "sha256") {
         hex = absl::AsciiStrToLower(kv.second.Scalar());
       } else {
-        return error(kv.first, absl::StrCat(at, ".", key, ": unknown key (known: name, role, sha256)"));
+        return error(kv.first,
+                     absl::StrCat(at, ".", key, ": unknown key (known: name, role, sha256)"));
       }
     }
     if (e.name.empty()) return error(t, absl::StrCat(at, ".name: required"));
@@ -159,15 +161,16 @@ absl::StatusOr<std::shared_ptr<const TokenStore>> TokenStore::Parse(const std::s
     }
     std::optional<Role> r = ParseRole(role);
     if (!r) {
-      return error(t, absl::StrCat(at, ".role: \"", role,
-                                   "\" is not one of viewer, submitter, admin"));
+      return error(
+          t, absl::StrCat(at, ".role: \"", role, "\" is not one of viewer, submitter, admin"));
     }
     e.role = *r;
     bool is_hex = hex.size() == 64;
     for (char ch : hex) is_hex = is_hex && absl::ascii_isxdigit(static_cast<unsigned char>(ch));
     if (!is_hex) {
-      return error(t, absl::StrCat(at, ".sha256: expected 64 hex digits (the SHA-256 of the "
-                                       "token, e.g. printf %s \"$TOKEN\" | sha256sum)"));
+      return error(t, absl::StrCat(at,
+                                   ".sha256: expected 64 hex digits (the SHA-256 of the "
+                                   "token, e.g. printf %s \"$TOKEN\" | sha256sum)"));
     }
     e.sha256 = absl::HexStringToBytes(hex);
     store->entries_.push_back(std::move(e));

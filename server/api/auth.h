@@ -80,7 +80,7 @@ class TokenStore final {
   // Names must be unique, and "local" is reserved for the unix socket.
   static absl::StatusOr<std::shared_ptr<const TokenStore>> Load(const std::string& path);
   static absl::StatusOr<std::shared_ptr<const TokenStore>> Parse(const std::string& text,
-                                                                const std::string& source);
+                                                                 const std::string& source);
 
   // The entry whose hash matches SHA-256(token), compared in constant time
   // against every entry; nullopt if none.
@@ -93,8 +93,7 @@ class TokenStore final {
 
 class Authenticator final {
  public:
-  explicit Authenticator(std::shared_ptr<const TokenStore> tokens)
-      : tokens_(std::move(tokens)) {}
+  explicit Authenticator(std::shared_ptr<const TokenStore> tokens) : tokens_(std::move(tokens)) {}
 
   // `peer` is the gRPC peer string ("unix:...", "ipv4:1.2.3.4:5", ...);
   // `authorization` the value of the authorization header, if sent.
@@ -105,8 +104,7 @@ class Authenticator final {
   // Authenticate, then PERMISSION_DENIED naming the caller, its role and the
   // RPC if the role is below RequiredRole(rpc).
   absl::StatusOr<Caller> Authorize(absl::string_view peer,
-                                   std::optional<absl::string_view> authorization,
-                                   Rpc rpc) const;
+                                   std::optional<absl::string_view> authorization, Rpc rpc) const;
 
  private:
   std::shared_ptr<const TokenStore> tokens_;

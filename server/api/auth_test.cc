@@ -6,17 +6,16 @@
 #include <fstream>
 
 #include "gtest/gtest.h"
-#include "tests/testing/temp_dir.h"
 #include "server/api/policy.h"
+#include "tests/testing/temp_dir.h"
 
 namespace traind::server {
 namespace {
 
 std::string TokensYaml() {
-  return absl::StrCat("tokens:\n",
-                      "  - {name: vera, role: viewer, sha256: ", Sha256Hex("v-token"), "}\n",
-                      "  - {name: sam, role: submitter, sha256: ", Sha256Hex("s-token"), "}\n",
-                      "  - {name: ada, role: admin, sha256: ", Sha256Hex("a-token"), "}\n");
+  return absl::StrCat("tokens:\n", "  - {name: vera, role: viewer, sha256: ", Sha256Hex("v-token"),
+                      "}\n", "  - {name: sam, role: submitter, sha256: ", Sha256Hex("s-token"),
+                      "}\n", "  - {name: ada, role: admin, sha256: ", Sha256Hex("a-token"), "}\n");
 }
 
 TEST(AuthTest, Sha256HexKnownAnswer) {
@@ -49,8 +48,10 @@ TEST(AuthTest, BadTokensFilesNameLineAndKey) {
            {"tokens:\n  - {name: a, role: admin, token: abc}\n", "f:2: tokens[0].token: unknown"},
            {"tokens:\n  - {name: local, role: admin, sha256: " + h + "}\n", "f:2: tokens[0].name"},
            {"tokens:\n  - {role: admin, sha256: " + h + "}\n", "f:2: tokens[0].name: required"},
-           {"tokens:\n  - {name: a, role: admin, sha256: " + h + "}\n  - {name: a, role: viewer, "
-            "sha256: " + h + "}\n",
+           {"tokens:\n  - {name: a, role: admin, sha256: " + h +
+                "}\n  - {name: a, role: viewer, "
+                "sha256: " +
+                h + "}\n",
             "f:3: tokens[1].name: \"a\" appears twice"},
        }) {
     auto store = TokenStore::Parse(c.text, "f");
@@ -89,7 +90,7 @@ TEST(AuthTest, RoleMatrix) {
   auto store = TokenStore::Parse(TokensYaml(), "t");
   ASSERT_TRUE(store.ok());
   Authenticator auth(*store);
-  const std::vector<Rpc> reads = {Rpc::kGetJob, Rpc::kListJobs, Rpc::kWatchJob,
+  const std::vector<Rpc> reads = {Rpc::kGetJob,       Rpc::kListJobs,    Rpc::kWatchJob,
                                   Rpc::kGetJobResult, Rpc::kListDevices, Rpc::kGetServerInfo};
   const std::vector<Rpc> writes = {Rpc::kSubmitJob, Rpc::kCancelJob};
   for (Rpc r : reads) {

@@ -84,9 +84,9 @@ absl::Status DataRoots::ConfineSpec(traind::v1::JobSpec* spec) const {
 absl::Status CheckSpecLimits(const traind::v1::JobSpec& spec, const LimitsConfig& limits) {
   const int layers = spec.model().layers_size();
   if (layers > limits.max_layers) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("spec.model.layers: ", layers, " layers, more than this traind allows (",
-                     limits.max_layers, ", limits.max_layers)"));
+    return absl::InvalidArgumentError(absl::StrCat("spec.model.layers: ", layers,
+                                                   " layers, more than this traind allows (",
+                                                   limits.max_layers, ", limits.max_layers)"));
   }
   for (int i = 0; i < layers; ++i) {
     const traind::v1::Layer& layer = spec.model().layers(i);
@@ -97,10 +97,9 @@ absl::Status CheckSpecLimits(const traind::v1::JobSpec& spec, const LimitsConfig
     }
   }
   if (spec.training().epochs() > limits.max_epochs) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("spec.training.epochs: ", spec.training().epochs(),
-                     " epochs, more than this traind allows (", limits.max_epochs,
-                     ", limits.max_epochs)"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "spec.training.epochs: ", spec.training().epochs(),
+        " epochs, more than this traind allows (", limits.max_epochs, ", limits.max_epochs)"));
   }
   return absl::OkStatus();
 }

@@ -23,8 +23,8 @@ class DataRoots final {
 
   // Resolves `path` (symlinks followed; SubmitJob passes absolute paths
   // only, having joined relative ones to the client's base_dir) and returns
-  // the resolved path if it lies inside a root. PERMISSION_DENIED naming the path (and `field`) if it resolves
-  // outside every root; INVALID_ARGUMENT if it does not exist.
+  // the resolved path if it lies inside a root. PERMISSION_DENIED naming the path (and `field`) if
+  // it resolves outside every root; INVALID_ARGUMENT if it does not exist.
   absl::StatusOr<std::string> Confine(const std::string& field, const std::string& path) const;
 
   // Confines every file path of `spec` (data.path,

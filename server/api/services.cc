@@ -17,9 +17,9 @@
 namespace traind::server {
 namespace {
 
+using google::protobuf::util::TimeUtil;
 using grpc::CallbackServerContext;
 using grpc::ServerUnaryReactor;
-using google::protobuf::util::TimeUtil;
 
 grpc::Status ToGrpc(const absl::Status& s) {
   if (s.ok()) return grpc::Status::OK;
@@ -61,7 +61,9 @@ class WatchReactor final : public grpc::ServerWriteReactor<traind::v1::JobEvent>
   static constexpr int kStoreBatch = 128;
 
   WatchReactor(Scheduler* scheduler, WorkPool* store_reads, std::string job_id, int64_t after)
-      : scheduler_(scheduler), store_reads_(store_reads), job_id_(std::move(job_id)),
+      : scheduler_(scheduler),
+        store_reads_(store_reads),
+        job_id_(std::move(job_id)),
         cursor_(after) {
     scheduler_->hub()->Subscribe(job_id_, this);
     absl::MutexLock lock(&mu_);
@@ -241,8 +243,7 @@ void TrainingServiceImpl::SetListenAddresses(std::vector<std::string> addresses)
 ServerUnaryReactor* TrainingServiceImpl::OnStoreReads(CallbackServerContext* ctx,
                                                       std::function<absl::Status()> work) {
   ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  store_reads_->Post(
-      [reactor, work = std::move(work)] { reactor->Finish(ToGrpc(work())); });
+  store_reads_->Post([reactor, work = std::move(work)] { reactor->Finish(ToGrpc(work())); });
   return reactor;
 }
 

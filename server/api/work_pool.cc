@@ -37,9 +37,8 @@ void WorkPool::Run() {
     std::function<void()> work;
     {
       absl::MutexLock lock(&mu_);
-      auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        return !work_.empty() || stopping_;
-      };
+      auto ready = [this]()
+                       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !work_.empty() || stopping_; };
       mu_.Await(absl::Condition(&ready));
       if (work_.empty()) return;  // stopping, and nothing left
       work = std::move(work_.front());

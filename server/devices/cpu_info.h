@@ -8,8 +8,8 @@
 namespace traind::server {
 
 struct CpuInfo {
-  std::string model;       // "model name" of /proc/cpuinfo
-  int cores = 0;           // CPUs this process may run on
+  std::string model;  // "model name" of /proc/cpuinfo
+  int cores = 0;      // CPUs this process may run on
   int64_t memory_total_bytes = 0;
   int64_t memory_available_bytes = 0;
 };

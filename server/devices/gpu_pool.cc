@@ -21,8 +21,7 @@ const char* GpuStateName(GpuPool::State s) {
   return "?";
 }
 
-GpuPool::GpuPool(DeviceProbe* probe, GpuPoolOptions options)
-    : probe_(probe), options_(options) {}
+GpuPool::GpuPool(DeviceProbe* probe, GpuPoolOptions options) : probe_(probe), options_(options) {}
 
 std::string GpuPool::unavailable() const {
   if (probe_ == nullptr) return "no GPU probe configured";
@@ -69,9 +68,8 @@ std::vector<std::string> GpuPool::Update(absl::Time now,
   }
   for (Gpu& g : gpus_) {
     if (g.state != State::kDraining) continue;
-    const bool process_gone =
-        std::none_of(g.last.processes.begin(), g.last.processes.end(),
-                     [&](const GpuProcess& p) { return p.pid == g.pid; });
+    const bool process_gone = std::none_of(g.last.processes.begin(), g.last.processes.end(),
+                                           [&](const GpuProcess& p) { return p.pid == g.pid; });
     const bool memory_back =
         g.last.used_bytes <= g.baseline_used_bytes + options_.drain_tolerance_bytes;
     if (states.ok() && process_gone && memory_back) {
@@ -134,9 +132,8 @@ bool GpuPool::AnyBusyOrDraining() const {
 }
 
 int GpuPool::Usable() const {
-  return static_cast<int>(std::count_if(gpus_.begin(), gpus_.end(), [](const Gpu& g) {
-    return g.state != State::kUnhealthy;
-  }));
+  return static_cast<int>(std::count_if(gpus_.begin(), gpus_.end(),
+                                        [](const Gpu& g) { return g.state != State::kUnhealthy; }));
 }
 
 int64_t GpuPool::MaxTotalBytes() const {

@@ -153,8 +153,8 @@ class FileProbe final : public DeviceProbe {
       GpuState g;
       if (f.size() < 3 || !absl::SimpleAtoi(f[1], &g.total_bytes) ||
           !absl::SimpleAtoi(f[2], &g.used_bytes)) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(path_, ":", number, ": expected UUID TOTAL_BYTES USED_BYTES [PID:BYTES ...]"));
+        return absl::InvalidArgumentError(absl::StrCat(
+            path_, ":", number, ": expected UUID TOTAL_BYTES USED_BYTES [PID:BYTES ...]"));
       }
       g.uuid = f[0];
       g.name = "file-probe GPU";

@@ -1,8 +1,8 @@
 #include "server/launch/local_launcher.h"
 
 #include <fcntl.h>
-#include <spawn.h>
 #include <signal.h>
+#include <spawn.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/prctl.h>
@@ -235,8 +235,8 @@ absl::StatusOr<int> LocalLauncher::LaunchThroughZygote(const LaunchRequest& requ
     return reply.status();
   }
   if (reply->pid <= 0) {
-    return absl::UnavailableError(absl::StrCat("zygote: ", reply->what, ": ",
-                                               strerror(reply->error)));
+    return absl::UnavailableError(
+        absl::StrCat("zygote: ", reply->what, ": ", strerror(reply->error)));
   }
   {
     absl::MutexLock lock(&mu_);
@@ -394,7 +394,8 @@ void LocalLauncher::ReapLoop() {
 absl::StatusOr<std::vector<std::string>> ProbeWorkerBackends(const std::string& worker_path,
                                                              const std::vector<std::string>& env) {
   int out[2];
-  if (pipe2(out, O_CLOEXEC) != 0) return absl::InternalError(absl::StrCat("pipe: ", strerror(errno)));
+  if (pipe2(out, O_CLOEXEC) != 0)
+    return absl::InternalError(absl::StrCat("pipe: ", strerror(errno)));
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_adddup2(&actions, out[1], 1);
@@ -426,7 +427,8 @@ absl::StatusOr<std::vector<std::string>> ProbeWorkerBackends(const std::string& 
     return absl::FailedPreconditionError(
         absl::StrCat(worker_path, " --capabilities failed (status ", status, ")"));
   }
-  std::vector<std::string> backends = absl::StrSplit(text, absl::ByAnyChar(" \n"), absl::SkipEmpty());
+  std::vector<std::string> backends =
+      absl::StrSplit(text, absl::ByAnyChar(" \n"), absl::SkipEmpty());
   return backends;
 }
 

@@ -91,7 +91,7 @@ class LocalLauncher final : public Launcher {
   // Exits reaped before their pid was tracked, and those now claimed.
   std::map<int, ProcessExit> unclaimed_ ABSL_GUARDED_BY(mu_);
   std::vector<ProcessExit> ready_ ABSL_GUARDED_BY(mu_);
-  int zygote_pid_ ABSL_GUARDED_BY(mu_) = 0;     // the current zygote
+  int zygote_pid_ ABSL_GUARDED_BY(mu_) = 0;         // the current zygote
   std::set<int> zygote_pids_ ABSL_GUARDED_BY(mu_);  // every zygote not yet reaped
   int callbacks_running_ ABSL_GUARDED_BY(mu_) = 0;
   int epoll_fd_ = -1;

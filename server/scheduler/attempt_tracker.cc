@@ -51,8 +51,7 @@ void LiveAttempt::StopPeers(Launcher* launcher, int except_rank) {
   // device (NCCL finalize, the CUDA context): not cut short here. The
   // heartbeat timeout still ends it if it hangs.
   for (size_t r = 0; r < rank_pids.size(); ++r) {
-    if (!rank_alive[r] || static_cast<int>(r) == except_rank || rank_failed[r] ||
-        rank_killed[r]) {
+    if (!rank_alive[r] || static_cast<int>(r) == except_rank || rank_failed[r] || rank_killed[r]) {
       continue;
     }
     rank_killed[r] = true;
@@ -105,10 +104,9 @@ void LiveAttempt::ExplainRankExit(int rank, const ProcessExit& exit, Launcher* l
   // cause, and it is retried.
   const bool killed_by_traind = exit.signal == SIGKILL && rank_killed[rank];
   if (!clean && !rank_failed[rank] && !killed_by_traind) {
-    const bool replace = !failure.has_value() ||
-                         (failure_rank >= 0 && failure_rank != rank &&
-                          (failure->reason() == Failure::DEVICE_ERROR ||
-                           failure->reason() == Failure::WORKER_CRASHED));
+    const bool replace = !failure.has_value() || (failure_rank >= 0 && failure_rank != rank &&
+                                                  (failure->reason() == Failure::DEVICE_ERROR ||
+                                                   failure->reason() == Failure::WORKER_CRASHED));
     if (replace) {
       Failure f;
       f.set_reason(Failure::WORKER_CRASHED);
@@ -119,8 +117,8 @@ void LiveAttempt::ExplainRankExit(int rank, const ProcessExit& exit, Launcher* l
       f.set_exit_code(exit.exit_code);
       f.set_signal(exit.signal);
       if (failure.has_value()) {
-        LogWarning("rank crash job=%s task=%d attempt=%d: %s (rank %d reported: %s)", job_id,
-                   task, number, f.message(), failure_rank, failure->message());
+        LogWarning("rank crash job=%s task=%d attempt=%d: %s (rank %d reported: %s)", job_id, task,
+                   number, f.message(), failure_rank, failure->message());
       }
       failure = f;
       failure_rank = -1;
@@ -157,12 +155,10 @@ Failure LiveAttempt::Outcome(const ProcessExit& exit) const {
   return f;
 }
 
-void LiveAttempt::Rendezvous(int rank, int world_size, const std::string& id,
-                             RendezvousDone done) {
+void LiveAttempt::Rendezvous(int rank, int world_size, const std::string& id, RendezvousDone done) {
   if (world_size != static_cast<int>(rank_pids.size())) {
-    done(absl::InvalidArgumentError(absl::StrCat("world_size ", world_size,
-                                                 ", but the attempt has ", rank_pids.size(),
-                                                 " ranks")));
+    done(absl::InvalidArgumentError(absl::StrCat(
+        "world_size ", world_size, ", but the attempt has ", rank_pids.size(), " ranks")));
     return;
   }
   if (rank == 0) {
@@ -182,9 +178,9 @@ void LiveAttempt::Rendezvous(int rank, int world_size, const std::string& id,
   }
   if (failure.has_value() || !rank_alive[0]) {
     // Rank 0 will never post: fail now rather than at the worker's timeout.
-    done(absl::AbortedError(absl::StrCat(
-        "the attempt failed before rank 0 posted its NCCL id: ",
-        failure.has_value() ? failure->message() : std::string("rank 0 exited"))));
+    done(absl::AbortedError(
+        absl::StrCat("the attempt failed before rank 0 posted its NCCL id: ",
+                     failure.has_value() ? failure->message() : std::string("rank 0 exited"))));
     return;
   }
   rendezvous_waiters.push_back(std::move(done));

@@ -7,8 +7,8 @@
 // Thread-safety: thread-safe. Subscribers are called with the hub's lock
 // held (from the scheduler, on its store writer's thread, which every later
 // store write waits on): they only enqueue — no store reads, nothing that
-// blocks — and must not call back into the hub or the scheduler. (api/services.cc's WatchReactor reads the store on a
-// work pool.)
+// blocks — and must not call back into the hub or the scheduler. (api/services.cc's WatchReactor
+// reads the store on a work pool.)
 #ifndef TRAIND_SERVER_SCHEDULER_EVENT_HUB_H_
 #define TRAIND_SERVER_SCHEDULER_EVENT_HUB_H_
 

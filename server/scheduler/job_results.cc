@@ -9,8 +9,8 @@
 
 #include "absl/strings/numbers.h"
 #include "server/log.h"
-#include "spec/validation.h"
 #include "spec/task_plan.h"
+#include "spec/validation.h"
 
 namespace traind::server {
 

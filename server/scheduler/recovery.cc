@@ -45,8 +45,8 @@ absl::Status Scheduler::Recover() {
       LogInfo("gpus none: %s", gpus_.unavailable());
     }
     for (const GpuPool::Gpu& g : gpus_.gpus()) {
-      LogInfo("gpu%d %s %s total=%d used=%d", g.index, g.last.uuid, g.last.name,
-              g.last.total_bytes, g.last.used_bytes);
+      LogInfo("gpu%d %s %s total=%d used=%d", g.index, g.last.uuid, g.last.name, g.last.total_bytes,
+              g.last.used_bytes);
     }
     int requeued = 0;
     for (size_t j = 0; j < jobs->size(); ++j) {
@@ -70,8 +70,7 @@ absl::Status Scheduler::Recover() {
       MaybeFinishJobLocked(ref);
       EraseIfEndedLocked(id);
     }
-    LogInfo("store recovered jobs=%d tasks_requeued=%d", static_cast<int>(jobs_.size()),
-            requeued);
+    LogInfo("store recovered jobs=%d tasks_requeued=%d", static_cast<int>(jobs_.size()), requeued);
   }
   FinishMerges();
   return absl::OkStatus();

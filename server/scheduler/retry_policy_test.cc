@@ -74,15 +74,16 @@ TEST(RetryPolicyTest, GpuOutOfMemoryByGpusElsewhere) {
     int elsewhere, needed;
     RetryDecision expected;
   };
-  const Row table[] = {{0, 1, kFail}, {1, 1, kRetry}, {1, 2, kFail}, {2, 2, kRetry}, {3, 2, kRetry}};
+  const Row table[] = {
+      {0, 1, kFail}, {1, 1, kRetry}, {1, 2, kFail}, {2, 2, kRetry}, {3, 2, kRetry}};
   for (const Row& row : table) {
     FailedAttempt a;
     a.reason = Failure::OUT_OF_MEMORY;
     a.on_gpus = true;
     a.gpus_elsewhere = row.elsewhere;
     a.gpus_needed = row.needed;
-    EXPECT_EQ(DecideRetry(a, 0), row.expected) << row.elsewhere << " elsewhere, " << row.needed
-                                               << " needed";
+    EXPECT_EQ(DecideRetry(a, 0), row.expected)
+        << row.elsewhere << " elsewhere, " << row.needed << " needed";
   }
 }
 

@@ -2,7 +2,6 @@
 
 #include <signal.h>
 
-
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "google/protobuf/util/time_util.h"
@@ -10,8 +9,8 @@
 #include "server/scheduler/attempt_secrets.h"
 #include "server/scheduler/list_jobs_query.h"
 #include "server/scheduler/retry_policy.h"
-#include "spec/validation.h"
 #include "spec/task_plan.h"
+#include "spec/validation.h"
 
 namespace traind::server {
 namespace {
@@ -33,9 +32,9 @@ Scheduler::Scheduler(SchedulerOptions options, JobStore* store, Launcher* launch
       clock_(options_.clock != nullptr ? options_.clock : SystemClock::Get()),
       store_(store),
       launcher_(launcher),
-      writer_([store](const StoreMutation& m, const std::string& job_id) {
-        return store->Apply(m, job_id);
-      }, &hub_),
+      writer_([store](const StoreMutation& m,
+                      const std::string& job_id) { return store->Apply(m, job_id); },
+              &hub_),
       gpus_(options_.gpu_probe, options_.gpu),
       last_loop_(clock_->Now()) {
   launcher_->SetExitCallback([this](const ProcessExit& e) { OnExit(e); });
@@ -103,8 +102,8 @@ void Scheduler::Loop() {
     }
     wake_ = false;
     auto woken = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return wake_ || loop_exit_; };
-    mu_.AwaitWithTimeout(absl::Condition(&woken), gpus_.AnyDraining() ? absl::Milliseconds(100)
-                                                                       : absl::Milliseconds(250));
+    mu_.AwaitWithTimeout(absl::Condition(&woken),
+                         gpus_.AnyDraining() ? absl::Milliseconds(100) : absl::Milliseconds(250));
   }
   mu_.Unlock();
 }
@@ -118,9 +117,8 @@ JobEvent* Scheduler::NewEventLocked(LiveJob& lj) {
 }
 
 JobChange Scheduler::ChangeLocked(LiveJob& lj) {
-  return JobChange(&lj.job, [this, &lj]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
-    return NewEventLocked(lj);
-  });
+  return JobChange(&lj.job,
+                   [this, &lj]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return NewEventLocked(lj); });
 }
 
 void Scheduler::CommitLocked(LiveJob& lj, StoreMutation& m) {
@@ -172,9 +170,9 @@ absl::StatusOr<Job> Scheduler::Submit(const JobSpec& spec, const SubmitOptions& 
   if (spec.resources().device() == traind::v1::GPU) {
     const int usable = options_.worker_has_gpu_backend ? gpus_.Usable() : 0;
     if (spec.resources().count() > usable) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "spec.resources.count: ", spec.resources().count(), " GPUs per task, but this server has ",
-          usable, " usable"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("spec.resources.count: ", spec.resources().count(),
+                       " GPUs per task, but this server has ", usable, " usable"));
     }
     if (options.gpu_memory_bytes > gpus_.MaxTotalBytes()) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -214,7 +212,8 @@ void Scheduler::EnqueueLocked(const LiveJob& lj, int task) {
 int Scheduler::QueuedJobs(const std::string& owner) {
   absl::MutexLock lock(&mu_);
   int n = 0;
-  for (const auto& [id, lj] : jobs_) n += lj->job.owner() == owner && lj->job.state() == Job::QUEUED;
+  for (const auto& [id, lj] : jobs_)
+    n += lj->job.owner() == owner && lj->job.state() == Job::QUEUED;
   return n;
 }
 
@@ -227,8 +226,7 @@ Job Scheduler::ViewLocked(const LiveJob& lj) {
       return DependenciesDoneLocked(lj, task);
     };
     c.at_job_limit = cap > 0 && static_cast<int>(lj.attempts.size()) >= cap;
-    c.devices_draining =
-        view.spec().resources().device() == traind::v1::GPU && gpus_.AnyDraining();
+    c.devices_draining = view.spec().resources().device() == traind::v1::GPU && gpus_.AnyDraining();
     queue_.DescribeWaiting(&view, c);
   }
   return view;
@@ -524,8 +522,7 @@ void Scheduler::FinishAttemptLocked(LiveJob& lj, int task, const Failure* failur
                    la.number, la.pid, ReasonName(failure->reason()), failure->message());
         if (!job.has_failure()) {
           *job.mutable_failure() = *failure;
-          job.mutable_failure()->set_message(
-              absl::StrCat("fold ", task, ": ", failure->message()));
+          job.mutable_failure()->set_message(absl::StrCat("fold ", task, ": ", failure->message()));
         }
         break;
     }

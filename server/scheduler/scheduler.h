@@ -22,10 +22,10 @@
 
 #include <deque>
 #include <functional>
-#include <set>
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <utility>
@@ -210,15 +210,15 @@ class Scheduler final {
   struct LaunchPlan {
     std::string job_id;
     int task = 0;
-    std::string dir;  // the task's directory (created by the launch)
+    std::string dir;              // the task's directory (created by the launch)
     traind::v1::Attempt attempt;  // added to the task once launched
     std::vector<LaunchRequest> ranks;
     std::vector<std::string> gpu_uuids;
   };
   struct LaunchOutcome {
-    std::vector<int> pids;  // of the ranks started, in rank order
-    absl::Status status;    // the first rank that could not start
-    bool attempted = false; // the directory exists and a launch was tried
+    std::vector<int> pids;   // of the ranks started, in rank order
+    absl::Status status;     // the first rank that could not start
+    bool attempted = false;  // the directory exists and a launch was tried
   };
 
   void Loop();
@@ -314,7 +314,7 @@ class Scheduler final {
   int launches_in_flight_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<PredictionsMerge> merges_ ABSL_GUARDED_BY(mu_);
   std::deque<traind::v1::JobEvent> pending_events_ ABSL_GUARDED_BY(mu_);  // stable addresses
-  int running_ ABSL_GUARDED_BY(mu_) = 0;  // CPU tasks
+  int running_ ABSL_GUARDED_BY(mu_) = 0;                                  // CPU tasks
   GpuPool gpus_ ABSL_GUARDED_BY(mu_);
   std::map<int, std::string> gpu_last_job_ ABSL_GUARDED_BY(mu_);  // GPU index -> job id
   absl::Time last_gpu_refresh_ ABSL_GUARDED_BY(mu_);

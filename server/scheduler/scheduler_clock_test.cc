@@ -37,9 +37,7 @@ class SchedulerClockTest : public ::testing::Test {
     ASSERT_TRUE(scheduler_->Recover().ok());
     scheduler_->Start();
   }
-  void TearDown() override {
-    scheduler_.reset();
-  }
+  void TearDown() override { scheduler_.reset(); }
 
   bool Signalled(int pid, int sig) {
     for (auto [p, s] : launcher_.signals()) {
@@ -73,7 +71,7 @@ TEST_F(SchedulerClockTest, HeartbeatsKeepAWorkerAliveUntilItFallsSilent) {
   ASSERT_TRUE(launcher_.WaitForLaunches(1));
   auto l = launcher_.launched()[0];
   ASSERT_TRUE(scheduler_->GetTask(CredentialsOf(l)).ok());  // the launch is recorded
-  for (int i = 0; i < 10; ++i) {  // five minutes of heartbeats every 29 s
+  for (int i = 0; i < 10; ++i) {                            // five minutes of heartbeats every 29 s
     Advance(absl::Seconds(29));
     ASSERT_TRUE(scheduler_->Heartbeat(CredentialsOf(l)).ok());
   }

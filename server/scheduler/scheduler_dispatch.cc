@@ -72,8 +72,8 @@ Scheduler::LaunchPlan Scheduler::PlanLaunchLocked(LiveJob& lj, int task,
   LaunchPlan plan;
   plan.job_id = job.id();
   plan.task = task;
-  const std::filesystem::path dir = std::filesystem::path(options_.state_dir) / "jobs" /
-                                    job.id() / absl::StrCat("task-", task);
+  const std::filesystem::path dir =
+      std::filesystem::path(options_.state_dir) / "jobs" / job.id() / absl::StrCat("task-", task);
   plan.dir = dir.string();
   plan.attempt.set_number(number);
   *plan.attempt.mutable_start_time() = NowProto();
@@ -96,10 +96,8 @@ Scheduler::LaunchPlan Scheduler::PlanLaunchLocked(LiveJob& lj, int task,
   const std::string visible = absl::StrJoin(plan.gpu_uuids, ",");
   for (int rank = 0; rank < world; ++rank) {
     LaunchRequest& req = plan.ranks.emplace_back();
-    req.argv = {options_.worker_path,
-                absl::StrCat("--server=", options_.worker_address),
-                absl::StrCat("--job=", job.id()),
-                absl::StrCat("--task=", task),
+    req.argv = {options_.worker_path, absl::StrCat("--server=", options_.worker_address),
+                absl::StrCat("--job=", job.id()), absl::StrCat("--task=", task),
                 absl::StrCat("--attempt=", number)};
     if (world > 1) {
       req.argv.push_back(absl::StrCat("--rank=", rank));
@@ -109,9 +107,9 @@ Scheduler::LaunchPlan Scheduler::PlanLaunchLocked(LiveJob& lj, int task,
                absl::StrCat("OMP_NUM_THREADS=", options_.worker_threads),
                absl::StrCat("CUDA_VISIBLE_DEVICES=", visible), "CUDA_DEVICE_ORDER=PCI_BUS_ID"};
     req.env.insert(req.env.end(), options_.worker_env.begin(), options_.worker_env.end());
-    req.log_path = rank == 0 ? plan.attempt.log_path()
-                             : (dir / absl::StrCat("attempt-", number, ".rank-", rank, ".log"))
-                                   .string();
+    req.log_path = rank == 0
+                       ? plan.attempt.log_path()
+                       : (dir / absl::StrCat("attempt-", number, ".rank-", rank, ".log")).string();
   }
   lj.attempts[task] = std::move(la);
   return plan;
@@ -170,8 +168,8 @@ void Scheduler::RecordLaunchLocked(const LaunchPlan& plan, const LaunchOutcome& 
     // Some ranks run: stop them; the attempt ends when they have exited.
     Failure f;
     f.set_reason(Failure::WORKER_CRASHED);
-    f.set_message(absl::StrCat("cannot start rank ", outcome.pids.size(), ": ",
-                               outcome.status.message()));
+    f.set_message(
+        absl::StrCat("cannot start rank ", outcome.pids.size(), ": ", outcome.status.message()));
     la.failure = f;
     la.all_exits_clean = false;
     la.Signal(launcher_, SIGKILL);
@@ -259,9 +257,10 @@ void Scheduler::EnforceDeadlinesLocked() {
         continue;
       }
       if (la.kill_at.has_value() && now >= *la.kill_at) {
-        LogWarning("task kill job=%s task=%d attempt=%d pid=%d: did not stop within the grace "
-                   "period",
-                   id, task, la.number, la.pid);
+        LogWarning(
+            "task kill job=%s task=%d attempt=%d pid=%d: did not stop within the grace "
+            "period",
+            id, task, la.number, la.pid);
         la.Signal(launcher_, SIGKILL);
         la.kill_at.reset();
       }

@@ -5,8 +5,8 @@
 #include <cmath>
 #include <filesystem>
 #include <functional>
-#include <memory>
 #include <map>
+#include <memory>
 #include <string>
 
 #include "gtest/gtest.h"
@@ -59,7 +59,6 @@ class SchedulerTest : public ::testing::Test {
     launcher_.reset();
     store_.reset();
   }
-
 
   // Plays a worker that trains `epochs` epochs and succeeds with `val_accuracy`.
   void RunWorker(const FakeLauncher::Launched& l, double val_accuracy, int epochs = 2) {
@@ -407,9 +406,9 @@ TEST_F(SchedulerTest, HigherPriorityRunsFirstFifoWithin) {
     order.push_back(l.Arg("job") + "/" + l.Arg("task"));
     RunWorker(l, 1.0);
   }
-  EXPECT_EQ(order, (std::vector<std::string>{high1->id() + "/0", high1->id() + "/1",
-                                             high2->id() + "/0", high2->id() + "/1",
-                                             low->id() + "/0", low->id() + "/1"}));
+  EXPECT_EQ(order,
+            (std::vector<std::string>{high1->id() + "/0", high1->id() + "/1", high2->id() + "/0",
+                                      high2->id() + "/1", low->id() + "/0", low->id() + "/1"}));
 }
 
 TEST_F(SchedulerTest, MaxParallelTasksCapsAJob) {
@@ -761,7 +760,8 @@ TEST_F(GpuSchedulerTest, MultiGpuTaskRunsOneRankPerGpuAndMeetsAtRendezvous) {
   });
   EXPECT_FALSE(called1);
   absl::StatusOr<std::string> got0 = absl::UnknownError("not called");
-  scheduler_->Rendezvous(c0, 2, "nccl-id-bytes", [&](absl::StatusOr<std::string> id) { got0 = id; });
+  scheduler_->Rendezvous(c0, 2, "nccl-id-bytes",
+                         [&](absl::StatusOr<std::string> id) { got0 = id; });
   ASSERT_TRUE(called1);
   EXPECT_EQ(*got1, "nccl-id-bytes");
   EXPECT_EQ(*got0, "nccl-id-bytes");

@@ -27,8 +27,8 @@ absl::StatusOr<Scheduler::LiveJob*> Scheduler::AuthLocked(const traind::v1::Atte
   auto it = jobs_.find(c.job_id());
   if (it != jobs_.end()) {
     auto ait = it->second->attempts.find(c.task());
-    if (ait != it->second->attempts.end() && ait->second.number == c.attempt() &&
-        c.rank() >= 0 && c.rank() < static_cast<int>(ait->second.rank_pids.size()) &&
+    if (ait != it->second->attempts.end() && ait->second.number == c.attempt() && c.rank() >= 0 &&
+        c.rank() < static_cast<int>(ait->second.rank_pids.size()) &&
         SecretMatches(ait->second.secret, c.secret())) {
       ait->second.last_seen = clock_->Now();
       *attempt = &ait->second;

@@ -20,15 +20,15 @@ struct Transition {
 // (from STATE_UNSPECIFIED).
 constexpr Transition<Job::State> kJobTransitions[] = {
     {Job::STATE_UNSPECIFIED, Job::QUEUED},
-    {Job::QUEUED, Job::RUNNING},          // its first task starts
-    {Job::QUEUED, Job::CANCELLING},       // CancelJob
-    {Job::RUNNING, Job::CANCELLING},      // CancelJob
-    {Job::QUEUED, Job::FAILED},           // no task could start
-    {Job::QUEUED, Job::CANCELLED},        // cancelled before any task started
-    {Job::RUNNING, Job::SUCCEEDED},       // every task succeeded
-    {Job::RUNNING, Job::FAILED},          // a task failed
-    {Job::RUNNING, Job::CANCELLED},       // a task was cancelled
-    {Job::CANCELLING, Job::SUCCEEDED},    // the last tasks finished anyway
+    {Job::QUEUED, Job::RUNNING},        // its first task starts
+    {Job::QUEUED, Job::CANCELLING},     // CancelJob
+    {Job::RUNNING, Job::CANCELLING},    // CancelJob
+    {Job::QUEUED, Job::FAILED},         // no task could start
+    {Job::QUEUED, Job::CANCELLED},      // cancelled before any task started
+    {Job::RUNNING, Job::SUCCEEDED},     // every task succeeded
+    {Job::RUNNING, Job::FAILED},        // a task failed
+    {Job::RUNNING, Job::CANCELLED},     // a task was cancelled
+    {Job::CANCELLING, Job::SUCCEEDED},  // the last tasks finished anyway
     {Job::CANCELLING, Job::FAILED},
     {Job::CANCELLING, Job::CANCELLED},
 };
@@ -75,8 +75,7 @@ bool IsAllowedTransition(Task::State from, Task::State to) {
   return Allowed(kTaskTransitions, from, to);
 }
 
-JobChange::JobChange(Job* job, NewEvent new_event)
-    : job_(job), new_event_(std::move(new_event)) {}
+JobChange::JobChange(Job* job, NewEvent new_event) : job_(job), new_event_(std::move(new_event)) {}
 
 traind::v1::JobStateChange* JobChange::SetJobState(Job::State to) {
   if (!IsAllowedTransition(job_->state(), to)) {

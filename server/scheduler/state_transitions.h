@@ -47,7 +47,7 @@ class JobChange {
   // Sets task `task`'s state; returns its task_state event (task, attempt,
   // state and pid set) for the caller to add a failure or a result.
   traind::v1::TaskStateChange* SetTaskState(int task, traind::v1::Task::State to, int attempt,
-                                           int pid = 0);
+                                            int pid = 0);
   // A task_state event that changes no state (resumed, warning).
   traind::v1::TaskStateChange* TaskEvent(int task, int attempt, int pid);
   // A new event of the job (for kinds without a state: epochs, devices).

@@ -17,12 +17,18 @@ using traind::v1::Task;
 // refused.
 TEST(StateTransitionsTest, JobTable) {
   const std::set<std::pair<Job::State, Job::State>> allowed = {
-      {Job::STATE_UNSPECIFIED, Job::QUEUED}, {Job::QUEUED, Job::RUNNING},
-      {Job::QUEUED, Job::CANCELLING},        {Job::RUNNING, Job::CANCELLING},
-      {Job::QUEUED, Job::FAILED},            {Job::QUEUED, Job::CANCELLED},
-      {Job::RUNNING, Job::SUCCEEDED},        {Job::RUNNING, Job::FAILED},
-      {Job::RUNNING, Job::CANCELLED},        {Job::CANCELLING, Job::SUCCEEDED},
-      {Job::CANCELLING, Job::FAILED},        {Job::CANCELLING, Job::CANCELLED},
+      {Job::STATE_UNSPECIFIED, Job::QUEUED},
+      {Job::QUEUED, Job::RUNNING},
+      {Job::QUEUED, Job::CANCELLING},
+      {Job::RUNNING, Job::CANCELLING},
+      {Job::QUEUED, Job::FAILED},
+      {Job::QUEUED, Job::CANCELLED},
+      {Job::RUNNING, Job::SUCCEEDED},
+      {Job::RUNNING, Job::FAILED},
+      {Job::RUNNING, Job::CANCELLED},
+      {Job::CANCELLING, Job::SUCCEEDED},
+      {Job::CANCELLING, Job::FAILED},
+      {Job::CANCELLING, Job::CANCELLED},
   };
   for (int from = Job::State_MIN; from <= Job::State_MAX; ++from) {
     for (int to = Job::State_MIN; to <= Job::State_MAX; ++to) {
@@ -35,12 +41,18 @@ TEST(StateTransitionsTest, JobTable) {
 
 TEST(StateTransitionsTest, TaskTable) {
   const std::set<std::pair<Task::State, Task::State>> allowed = {
-      {Task::STATE_UNSPECIFIED, Task::QUEUED}, {Task::QUEUED, Task::STARTING},
-      {Task::QUEUED, Task::FAILED},            {Task::QUEUED, Task::CANCELLED},
-      {Task::STARTING, Task::RUNNING},         {Task::STARTING, Task::QUEUED},
-      {Task::RUNNING, Task::QUEUED},           {Task::STARTING, Task::SUCCEEDED},
-      {Task::STARTING, Task::FAILED},          {Task::STARTING, Task::CANCELLED},
-      {Task::RUNNING, Task::SUCCEEDED},        {Task::RUNNING, Task::FAILED},
+      {Task::STATE_UNSPECIFIED, Task::QUEUED},
+      {Task::QUEUED, Task::STARTING},
+      {Task::QUEUED, Task::FAILED},
+      {Task::QUEUED, Task::CANCELLED},
+      {Task::STARTING, Task::RUNNING},
+      {Task::STARTING, Task::QUEUED},
+      {Task::RUNNING, Task::QUEUED},
+      {Task::STARTING, Task::SUCCEEDED},
+      {Task::STARTING, Task::FAILED},
+      {Task::STARTING, Task::CANCELLED},
+      {Task::RUNNING, Task::SUCCEEDED},
+      {Task::RUNNING, Task::FAILED},
       {Task::RUNNING, Task::CANCELLED},
   };
   for (int from = Task::State_MIN; from <= Task::State_MAX; ++from) {

@@ -26,7 +26,8 @@ class FakeStore {
       row += " job_tasks:" + std::to_string(m.job->tasks_size());
     }
     for (const traind::v1::Task* t : m.tasks) row += " task:" + std::to_string(t->index());
-    for (const traind::v1::EpochMetrics* e : m.epochs) row += " epoch:" + std::to_string(e->epoch());
+    for (const traind::v1::EpochMetrics* e : m.epochs)
+      row += " epoch:" + std::to_string(e->epoch());
     for (const JobEvent* e : m.events) {
       row += " event:" + std::to_string(e->sequence());
       stored_sequences_.push_back(e->sequence());

@@ -186,19 +186,19 @@ class Stmt {
   int rc_ = SQLITE_OK;
 };
 
-#define STORE_RETURN_IF_ERROR(expr)        \
-  do {                                     \
-    absl::Status _s = (expr);              \
-    if (!_s.ok()) return _s;               \
+#define STORE_RETURN_IF_ERROR(expr) \
+  do {                              \
+    absl::Status _s = (expr);       \
+    if (!_s.ok()) return _s;        \
   } while (0)
 
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<JobStore>> JobStore::Open(const std::string& path) {
   sqlite3* db = nullptr;
-  int rc = sqlite3_open_v2(path.c_str(), &db,
-                           SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX,
-                           nullptr);
+  int rc =
+      sqlite3_open_v2(path.c_str(), &db,
+                      SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX, nullptr);
   if (rc != SQLITE_OK) {
     std::string msg = db ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
     sqlite3_close(db);
@@ -232,13 +232,14 @@ absl::Status JobStore::Migrate() {
     version = *row ? st.Int(0) : 0;
   }
   if (version > kSchemaVersion) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "the store was written by a newer traind (schema ", version, ", this one knows ",
-        kSchemaVersion, ")"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("the store was written by a newer traind (schema ", version,
+                     ", this one knows ", kSchemaVersion, ")"));
   }
   bool legacy = false;  // tables of schema 1, which set no user_version
   {
-    Stmt st(db_, stmts_.get(), "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'jobs'");
+    Stmt st(db_, stmts_.get(),
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'jobs'");
     STORE_RETURN_IF_ERROR(st.status());
     absl::StatusOr<bool> row = st.Step();
     if (!row.ok()) return row.status();
@@ -254,7 +255,8 @@ absl::Status JobStore::Migrate() {
     }
     if (legacy || version == 2) {
       bool has_attempts = false;
-      Stmt st(db_, stmts_.get(), "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'attempts'");
+      Stmt st(db_, stmts_.get(),
+              "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'attempts'");
       STORE_RETURN_IF_ERROR(st.status());
       absl::StatusOr<bool> row = st.Step();
       if (!row.ok()) return row.status();
@@ -528,7 +530,8 @@ absl::StatusOr<std::vector<Job>> JobStore::ListJobs(const JobListFilter& f,
 absl::StatusOr<std::vector<traind::v1::JobEvent>> JobStore::ReadEvents(const std::string& job_id,
                                                                        int64_t after, int limit) {
   absl::MutexLock lock(&mu_);
-  Stmt st(db_, stmts_.get(), "SELECT event FROM events WHERE job_id = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3");
+  Stmt st(db_, stmts_.get(),
+          "SELECT event FROM events WHERE job_id = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3");
   STORE_RETURN_IF_ERROR(st.status());
   st.Bind(1, job_id);
   st.Bind(2, after);
@@ -543,8 +546,8 @@ absl::StatusOr<std::vector<traind::v1::JobEvent>> JobStore::ReadEvents(const std
   return events;
 }
 
-absl::StatusOr<std::optional<std::string>> JobStore::FindByIdempotencyKey(
-    const std::string& owner, const std::string& key) {
+absl::StatusOr<std::optional<std::string>> JobStore::FindByIdempotencyKey(const std::string& owner,
+                                                                          const std::string& key) {
   absl::MutexLock lock(&mu_);
   Stmt st(db_, stmts_.get(), "SELECT id FROM jobs WHERE owner = ?1 AND idem_key = ?2");
   STORE_RETURN_IF_ERROR(st.status());

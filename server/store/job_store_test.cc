@@ -15,9 +15,7 @@ using traind::v1::Task;
 
 class JobStoreTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    Reopen();
-  }
+  void SetUp() override { Reopen(); }
   void TearDown() override { store_.reset(); }
   void Reopen() {
     store_.reset();

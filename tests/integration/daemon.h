@@ -79,7 +79,8 @@ class Daemon {
     channel_args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 50);
     channel_args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 50);
     channel_args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 200);
-    channel_ = grpc::CreateCustomChannel(address_, grpc::InsecureChannelCredentials(), channel_args);
+    channel_ =
+        grpc::CreateCustomChannel(address_, grpc::InsecureChannelCredentials(), channel_args);
     stub_ = traind::v1::TrainingService::NewStub(channel_);
     for (int i = 0; i < 200; ++i) {
       int status;
@@ -156,7 +157,8 @@ inline absl::StatusOr<traind::v1::Job> SubmitJob(traind::v1::TrainingService::St
   traind::v1::Job job;
   auto ctx = Ctx();
   grpc::Status s = stub->SubmitJob(ctx.get(), req, &job);
-  if (!s.ok()) return absl::Status(static_cast<absl::StatusCode>(s.error_code()), s.error_message());
+  if (!s.ok())
+    return absl::Status(static_cast<absl::StatusCode>(s.error_code()), s.error_message());
   return job;
 }
 

@@ -1,5 +1,7 @@
 // End to end: the real traind and traind-worker binaries, over gRPC on a
 // unix socket, with the iris data.
+#include "tests/integration/daemon.h"
+
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -9,8 +11,8 @@
 #include <fstream>
 #include <functional>
 #include <map>
-#include <sstream>
 #include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -19,9 +21,8 @@
 #include "absl/strings/str_split.h"
 #include "google/protobuf/util/json_util.h"
 #include "google/protobuf/util/message_differencer.h"
-#include "gtest/gtest.h"
 #include "grpc/health/v1/health.grpc.pb.h"
-#include "tests/integration/daemon.h"
+#include "gtest/gtest.h"
 #include "spec/loader.h"
 
 namespace traind::testing {
@@ -45,13 +46,14 @@ traind::v1::JobSpec IrisSpec() {
 class DaemonTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    daemon_ = std::make_unique<Daemon>(dir_.path() + "/state",
-                                       std::vector<std::string>{"--cpu-slots=2"});
+    daemon_ =
+        std::make_unique<Daemon>(dir_.path() + "/state", std::vector<std::string>{"--cpu-slots=2"});
     ASSERT_TRUE(daemon_->Start()) << daemon_->Log();
   }
   void TearDown() override {
     daemon_->Stop();
-    if (HasFailure() || getenv("TRAIND_TEST_SHOW_LOG")) std::cerr << "--- traind log ---\n" << daemon_->Log();
+    if (HasFailure() || getenv("TRAIND_TEST_SHOW_LOG"))
+      std::cerr << "--- traind log ---\n" << daemon_->Log();
   }
 
   absl::StatusOr<Job> Submit(const traind::v1::JobSpec& spec) {
@@ -297,16 +299,17 @@ TEST_F(DaemonTest, InvalidSpecsAreRejectedWithTheFieldPathAndNothingIsStored) {
        "cross_validation.folds"},
       {"more folds than rows", [](auto* s) { s->mutable_cross_validation()->set_folds(151); },
        "cross_validation.folds"},
-      {"epochs and batches", [](auto* s) { s->mutable_training()->set_batches(100); },
-       "training"},
+      {"epochs and batches", [](auto* s) { s->mutable_training()->set_batches(100); }, "training"},
       {"neither epochs nor batches", [](auto* s) { s->mutable_training()->clear_epochs(); },
        "training"},
       {"batch size 0", [](auto* s) { s->mutable_training()->set_batch_size(0); },
        "training.batch_size"},
       {"empty model", [](auto* s) { s->mutable_model()->clear_layers(); }, "model.layers"},
-      {"zero units", [](auto* s) { s->mutable_model()->mutable_layers(0)->mutable_dense()->set_units(0); },
+      {"zero units",
+       [](auto* s) { s->mutable_model()->mutable_layers(0)->mutable_dense()->set_units(0); },
        "model.layers[0].dense.units"},
-      {"output width", [](auto* s) { s->mutable_model()->mutable_layers(1)->mutable_dense()->set_units(4); },
+      {"output width",
+       [](auto* s) { s->mutable_model()->mutable_layers(1)->mutable_dense()->set_units(4); },
        "model.layers[1].dense.units"},
       {"no optimizer", [](auto* s) { s->clear_optimizer(); }, "optimizer"},
       {"gpu", [](auto* s) { s->mutable_resources()->set_device(traind::v1::GPU); },
@@ -326,10 +329,10 @@ TEST_F(DaemonTest, InvalidSpecsAreRejectedWithTheFieldPathAndNothingIsStored) {
 }
 
 TEST_F(DaemonTest, BadDataFailsTheJobWithDataErrorNamingFileLineAndColumn) {
-  std::string ragged = dir_.Write("ragged.csv",
-                                  "a,b,label\n1,2,x\n3,4,y\n5,6\n7,8,x\n9,10,y\n11,12,x\n");
-  std::string text = dir_.Write("text.csv",
-                                "a,b,label\n1,2,x\n3,4,y\n5,six,x\n7,8,y\n9,10,x\n11,12,y\n");
+  std::string ragged =
+      dir_.Write("ragged.csv", "a,b,label\n1,2,x\n3,4,y\n5,6\n7,8,x\n9,10,y\n11,12,x\n");
+  std::string text =
+      dir_.Write("text.csv", "a,b,label\n1,2,x\n3,4,y\n5,six,x\n7,8,y\n9,10,x\n11,12,y\n");
   struct Case {
     std::string path;
     std::vector<std::string> expect;
@@ -337,14 +340,13 @@ TEST_F(DaemonTest, BadDataFailsTheJobWithDataErrorNamingFileLineAndColumn) {
   // Text that is not UTF-8 (a cell, a label) and a 10 MB cell: a DATA_ERROR
   // naming the line and column, reported whole (never a failed report and
   // a crash loop), the value quoted cut.
-  std::string latin1 = dir_.Write("latin1.csv",
-                                  "a,b,label\n1,2,x\n3,4,y\n5\xff,6,x\n7,8,y\n9,10,x\n11,12,y\n");
-  std::string label = dir_.Write("label.csv",
-                                 "a,b,label\n1,2,x\n3,4,y\n5,6,\xe9t\xe9\n7,8,y\n9,10,x\n");
+  std::string latin1 =
+      dir_.Write("latin1.csv", "a,b,label\n1,2,x\n3,4,y\n5\xff,6,x\n7,8,y\n9,10,x\n11,12,y\n");
+  std::string label =
+      dir_.Write("label.csv", "a,b,label\n1,2,x\n3,4,y\n5,6,\xe9t\xe9\n7,8,y\n9,10,x\n");
   std::string huge = dir_.Write(
       "huge.csv", "a,b,label\n1,2,x\n3,4,y\n5," + std::string(10 << 20, '6') + ",x\n7,8,y\n");
-  std::vector<Case> cases = {Case{ragged, {ragged, ":4"}},
-                             Case{text, {text, ":4", "\"b\"", "six"}},
+  std::vector<Case> cases = {Case{ragged, {ragged, ":4"}}, Case{text, {text, ":4", "\"b\"", "six"}},
                              Case{latin1, {latin1, ":4: column 1 is not valid UTF-8", "0xff"}},
                              Case{label, {label, ":4: column 3 is not valid UTF-8"}},
                              Case{huge, {huge, ":4: column 2 holds 10485760 bytes"}}};
@@ -562,23 +564,24 @@ TEST_F(TrainctlDaemonTest, SubmitWaitJsonPrintsTheSucceededJobWithItsResult) {
 
 TEST_F(TrainctlDaemonTest, ExitCodesForFailedJobsAndInvalidSpecs) {
   std::string ragged = dir_.Write("ragged.csv", "a,b,label\n1,2,x\n3,4,y\n5,6\n7,8,x\n");
-  std::string spec = dir_.Write("bad-data.yaml",
-                                "data: {path: " + ragged + ", label: label}\n"
-                                "cross_validation: {folds: 2}\n"
-                                "model: {layers: [{dense: {units: 2}}]}\n"
-                                "loss: {softmax_cross_entropy: {}}\n"
-                                "optimizer: {sgd: {learning_rate: 0.1}}\n"
-                                "training: {epochs: 2, batch_size: 4}\n");
+  std::string spec = dir_.Write("bad-data.yaml", "data: {path: " + ragged +
+                                                     ", label: label}\n"
+                                                     "cross_validation: {folds: 2}\n"
+                                                     "model: {layers: [{dense: {units: 2}}]}\n"
+                                                     "loss: {softmax_cross_entropy: {}}\n"
+                                                     "optimizer: {sgd: {learning_rate: 0.1}}\n"
+                                                     "training: {epochs: 2, batch_size: 4}\n");
   std::string out;
   EXPECT_EQ(Trainctl("submit " + spec + " --wait", &out), 1) << out;
   EXPECT_NE(out.find("DATA_ERROR"), std::string::npos) << out;
 
-  std::string invalid = dir_.Write("invalid.yaml",
-                                   "data: {path: " + ragged + ", label: label}\n"
-                                   "model: {layers: [{dense: {units: 2}}]}\n"
-                                   "loss: {softmax_cross_entropy: {}}\n"
-                                   "optimizer: {sgd: {learning_rate: 0.1}}\n"
-                                   "training: {epochs: 2, batches: 5, batch_size: 4}\n");
+  std::string invalid =
+      dir_.Write("invalid.yaml", "data: {path: " + ragged +
+                                     ", label: label}\n"
+                                     "model: {layers: [{dense: {units: 2}}]}\n"
+                                     "loss: {softmax_cross_entropy: {}}\n"
+                                     "optimizer: {sgd: {learning_rate: 0.1}}\n"
+                                     "training: {epochs: 2, batches: 5, batch_size: 4}\n");
   EXPECT_EQ(Trainctl("submit " + invalid, &out), 2);
   EXPECT_NE(Stderr().find("spec.training: "), std::string::npos) << Stderr();
 

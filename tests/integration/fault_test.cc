@@ -3,9 +3,8 @@
 #include <dirent.h>
 #include <signal.h>
 
-#include <fstream>
-#include <iterator>
 #include <algorithm>
+#include <fstream>
 #include <iterator>
 #include <map>
 #include <set>
@@ -18,8 +17,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "gtest/gtest.h"
-#include "tests/integration/daemon.h"
 #include "spec/loader.h"
+#include "tests/integration/daemon.h"
 
 namespace traind::testing {
 namespace {
@@ -152,14 +151,16 @@ class FaultTest : public ::testing::Test {
     for (const JobEvent& e : events) {
       if (e.has_epoch()) seen[{e.epoch().task(), e.epoch().attempt()}].push_back(e.epoch().epoch());
       if (e.has_task_state() && e.task_state().resumed_epochs() > 0) {
-        resumed[{e.task_state().task(), e.task_state().attempt()}] = e.task_state().resumed_epochs();
+        resumed[{e.task_state().task(), e.task_state().attempt()}] =
+            e.task_state().resumed_epochs();
       }
     }
     for (const auto& [key, list] : seen) {
       const int first = resumed.count(key) ? resumed[key] + 1 : 1;
       for (size_t i = 0; i < list.size(); ++i) {
         EXPECT_EQ(list[i], first + static_cast<int>(i))
-            << "task " << key.first << " attempt " << key.second << ": epochs out of order or twice";
+            << "task " << key.first << " attempt " << key.second
+            << ": epochs out of order or twice";
       }
     }
     for (const auto& [key, after] : resumed) {
@@ -345,8 +346,8 @@ TEST_F(FaultTest, SoakOfSmallJobsKeepsMemoryDescriptorsAndChildrenFlat) {
   EXPECT_EQ(zombies, 0);
   EXPECT_LE(fds1, fds0 + 2) << "file descriptors grew from " << fds0 << " to " << fds1;
   EXPECT_LT(rss1 - rss0, 16 * 1024) << "RSS grew from " << rss0 << " KiB to " << rss1 << " KiB";
-  std::cerr << "soak: 200 jobs, 400 workers; RSS " << rss0 << " -> " << rss1 << " KiB, fds "
-            << fds0 << " -> " << fds1 << "\n";
+  std::cerr << "soak: 200 jobs, 400 workers; RSS " << rss0 << " -> " << rss1 << " KiB, fds " << fds0
+            << " -> " << fds1 << "\n";
 }
 
 }  // namespace

@@ -21,8 +21,8 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "tests/integration/daemon.h"
 #include "spec/loader.h"
+#include "tests/integration/daemon.h"
 #include "worker/engine/backend/backend.h"
 #include "worker/engine/backend/cuda/cuda_plugin.h"
 #include "worker/engine/parallel/communicator.h"

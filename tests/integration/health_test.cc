@@ -10,8 +10,8 @@
 
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "gtest/gtest.h"
-#include "tests/integration/daemon.h"
 #include "spec/loader.h"
+#include "tests/integration/daemon.h"
 
 namespace traind::testing {
 namespace {

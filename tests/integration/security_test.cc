@@ -15,8 +15,8 @@
 #include "grpcpp/generic/generic_stub.h"
 #include "gtest/gtest.h"
 #include "server/api/auth.h"
-#include "tests/integration/daemon.h"
 #include "spec/loader.h"
+#include "tests/integration/daemon.h"
 
 namespace traind::testing {
 namespace {
@@ -33,18 +33,16 @@ grpc::Status RawUnaryCall(std::shared_ptr<grpc::Channel> channel, const std::str
   std::condition_variable cv;
   bool done = false;
   grpc::Status status;
-  generic.UnaryCall(&ctx, method, grpc::StubOptions(), &request, &response,
-                    [&](grpc::Status st) {
-                      std::lock_guard<std::mutex> l(mu);
-                      status = st;
-                      done = true;
-                      cv.notify_one();
-                    });
+  generic.UnaryCall(&ctx, method, grpc::StubOptions(), &request, &response, [&](grpc::Status st) {
+    std::lock_guard<std::mutex> l(mu);
+    status = st;
+    done = true;
+    cv.notify_one();
+  });
   std::unique_lock<std::mutex> l(mu);
   cv.wait(l, [&] { return done; });
   return status;
 }
-
 
 using traind::v1::Job;
 
@@ -71,13 +69,11 @@ const char* kAdminToken = "admin-token-0123456789abcdef";
 
 std::string WriteTokens(const TempDir& dir) {
   using traind::server::Sha256Hex;
-  return dir.Write("tokens.yaml",
-                   absl::StrCat("tokens:\n",
-                                "  - {name: vera, role: viewer, sha256: ", Sha256Hex(kViewerToken),
-                                "}\n", "  - {name: sam, role: submitter, sha256: ",
-                                Sha256Hex(kSubmitterToken), "}\n",
-                                "  - {name: ada, role: admin, sha256: ", Sha256Hex(kAdminToken),
-                                "}\n"));
+  return dir.Write(
+      "tokens.yaml",
+      absl::StrCat("tokens:\n", "  - {name: vera, role: viewer, sha256: ", Sha256Hex(kViewerToken),
+                   "}\n", "  - {name: sam, role: submitter, sha256: ", Sha256Hex(kSubmitterToken),
+                   "}\n", "  - {name: ada, role: admin, sha256: ", Sha256Hex(kAdminToken), "}\n"));
 }
 
 // The TCP address the daemon listens on (asked over the unix socket).
@@ -123,9 +119,8 @@ class AuthorizationTest : public ::testing::Test {
  protected:
   void SetUp() override {
     daemon_ = std::make_unique<Daemon>(
-        dir_.path() + "/state",
-        std::vector<std::string>{"--cpu-slots=1", "--listen=127.0.0.1:0",
-                                 "--tokens-file=" + WriteTokens(dir_)});
+        dir_.path() + "/state", std::vector<std::string>{"--cpu-slots=1", "--listen=127.0.0.1:0",
+                                                         "--tokens-file=" + WriteTokens(dir_)});
     ASSERT_TRUE(daemon_->Start()) << daemon_->Log();
     tcp_ = traind::v1::TrainingService::NewStub(
         Channel(TcpAddress(*daemon_), grpc::InsecureChannelCredentials()));
@@ -262,26 +257,26 @@ TEST_F(AuthorizationTest, EachRoleTimesEachRpc) {
   // Rows: roles; columns: RPCs.
   const std::map<std::string, std::vector<Expect>> expected = {
       // Submit Get List Watch Result Devices Info Cancel(other) Cancel(own)
-      {"none", {kUnauthenticated, kUnauthenticated, kUnauthenticated, kUnauthenticated,
-                kUnauthenticated, kUnauthenticated, kUnauthenticated, kUnauthenticated,
-                kUnauthenticated}},
-      {"bad token", {kUnauthenticated, kUnauthenticated, kUnauthenticated, kUnauthenticated,
-                     kUnauthenticated, kUnauthenticated, kUnauthenticated, kUnauthenticated,
-                     kUnauthenticated}},
-      {"viewer", {kDenied, kAllowed, kAllowed, kAllowed, kAllowed, kAllowed, kAllowed, kDenied,
-                  kDenied}},
-      {"submitter", {kAllowed, kAllowed, kAllowed, kAllowed, kAllowed, kAllowed, kAllowed,
-                     kDenied, kAllowed}},
-      {"admin", {kAllowed, kAllowed, kAllowed, kAllowed, kAllowed, kAllowed, kAllowed, kAllowed,
-                 kAllowed}},
+      {"none",
+       {kUnauthenticated, kUnauthenticated, kUnauthenticated, kUnauthenticated, kUnauthenticated,
+        kUnauthenticated, kUnauthenticated, kUnauthenticated, kUnauthenticated}},
+      {"bad token",
+       {kUnauthenticated, kUnauthenticated, kUnauthenticated, kUnauthenticated, kUnauthenticated,
+        kUnauthenticated, kUnauthenticated, kUnauthenticated, kUnauthenticated}},
+      {"viewer",
+       {kDenied, kAllowed, kAllowed, kAllowed, kAllowed, kAllowed, kAllowed, kDenied, kDenied}},
+      {"submitter",
+       {kAllowed, kAllowed, kAllowed, kAllowed, kAllowed, kAllowed, kAllowed, kDenied, kAllowed}},
+      {"admin",
+       {kAllowed, kAllowed, kAllowed, kAllowed, kAllowed, kAllowed, kAllowed, kAllowed, kAllowed}},
   };
   for (const Role& role : roles) {
     for (size_t i = 0; i < rpcs.size(); ++i) {
       const int before = JobCount(*daemon_);
       grpc::Status s = rpcs[i].second(role.token);
       const Expect want = expected.at(role.name)[i];
-      const std::string where = absl::StrCat(role.name, " x ", rpcs[i].first, ": ",
-                                             s.error_code(), " ", s.error_message());
+      const std::string where = absl::StrCat(role.name, " x ", rpcs[i].first, ": ", s.error_code(),
+                                             " ", s.error_message());
       switch (want) {
         case kAllowed:
           EXPECT_NE(s.error_code(), grpc::StatusCode::PERMISSION_DENIED) << where;
@@ -339,12 +334,11 @@ TEST_F(AuthorizationTest, TrainctlTokensAndExitCodes) {
   std::string out;
   EXPECT_EQ(RunCommand(trainctl + " info -o json 2>&1", &out), 5) << out;
   EXPECT_NE(out.find("bearer token"), std::string::npos) << out;
-  EXPECT_EQ(RunCommand(trainctl + " --token-file " + token_file + " list -o json", &out), 0)
-      << out;
-  EXPECT_EQ(RunCommand("TRAIND_TOKEN=" + std::string(kViewerToken) + " " + trainctl +
-                           " info -o json",
-                       &out),
-            0)
+  EXPECT_EQ(RunCommand(trainctl + " --token-file " + token_file + " list -o json", &out), 0) << out;
+  EXPECT_EQ(
+      RunCommand("TRAIND_TOKEN=" + std::string(kViewerToken) + " " + trainctl + " info -o json",
+                 &out),
+      0)
       << out;
   EXPECT_NE(out.find("\"version\""), std::string::npos) << out;
   // A viewer may not submit: exit 5, the server's message.
@@ -473,12 +467,11 @@ TEST_F(TlsTest, ServerTls) {
   EXPECT_TRUE(daemon_->stub()->GetServerInfo(lctx.get(), {}, &local).ok());
 
   // trainctl over TLS.
-  const std::string trainctl = BinDir() + "/trainctl --address " + address_ + " --token " +
-                               kViewerToken;
+  const std::string trainctl =
+      BinDir() + "/trainctl --address " + address_ + " --token " + kViewerToken;
   std::string out;
-  EXPECT_EQ(RunCommand(trainctl + " --tls-ca " + certs_->Path("ca.pem") + " info -o json 2>&1",
-                       &out),
-            0)
+  EXPECT_EQ(
+      RunCommand(trainctl + " --tls-ca " + certs_->Path("ca.pem") + " info -o json 2>&1", &out), 0)
       << out;
   EXPECT_EQ(RunCommand(trainctl + " --timeout 3 info 2>&1", &out), 4)
       << "plaintext to a TLS port is unreachable: " << out;
@@ -507,9 +500,8 @@ TEST_F(TlsTest, MutualTls) {
 TEST(TlsConfigTest, NonLoopbackPlaintextRefusesToStart) {
   TempDir dir;
   std::string out;
-  int code = RunCommand(BinDir() + "/traind --state-dir " + dir.path() +
-                            "/state --listen 0.0.0.0:0 2>&1",
-                        &out);
+  int code = RunCommand(
+      BinDir() + "/traind --state-dir " + dir.path() + "/state --listen 0.0.0.0:0 2>&1", &out);
   EXPECT_EQ(code, 2) << out;
   EXPECT_NE(out.find("0.0.0.0:0 is not a loopback address"), std::string::npos) << out;
   EXPECT_NE(out.find("--insecure"), std::string::npos) << out;
@@ -519,9 +511,8 @@ TEST(ConfigFileTest, UnknownKeyIsRefusedNamingFileAndLine) {
   TempDir dir;
   std::string config = dir.Write("traind.yaml", "cpu_slots: 1\nlimits:\n  max_layerz: 3\n");
   std::string out;
-  int code = RunCommand(BinDir() + "/traind --config " + config + " --state-dir " + dir.path() +
-                            "/state 2>&1",
-                        &out);
+  int code = RunCommand(
+      BinDir() + "/traind --config " + config + " --state-dir " + dir.path() + "/state 2>&1", &out);
   EXPECT_EQ(code, 2) << out;
   EXPECT_NE(out.find(config + ":3: limits.max_layerz: unknown key"), std::string::npos) << out;
 }
@@ -617,8 +608,8 @@ TEST_F(ConfinementTest, PathEscapesAreDeniedNamingThePath) {
     spec.mutable_data()->set_path(path);
     Job job;
     grpc::Status s = Submit(spec, &job);
-    EXPECT_EQ(s.error_code(), grpc::StatusCode::PERMISSION_DENIED) << path << ": "
-                                                                   << s.error_message();
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::PERMISSION_DENIED)
+        << path << ": " << s.error_message();
     EXPECT_EQ(s.error_message().rfind("spec.data.path: " + path, 0), 0u) << s.error_message();
   }
   // validation_path is confined as well.
@@ -667,7 +658,9 @@ TEST_F(ConfinementTest, OversizedAndMalformedRequestsAreRefusedAndNothingIsStore
               for (int i = 0; i < 8; ++i) sp->mutable_model()->add_layers()->mutable_dropout();
             },
             "spec.model.layers: 10 layers"},
-           {[](auto* sp) { sp->mutable_model()->mutable_layers(0)->mutable_dense()->set_units(513); },
+           {[](auto* sp) {
+              sp->mutable_model()->mutable_layers(0)->mutable_dense()->set_units(513);
+            },
             "spec.model.layers[0].dense.units: 513"},
            {[](auto* sp) { sp->mutable_training()->set_epochs(100001); },
             "spec.training.epochs: 100001"},

@@ -11,8 +11,8 @@
 #include "absl/strings/str_cat.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
-#include "tests/integration/daemon.h"
 #include "spec/loader.h"
+#include "tests/integration/daemon.h"
 
 namespace traind::testing {
 namespace {
@@ -39,8 +39,8 @@ std::vector<std::string> ExampleSpecs() {
 class SpecTextTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    daemon_ = std::make_unique<Daemon>(dir_.path() + "/state",
-                                       std::vector<std::string>{"--cpu-slots=2"});
+    daemon_ =
+        std::make_unique<Daemon>(dir_.path() + "/state", std::vector<std::string>{"--cpu-slots=2"});
     ASSERT_TRUE(daemon_->Start()) << daemon_->Log();
   }
   void TearDown() override {
@@ -93,7 +93,8 @@ TEST_F(SpecTextTest, UnmodifiedExamplesAreAccepted) {
     ASSERT_TRUE(s.ok()) << path << ": " << s.error_message();
     Cancel(job.id());
     EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(job.spec(), *expected))
-        << path << "\n" << job.spec().DebugString();
+        << path << "\n"
+        << job.spec().DebugString();
     // Tasks: folds x repeats, plus the refit task.
     const auto& cv = expected->cross_validation();
     const int tasks = cv.folds() * std::max(cv.repeats(), 1) + (cv.refit() ? 1 : 0);
@@ -149,31 +150,71 @@ TEST_F(SpecTextTest, BadTextIsRefusedNamingTheFieldAndNothingIsStored) {
   };
   const std::string src = SourceDir();
   const std::vector<Case> cases = {
-      {"unknown field", with("units: 16", "unit: 16"), {}, src, grpc::INVALID_ARGUMENT,
+      {"unknown field",
+       with("units: 16", "unit: 16"),
+       {},
+       src,
+       grpc::INVALID_ARGUMENT,
        absl::StrCat("spec_text: model.layers[0].dense: unknown field \"unit\" (line ", line,
                     ", column ", column, ")")},
-      {"bad enum", with("relu", "rellu"), {}, src, grpc::INVALID_ARGUMENT,
+      {"bad enum",
+       with("relu", "rellu"),
+       {},
+       src,
+       grpc::INVALID_ARGUMENT,
        "spec_text: model.layers[0].dense.activation: invalid value \"rellu\" (expected one "
        "of: linear, relu, ..."},
-      {"yaml syntax", "name: [a\n", {}, src, grpc::INVALID_ARGUMENT,
+      {"yaml syntax",
+       "name: [a\n",
+       {},
+       src,
+       grpc::INVALID_ARGUMENT,
        "spec_text: YAML syntax error: ..."},
       {"empty", "", {}, src, grpc::INVALID_ARGUMENT, "spec_text: empty spec"},
-      {"bad override", iris, {"training.epochs=3", "training.epoch=3"}, src,
-       grpc::INVALID_ARGUMENT, "overrides[1]: training.epoch: unknown field \"epoch\"..."},
-      {"override without =", iris, {"training.epochs"}, src, grpc::INVALID_ARGUMENT,
+      {"bad override",
+       iris,
+       {"training.epochs=3", "training.epoch=3"},
+       src,
+       grpc::INVALID_ARGUMENT,
+       "overrides[1]: training.epoch: unknown field \"epoch\"..."},
+      {"override without =",
+       iris,
+       {"training.epochs"},
+       src,
+       grpc::INVALID_ARGUMENT,
        "overrides[0]: expected PATH=VALUE, got \"training.epochs\""},
-      {"relative path, no base_dir", iris, {}, "", grpc::INVALID_ARGUMENT,
+      {"relative path, no base_dir",
+       iris,
+       {},
+       "",
+       grpc::INVALID_ARGUMENT,
        "spec.data.path: examples/data/iris.csv is a relative path: give base_dir (the "
        "directory it is relative to, e.g. the client's working directory) or an absolute "
        "path"},
-      {"relative base_dir", iris, {}, "clients", grpc::INVALID_ARGUMENT,
+      {"relative base_dir",
+       iris,
+       {},
+       "clients",
+       grpc::INVALID_ARGUMENT,
        "base_dir: clients is not an absolute path"},
-      {"no such file under base_dir", iris, {}, src + "/tests", grpc::INVALID_ARGUMENT,
+      {"no such file under base_dir",
+       iris,
+       {},
+       src + "/tests",
+       grpc::INVALID_ARGUMENT,
        "spec.data.path: " + src + "/tests/examples/data/iris.csv: no such file"},
-      {"outside the data roots", iris, {"data.path=passwd"}, "/etc", grpc::PERMISSION_DENIED,
+      {"outside the data roots",
+       iris,
+       {"data.path=passwd"},
+       "/etc",
+       grpc::PERMISSION_DENIED,
        "spec.data.path: /etc/passwd is outside the data roots of this traind"},
-      {"validation after parsing", iris, {"model.layers[1].dense.units=4"}, src,
-       grpc::INVALID_ARGUMENT, "spec.model.layers[1].dense.units: ..."},
+      {"validation after parsing",
+       iris,
+       {"model.layers[1].dense.units=4"},
+       src,
+       grpc::INVALID_ARGUMENT,
+       "spec.model.layers[1].dense.units: ..."},
   };
   const int before = JobCount();
   for (const Case& c : cases) {
@@ -204,8 +245,7 @@ TEST_F(SpecTextTest, BadTextIsRefusedNamingTheFieldAndNothingIsStored) {
   ctx = Ctx();
   s = daemon_->stub()->SubmitJob(ctx.get(), structured, &job);
   EXPECT_EQ(s.error_code(), grpc::INVALID_ARGUMENT);
-  EXPECT_EQ(s.error_message().rfind("spec.data.path: examples/data/iris.csv is a relative", 0),
-            0u)
+  EXPECT_EQ(s.error_message().rfind("spec.data.path: examples/data/iris.csv is a relative", 0), 0u)
       << s.error_message();
 
   EXPECT_EQ(JobCount(), before);

@@ -21,8 +21,8 @@ class TempDir {
  public:
   explicit TempDir(const std::string& prefix = "traind-test") {
     const char* root = std::getenv("TEST_TMPDIR");
-    std::string pattern = std::string(root != nullptr && *root != '\0' ? root : "/tmp") + "/" +
-                          prefix + "-XXXXXX";
+    std::string pattern =
+        std::string(root != nullptr && *root != '\0' ? root : "/tmp") + "/" + prefix + "-XXXXXX";
     if (mkdtemp(pattern.data()) != nullptr) path_ = pattern;
   }
   ~TempDir() {

@@ -151,7 +151,8 @@ Dataset Synthetic(int64_t rows, int64_t features, int64_t classes) {
     v = static_cast<float>(s >> 8) / 16777216.0f - 0.5f;
   }
   d.y.resize(static_cast<size_t>(rows));
-  for (int64_t r = 0; r < rows; ++r) d.y[static_cast<size_t>(r)] = static_cast<int32_t>(r % classes);
+  for (int64_t r = 0; r < rows; ++r)
+    d.y[static_cast<size_t>(r)] = static_cast<int32_t>(r % classes);
   d.target = TargetKind::kClasses;
   for (int64_t f = 0; f < features; ++f) d.feature_names.push_back(absl::StrCat("f", f));
   for (int64_t c = 0; c < classes; ++c) d.classes.push_back(absl::StrCat(c));
@@ -190,8 +191,7 @@ std::vector<StepCounts> CountSteps(const traind::v1::JobSpec& spec, const Datase
   rows.train.resize(static_cast<size_t>(data.rows));
   std::iota(rows.train.begin(), rows.train.end(), 0);
   CountingObserver observer;
-  absl::StatusOr<traind::v1::FoldResult> result =
-      Fit(spec, data, rows, 0, FitOptions{}, &observer);
+  absl::StatusOr<traind::v1::FoldResult> result = Fit(spec, data, rows, 0, FitOptions{}, &observer);
   counting.store(false);
   EXPECT_TRUE(result.ok()) << result.status();
   return observer.steps;

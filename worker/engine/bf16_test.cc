@@ -60,8 +60,8 @@ Outcome FitFolds(traind::v1::Precision precision) {
   const int folds = 3;
   for (int fold = 0; fold < folds; ++fold) {
     const FoldRows rows = FoldSplit(StratifiedKFold(Digits().y, 5, true, 7), fold);
-    absl::StatusOr<FoldResult> result = Fit(DigitsSpec(precision), Digits(), rows, fold, {},
-                                            nullptr);
+    absl::StatusOr<FoldResult> result =
+        Fit(DigitsSpec(precision), Digits(), rows, fold, {}, nullptr);
     EXPECT_TRUE(result.ok()) << result.status();
     if (!result.ok()) return {};
     outcome.accuracy += result->val().at("accuracy") / folds;
@@ -77,9 +77,10 @@ TEST(Bf16FitTest, DigitsAccuracyWithinPointAndHalfOfFp32) {
   }
   const Outcome fp32 = FitFolds(traind::v1::FP32);
   const Outcome bf16 = FitFolds(traind::v1::BF16);
-  std::printf("[bf16] digits, 3 folds: validation accuracy fp32 %.4f, bf16 %.4f; "
-              "final training loss fp32 %.4f, bf16 %.4f\n",
-              fp32.accuracy, bf16.accuracy, fp32.train_loss, bf16.train_loss);
+  std::printf(
+      "[bf16] digits, 3 folds: validation accuracy fp32 %.4f, bf16 %.4f; "
+      "final training loss fp32 %.4f, bf16 %.4f\n",
+      fp32.accuracy, bf16.accuracy, fp32.train_loss, bf16.train_loss);
   EXPECT_GE(fp32.accuracy, 0.95);
   EXPECT_NEAR(bf16.accuracy, fp32.accuracy, 0.015);
   // The same trajectory, give or take bf16's rounding: not a different run.
@@ -106,8 +107,7 @@ TEST(Bf16FitTest, Tf32OnTheCpuFailsAsASpecError) {
       Fit(DigitsSpec(traind::v1::TF32), Digits(), rows, 0, {}, nullptr);
   ASSERT_FALSE(result.ok());
   EXPECT_EQ(FailureKindOf(result.status()), FailureKind::kInvalidSpec);
-  EXPECT_EQ(result.status().message().rfind("training.precision: tf32", 0), 0u)
-      << result.status();
+  EXPECT_EQ(result.status().message().rfind("training.precision: tf32", 0), 0u) << result.status();
 }
 
 }  // namespace

@@ -210,8 +210,8 @@ absl::StatusOr<std::string> CheckpointReader::GetString(const std::string& name)
 absl::StatusOr<int64_t> StateReader::GetInt(absl::string_view key) const {
   TRAIND_ASSIGN_OR_RETURN(std::vector<int64_t> v, in_.GetInt64s(Name(key)));
   if (v.size() != 1) {
-    return DataError(absl::StrFormat("record \"%s\" holds %d values, expected 1", Name(key),
-                                     v.size()));
+    return DataError(
+        absl::StrFormat("record \"%s\" holds %d values, expected 1", Name(key), v.size()));
   }
   return v[0];
 }
@@ -227,8 +227,8 @@ absl::StatusOr<bool> StateReader::GetBool(absl::string_view key) const {
 absl::StatusOr<double> StateReader::GetDouble(absl::string_view key) const {
   TRAIND_ASSIGN_OR_RETURN(std::vector<double> v, in_.GetDoubles(Name(key)));
   if (v.size() != 1) {
-    return DataError(absl::StrFormat("record \"%s\" holds %d values, expected 1", Name(key),
-                                     v.size()));
+    return DataError(
+        absl::StrFormat("record \"%s\" holds %d values, expected 1", Name(key), v.size()));
   }
   return v[0];
 }

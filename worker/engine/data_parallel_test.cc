@@ -450,7 +450,6 @@ void ExpectEquivalent(JobSpec spec, const Dataset& data, const FoldRows& rows,
 // by the share's weight.
 constexpr double kTolerance = 1e-5;
 
-
 // A group of one rank takes the one-rank path (batch norm included).
 TEST(DataParallelTest, OneRankGroupEqualsNoCommunicatorExactly) {
   for (const JobSpec& spec : {IrisSpec(), IrisBatchNormSpec()}) {
@@ -462,8 +461,7 @@ TEST(DataParallelTest, OneRankGroupEqualsNoCommunicatorExactly) {
     ASSERT_TRUE(runs[0]->result.ok()) << runs[0]->result.status();
     ASSERT_EQ(ref->recorder.epochs.size(), runs[0]->recorder.epochs.size());
     for (size_t e = 0; e < ref->recorder.epochs.size(); ++e) {
-      ExpectSameMap(ref->recorder.epochs[e].train(), runs[0]->recorder.epochs[e].train(),
-                    "train");
+      ExpectSameMap(ref->recorder.epochs[e].train(), runs[0]->recorder.epochs[e].train(), "train");
       ExpectSameMap(ref->recorder.epochs[e].val(), runs[0]->recorder.epochs[e].val(), "val");
     }
   }
@@ -651,10 +649,10 @@ TEST(DataParallelTest, StopOnOneRankStopsEveryRankAfterTheSameBatchAndResumes) {
   options.checkpoint_dir = ckpt.path();
   // Rank 2 is asked to stop at its 11th poll: epoch 2, batch 3 (8 batches
   // per epoch).
-  const auto stopped =
-      RunRanks(3, spec, Iris(), IrisFold0(), options, [](int rank, testing::EpochRecorder* recorder, FoldRows*) {
-        if (rank == 2) recorder->stop_after_polls = 11;
-      });
+  const auto stopped = RunRanks(3, spec, Iris(), IrisFold0(), options,
+                                [](int rank, testing::EpochRecorder* recorder, FoldRows*) {
+                                  if (rank == 2) recorder->stop_after_polls = 11;
+                                });
   for (size_t r = 0; r < stopped.size(); ++r) {
     EXPECT_EQ(stopped[r]->result.status().code(), absl::StatusCode::kCancelled) << "rank " << r;
     EXPECT_EQ(stopped[r]->result.status().message(), "stopped on request at epoch 2, batch 3")
@@ -698,10 +696,10 @@ TEST(DataParallelTest, DivergenceIsReportedByEveryRankAtTheSameBatch) {
 }
 
 TEST(DataParallelTest, RanksGivenOtherRowsFailAndSayWhich) {
-  const auto runs =
-      RunRanks(3, IrisSpec(), Iris(), IrisFold0(), {}, [](int rank, testing::EpochRecorder*, FoldRows* rows) {
-        if (rank == 2) std::swap(rows->train[0], rows->val[0]);
-      });
+  const auto runs = RunRanks(3, IrisSpec(), Iris(), IrisFold0(), {},
+                             [](int rank, testing::EpochRecorder*, FoldRows* rows) {
+                               if (rank == 2) std::swap(rows->train[0], rows->val[0]);
+                             });
   for (size_t r = 0; r < runs.size(); ++r) {
     ASSERT_FALSE(runs[r]->result.ok()) << "rank " << r;
     EXPECT_THAT(std::string(runs[r]->result.status().message()), HasSubstr("rank 2"))
@@ -710,10 +708,10 @@ TEST(DataParallelTest, RanksGivenOtherRowsFailAndSayWhich) {
   }
   // Other validation rows, as many: their metrics, and so the early-stopping
   // decisions and collectives, would differ.
-  const auto val_runs =
-      RunRanks(2, IrisSpec(), Iris(), IrisFold0(), {}, [](int rank, testing::EpochRecorder*, FoldRows* rows) {
-        if (rank == 1) rows->val[0] = rows->train[0];
-      });
+  const auto val_runs = RunRanks(2, IrisSpec(), Iris(), IrisFold0(), {},
+                                 [](int rank, testing::EpochRecorder*, FoldRows* rows) {
+                                   if (rank == 1) rows->val[0] = rows->train[0];
+                                 });
   for (size_t r = 0; r < val_runs.size(); ++r) {
     ASSERT_FALSE(val_runs[r]->result.ok()) << "rank " << r;
     EXPECT_THAT(std::string(val_runs[r]->result.status().message()), HasSubstr("rank 1"))

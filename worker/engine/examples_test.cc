@@ -6,9 +6,9 @@
 
 #include "gtest/gtest.h"
 #include "spec/loader.h"
-#include "worker/engine/fit.h"
 #include "spec/validation.h"
 #include "worker/engine/data/task_rows.h"
+#include "worker/engine/fit.h"
 
 namespace traind::engine {
 namespace {

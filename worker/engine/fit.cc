@@ -4,6 +4,9 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
+#include "spec/checks.h"
+#include "spec/task_plan.h"
+#include "spec/validation.h"
 #include "worker/engine/fit/backend_factory.h"
 #include "worker/engine/fit/fit_loop.h"
 #include "worker/engine/fit/fit_task.h"
@@ -11,9 +14,6 @@
 #include "worker/engine/parallel/communicator.h"
 #include "worker/engine/random.h"
 #include "worker/engine/schedules.h"
-#include "spec/checks.h"
-#include "spec/task_plan.h"
-#include "spec/validation.h"
 #include "worker/engine/status.h"
 
 namespace traind::engine {

@@ -42,9 +42,7 @@ JobSpec IrisSpec() {
   return spec;
 }
 
-FoldRows IrisFold0() {
-  return FoldSplit(StratifiedKFold(Iris().y, 5, /*shuffle=*/true, 42), 0);
-}
+FoldRows IrisFold0() { return FoldSplit(StratifiedKFold(Iris().y, 5, /*shuffle=*/true, 42), 0); }
 
 TEST(FitTest, IrisFold0LearnsAndReportsEveryEpoch) {
   FoldRows rows = IrisFold0();
@@ -87,7 +85,8 @@ TEST(FitTest, IrisFold0LearnsAndReportsEveryEpoch) {
     }
   }
   // Learning happened: the loss fell from the first epoch to the last.
-  EXPECT_LT(observer.epochs.back().train().at("loss"), 0.5 * observer.epochs.front().train().at("loss"));
+  EXPECT_LT(observer.epochs.back().train().at("loss"),
+            0.5 * observer.epochs.front().train().at("loss"));
   EXPECT_EQ(result->best_epoch(), best_epoch);
   EXPECT_EQ(result->val().at("loss"), best_loss);
   EXPECT_EQ(result->val().at("accuracy"), observer.epochs[best_epoch - 1].val().at("accuracy"));
@@ -240,8 +239,8 @@ TEST(FitTest, DivergenceIsReported) {
   absl::StatusOr<FoldResult> result = Fit(spec, Iris(), IrisFold0(), 0, {}, nullptr);
   ASSERT_FALSE(result.ok());
   EXPECT_EQ(FailureKindOf(result.status()), FailureKind::kDiverged);
-  EXPECT_THAT(std::string(result.status().message()), ::testing::MatchesRegex(
-                                             "loss became (nan|inf) at epoch [0-9]+, batch [0-9]+"));
+  EXPECT_THAT(std::string(result.status().message()),
+              ::testing::MatchesRegex("loss became (nan|inf) at epoch [0-9]+, batch [0-9]+"));
 }
 
 // The training loss of an epoch is read from the backend in runs of
@@ -299,7 +298,6 @@ TEST(FitTest, SgdWithMomentumAndNoShuffleOnDigits) {
   EXPECT_GE(result->val().at("accuracy"), 0.93);
 }
 
-
 // Step graphs, on a backend that records them as CUDA does (frozen
 // arguments, tensors read when replayed): training equals the CPU's op by op
 // bit for bit, and the graph is recorded once and replayed at the full
@@ -312,8 +310,8 @@ struct GraphRun {
 
 std::unique_ptr<GraphRun> FitWithGraphs(const JobSpec& spec, const FoldRows& rows, bool graphs) {
   auto run = std::make_unique<GraphRun>();
-  std::unique_ptr<Backend> backend = testing::NewGraphRecordingBackend(
-      std::move(CreateCpuBackend()).value(), "recording");
+  std::unique_ptr<Backend> backend =
+      testing::NewGraphRecordingBackend(std::move(CreateCpuBackend()).value(), "recording");
   FitOptions options;
   options.backend = backend.get();
   options.step_graphs = graphs;

@@ -55,9 +55,9 @@ TEST(InitializersTest, UnspecifiedIsXavierUniformAndSeeded) {
   XavierUniform(8, 8, r3, c.data());
   EXPECT_EQ(a, b);
   EXPECT_NE(a, c);
-  EXPECT_EQ(FailureKindOf(InitializeWeights(static_cast<traind::v1::Initializer>(9), 8, 8, r1,
-                                            a.data())),
-            FailureKind::kInvalidSpec);
+  EXPECT_EQ(
+      FailureKindOf(InitializeWeights(static_cast<traind::v1::Initializer>(9), 8, 8, r1, a.data())),
+      FailureKind::kInvalidSpec);
 }
 
 }  // namespace

@@ -7,8 +7,7 @@
 
 namespace traind::engine {
 
-Loss::Loss(LossKernelOptions options)
-    : options_(std::move(options)), params_(ParamsOf(options_)) {}
+Loss::Loss(LossKernelOptions options) : options_(std::move(options)), params_(ParamsOf(options_)) {}
 
 LossKernelOptions Loss::KernelOptions(int64_t max_batch, int64_t slots) const {
   LossKernelOptions o = options_;
@@ -29,9 +28,8 @@ double Loss::Weight(const BatchTargets& targets, int64_t batch) const {
 void Loss::Compute(const float* outputs, int64_t batch, const BatchTargets& targets, float* grad,
                    LossSums* sums, double normalizer) const {
   const double weight = Weight(targets, batch);
-  sums->value_sum =
-      loss_math::SumOnHost(params_, outputs, batch, targets.classes, targets.values,
-                           GradientScale(normalizer, weight), grad, /*pred=*/nullptr);
+  sums->value_sum = loss_math::SumOnHost(params_, outputs, batch, targets.classes, targets.values,
+                                         GradientScale(normalizer, weight), grad, /*pred=*/nullptr);
   sums->weight_sum = weight;
 }
 

@@ -13,9 +13,9 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "spec/checks.h"
 #include "traind/v1/job.pb.h"
 #include "worker/engine/backend/backend.h"
-#include "spec/checks.h"
 
 namespace traind::engine {
 

@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "google/protobuf/map.h"
-#include "traind/v1/job.pb.h"
 #include "spec/checks.h"
+#include "traind/v1/job.pb.h"
 
 namespace traind::engine {
 

@@ -4,9 +4,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "spec/checks.h"
 #include "worker/engine/layers/elementwise.h"
 #include "worker/engine/layers/normalization.h"
-#include "spec/checks.h"
 #include "worker/engine/status.h"
 
 namespace traind::engine {

@@ -33,7 +33,8 @@ TEST(NetworkTest, GradientOfEveryParameterMatchesFiniteDifferences) {
   const int64_t batch = 7, inputs = 4, classes = 3;
   std::unique_ptr<Backend> backend = std::move(CreateCpuBackend()).value();
   absl::StatusOr<Network> created = Network::Create(
-      backend.get(), inputs, Model({{6, traind::v1::RELU}, {5, traind::v1::RELU}, {3, traind::v1::LINEAR}}));
+      backend.get(), inputs,
+      Model({{6, traind::v1::RELU}, {5, traind::v1::RELU}, {3, traind::v1::LINEAR}}));
   ASSERT_TRUE(created.ok()) << created.status();
   Network net = std::move(*created);
   Rng rng(23);
@@ -67,7 +68,8 @@ TEST(NetworkTest, GradientOfEveryParameterMatchesFiniteDifferences) {
     std::vector<Tensor> outs;
     outs.reserve(net.layers().size());  // `in` points into it
     for (size_t l = 0; l + 1 < net.layers().size(); ++l) {
-      outs.push_back(std::move(backend->Allocate2d(DType::kF32, batch, net.layers()[l]->out())).value());
+      outs.push_back(
+          std::move(backend->Allocate2d(DType::kF32, batch, net.layers()[l]->out())).value());
       EXPECT_TRUE(net.layers()[l]->Forward(*in, ForwardMode(), &outs.back()).ok());
       h.emplace_back(outs.back().f32(), outs.back().f32() + outs.back().size());
       in = &outs.back();
@@ -80,7 +82,8 @@ TEST(NetworkTest, GradientOfEveryParameterMatchesFiniteDifferences) {
   std::vector<Parameter> params = net.parameters();
   ASSERT_EQ(params.size(), 6u);
   std::vector<std::vector<float>> analytic;
-  for (const Parameter& p : params) analytic.emplace_back(p.grad->f32(), p.grad->f32() + p.grad->size());
+  for (const Parameter& p : params)
+    analytic.emplace_back(p.grad->f32(), p.grad->f32() + p.grad->size());
 
   auto loss = [&]() {
     absl::StatusOr<Tensor*> z = net.Forward(x);
@@ -124,7 +127,9 @@ TEST(NetworkTest, BadModels) {
   traind::v1::ModelSpec unset = Model({{8, traind::v1::RELU}});
   unset.add_layers();
   net = Network::Create(backend.get(), 4, unset);
-  EXPECT_EQ(net.status().message(), "model.layers[1]: the layer kind is not set (one of: dense, activation, dropout, batch_norm, layer_norm)");
+  EXPECT_EQ(net.status().message(),
+            "model.layers[1]: the layer kind is not set (one of: dense, activation, dropout, "
+            "batch_norm, layer_norm)");
 }
 
 }  // namespace

@@ -7,8 +7,8 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "worker/engine/backend/cpu/cpu_backend.h"
 #include "spec/checks.h"
+#include "worker/engine/backend/cpu/cpu_backend.h"
 #include "worker/engine/status.h"
 
 namespace traind::engine {
@@ -58,9 +58,10 @@ TEST_F(OptimizerTest, SgdWithMomentum) {
   spec.mutable_sgd()->set_learning_rate(0.1);
   spec.mutable_sgd()->set_momentum(0.9);
   // v = 0.9 v + g; w -= 0.1 v
-  // 1: v = [0.5, -1];                                  w = [1 - 0.05, -2 + 0.1]       = [0.95, -1.9]
-  // 2: v = [0.45 + 0.25, -0.9 + 0.5] = [0.7, -0.4];    w = [0.95 - 0.07, -1.9 + 0.04] = [0.88, -1.86]
-  // 3: v = [0.63 - 1, -0.36 + 2] = [-0.37, 1.64];      w = [0.88 + 0.037, -1.86 - 0.164] = [0.917, -2.024]
+  // 1: v = [0.5, -1];                                  w = [1 - 0.05, -2 + 0.1]       = [0.95,
+  // -1.9] 2: v = [0.45 + 0.25, -0.9 + 0.5] = [0.7, -0.4];    w = [0.95 - 0.07, -1.9 + 0.04] =
+  // [0.88, -1.86] 3: v = [0.63 - 1, -0.36 + 2] = [-0.37, 1.64];      w = [0.88 + 0.037, -1.86 -
+  // 0.164] = [0.917, -2.024]
   auto w = Run(spec);
   ASSERT_EQ(w.size(), 3u);
   EXPECT_THAT(w[0], ElementsAre(FloatNear(0.95f, 1e-6), FloatNear(-1.9f, 1e-6)));
@@ -80,8 +81,8 @@ TEST_F(OptimizerTest, PlainSgd) {
 TEST_F(OptimizerTest, Adam) {
   traind::v1::OptimizerSpec spec;
   spec.mutable_adam()->set_learning_rate(0.1);  // beta1 0.9, beta2 0.999, eps 1e-8 by default
-  // m = 0.9 m + 0.1 g; v = 0.999 v + 0.001 g²; w -= 0.1 (m / (1 - 0.9^t)) / (sqrt(v / (1 - 0.999^t)) + 1e-8)
-  // Element 0 (g = 0.5, 0.25, -1):
+  // m = 0.9 m + 0.1 g; v = 0.999 v + 0.001 g²; w -= 0.1 (m / (1 - 0.9^t)) / (sqrt(v / (1 -
+  // 0.999^t)) + 1e-8) Element 0 (g = 0.5, 0.25, -1):
   //  t=1: m = 0.05, v = 0.00025; m̂ = 0.05/0.1 = 0.5, v̂ = 0.00025/0.001 = 0.25;
   //       w = 1 - 0.1 · 0.5/0.5 = 0.9
   //  t=2: m = 0.045 + 0.025 = 0.07, v = 0.00024975 + 0.0000625 = 0.00031225;
@@ -95,7 +96,8 @@ TEST_F(OptimizerTest, Adam) {
   //  t=2: m = -0.09 + 0.05 = -0.04, v = 0.000999 + 0.00025 = 0.001249;
   //       m̂ = -0.2105263, v̂ = 0.6248124, sqrt = 0.7904507; w = -1.9 + 0.1 · 0.2663370 = -1.8733663
   //  t=3: m = -0.036 + 0.2 = 0.164, v = 0.001247751 + 0.004 = 0.005247751;
-  //       m̂ = 0.6051661, v̂ = 1.7510008, sqrt = 1.3232539; w = -1.8733663 - 0.1 · 0.4573318 = -1.9190995
+  //       m̂ = 0.6051661, v̂ = 1.7510008, sqrt = 1.3232539; w = -1.8733663 - 0.1 · 0.4573318 =
+  //       -1.9190995
   auto w = Run(spec);
   ASSERT_EQ(w.size(), 3u);
   EXPECT_THAT(w[0], ElementsAre(FloatNear(0.9f, 1e-6), FloatNear(-1.9f, 1e-6)));
@@ -124,7 +126,8 @@ TEST_F(OptimizerTest, BadSpecs) {
   EXPECT_EQ(opt.status().message(), "optimizer: required (one of: sgd, adam, adamw, rmsprop)");
   spec.mutable_sgd()->set_learning_rate(0);
   opt = CreateOptimizer(spec, backend_.get(), {});
-  EXPECT_EQ(opt.status().message(), "optimizer.sgd.learning_rate: must be a positive number, got 0");
+  EXPECT_EQ(opt.status().message(),
+            "optimizer.sgd.learning_rate: must be a positive number, got 0");
   spec.mutable_adam()->set_learning_rate(0.1);
   spec.mutable_adam()->set_beta2(1.0);
   opt = CreateOptimizer(spec, backend_.get(), {});
@@ -186,7 +189,8 @@ TEST_F(OptimizerTest, RmsPropWithMomentum) {
                         0.9 * b1[1] + 0.5 / (std::sqrt(s2[1]) + 1e-8)};
   const auto h = Run(spec);
   ASSERT_EQ(h.size(), 3u);
-  EXPECT_THAT(h[0], ElementsAre(FloatNear(1 - 0.01 * b1[0], 1e-5f), FloatNear(-2 - 0.01 * b1[1], 1e-5f)));
+  EXPECT_THAT(h[0],
+              ElementsAre(FloatNear(1 - 0.01 * b1[0], 1e-5f), FloatNear(-2 - 0.01 * b1[1], 1e-5f)));
   EXPECT_THAT(h[1], ElementsAre(FloatNear(1 - 0.01 * (b1[0] + b2[0]), 1e-5f),
                                 FloatNear(-2 - 0.01 * (b1[1] + b2[1]), 1e-5f)));
   EXPECT_NEAR(h[0][0], 0.9, 1e-5);  // g / sqrt(0.01 g²) = 10 sign(g) on the first step

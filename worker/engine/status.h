@@ -15,13 +15,13 @@
 namespace traind::engine {
 
 enum class FailureKind {
-  kNone = 0,       // ok, or an error of no particular kind
-  kInvalidSpec,    // the spec cannot be run (field path in the message)
-  kDataError,      // the data cannot be used (file, line, column in the message)
-  kDiverged,       // the loss became NaN or infinite
+  kNone = 0,     // ok, or an error of no particular kind
+  kInvalidSpec,  // the spec cannot be run (field path in the message)
+  kDataError,    // the data cannot be used (file, line, column in the message)
+  kDiverged,     // the loss became NaN or infinite
   kOutOfMemory,
   kDeviceError,
-  kCancelled,      // stopped on request
+  kCancelled,  // stopped on request
 };
 
 absl::Status InvalidSpecError(absl::string_view message);
@@ -37,9 +37,9 @@ FailureKind FailureKindOf(const absl::Status& status);
 }  // namespace traind::engine
 
 // Returns from the enclosing function when `expr` (an absl::Status) is not ok.
-#define TRAIND_RETURN_IF_ERROR(expr)              \
-  do {                                            \
-    ::absl::Status _traind_status = (expr);       \
+#define TRAIND_RETURN_IF_ERROR(expr)                 \
+  do {                                               \
+    ::absl::Status _traind_status = (expr);          \
     if (!_traind_status.ok()) return _traind_status; \
   } while (0)
 
@@ -47,9 +47,8 @@ FailureKind FailureKindOf(const absl::Status& status);
 #define TRAIND_STATUS_CONCAT_(a, b) TRAIND_STATUS_CONCAT_INNER_(a, b)
 
 // `lhs = value of rexpr` (an absl::StatusOr<T>), or returns its error.
-#define TRAIND_ASSIGN_OR_RETURN(lhs, rexpr)                                  \
-  TRAIND_ASSIGN_OR_RETURN_IMPL_(                                            \
-      TRAIND_STATUS_CONCAT_(_traind_statusor_, __LINE__), lhs, rexpr)
+#define TRAIND_ASSIGN_OR_RETURN(lhs, rexpr) \
+  TRAIND_ASSIGN_OR_RETURN_IMPL_(TRAIND_STATUS_CONCAT_(_traind_statusor_, __LINE__), lhs, rexpr)
 #define TRAIND_ASSIGN_OR_RETURN_IMPL_(statusor, lhs, rexpr) \
   auto statusor = (rexpr);                                  \
   if (!statusor.ok()) return std::move(statusor).status();  \

@@ -31,8 +31,7 @@ class Tensor {
   // Takes ownership of `data` (freed with `deleter`).
   Tensor(void* data, Deleter deleter, DType dtype, int64_t rows, int64_t cols, int rank,
          MemorySpace space)
-      : data_(data, deleter), dtype_(dtype), rows_(rows), cols_(cols), rank_(rank),
-        space_(space) {}
+      : data_(data, deleter), dtype_(dtype), rows_(rows), cols_(cols), rank_(rank), space_(space) {}
 
   Tensor(Tensor&&) noexcept = default;
   Tensor& operator=(Tensor&&) noexcept = default;
@@ -54,8 +53,9 @@ class Tensor {
   // this one's memory and must not outlive it.
   // REQUIRES: 0 <= first, 0 <= count, first + count <= rows().
   Tensor Rows(int64_t first, int64_t count) {
-    return Tensor(static_cast<char*>(data_.get()) + first * cols_ * static_cast<int64_t>(SizeOf(dtype_)),
-                  &NoDelete, dtype_, count, cols_, 2, space_);
+    return Tensor(
+        static_cast<char*>(data_.get()) + first * cols_ * static_cast<int64_t>(SizeOf(dtype_)),
+        &NoDelete, dtype_, count, cols_, 2, space_);
   }
 
   float* f32() { return static_cast<float*>(data_.get()); }

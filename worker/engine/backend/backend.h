@@ -270,8 +270,8 @@ class Backend {
   virtual absl::Status BatchNormColumnSums(const Tensor& x, Tensor* sum) = 0;
   // From the global sum: mean: [n] = sum / count; sq: [n] =
   // Σ_r (x[r, :] - mean)².
-  virtual absl::Status BatchNormSquaredDeviations(const Tensor& x, const Tensor& sum,
-                                                  int64_t count, Tensor* mean, Tensor* sq) = 0;
+  virtual absl::Status BatchNormSquaredDeviations(const Tensor& x, const Tensor& sum, int64_t count,
+                                                  Tensor* mean, Tensor* sq) = 0;
   // From the global sq: var = sq / count (biased, for y) and rstd =
   // 1 / sqrt(var + epsilon); running statistics updated with `momentum` from
   // mean and the unbiased sq / (count - 1) (var when count == 1), as

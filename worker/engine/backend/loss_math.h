@@ -167,8 +167,9 @@ inline double SumOnHost(const LossParams& p, const float* outputs, int64_t batch
     return value;
   }
   for (int64_t i = 0; i < batch * w; ++i) {
-    value += ElementLoss(p, i % w, outputs[i], values[i], scale,
-                         grad != nullptr ? grad + i : nullptr, pred != nullptr ? pred + i : nullptr);
+    value +=
+        ElementLoss(p, i % w, outputs[i], values[i], scale, grad != nullptr ? grad + i : nullptr,
+                    pred != nullptr ? pred + i : nullptr);
   }
   return value;
 }

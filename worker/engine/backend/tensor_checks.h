@@ -39,8 +39,8 @@ inline absl::Status CheckSameSize(const Tensor& a, const Tensor& b, absl::string
 // The arguments of a dense kernel's forward pass, for a kernel built for
 // [batch, in] -> [batch, out] (`bias`: whether it has a bias).
 inline absl::Status CheckDenseForwardArgs(const Tensor& x, const Tensor& w, const Tensor& b,
-                                          const Tensor& y, int64_t batch, int64_t in,
-                                          int64_t out, bool bias) {
+                                          const Tensor& y, int64_t batch, int64_t in, int64_t out,
+                                          bool bias) {
   if (absl::Status s = CheckShape(x, DType::kF32, batch, in, "dense forward x"); !s.ok()) return s;
   if (absl::Status s = CheckShape(w, DType::kF32, in, out, "dense forward w"); !s.ok()) return s;
   if (bias) {
@@ -143,9 +143,9 @@ inline absl::Status CheckAdamManyArgs(absl::Span<const Tensor* const> grads,
 // Backend::Copy's arguments: one dtype, one number of elements.
 inline absl::Status CheckCopyArgs(const Tensor& src, const Tensor& dst) {
   if (src.dtype() != dst.dtype() || src.size() != dst.size()) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "Copy: source [%d, %d] and destination [%d, %d] differ in type or size", src.rows(),
-        src.cols(), dst.rows(), dst.cols()));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("Copy: source [%d, %d] and destination [%d, %d] differ in type or size",
+                        src.rows(), src.cols(), dst.rows(), dst.cols()));
   }
   return absl::OkStatus();
 }
@@ -157,18 +157,17 @@ inline absl::Status CheckLossKernelOptions(const LossKernelOptions& o) {
         absl::StrFormat("loss kernel: width %d, max_batch %d, slots %d (each must be >= 1)",
                         o.width, o.max_batch, o.slots));
   }
-  const bool weighted = o.kind == LossKind::kSoftmaxCrossEntropy ||
-                        o.kind == LossKind::kSigmoidBinaryCrossEntropy;
+  const bool weighted =
+      o.kind == LossKind::kSoftmaxCrossEntropy || o.kind == LossKind::kSigmoidBinaryCrossEntropy;
   if (!o.weights.empty() && (!weighted || static_cast<int64_t>(o.weights.size()) != o.width)) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "loss kernel: %d weights for width %d%s", o.weights.size(), o.width,
-        weighted ? "" : " (this loss takes none)"));
+    return absl::InvalidArgumentError(absl::StrFormat("loss kernel: %d weights for width %d%s",
+                                                      o.weights.size(), o.width,
+                                                      weighted ? "" : " (this loss takes none)"));
   }
   for (size_t i = 0; i < o.weights.size(); ++i) {
     if (!(o.weights[i] >= 0) || !std::isfinite(o.weights[i])) {
-      return absl::InvalidArgumentError(
-          absl::StrFormat("loss kernel: weight %d is %g (must be finite and >= 0)", i,
-                          o.weights[i]));
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "loss kernel: weight %d is %g (must be finite and >= 0)", i, o.weights[i]));
     }
   }
   if (!(o.label_smoothing >= 0 && o.label_smoothing < 1)) {
@@ -189,9 +188,9 @@ inline absl::Status CheckLossComputeArgs(const LossKernelOptions& o, const Tenso
   const int64_t batch = outputs.rows();
   if (outputs.dtype() != DType::kF32 || outputs.cols() != o.width || batch < 0 ||
       batch > o.max_batch || (batch > 0 && outputs.empty())) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "loss: outputs [%d, %d], expected [batch <= %d, %d]", batch, outputs.cols(), o.max_batch,
-        o.width));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("loss: outputs [%d, %d], expected [batch <= %d, %d]", batch, outputs.cols(),
+                        o.max_batch, o.width));
   }
   if (o.kind == LossKind::kSoftmaxCrossEntropy) {
     if (targets.dtype() != DType::kS32 || targets.size() != batch) {
@@ -202,7 +201,8 @@ inline absl::Status CheckLossComputeArgs(const LossKernelOptions& o, const Tenso
     return absl::InvalidArgumentError(
         absl::StrFormat("loss: targets must be [%d, %d] values (f32)", batch, o.width));
   }
-  for (auto [t, name] : {std::pair{grad, "loss grad"}, std::pair{predictions, "loss predictions"}}) {
+  for (auto [t, name] :
+       {std::pair{grad, "loss grad"}, std::pair{predictions, "loss predictions"}}) {
     if (t == nullptr || batch == 0) continue;
     if (absl::Status s = CheckShape(*t, DType::kF32, batch, o.width, name); !s.ok()) return s;
   }

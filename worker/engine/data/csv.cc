@@ -74,9 +74,8 @@ class CsvParser {
         continue;
       }
       if (record.size() != table.header.size()) {
-        return DataError(absl::StrFormat("%s:%d: row has %d fields, the header has %d",
-                                         path_, record_line, record.size(),
-                                         table.header.size()));
+        return DataError(absl::StrFormat("%s:%d: row has %d fields, the header has %d", path_,
+                                         record_line, record.size(), table.header.size()));
       }
       table.rows.push_back(std::move(record));
       record = {};
@@ -106,8 +105,9 @@ class CsvParser {
   // A field is UTF-8 and at most kMaxCsvFieldBytes (its record's line).
   absl::Status CheckField(const std::string& field, size_t column) const {
     if (field.size() > kMaxCsvFieldBytes) {
-      return DataError(absl::StrFormat("%s:%d: column %d holds %d bytes; a field may hold at most %d",
-                                       path_, line_, column, field.size(), kMaxCsvFieldBytes));
+      return DataError(
+          absl::StrFormat("%s:%d: column %d holds %d bytes; a field may hold at most %d", path_,
+                          line_, column, field.size(), kMaxCsvFieldBytes));
     }
     const size_t bad = FirstInvalidUtf8(field);
     if (bad != absl::string_view::npos) {

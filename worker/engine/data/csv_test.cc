@@ -12,8 +12,8 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "worker/engine/status.h"
 #include "tests/testing/temp_dir.h"
+#include "worker/engine/status.h"
 #include "worker/engine/testing/temp_file.h"
 
 namespace traind::engine {
@@ -21,8 +21,8 @@ namespace {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
-using ::traind::testing::TempDir;
 using testing::TempFile;
+using ::traind::testing::TempDir;
 
 TEST(ReadCsvTest, QuotedFieldsHoldDelimitersQuotesAndNewlines) {
   TempFile file(
@@ -62,7 +62,9 @@ TEST(ReadCsvTest, CrlfInsideQuotesIsKept) {
 }
 
 TEST(ReadCsvTest, OtherDelimiterAndByteOrderMark) {
-  TempFile file("\xEF\xBB\xBF" "a;b\n1,5;\"2;3\"\n");
+  TempFile file(
+      "\xEF\xBB\xBF"
+      "a;b\n1,5;\"2;3\"\n");
   absl::StatusOr<CsvTable> table = ReadCsv(file.path(), ';');
   ASSERT_TRUE(table.ok()) << table.status();
   EXPECT_THAT(table->header, ElementsAre("a", "b"));
@@ -75,8 +77,7 @@ TEST(ReadCsvTest, RaggedRowNamesPathAndLine) {
   absl::StatusOr<CsvTable> table = ReadCsv(file.path());
   ASSERT_FALSE(table.ok());
   EXPECT_EQ(FailureKindOf(table.status()), FailureKind::kDataError);
-  EXPECT_EQ(table.status().message(),
-            file.path() + ":4: row has 3 fields, the header has 5");
+  EXPECT_EQ(table.status().message(), file.path() + ":4: row has 3 fields, the header has 5");
 }
 
 TEST(ReadCsvTest, MissingFile) {
@@ -128,8 +129,9 @@ TEST(ReadCsvTest, NonUtf8FieldsNameLineAndColumn) {
   ASSERT_FALSE(table.ok());
   EXPECT_EQ(FailureKindOf(table.status()), FailureKind::kDataError);
   EXPECT_EQ(table.status().message(),
-            file.path() + ":3: column 1 is not valid UTF-8 (byte 0xff at offset 1 of the field); "
-                          "save the file as UTF-8");
+            file.path() +
+                ":3: column 1 is not valid UTF-8 (byte 0xff at offset 1 of the field); "
+                "save the file as UTF-8");
   TempFile header("a,\xe9t\xe9\n1,2\n");  // Latin-1 "été"
   table = ReadCsv(header.path());
   ASSERT_FALSE(table.ok());

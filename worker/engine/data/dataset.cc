@@ -13,8 +13,8 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "worker/engine/data/csv.h"
-#include "worker/engine/data/text.h"
 #include "worker/engine/data/labels.h"
+#include "worker/engine/data/text.h"
 #include "worker/engine/status.h"
 
 namespace traind::engine {

@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "traind/v1/job.pb.h"
 #include "spec/checks.h"
+#include "traind/v1/job.pb.h"
 
 namespace traind::engine {
 

@@ -83,9 +83,10 @@ TEST(LoadDatasetTest, NanInfAndOutOfRangeAreRejected) {
     TempFile file("a,label\n1,x\n" + bad + ",y\n");
     absl::StatusOr<Dataset> data = LoadDataset(Spec(file.path(), "label"));
     ASSERT_FALSE(data.ok()) << "value: " << bad;
-    EXPECT_EQ(data.status().message(),
-              file.path() + ":3: column \"a\" (column 1): \"" + bad +
-                  "\" is out of range for a 32-bit float (magnitudes from 1.2e-38 to 3.4e38, or 0)");
+    EXPECT_EQ(
+        data.status().message(),
+        file.path() + ":3: column \"a\" (column 1): \"" + bad +
+            "\" is out of range for a 32-bit float (magnitudes from 1.2e-38 to 3.4e38, or 0)");
   }
   for (const std::string bad : {"inf", "-Infinity", "1.5x"}) {
     TempFile file("a,label\n1,x\n" + bad + ",y\n");
@@ -142,9 +143,9 @@ TEST(LoadDatasetTest, ALongValueIsQuotedCut) {
   TempFile file("a,label\n1,x\n" + value + "z,y\n");
   absl::StatusOr<Dataset> data = LoadDataset(Spec(file.path(), "label"));
   ASSERT_FALSE(data.ok());
-  EXPECT_EQ(data.status().message(),
-            file.path() + ":3: column \"a\" (column 1): \"" + std::string(kMaxQuotedBytes, '7') +
-                "\"\xE2\x80\xA6 (50001 bytes) is not a number");
+  EXPECT_EQ(data.status().message(), file.path() + ":3: column \"a\" (column 1): \"" +
+                                         std::string(kMaxQuotedBytes, '7') +
+                                         "\"\xE2\x80\xA6 (50001 bytes) is not a number");
 }
 
 }  // namespace

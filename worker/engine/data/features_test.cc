@@ -8,8 +8,8 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "worker/engine/data/dataset.h"
 #include "spec/validation.h"
+#include "worker/engine/data/dataset.h"
 #include "worker/engine/data/task_rows.h"
 #include "worker/engine/status.h"
 #include "worker/engine/testing/temp_file.h"

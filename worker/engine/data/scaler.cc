@@ -38,8 +38,8 @@ void Standardizer::Fit(const Dataset& d, const std::vector<int64_t>& rows) {
   for (size_t j = 0; j < f; ++j) {
     const double std = std::sqrt(sum_sq[j] / n);
     // A constant column can leave a rounding residue instead of an exact 0.
-    const bool constant = lo[j] == hi[j] ||
-                          std < 10 * std::numeric_limits<double>::epsilon() * std::abs(mean_[j]);
+    const bool constant =
+        lo[j] == hi[j] || std < 10 * std::numeric_limits<double>::epsilon() * std::abs(mean_[j]);
     scale_[j] = constant || std == 0 ? 1.0 : std;
   }
 }

@@ -24,8 +24,8 @@ Dataset Matrix(int64_t rows, int64_t features, std::vector<float> x) {
 TEST(StandardizerTest, FitsOnChosenRowsOnly) {
   // Rows 0, 1, 3 are the training rows; row 2 holds extreme values.
   Dataset d = Matrix(4, 3,
-                     {1, 10, 5,  //
-                      2, 20, 5,  //
+                     {1, 10, 5,        //
+                      2, 20, 5,        //
                       1e6f, -1e6f, 7,  //
                       6, 30, 5});
   Standardizer s;

@@ -80,7 +80,8 @@ TEST(StratifiedKFoldTest, ClassCountsAndSizesBalanced) {
   // Uneven classes, shuffled label order.
   std::vector<int32_t> labels = Labels({13, 7, 22, 1, 5});
   std::vector<int32_t> interleaved;
-  for (size_t i = 0; i < labels.size(); ++i) interleaved.push_back(labels[(i * 17) % labels.size()]);
+  for (size_t i = 0; i < labels.size(); ++i)
+    interleaved.push_back(labels[(i * 17) % labels.size()]);
   for (const auto* y : {&labels, &interleaved}) {
     for (int k : {2, 3, 4, 5}) {
       for (bool shuffle : {false, true}) {
@@ -178,8 +179,8 @@ TEST(HoldoutTest, SizeStratificationAndSeed) {
   const auto minority = std::count_if(val.begin(), val.end(), [](int64_t r) { return r >= 70; });
   EXPECT_EQ(minority, 6);  // round(0.2 · 30)
   EXPECT_TRUE(std::is_sorted(val.begin(), val.end()));
-  EXPECT_EQ(val, HoldoutRows(100, &labels, 0.2, true, 9));    // identical on every run
-  EXPECT_NE(val, HoldoutRows(100, &labels, 0.2, true, 10));   // another seed, another split
+  EXPECT_EQ(val, HoldoutRows(100, &labels, 0.2, true, 9));      // identical on every run
+  EXPECT_NE(val, HoldoutRows(100, &labels, 0.2, true, 10));     // another seed, another split
   const auto plain = HoldoutRows(10, nullptr, 0.25, false, 0);  // ceil(2.5) = 3, the last rows
   EXPECT_EQ(plain, (std::vector<int64_t>{7, 8, 9}));
 }

@@ -2,7 +2,6 @@
 
 #include <utility>
 
-
 #include "worker/engine/backend/cpu/cpu_backend.h"
 #include "worker/engine/status.h"
 

@@ -17,9 +17,9 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
+#include "spec/checks.h"
 #include "traind/v1/job.pb.h"
 #include "worker/engine/checkpoint.h"
-#include "spec/checks.h"
 
 namespace traind::engine {
 

@@ -9,9 +9,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "worker/engine/fit/artifacts.h"
-#include "spec/validation.h"
 #include "spec/task_plan.h"
+#include "spec/validation.h"
+#include "worker/engine/fit/artifacts.h"
 #include "worker/engine/status.h"
 
 namespace traind::engine {

@@ -16,6 +16,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "spec/checks.h"
 #include "traind/v1/job.pb.h"
 #include "worker/engine/backend/backend.h"
 #include "worker/engine/data/dataset.h"
@@ -30,7 +31,6 @@
 #include "worker/engine/network.h"
 #include "worker/engine/optimizers.h"
 #include "worker/engine/schedules.h"
-#include "spec/checks.h"
 
 namespace traind::engine {
 

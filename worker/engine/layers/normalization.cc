@@ -44,17 +44,14 @@ absl::Status BatchNorm::SetCommunicator(const ForwardMode& mode) {
   return absl::OkStatus();
 }
 
-Tensor BatchNorm::NoRows() {
-  return sq_.Rows(0, 0);
-}
+Tensor BatchNorm::NoRows() { return sq_.Rows(0, 0); }
 
 absl::Status BatchNorm::SyncForward(const Tensor& x, Tensor* y) {
   // Two passes, as BatchNormForward: the mean of the whole batch, then the
   // squared deviations from it.
   TRAIND_RETURN_IF_ERROR(backend_->BatchNormColumnSums(x, &sum_));
   TRAIND_RETURN_IF_ERROR(comm_->AllReduceSum(sum_.f32(), n_));
-  TRAIND_RETURN_IF_ERROR(
-      backend_->BatchNormSquaredDeviations(x, sum_, count_, &train_mean_, &sq_));
+  TRAIND_RETURN_IF_ERROR(backend_->BatchNormSquaredDeviations(x, sum_, count_, &train_mean_, &sq_));
   TRAIND_RETURN_IF_ERROR(comm_->AllReduceSum(sq_.f32(), n_));
   return backend_->BatchNormForwardFromMoments(momentum_, epsilon_, count_, x, gamma_, beta_,
                                                train_mean_, sq_, &running_mean_, &running_var_,

@@ -60,9 +60,8 @@ absl::StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::Create(
     const NcclCommunicatorOptions& options) {
   ncclUniqueId id;
   if (unique_id.size() != sizeof(id.internal)) {
-    return absl::InvalidArgumentError(absl::StrCat("NCCL unique id: expected ",
-                                                   sizeof(id.internal), " bytes, got ",
-                                                   unique_id.size()));
+    return absl::InvalidArgumentError(absl::StrCat("NCCL unique id: expected ", sizeof(id.internal),
+                                                   " bytes, got ", unique_id.size()));
   }
   if (size < 1 || rank < 0 || rank >= size) {
     return absl::InvalidArgumentError(absl::StrCat("NCCL: rank ", rank, " of ", size));

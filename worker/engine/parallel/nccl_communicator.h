@@ -105,16 +105,16 @@ class NcclCommunicator final : public Communicator {
   const int rank_, size_;
   const cudaStream_t stream_;  // the backend's
   const NcclCommunicatorOptions options_;
-  cuda::Stream comm_stream_;     // every collective runs here
-  cuda::Event backend_ready_;    // recorded on stream_ before a collective
-  cuda::Event collectives_done_; // recorded on comm_stream_ by WaitAll
-  bool started_ = false;         // reductions started since the last wait
+  cuda::Stream comm_stream_;      // every collective runs here
+  cuda::Event backend_ready_;     // recorded on stream_ before a collective
+  cuda::Event collectives_done_;  // recorded on comm_stream_ by WaitAll
+  bool started_ = false;          // reductions started since the last wait
   cuda::DeviceBuffer double_scratch_;
   cuda::PinnedBuffer double_host_;
 
   std::mutex mu_;
-  ncclComm_t comm_;               // guarded by mu_; null once aborted
-  std::string abort_reason_;      // guarded by mu_
+  ncclComm_t comm_;           // guarded by mu_; null once aborted
+  std::string abort_reason_;  // guarded by mu_
   std::atomic<bool> aborted_{false};
 };
 

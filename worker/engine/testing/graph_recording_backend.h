@@ -173,23 +173,22 @@ class RecordingDenseKernel final : public DenseKernel {
 
   absl::Status Forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor* y) override {
     if (!state_->capturing) return inner_->Forward(x, w, b, y);
-    return state_->Record("DenseKernel::Forward",
-                          [k = inner_.get(), x = TensorArg(x), w = TensorArg(w), b = TensorArg(b),
-                           y = TensorArg(y)] {
-                            return k->Forward(x.ref(), w.ref(), b.ref(), y.ptr());
-                          });
+    return state_->Record(
+        "DenseKernel::Forward",
+        [k = inner_.get(), x = TensorArg(x), w = TensorArg(w), b = TensorArg(b), y = TensorArg(y)] {
+          return k->Forward(x.ref(), w.ref(), b.ref(), y.ptr());
+        });
   }
 
   absl::Status Backward(const Tensor& x, const Tensor& w, const Tensor& y, Tensor* dy, Tensor* dw,
                         Tensor* db, Tensor* dx) override {
     if (!state_->capturing) return inner_->Backward(x, w, y, dy, dw, db, dx);
-    return state_->Record("DenseKernel::Backward",
-                          [k = inner_.get(), x = TensorArg(x), w = TensorArg(w), y = TensorArg(y),
-                           dy = TensorArg(dy), dw = TensorArg(dw), db = TensorArg(db),
-                           dx = TensorArg(dx)] {
-                            return k->Backward(x.ref(), w.ref(), y.ref(), dy.ptr(), dw.ptr(),
-                                               db.ptr(), dx.ptr());
-                          });
+    return state_->Record(
+        "DenseKernel::Backward",
+        [k = inner_.get(), x = TensorArg(x), w = TensorArg(w), y = TensorArg(y), dy = TensorArg(dy),
+         dw = TensorArg(dw), db = TensorArg(db), dx = TensorArg(dx)] {
+          return k->Backward(x.ref(), w.ref(), y.ref(), dy.ptr(), dw.ptr(), db.ptr(), dx.ptr());
+        });
   }
 
  private:
@@ -207,13 +206,13 @@ class RecordingLossKernel final : public LossKernel {
     if (!state_->capturing) {
       return inner_->Compute(outputs, targets, grad_scale, grad, predictions, slot);
     }
-    return state_->Record("LossKernel::Compute",
-                          [k = inner_.get(), outputs = TensorArg(outputs),
-                           targets = TensorArg(targets), grad_scale, grad = TensorArg(grad),
-                           predictions = TensorArg(predictions), slot] {
-                            return k->Compute(outputs.ref(), targets.ref(), grad_scale, grad.ptr(),
-                                              predictions.ptr(), slot);
-                          });
+    return state_->Record(
+        "LossKernel::Compute",
+        [k = inner_.get(), outputs = TensorArg(outputs), targets = TensorArg(targets), grad_scale,
+         grad = TensorArg(grad), predictions = TensorArg(predictions), slot] {
+          return k->Compute(outputs.ref(), targets.ref(), grad_scale, grad.ptr(), predictions.ptr(),
+                            slot);
+        });
   }
 
   absl::Status ReadSlots(int64_t first, int64_t count, double* values) override {
@@ -284,9 +283,8 @@ class GraphRecordingBackend final : public Backend {
   }
   absl::Status Fill(float value, Tensor* dst) override {
     if (!state_->capturing) return inner_->Fill(value, dst);
-    return state_->Record("Fill", [b = inner_.get(), value, dst = Arg(dst)] {
-      return b->Fill(value, dst.ptr());
-    });
+    return state_->Record(
+        "Fill", [b = inner_.get(), value, dst = Arg(dst)] { return b->Fill(value, dst.ptr()); });
   }
 
   absl::Status GatherRows(const float* src, int64_t cols, absl::Span<const int64_t> rows,
@@ -328,10 +326,10 @@ class GraphRecordingBackend final : public Backend {
   absl::Status DropoutForward(float rate, uint64_t seed, const Tensor& x, Tensor* mask,
                               Tensor* y) override {
     if (!state_->capturing) return inner_->DropoutForward(rate, seed, x, mask, y);
-    return state_->Record("DropoutForward", [b = inner_.get(), rate, seed, x = Arg(x),
-                                             mask = Arg(mask), y = Arg(y)] {
-      return b->DropoutForward(rate, seed, x.ref(), mask.ptr(), y.ptr());
-    });
+    return state_->Record("DropoutForward",
+                          [b = inner_.get(), rate, seed, x = Arg(x), mask = Arg(mask), y = Arg(y)] {
+                            return b->DropoutForward(rate, seed, x.ref(), mask.ptr(), y.ptr());
+                          });
   }
   absl::Status Multiply(const Tensor& a, const Tensor& b, Tensor* out) override {
     if (!state_->capturing) return inner_->Multiply(a, b, out);
@@ -381,12 +379,11 @@ class GraphRecordingBackend final : public Backend {
   absl::Status BatchNormSquaredDeviations(const Tensor& x, const Tensor& sum, int64_t count,
                                           Tensor* mean, Tensor* sq) override {
     if (!state_->capturing) return inner_->BatchNormSquaredDeviations(x, sum, count, mean, sq);
-    return state_->Record("BatchNormSquaredDeviations",
-                          [b = inner_.get(), x = Arg(x), sum = Arg(sum), count, mean = Arg(mean),
-                           sq = Arg(sq)] {
-                            return b->BatchNormSquaredDeviations(x.ref(), sum.ref(), count,
-                                                                 mean.ptr(), sq.ptr());
-                          });
+    return state_->Record(
+        "BatchNormSquaredDeviations",
+        [b = inner_.get(), x = Arg(x), sum = Arg(sum), count, mean = Arg(mean), sq = Arg(sq)] {
+          return b->BatchNormSquaredDeviations(x.ref(), sum.ref(), count, mean.ptr(), sq.ptr());
+        });
   }
   absl::Status BatchNormForwardFromMoments(float momentum, float epsilon, int64_t count,
                                            const Tensor& x, const Tensor& gamma, const Tensor& beta,
@@ -394,18 +391,17 @@ class GraphRecordingBackend final : public Backend {
                                            Tensor* running_mean, Tensor* running_var, Tensor* rstd,
                                            Tensor* y) override {
     if (!state_->capturing) {
-      return inner_->BatchNormForwardFromMoments(momentum, epsilon, count, x, gamma, beta, mean,
-                                                 sq, running_mean, running_var, rstd, y);
+      return inner_->BatchNormForwardFromMoments(momentum, epsilon, count, x, gamma, beta, mean, sq,
+                                                 running_mean, running_var, rstd, y);
     }
     return state_->Record(
         "BatchNormForwardFromMoments",
         [b = inner_.get(), momentum, epsilon, count, x = Arg(x), gamma = Arg(gamma),
          beta = Arg(beta), mean = Arg(mean), sq = Arg(sq), running_mean = Arg(running_mean),
          running_var = Arg(running_var), rstd = Arg(rstd), y = Arg(y)] {
-          return b->BatchNormForwardFromMoments(momentum, epsilon, count, x.ref(), gamma.ref(),
-                                                beta.ref(), mean.ref(), sq.ref(),
-                                                running_mean.ptr(), running_var.ptr(), rstd.ptr(),
-                                                y.ptr());
+          return b->BatchNormForwardFromMoments(
+              momentum, epsilon, count, x.ref(), gamma.ref(), beta.ref(), mean.ref(), sq.ref(),
+              running_mean.ptr(), running_var.ptr(), rstd.ptr(), y.ptr());
         });
   }
   absl::Status BatchNormBackwardSums(const Tensor& x, const Tensor& mean, const Tensor& rstd,
@@ -428,13 +424,13 @@ class GraphRecordingBackend final : public Backend {
     if (!state_->capturing) {
       return inner_->BatchNormBackwardData(x, gamma, mean, rstd, dy, sums, count, dx);
     }
-    return state_->Record(
-        "BatchNormBackwardData",
-        [b = inner_.get(), x = Arg(x), gamma = Arg(gamma), mean = Arg(mean), rstd = Arg(rstd),
-         dy = Arg(dy), sums = Arg(sums), count, dx = Arg(dx)] {
-          return b->BatchNormBackwardData(x.ref(), gamma.ref(), mean.ref(), rstd.ref(), dy.ref(),
-                                          sums.ref(), count, dx.ptr());
-        });
+    return state_->Record("BatchNormBackwardData",
+                          [b = inner_.get(), x = Arg(x), gamma = Arg(gamma), mean = Arg(mean),
+                           rstd = Arg(rstd), dy = Arg(dy), sums = Arg(sums), count, dx = Arg(dx)] {
+                            return b->BatchNormBackwardData(x.ref(), gamma.ref(), mean.ref(),
+                                                            rstd.ref(), dy.ref(), sums.ref(), count,
+                                                            dx.ptr());
+                          });
   }
   absl::Status LayerNormForward(float epsilon, const Tensor& x, const Tensor& gamma,
                                 const Tensor& beta, Tensor* mean, Tensor* rstd,
@@ -468,9 +464,8 @@ class GraphRecordingBackend final : public Backend {
   }
   absl::Status Scale(float factor, Tensor* t) override {
     if (!state_->capturing) return inner_->Scale(factor, t);
-    return state_->Record("Scale", [b = inner_.get(), factor, t = Arg(t)] {
-      return b->Scale(factor, t.ptr());
-    });
+    return state_->Record(
+        "Scale", [b = inner_.get(), factor, t = Arg(t)] { return b->Scale(factor, t.ptr()); });
   }
   absl::Status ClipByValue(float limit, Tensor* t) override {
     if (!state_->capturing) return inner_->ClipByValue(limit, t);
@@ -525,12 +520,10 @@ class GraphRecordingBackend final : public Backend {
                              absl::Span<Tensor* const> velocities,
                              absl::Span<Tensor* const> params) override {
     if (!state_->capturing) return inner_->SgdUpdateMany(step, grads, velocities, params);
-    return state_->Record("SgdUpdateMany",
-                          [b = inner_.get(), step, grads = Args(grads),
-                           velocities = Args(velocities), params = Args(params)] {
-                            return b->SgdUpdateMany(step, grads.const_ptrs(), velocities.ptrs(),
-                                                    params.ptrs());
-                          });
+    return state_->Record("SgdUpdateMany", [b = inner_.get(), step, grads = Args(grads),
+                                            velocities = Args(velocities), params = Args(params)] {
+      return b->SgdUpdateMany(step, grads.const_ptrs(), velocities.ptrs(), params.ptrs());
+    });
   }
   absl::Status AdamUpdate(const AdamStep& step, const Tensor& grad, Tensor* m, Tensor* v,
                           Tensor* param) override {
@@ -552,12 +545,11 @@ class GraphRecordingBackend final : public Backend {
   absl::Status RmsPropUpdate(const RmsPropStep& step, const Tensor& grad, Tensor* square_avg,
                              Tensor* buffer, Tensor* param) override {
     if (!state_->capturing) return inner_->RmsPropUpdate(step, grad, square_avg, buffer, param);
-    return state_->Record("RmsPropUpdate",
-                          [b = inner_.get(), step, grad = Arg(grad), square_avg = Arg(square_avg),
-                           buffer = Arg(buffer), param = Arg(param)] {
-                            return b->RmsPropUpdate(step, grad.ref(), square_avg.ptr(),
-                                                    buffer.ptr(), param.ptr());
-                          });
+    return state_->Record(
+        "RmsPropUpdate", [b = inner_.get(), step, grad = Arg(grad), square_avg = Arg(square_avg),
+                          buffer = Arg(buffer), param = Arg(param)] {
+          return b->RmsPropUpdate(step, grad.ref(), square_avg.ptr(), buffer.ptr(), param.ptr());
+        });
   }
 
  private:
@@ -579,8 +571,7 @@ class GraphRecordingBackend final : public Backend {
 // `inner` (owned) under the name `name`, with op graphs (see above),
 // standing in for a backend on `device`.
 inline std::unique_ptr<Backend> NewGraphRecordingBackend(
-    std::unique_ptr<Backend> inner, std::string name,
-    BackendDevice device = BackendDevice::kGpu) {
+    std::unique_ptr<Backend> inner, std::string name, BackendDevice device = BackendDevice::kGpu) {
   return std::make_unique<GraphRecordingBackend>(std::move(inner), std::move(name), device);
 }
 

@@ -153,10 +153,10 @@ TEST_F(GraphRecordingBackendTest, OptimizerUpdatesReplayTheirRecordedConstants) 
     Tensor pa1, pa2, m1, m2, v1, v2, ps1, ps2, vel1, vel2, g1, g2;
   };
   auto make = [&](Backend& b) {
-    return Set{Vector(b, p1),     Matrix(b, 2, 2, p2), Vector(b, zeros3), Matrix(b, 2, 2, zeros4),
-               Vector(b, zeros3), Matrix(b, 2, 2, zeros4), Vector(b, p1),  Matrix(b, 2, 2, p2),
-               Vector(b, zeros3), Matrix(b, 2, 2, zeros4), Vector(b, zeros3),
-               Matrix(b, 2, 2, zeros4)};
+    return Set{Vector(b, p1),           Matrix(b, 2, 2, p2), Vector(b, zeros3),
+               Matrix(b, 2, 2, zeros4), Vector(b, zeros3),   Matrix(b, 2, 2, zeros4),
+               Vector(b, p1),           Matrix(b, 2, 2, p2), Vector(b, zeros3),
+               Matrix(b, 2, 2, zeros4), Vector(b, zeros3),   Matrix(b, 2, 2, zeros4)};
   };
   Set r = make(*rec_);
   Set e = make(*eager_);
@@ -200,17 +200,17 @@ TEST_F(GraphRecordingBackendTest, OptimizerUpdatesReplayTheirRecordedConstants) 
     Write(*eager_, g1, &e.g1);
     Write(*eager_, g2, &e.g2);
     ASSERT_TRUE((*graph)->Launch().ok());
-    ASSERT_TRUE(eager_->AdamUpdateMany(adam1, {&e.g1, &e.g2}, {&e.m1, &e.m2}, {&e.v1, &e.v2},
-                                       {&e.pa1, &e.pa2})
+    ASSERT_TRUE(eager_
+                    ->AdamUpdateMany(adam1, {&e.g1, &e.g2}, {&e.m1, &e.m2}, {&e.v1, &e.v2},
+                                     {&e.pa1, &e.pa2})
                     .ok());
-    ASSERT_TRUE(eager_->SgdUpdateMany(sgd1, {&e.g1, &e.g2}, {&e.vel1, &e.vel2},
-                                      {&e.ps1, &e.ps2})
-                    .ok());
-    for (auto [rt, et] : {std::pair{&r.pa1, &e.pa1}, std::pair{&r.pa2, &e.pa2},
-                          std::pair{&r.m1, &e.m1}, std::pair{&r.m2, &e.m2},
-                          std::pair{&r.v1, &e.v1}, std::pair{&r.v2, &e.v2},
-                          std::pair{&r.ps1, &e.ps1}, std::pair{&r.ps2, &e.ps2},
-                          std::pair{&r.vel1, &e.vel1}, std::pair{&r.vel2, &e.vel2}}) {
+    ASSERT_TRUE(
+        eager_->SgdUpdateMany(sgd1, {&e.g1, &e.g2}, {&e.vel1, &e.vel2}, {&e.ps1, &e.ps2}).ok());
+    for (auto [rt, et] :
+         {std::pair{&r.pa1, &e.pa1}, std::pair{&r.pa2, &e.pa2}, std::pair{&r.m1, &e.m1},
+          std::pair{&r.m2, &e.m2}, std::pair{&r.v1, &e.v1}, std::pair{&r.v2, &e.v2},
+          std::pair{&r.ps1, &e.ps1}, std::pair{&r.ps2, &e.ps2}, std::pair{&r.vel1, &e.vel1},
+          std::pair{&r.vel2, &e.vel2}}) {
       EXPECT_EQ(Bits(Read(*rec_, *rt)), Bits(Read(*eager_, *et)));
     }
     EXPECT_EQ(Read(*rec_, r.g1), g1);  // the gradients are not modified
@@ -297,9 +297,9 @@ TEST_F(GraphRecordingBackendTest, DenseLossStepEqualsTheEagerCalls) {
     ASSERT_TRUE((*graph)->Launch().ok());
     ASSERT_TRUE(step(*eager_, e).ok());
 
-    for (auto [rt, et] : {std::pair{&r.y, &e.y}, std::pair{&r.dy, &e.dy},
-                          std::pair{&r.dw, &e.dw}, std::pair{&r.db, &e.db},
-                          std::pair{&r.dx, &e.dx}, std::pair{&r.pred, &e.pred}}) {
+    for (auto [rt, et] :
+         {std::pair{&r.y, &e.y}, std::pair{&r.dy, &e.dy}, std::pair{&r.dw, &e.dw},
+          std::pair{&r.db, &e.db}, std::pair{&r.dx, &e.dx}, std::pair{&r.pred, &e.pred}}) {
       EXPECT_EQ(Bits(Read(*rec_, *rt)), Bits(Read(*eager_, *et)));
     }
     double rs[2], es[2];

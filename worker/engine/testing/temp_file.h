@@ -15,7 +15,8 @@ class TempFile {
  public:
   explicit TempFile(const std::string& contents, const std::string& suffix = ".csv") {
     const char* dir = std::getenv("TEST_TMPDIR");
-    std::string pattern = std::string(dir != nullptr ? dir : "/tmp") + "/traind_engine_XXXXXX" + suffix;
+    std::string pattern =
+        std::string(dir != nullptr ? dir : "/tmp") + "/traind_engine_XXXXXX" + suffix;
     const int fd = mkstemps(pattern.data(), static_cast<int>(suffix.size()));
     if (fd >= 0) {
       const ssize_t written = ::write(fd, contents.data(), contents.size());

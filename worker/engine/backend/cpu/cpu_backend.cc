@@ -15,13 +15,13 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "oneapi/dnnl/dnnl.hpp"
+#include "spec/checks.h"
 #include "worker/engine/backend/activation_math.h"
 #include "worker/engine/backend/cpu/cpu_dense_kernel.h"
 #include "worker/engine/backend/cpu/cpu_parallel.h"
 #include "worker/engine/backend/cpu/onednn_status.h"
 #include "worker/engine/backend/tensor_checks.h"
 #include "worker/engine/random.h"
-#include "spec/checks.h"
 #include "worker/engine/status.h"
 
 namespace traind::engine {
@@ -98,7 +98,8 @@ void BatchNormColumnDx(const float* in, const float* dy, int64_t batch, int64_t 
   const double scale = gamma * rs / count;
   for (int64_t r = 0; r < batch; ++r) {
     const double xhat = (in[r * n + j] - mu) * rs;
-    dx[r * n + j] = static_cast<float>(scale * (count * dy[r * n + j] - sum_dy - xhat * sum_dy_xhat));
+    dx[r * n + j] =
+        static_cast<float>(scale * (count * dy[r * n + j] - sum_dy - xhat * sum_dy_xhat));
   }
 }
 
@@ -125,12 +126,12 @@ class CpuLossKernel final : public LossKernel {
         }
       }
     }
-    slots_[static_cast<size_t>(slot)] = loss_math::SumOnHost(
-        params_, outputs.f32(), batch, classes ? targets.s32() : nullptr,
-        classes ? nullptr : targets.f32(),
-        grad_scale == kStoredGradScale ? stored_scale_ : grad_scale,
-        grad != nullptr && batch > 0 ? grad->f32() : nullptr,
-        predictions != nullptr && batch > 0 ? predictions->f32() : nullptr);
+    slots_[static_cast<size_t>(slot)] =
+        loss_math::SumOnHost(params_, outputs.f32(), batch, classes ? targets.s32() : nullptr,
+                             classes ? nullptr : targets.f32(),
+                             grad_scale == kStoredGradScale ? stored_scale_ : grad_scale,
+                             grad != nullptr && batch > 0 ? grad->f32() : nullptr,
+                             predictions != nullptr && batch > 0 ? predictions->f32() : nullptr);
     return absl::OkStatus();
   }
 
@@ -242,10 +243,10 @@ class CpuBackend final : public Backend {
     const Tensor* grads[] = {&grad};
     Tensor* params[] = {param};
     Tensor* velocities[] = {velocity};
-    return SgdUpdateMany(step, grads,
-                         velocity != nullptr ? absl::Span<Tensor* const>(velocities)
-                                             : absl::Span<Tensor* const>(),
-                         params);
+    return SgdUpdateMany(
+        step, grads,
+        velocity != nullptr ? absl::Span<Tensor* const>(velocities) : absl::Span<Tensor* const>(),
+        params);
   }
 
   absl::Status SgdUpdateMany(const SgdStep& step, absl::Span<const Tensor* const> grads,
@@ -510,10 +511,9 @@ class CpuBackend final : public Backend {
   }
 
   absl::Status BatchNormForwardFromMoments(float momentum, float epsilon, int64_t count,
-                                           const Tensor& x, const Tensor& gamma,
-                                           const Tensor& beta, const Tensor& mean,
-                                           const Tensor& sq, Tensor* running_mean,
-                                           Tensor* running_var, Tensor* rstd,
+                                           const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                                           const Tensor& mean, const Tensor& sq,
+                                           Tensor* running_mean, Tensor* running_var, Tensor* rstd,
                                            Tensor* y) override {
     const int64_t batch = x.rows(), n = x.cols();
     TRAIND_RETURN_IF_ERROR(CheckBatchNormFromMomentsArgs(count, x, gamma, beta, mean, sq,

@@ -15,8 +15,8 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "worker/engine/random.h"
 #include "spec/validation.h"
+#include "worker/engine/random.h"
 #include "worker/engine/status.h"
 
 namespace traind::engine {
@@ -39,7 +39,8 @@ class CpuBackendTest : public ::testing::Test {
   }
   Tensor Random1d(int64_t n, double scale, Rng& rng) {
     Tensor t = std::move(backend_->Allocate1d(DType::kF32, n)).value();
-    for (int64_t i = 0; i < n; ++i) t.f32()[i] = static_cast<float>(scale * (2 * rng.Uniform() - 1));
+    for (int64_t i = 0; i < n; ++i)
+      t.f32()[i] = static_cast<float>(scale * (2 * rng.Uniform() - 1));
     return t;
   }
 
@@ -136,14 +137,13 @@ std::vector<float> RoundedToBf16(std::vector<float> v) {
   if (std::isfinite(got) && std::abs(got - want) <= tolerance) {
     return ::testing::AssertionSuccess();
   }
-  return ::testing::AssertionFailure()
-         << "got " << got << ", want " << want << " ± " << tolerance;
+  return ::testing::AssertionFailure() << "got " << got << ", want " << want << " ± " << tolerance;
 }
 
 // One dense layer's forward and backward results, and the inputs they were
 // computed from.
 struct DenseRun {
-  std::vector<float> x, w, b, dy;  // inputs
+  std::vector<float> x, w, b, dy;        // inputs
   std::vector<float> y, dz, dw, db, dx;  // dz: dy ⊙ f'(y), what Backward left in dy
 };
 
@@ -233,8 +233,8 @@ double CheckDenseRun(const DenseRun& run, const std::vector<float>& x, const std
         magnitude += std::abs(double{x[r * in + k]} * w[k * out + j]);
       }
       // The activations here are 1-Lipschitz: the bound carries over.
-      check(run.y[r * out + j], Apply(act, z), magnitude, "y " + std::to_string(r) + "," +
-                                                              std::to_string(j));
+      check(run.y[r * out + j], Apply(act, z), magnitude,
+            "y " + std::to_string(r) + "," + std::to_string(j));
     }
   }
   for (int64_t k = 0; k < in; ++k) {
@@ -244,8 +244,8 @@ double CheckDenseRun(const DenseRun& run, const std::vector<float>& x, const std
         sum += double{x[r * in + k]} * dz[r * out + j];
         magnitude += std::abs(double{x[r * in + k]} * dz[r * out + j]);
       }
-      check(run.dw[k * out + j], sum, magnitude, "dw " + std::to_string(k) + "," +
-                                                     std::to_string(j));
+      check(run.dw[k * out + j], sum, magnitude,
+            "dw " + std::to_string(k) + "," + std::to_string(j));
     }
   }
   for (int64_t r = 0; r < batch; ++r) {
@@ -255,8 +255,8 @@ double CheckDenseRun(const DenseRun& run, const std::vector<float>& x, const std
         sum += double{dz[r * out + j]} * w[k * out + j];
         magnitude += std::abs(double{dz[r * out + j]} * w[k * out + j]);
       }
-      check(run.dx[r * in + k], sum, magnitude, "dx " + std::to_string(r) + "," +
-                                                    std::to_string(k));
+      check(run.dx[r * in + k], sum, magnitude,
+            "dx " + std::to_string(r) + "," + std::to_string(k));
     }
   }
   return worst;
@@ -288,8 +288,7 @@ TEST_F(CpuBf16Test, DenseMatchesReferenceOnBf16RoundedInputs) {
   for (Shape shape : {Shape{37, 19, 23}, Shape{128, 300, 129}}) {
     for (DenseActivation act : {DenseActivation::kLinear, DenseActivation::kRelu}) {
       SCOPED_TRACE(::testing::Message() << "[" << shape.batch << ", " << shape.in << "] -> "
-                                        << shape.out << ", activation "
-                                        << static_cast<int>(act));
+                                        << shape.out << ", activation " << static_cast<int>(act));
       const DenseRun run = RunDense(backend_.get(), shape.batch, shape.in, shape.out, act, 11);
       ASSERT_FALSE(run.y.empty());
       // dz = dy ⊙ f'(y) from the kernel's own y (linear, relu: exact in
@@ -432,7 +431,7 @@ TEST_F(CpuBackendTest, SoftmaxCrossEntropyKernelValues) {
   Tensor labels = std::move(backend_->Allocate1d(DType::kS32, 3)).value();
   Tensor grad = std::move(backend_->Allocate2d(DType::kF32, 3, 3)).value();
   Tensor pred = std::move(backend_->Allocate2d(DType::kF32, 3, 3)).value();
-  const float z[9] = {1, 2, 3,  //
+  const float z[9] = {1,    2, 3,      //
                       1000, 0, -1000,  //
                       1000, 0, -1000};
   const int32_t y[3] = {2, 0, 1};
@@ -487,8 +486,8 @@ TEST_F(CpuBackendTest, SoftmaxCrossEntropyKernelWeightsAndSmoothing) {
   std::unique_ptr<LossKernel> k = MakeLoss(backend_.get(), o);
   ASSERT_TRUE(k->Compute(logits, labels, 1.0, &grad, nullptr, 0).ok());
   const double p0 = 0.25, p1 = 0.75;
-  EXPECT_NEAR(ReadSlot(k.get(), 0),
-              0.9 * -std::log(p1) + 0.05 * (2 * -std::log(p0) - std::log(p1)), 1e-6);
+  EXPECT_NEAR(ReadSlot(k.get(), 0), 0.9 * -std::log(p1) + 0.05 * (2 * -std::log(p0) - std::log(p1)),
+              1e-6);
   // d/dz_j = 0.9 w_y (p_j - [j = y]) + 0.05 (W p_j - w_j), W = 3.
   EXPECT_NEAR(grad.f32()[0], 0.9 * p0 + 0.05 * (3 * p0 - 2), 1e-6);
   EXPECT_NEAR(grad.f32()[1], 0.9 * (p1 - 1) + 0.05 * (3 * p1 - 1), 1e-6);
@@ -513,8 +512,14 @@ TEST_F(CpuBackendTest, ElementwiseLossKernelsHandValues) {
   };
   const Case cases[] = {
       // pos_weight [3, 1]: 3 (-ln σ(0.5)) + (-ln(1 - σ(-2))).
-      {LossKind::kSigmoidBinaryCrossEntropy, {3, 1}, 1, -3 * std::log(sig0) - std::log(1 - sig1),
-       3 * (sig0 - 1), sig1, sig0, sig1},
+      {LossKind::kSigmoidBinaryCrossEntropy,
+       {3, 1},
+       1,
+       -3 * std::log(sig0) - std::log(1 - sig1),
+       3 * (sig0 - 1),
+       sig1,
+       sig0,
+       sig1},
       // (0.5 - 1)² + (-2)².
       {LossKind::kMse, {}, 1, 0.25 + 4, -1, -4, 0.5, -2},
       {LossKind::kL1, {}, 1, 0.5 + 2, -1, -1, 0.5, -2},
@@ -550,9 +555,8 @@ TEST_F(CpuBackendTest, LossKernelGradientsMatchFiniteDifferences) {
     Rng rng(3);
     Tensor out = Random2d(batch, width, 3.0, rng);
     const bool classes = kind == LossKind::kSoftmaxCrossEntropy;
-    Tensor targets =
-        classes ? std::move(backend_->Allocate1d(DType::kS32, batch)).value()
-                : std::move(backend_->Allocate2d(DType::kF32, batch, width)).value();
+    Tensor targets = classes ? std::move(backend_->Allocate1d(DType::kS32, batch)).value()
+                             : std::move(backend_->Allocate2d(DType::kF32, batch, width)).value();
     for (int64_t i = 0; i < targets.size(); ++i) {
       if (classes) {
         targets.s32()[i] = static_cast<int32_t>(i % width);
@@ -609,7 +613,7 @@ TEST_F(CpuBackendTest, LossKernelSlotsAndEmptyBatches) {
     target.f32()[i] = 0;
   }
   ASSERT_TRUE(k->Compute(out, target, 1, nullptr, nullptr, 0).ok());  // 0 + 1 + 4 + 9
-  Tensor first = out.Rows(1, 1);  // a view: row 1 only
+  Tensor first = out.Rows(1, 1);                                      // a view: row 1 only
   Tensor first_target = target.Rows(1, 1);
   ASSERT_TRUE(k->Compute(first, first_target, 1, nullptr, nullptr, 2).ok());  // 4 + 9
   double v[3] = {-1, -1, -1};
@@ -731,8 +735,9 @@ TEST_F(CpuBackendTest, BatchNormAcrossRanksHandComputed) {
   ASSERT_TRUE(backend_->BatchNormSquaredDeviations(x, sum, 3, &mean, &sq).ok());
   EXPECT_EQ(Values(mean), (std::vector<float>{3, 6}));
   EXPECT_EQ(Values(sq), (std::vector<float>{8, 32}));
-  ASSERT_TRUE(backend_->BatchNormForwardFromMoments(0.1f, 1e-5f, 3, x, gamma, beta, mean, sq,
-                                                    &running_mean, &running_var, &rstd, &y)
+  ASSERT_TRUE(backend_
+                  ->BatchNormForwardFromMoments(0.1f, 1e-5f, 3, x, gamma, beta, mean, sq,
+                                                &running_mean, &running_var, &rstd, &y)
                   .ok());
   // Biased variances 8/3 and 32/3 normalize; unbiased 4 and 16 go into the
   // running variance.
@@ -827,15 +832,14 @@ TEST_F(CpuBackendTest, BatchNormAcrossRanksEqualsTheFusedOps) {
   Tensor y_split = std::move(backend_->Allocate2d(DType::kF32, batch, n)).value();
   Tensor dx_split = std::move(backend_->Allocate2d(DType::kF32, batch, n)).value();
   for (size_t k = 0; k < ranks; ++k) {
-    ASSERT_TRUE(backend_->BatchNormColumnSums(x.Rows(shares[k].first, shares[k].second),
-                                              &sum[k])
-                    .ok());
+    ASSERT_TRUE(
+        backend_->BatchNormColumnSums(x.Rows(shares[k].first, shares[k].second), &sum[k]).ok());
   }
   all_reduce(sum);
   for (size_t k = 0; k < ranks; ++k) {
     ASSERT_TRUE(backend_
-                    ->BatchNormSquaredDeviations(x.Rows(shares[k].first, shares[k].second),
-                                                 sum[k], batch, &rmean[k], &sq[k])
+                    ->BatchNormSquaredDeviations(x.Rows(shares[k].first, shares[k].second), sum[k],
+                                                 batch, &rmean[k], &sq[k])
                     .ok());
   }
   all_reduce(sq);
@@ -843,13 +847,12 @@ TEST_F(CpuBackendTest, BatchNormAcrossRanksEqualsTheFusedOps) {
     Tensor yk = y_split.Rows(shares[k].first, shares[k].second);
     ASSERT_TRUE(backend_
                     ->BatchNormForwardFromMoments(
-                        0.1f, 1e-5f, batch, x.Rows(shares[k].first, shares[k].second), gamma,
-                        beta, rmean[k], sq[k], &rrm[k], &rrv[k], &rrstd[k], &yk)
+                        0.1f, 1e-5f, batch, x.Rows(shares[k].first, shares[k].second), gamma, beta,
+                        rmean[k], sq[k], &rrm[k], &rrv[k], &rrstd[k], &yk)
                     .ok());
     ASSERT_TRUE(backend_
-                    ->BatchNormBackwardSums(x.Rows(shares[k].first, shares[k].second),
-                                            rmean[k], rrstd[k],
-                                            dy.Rows(shares[k].first, shares[k].second),
+                    ->BatchNormBackwardSums(x.Rows(shares[k].first, shares[k].second), rmean[k],
+                                            rrstd[k], dy.Rows(shares[k].first, shares[k].second),
                                             &rdgamma[k], &rdbeta[k], &grad_sums[k])
                     .ok());
   }
@@ -864,10 +867,9 @@ TEST_F(CpuBackendTest, BatchNormAcrossRanksEqualsTheFusedOps) {
   for (size_t k = 0; k < ranks; ++k) {
     Tensor dxk = dx_split.Rows(shares[k].first, shares[k].second);
     ASSERT_TRUE(backend_
-                    ->BatchNormBackwardData(x.Rows(shares[k].first, shares[k].second), gamma,
-                                            rmean[k], rrstd[k],
-                                            dy.Rows(shares[k].first, shares[k].second),
-                                            grad_sums[k], batch, &dxk)
+                    ->BatchNormBackwardData(
+                        x.Rows(shares[k].first, shares[k].second), gamma, rmean[k], rrstd[k],
+                        dy.Rows(shares[k].first, shares[k].second), grad_sums[k], batch, &dxk)
                     .ok());
   }
 

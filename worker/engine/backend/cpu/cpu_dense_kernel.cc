@@ -63,7 +63,7 @@ inline void GradAndBiasSumColumns(int64_t batch, int64_t out, int64_t j0, int64_
       const float* __restrict act = y + r * out;
 #pragma omp simd
       for (int64_t j = j0; j < j1; ++j) row[j] *= deriv(act[j]);
-      // The row is in L1 now; a separate loop vectorizes where a fused one does not.
+        // The row is in L1 now; a separate loop vectorizes where a fused one does not.
 #pragma omp simd
       for (int64_t j = j0; j < j1; ++j) db[j] += row[j];
     }
@@ -228,11 +228,11 @@ class ReorderPlan {
   }
 
   absl::Status Run(const dnnl::stream& stream, const float* src, void* dst) const {
-    TRAIND_RETURN_IF_ERROR(FromDnnlStatus(
-        dnnl_memory_set_data_handle_v2(src_.get(), const_cast<float*>(src), nullptr),
-        "set data handle"));
-    TRAIND_RETURN_IF_ERROR(FromDnnlStatus(
-        dnnl_memory_set_data_handle_v2(dst_.get(), dst, nullptr), "set data handle"));
+    TRAIND_RETURN_IF_ERROR(
+        FromDnnlStatus(dnnl_memory_set_data_handle_v2(src_.get(), const_cast<float*>(src), nullptr),
+                       "set data handle"));
+    TRAIND_RETURN_IF_ERROR(FromDnnlStatus(dnnl_memory_set_data_handle_v2(dst_.get(), dst, nullptr),
+                                          "set data handle"));
     std::array<dnnl_exec_arg_t, 3> args = {{
         {DNNL_ARG_FROM, src_.get()},
         {DNNL_ARG_TO, dst_.get()},
@@ -301,9 +301,8 @@ class CpuDenseKernel final : public DenseKernel {
         out_(out),
         activation_(options.activation),
         bias_(options.bias) {
-    DenseMatmuls plans =
-        DenseMatmuls::Create(engine, batch, in, out, dnnl::memory::data_type::f32, bias_,
-                             activation_);
+    DenseMatmuls plans = DenseMatmuls::Create(engine, batch, in, out, dnnl::memory::data_type::f32,
+                                              bias_, activation_);
     forward_ = std::move(plans.forward);
     backward_data_ = std::move(plans.backward_data);
     backward_weights_ = std::move(plans.backward_weights);
@@ -359,9 +358,8 @@ class CpuBf16DenseKernel final : public DenseKernel {
         w_bf16_(AllocateBf16(in * out)),
         dz_bf16_(AllocateBf16(batch * out)) {
     // bf16 operands, fp32 bias, accumulation and results.
-    DenseMatmuls plans =
-        DenseMatmuls::Create(engine, batch, in, out, dnnl::memory::data_type::bf16, bias_,
-                             activation_);
+    DenseMatmuls plans = DenseMatmuls::Create(engine, batch, in, out, dnnl::memory::data_type::bf16,
+                                              bias_, activation_);
     forward_ = std::move(plans.forward);
     backward_data_ = std::move(plans.backward_data);
     backward_weights_ = std::move(plans.backward_weights);
@@ -374,8 +372,7 @@ class CpuBf16DenseKernel final : public DenseKernel {
     TRAIND_RETURN_IF_ERROR(CheckDenseForwardArgs(x, w, b, *y, batch_, in_, out_, bias_));
     TRAIND_RETURN_IF_ERROR(ConvertX(x));
     TRAIND_RETURN_IF_ERROR(ConvertW(w));
-    return forward_.Run(stream_, x_bf16_.get(), w_bf16_.get(), bias_ ? b.f32() : nullptr,
-                        y->f32());
+    return forward_.Run(stream_, x_bf16_.get(), w_bf16_.get(), bias_ ? b.f32() : nullptr, y->f32());
   }
 
   absl::Status Backward(const Tensor& x, const Tensor& w, const Tensor& y, Tensor* dy, Tensor* dw,
@@ -433,7 +430,8 @@ absl::StatusOr<std::unique_ptr<DenseKernel>> CreateCpuDenseKernel(
       return std::unique_ptr<DenseKernel>(
           new CpuBf16DenseKernel(engine, stream, batch, in, out, options));
     }
-    return std::unique_ptr<DenseKernel>(new CpuDenseKernel(engine, stream, batch, in, out, options));
+    return std::unique_ptr<DenseKernel>(
+        new CpuDenseKernel(engine, stream, batch, in, out, options));
   } catch (const dnnl::error& e) {
     return FromDnnl(e, absl::StrFormat("dense kernel [%d, %d] -> [%d, %d]", batch, in, batch, out));
   } catch (const std::bad_alloc&) {

@@ -182,8 +182,8 @@ class CudaBackend final : public Backend {
     if (src.bytes() == 0) return absl::OkStatus();
     TRAIND_RETURN_IF_ERROR(CheckDevice(src, "Copy"));
     TRAIND_RETURN_IF_ERROR(CheckDevice(*dst, "Copy"));
-    TRAIND_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(dst->raw(), src.raw(), src.bytes(),
-                                                cudaMemcpyDeviceToDevice, stream()));
+    TRAIND_CUDA_RETURN_IF_ERROR(
+        cudaMemcpyAsync(dst->raw(), src.raw(), src.bytes(), cudaMemcpyDeviceToDevice, stream()));
     return absl::OkStatus();
   }
 
@@ -286,10 +286,9 @@ class CudaBackend final : public Backend {
     const int64_t batch = x.rows(), n = x.cols();
     TRAIND_RETURN_IF_ERROR(
         CheckBatchNormArgs(x, gamma, beta, *running_mean, *running_var, *mean, *rstd, *y));
-    TRAIND_LAUNCH(cuda::LaunchBatchNormForward(training, momentum, epsilon, x.f32(), batch, n,
-                                               gamma.f32(), beta.f32(), running_mean->f32(),
-                                               running_var->f32(), mean->f32(), rstd->f32(),
-                                               y->f32(), stream()));
+    TRAIND_LAUNCH(cuda::LaunchBatchNormForward(
+        training, momentum, epsilon, x.f32(), batch, n, gamma.f32(), beta.f32(),
+        running_mean->f32(), running_var->f32(), mean->f32(), rstd->f32(), y->f32(), stream()));
     return absl::OkStatus();
   }
 
@@ -298,9 +297,9 @@ class CudaBackend final : public Backend {
                                  Tensor* dbeta, Tensor* dx) override {
     const int64_t batch = x.rows(), n = x.cols();
     TRAIND_RETURN_IF_ERROR(CheckShape(dy, DType::kF32, batch, n, "batch norm dy"));
-    TRAIND_LAUNCH(cuda::LaunchBatchNormBackward(
-        x.f32(), batch, n, gamma.f32(), mean.f32(), rstd.f32(), dy.f32(), dgamma->f32(),
-        dbeta->f32(), dx != nullptr ? dx->f32() : nullptr, stream()));
+    TRAIND_LAUNCH(cuda::LaunchBatchNormBackward(x.f32(), batch, n, gamma.f32(), mean.f32(),
+                                                rstd.f32(), dy.f32(), dgamma->f32(), dbeta->f32(),
+                                                dx != nullptr ? dx->f32() : nullptr, stream()));
     return absl::OkStatus();
   }
 
@@ -320,10 +319,9 @@ class CudaBackend final : public Backend {
   }
 
   absl::Status BatchNormForwardFromMoments(float momentum, float epsilon, int64_t count,
-                                           const Tensor& x, const Tensor& gamma,
-                                           const Tensor& beta, const Tensor& mean,
-                                           const Tensor& sq, Tensor* running_mean,
-                                           Tensor* running_var, Tensor* rstd,
+                                           const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                                           const Tensor& mean, const Tensor& sq,
+                                           Tensor* running_mean, Tensor* running_var, Tensor* rstd,
                                            Tensor* y) override {
     const int64_t batch = x.rows(), n = x.cols();
     TRAIND_RETURN_IF_ERROR(CheckBatchNormFromMomentsArgs(count, x, gamma, beta, mean, sq,
@@ -376,9 +374,9 @@ class CudaBackend final : public Backend {
                                  Tensor* dbeta, Tensor* dx) override {
     const int64_t batch = x.rows(), n = x.cols();
     TRAIND_RETURN_IF_ERROR(CheckShape(dy, DType::kF32, batch, n, "layer norm dy"));
-    TRAIND_LAUNCH(cuda::LaunchLayerNormBackward(
-        x.f32(), batch, n, gamma.f32(), mean.f32(), rstd.f32(), dy.f32(), dgamma->f32(),
-        dbeta->f32(), dx != nullptr ? dx->f32() : nullptr, stream()));
+    TRAIND_LAUNCH(cuda::LaunchLayerNormBackward(x.f32(), batch, n, gamma.f32(), mean.f32(),
+                                                rstd.f32(), dy.f32(), dgamma->f32(), dbeta->f32(),
+                                                dx != nullptr ? dx->f32() : nullptr, stream()));
     return absl::OkStatus();
   }
 
@@ -389,8 +387,8 @@ class CudaBackend final : public Backend {
     double* partials = reduce_scratch_.as<double>();
     double* out = partials + cuda::kSumPartials;
     TRAIND_LAUNCH(cuda::LaunchSumOfSquares(t.f32(), t.size(), partials, out, stream()));
-    TRAIND_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(host_result_.get(), out, sizeof(double),
-                                                cudaMemcpyDeviceToHost, stream()));
+    TRAIND_CUDA_RETURN_IF_ERROR(
+        cudaMemcpyAsync(host_result_.get(), out, sizeof(double), cudaMemcpyDeviceToHost, stream()));
     TRAIND_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream()));
     return *host_result_.as<double>();
   }
@@ -411,8 +409,7 @@ class CudaBackend final : public Backend {
   // invalidates the capture; its error is returned.
   absl::StatusOr<std::unique_ptr<OpGraph>> Capture(
       const std::function<absl::Status()>& record) override {
-    TRAIND_CUDA_RETURN_IF_ERROR(
-        cudaStreamBeginCapture(stream(), cudaStreamCaptureModeThreadLocal));
+    TRAIND_CUDA_RETURN_IF_ERROR(cudaStreamBeginCapture(stream(), cudaStreamCaptureModeThreadLocal));
     const absl::Status recorded = record();
     cudaGraph_t raw = nullptr;
     const cudaError_t ended = cudaStreamEndCapture(stream(), &raw);

@@ -408,13 +408,13 @@ TEST_F(CudaVsCpuTest, BatchNormAcrossRanks) {
   ExpectClose(mean, 0, 0, "batch norm mean");
   ExpectClose(sq, kRtol, kAtol, "batch norm sq");
   sq = FromHost(Host(sq.cpu, *cpu_), 1, n, 1);
-  ASSERT_TRUE(cpu_->BatchNormForwardFromMoments(0.1f, 1e-5f, batch + 30, x.cpu, gamma.cpu,
-                                                beta.cpu, mean.cpu, sq.cpu, &rm.cpu, &rv.cpu,
-                                                &rstd.cpu, &y.cpu)
+  ASSERT_TRUE(cpu_->BatchNormForwardFromMoments(0.1f, 1e-5f, batch + 30, x.cpu, gamma.cpu, beta.cpu,
+                                                mean.cpu, sq.cpu, &rm.cpu, &rv.cpu, &rstd.cpu,
+                                                &y.cpu)
                   .ok());
-  ASSERT_TRUE(gpu_->BatchNormForwardFromMoments(0.1f, 1e-5f, batch + 30, x.gpu, gamma.gpu,
-                                                beta.gpu, mean.gpu, sq.gpu, &rm.gpu, &rv.gpu,
-                                                &rstd.gpu, &y.gpu)
+  ASSERT_TRUE(gpu_->BatchNormForwardFromMoments(0.1f, 1e-5f, batch + 30, x.gpu, gamma.gpu, beta.gpu,
+                                                mean.gpu, sq.gpu, &rm.gpu, &rv.gpu, &rstd.gpu,
+                                                &y.gpu)
                   .ok());
   ExpectClose(rstd, kRtol, kAtol, "batch norm rstd");
   ExpectClose(rm, kRtol, kAtol, "batch norm running mean");
@@ -647,9 +647,10 @@ TEST_F(CudaVsCpuTest, LossKernelStoredGradScale) {
   for (double scale : {0.125, 3.0}) {
     ASSERT_TRUE((*kc)->Compute(outputs.cpu, targets.cpu, scale, &grad.cpu, nullptr, 0).ok());
     ASSERT_TRUE((*kg)->StoreGradScale(scale).ok());
-    ASSERT_TRUE((*kg)->Compute(outputs.gpu, targets.gpu, LossKernel::kStoredGradScale,
-                               &grad.gpu, nullptr, 0)
-                    .ok());
+    ASSERT_TRUE(
+        (*kg)
+            ->Compute(outputs.gpu, targets.gpu, LossKernel::kStoredGradScale, &grad.gpu, nullptr, 0)
+            .ok());
     ExpectClose(grad, 1e-6, 1e-12, absl::StrCat("grad, stored scale ", scale));
   }
 }

@@ -41,7 +41,8 @@ Dataset Synthetic(int64_t rows) {
     float best_sum = -1e30f;
     for (int32_t c = 0; c < kClasses; ++c) {
       float sum = 0;
-      for (int64_t f = c * 4; f < c * 4 + 4; ++f) sum += d.x[static_cast<size_t>(r * kFeatures + f)];
+      for (int64_t f = c * 4; f < c * 4 + 4; ++f)
+        sum += d.x[static_cast<size_t>(r * kFeatures + f)];
       if (sum > best_sum) {
         best_sum = sum;
         best = c;

@@ -227,8 +227,7 @@ TEST_F(CudaGradientTest, SoftmaxCrossEntropyGradient) {
       const double f_lo = mean_loss(nullptr);
       logits[i] = saved;
       const double numeric = (f_hi - f_lo) / (2.0 * eps);
-      EXPECT_NEAR(analytic[i], numeric, 1e-4 + 1e-2 * std::abs(numeric))
-          << "dlogits[" << i << "]";
+      EXPECT_NEAR(analytic[i], numeric, 1e-4 + 1e-2 * std::abs(numeric)) << "dlogits[" << i << "]";
     }
   }
 }

@@ -150,10 +150,10 @@ __global__ void BatchNormForwardKernel(bool training, float momentum, float epsi
 // Column j's Σ dy and Σ dy·x̂ over the batch (x̂ = (x - mu)·rs), summed in
 // double in a fixed order; every thread of the block takes part (lanes of
 // columns past n add nothing).
-__device__ void ColumnGradientSums(const float* __restrict__ x, int64_t batch, int64_t n,
-                                   int64_t j, bool valid, float mu, float rs,
-                                   const float* __restrict__ dy, double (&shared)[kRowLanes][32],
-                                   double* sum_dy, double* sum_dy_xhat) {
+__device__ void ColumnGradientSums(const float* __restrict__ x, int64_t batch, int64_t n, int64_t j,
+                                   bool valid, float mu, float rs, const float* __restrict__ dy,
+                                   double (&shared)[kRowLanes][32], double* sum_dy,
+                                   double* sum_dy_xhat) {
   double a = 0, b = 0;
   if (valid) {
     for (int64_t r = threadIdx.y; r < batch; r += kRowLanes) {
@@ -257,21 +257,18 @@ __global__ void BatchNormBackwardSumsKernel(const float* __restrict__ x, int64_t
   }
 }
 
-__global__ void BatchNormBackwardDataKernel(const float* __restrict__ x, int64_t batch, int64_t n,
-                                            const float* __restrict__ gamma,
-                                            const float* __restrict__ mean,
-                                            const float* __restrict__ rstd,
-                                            const float* __restrict__ dy,
-                                            const float* __restrict__ sums, int64_t count,
-                                            float* __restrict__ dx) {
+__global__ void BatchNormBackwardDataKernel(
+    const float* __restrict__ x, int64_t batch, int64_t n, const float* __restrict__ gamma,
+    const float* __restrict__ mean, const float* __restrict__ rstd, const float* __restrict__ dy,
+    const float* __restrict__ sums, int64_t count, float* __restrict__ dx) {
   const double c = static_cast<double>(count);
   GRID_STRIDE(i, batch * n) {
     const int64_t j = i % n;
     const float rs = rstd[j];
     const double scale = gamma[j] * rs / c;
     const double xhat = (x[i] - mean[j]) * rs;
-    dx[i] = static_cast<float>(scale *
-                               (c * dy[i] - static_cast<double>(sums[j]) - xhat * sums[n + j]));
+    dx[i] =
+        static_cast<float>(scale * (c * dy[i] - static_cast<double>(sums[j]) - xhat * sums[n + j]));
   }
 }
 
@@ -389,8 +386,8 @@ __global__ void SumPartialsKernel(const double* partials, double* out) {
 // its code) and adds 0.
 __global__ void LossRowsKernel(LossParams p, const float* __restrict__ outputs,
                                const int32_t* __restrict__ classes, int64_t batch,
-                               double scale_value, const double* scale_at,
-                               float* grad, float* pred, double* __restrict__ values) {
+                               double scale_value, const double* scale_at, float* grad, float* pred,
+                               double* __restrict__ values) {
   const int64_t w = p.width;
   GRID_STRIDE(r, batch) {
     const int32_t y = classes[r];
@@ -411,9 +408,9 @@ __global__ void LossRowsKernel(LossParams p, const float* __restrict__ outputs,
 
 // The elementwise losses: one thread per element.
 __global__ void LossElementsKernel(LossParams p, const float* __restrict__ outputs,
-                                   const float* __restrict__ targets, int64_t n,
-                                   double scale_value, const double* scale_at,
-                                   float* grad, float* pred, double* __restrict__ values) {
+                                   const float* __restrict__ targets, int64_t n, double scale_value,
+                                   const double* scale_at, float* grad, float* pred,
+                                   double* __restrict__ values) {
   GRID_STRIDE(i, n) {
     const double scale = scale_at != nullptr ? *scale_at : scale_value;
     values[i] = loss_math::ElementLoss(p, i % p.width, outputs[i], targets[i], scale,
@@ -598,19 +595,18 @@ cudaError_t LaunchBatchNormForwardFromMoments(float momentum, float epsilon, int
                                               const float* x, int64_t batch, int64_t n,
                                               const float* gamma, const float* beta,
                                               const float* mean, const float* sq,
-                                              float* running_mean, float* running_var,
-                                              float* rstd, float* y, cudaStream_t stream) {
+                                              float* running_mean, float* running_var, float* rstd,
+                                              float* y, cudaStream_t stream) {
   if (n <= 0) return cudaSuccess;
   BatchNormForwardFromMomentsKernel<<<ColumnBlocks(n), dim3(32, kRowLanes), 0, stream>>>(
-      momentum, epsilon, count, x, batch, n, gamma, beta, mean, sq, running_mean, running_var,
-      rstd, y);
+      momentum, epsilon, count, x, batch, n, gamma, beta, mean, sq, running_mean, running_var, rstd,
+      y);
   return Launched();
 }
 
-cudaError_t LaunchBatchNormBackwardSums(const float* x, int64_t batch, int64_t n,
-                                        const float* mean, const float* rstd, const float* dy,
-                                        float* dgamma, float* dbeta, float* sums,
-                                        cudaStream_t stream) {
+cudaError_t LaunchBatchNormBackwardSums(const float* x, int64_t batch, int64_t n, const float* mean,
+                                        const float* rstd, const float* dy, float* dgamma,
+                                        float* dbeta, float* sums, cudaStream_t stream) {
   if (n <= 0) return cudaSuccess;
   BatchNormBackwardSumsKernel<<<ColumnBlocks(n), dim3(32, kRowLanes), 0, stream>>>(
       x, batch, n, mean, rstd, dy, dgamma, dbeta, sums);
@@ -670,9 +666,8 @@ cudaError_t LaunchStoreDouble(double* at, double value, cudaStream_t stream) {
 
 cudaError_t LaunchLoss(const LossParams& p, const float* outputs, const int32_t* classes,
                        const float* values, int64_t batch, double grad_scale,
-                       const double* grad_scale_at, float* grad,
-                       float* pred, double* scratch, double* slot, LossBadCode* bad,
-                       cudaStream_t stream) {
+                       const double* grad_scale_at, float* grad, float* pred, double* scratch,
+                       double* slot, LossBadCode* bad, cudaStream_t stream) {
   const bool rows = p.kind == LossKind::kSoftmaxCrossEntropy;
   const int64_t n = rows ? batch : batch * p.width;
   double* partials = scratch;
@@ -684,8 +679,8 @@ cudaError_t LaunchLoss(const LossParams& p, const float* outputs, const int32_t*
       LossRowsKernel<<<static_cast<unsigned>(blocks), kLossRowThreads, 0, stream>>>(
           p, outputs, classes, batch, grad_scale, grad_scale_at, grad, pred, row_values);
     } else {
-      LossElementsKernel<<<Blocks(n), kThreads, 0, stream>>>(
-          p, outputs, values, n, grad_scale, grad_scale_at, grad, pred, row_values);
+      LossElementsKernel<<<Blocks(n), kThreads, 0, stream>>>(p, outputs, values, n, grad_scale,
+                                                             grad_scale_at, grad, pred, row_values);
     }
     if (cudaError_t e = Launched(); e != cudaSuccess) return e;
   }

@@ -81,12 +81,11 @@ cudaError_t LaunchBatchNormForwardFromMoments(float momentum, float epsilon, int
                                               const float* x, int64_t batch, int64_t n,
                                               const float* gamma, const float* beta,
                                               const float* mean, const float* sq,
-                                              float* running_mean, float* running_var,
-                                              float* rstd, float* y, cudaStream_t stream);
-cudaError_t LaunchBatchNormBackwardSums(const float* x, int64_t batch, int64_t n,
-                                        const float* mean, const float* rstd, const float* dy,
-                                        float* dgamma, float* dbeta, float* sums,
-                                        cudaStream_t stream);
+                                              float* running_mean, float* running_var, float* rstd,
+                                              float* y, cudaStream_t stream);
+cudaError_t LaunchBatchNormBackwardSums(const float* x, int64_t batch, int64_t n, const float* mean,
+                                        const float* rstd, const float* dy, float* dgamma,
+                                        float* dbeta, float* sums, cudaStream_t stream);
 cudaError_t LaunchBatchNormBackwardData(const float* x, int64_t batch, int64_t n,
                                         const float* gamma, const float* mean, const float* rstd,
                                         const float* dy, const float* sums, int64_t count,

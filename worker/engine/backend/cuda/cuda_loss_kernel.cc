@@ -90,13 +90,13 @@ class CudaLossKernel final : public LossKernel {
       }
     }
     const bool classes = options_.kind == LossKind::kSoftmaxCrossEntropy;
-    TRAIND_LAUNCH(cuda::LaunchLoss(
-        params_, outputs.f32(), classes ? targets.s32() : nullptr,
-        classes ? nullptr : targets.f32(), batch, grad_scale,
-        grad_scale == kStoredGradScale ? stored_scale() : nullptr,
-        grad != nullptr && batch > 0 ? grad->f32() : nullptr,
-        predictions != nullptr && batch > 0 ? predictions->f32() : nullptr,
-        scratch_.as<double>(), slots() + slot, bad_code(), stream_));
+    TRAIND_LAUNCH(
+        cuda::LaunchLoss(params_, outputs.f32(), classes ? targets.s32() : nullptr,
+                         classes ? nullptr : targets.f32(), batch, grad_scale,
+                         grad_scale == kStoredGradScale ? stored_scale() : nullptr,
+                         grad != nullptr && batch > 0 ? grad->f32() : nullptr,
+                         predictions != nullptr && batch > 0 ? predictions->f32() : nullptr,
+                         scratch_.as<double>(), slots() + slot, bad_code(), stream_));
     return absl::OkStatus();
   }
 

@@ -25,8 +25,7 @@ namespace traind::engine::cuda {
 // Clears the runtime's last error so that a non-sticky failure does not leak
 // into the next check.
 absl::Status CudaStatus(cudaError_t error, absl::string_view call, size_t needed_bytes = 0);
-absl::Status CublasStatus(cublasStatus_t status, absl::string_view call,
-                          size_t needed_bytes = 0);
+absl::Status CublasStatus(cublasStatus_t status, absl::string_view call, size_t needed_bytes = 0);
 
 // The OutOfMemoryError of a failed allocation of `needed_bytes` by `call`,
 // with the device's free and total bytes where cudaMemGetInfo can tell them.
