@@ -199,6 +199,12 @@ absl::StatusOr<traind::v1::ServerInfo> TraindClient::GetServerInfo() {
       &traind::v1::TrainingService::Stub::GetServerInfo, traind::v1::GetServerInfoRequest());
 }
 
+absl::StatusOr<traind::v1::DashboardLogin> TraindClient::CreateDashboardLogin() {
+  return impl_->Unary<traind::v1::CreateDashboardLoginRequest, traind::v1::DashboardLogin>(
+      &traind::v1::TrainingService::Stub::CreateDashboardLogin,
+      traind::v1::CreateDashboardLoginRequest());
+}
+
 absl::StatusOr<std::string> TraindClient::Health() {
   if (!impl_->setup_error.ok()) return impl_->setup_error;
   // grpc.health.v1 is not shipped with Debian's gRPC: speak it by hand.

@@ -66,6 +66,7 @@ class TraindClient final {
   absl::StatusOr<traind::v1::JobResult> GetJobResult(const std::string& job_id);
   absl::StatusOr<traind::v1::ListDevicesResponse> ListDevices();
   absl::StatusOr<traind::v1::ServerInfo> GetServerInfo();
+  absl::StatusOr<traind::v1::DashboardLogin> CreateDashboardLogin();
   // grpc.health.v1.Health/Check of the whole server: "SERVING",
   // "NOT_SERVING", "UNKNOWN" or "SERVICE_UNKNOWN".
   absl::StatusOr<std::string> Health();

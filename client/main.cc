@@ -278,6 +278,19 @@ class Commands {
     return *status == "SERVING" ? kExitOk : kExitFailed;
   }
 
+  // A one-time link that logs a browser into the dashboard as this caller.
+  int Dashboard() {
+    absl::StatusOr<v1::DashboardLogin> login = client().CreateDashboardLogin();
+    if (!login.ok()) return Fail(login.status());
+    if (global_.structured()) {
+      Print(global_.Encode(*login, true));
+    } else {
+      Print(absl::StrCat("Open this link in a browser within a minute (it works once):\n  ",
+                         login->url(), "\n"));
+    }
+    return kExitOk;
+  }
+
   int Info() {
     absl::StatusOr<v1::ServerInfo> info = client().GetServerInfo();
     if (!info.ok()) return Fail(info.status());
@@ -525,6 +538,8 @@ int Main(int argc, char** argv) {
 
   CLI::App* devices = app.add_subcommand("devices", "List the server's CPU and GPU devices");
   CLI::App* info = app.add_subcommand("info", "Show the server's status");
+  CLI::App* dashboard = app.add_subcommand(
+      "dashboard", "Print a one-time link that logs a browser into traind's web dashboard as you");
   CLI::App* health =
       app.add_subcommand("health",
                          "Ask the server's grpc.health.v1 service; print SERVING (exit 0) or "
@@ -574,6 +589,7 @@ int Main(int argc, char** argv) {
   if (*result) return commands.Result(job_id);
   if (*devices) return commands.Devices();
   if (*info) return commands.Info();
+  if (*dashboard) return commands.Dashboard();
   if (*health) return commands.Health();
   return UsageError("no command given (see trainctl --help)");
 }

@@ -341,6 +341,7 @@ std::string RenderServerInfo(const traind::v1::ServerInfo& info) {
   fields.AddRow({"started:", Time(info.start_time())});
   fields.AddRow({"state_dir:", info.state_dir()});
   fields.AddRow({"listen:", absl::StrJoin(info.listen_addresses(), ", ")});
+  fields.AddRow({"http:", info.http_url().empty() ? "off" : info.http_url()});
   fields.AddRow({"cpu_slots:", absl::StrCat(info.cpu_slots())});
   fields.AddRow({"worker_threads:", absl::StrCat(info.worker_threads())});
   fields.AddRow({"jobs_active:", absl::StrCat(info.jobs_active())});

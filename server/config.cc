@@ -220,6 +220,14 @@ absl::Status ParseConfig(const std::string& text, const std::string& source, Ser
       {"insecure",
        [&](const YAML::Node& n, const std::string& k) { return r.Bool(n, k, &c.insecure); }},
       {"limits", [&](const YAML::Node& n, const std::string& k) { return r.Map(n, k, limits); }},
+      {"http_listen",
+       [&](const YAML::Node& n, const std::string& k) {
+         std::string v;
+         absl::Status s = r.Scalar(n, k, &v);
+         if (s.ok()) c.http_listen = v;
+         return s;
+       }},
+      {"http_max_connections", int32(&c.http_max_connections, 4)},
   };
   if (absl::Status s = r.Map(root, "", top); !s.ok()) return s;
   *config = std::move(c);
@@ -282,6 +290,22 @@ absl::Status ValidateConfig(const ServerConfig& c) {
                        " is not a loopback address: serving it needs TLS (tls.cert and tls.key), "
                        "or an explicit insecure: true / --insecure"));
     }
+  }
+  if (c.http_listen.has_value() && !c.http_listen->empty() && *c.http_listen != "off") {
+    const std::string& a = *c.http_listen;
+    if (IsUnixAddress(a) || !ValidHostPort(a)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("http_listen: \"", a, "\" is not HOST:PORT (off turns HTTP off)"));
+    }
+    if (!IsLoopbackAddress(a) && !c.tls.enabled() && !c.insecure) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("http_listen: ", a,
+                       " is not a loopback address: serving it needs TLS (tls.cert and tls.key), "
+                       "or an explicit insecure: true / --insecure"));
+    }
+  }
+  if (c.http_max_connections < 4) {
+    return absl::InvalidArgumentError("http_max_connections: must be >= 4");
   }
   if (c.tls.cert.empty() != c.tls.key.empty()) {
     return absl::InvalidArgumentError("tls: cert and key go together (one is missing)");

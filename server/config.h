@@ -8,6 +8,7 @@
 #define TRAIND_SERVER_CONFIG_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -40,6 +41,8 @@ struct LimitsConfig {
   int max_units = 65536;    // units of one dense layer
   int max_epochs = 100000;  // training.epochs
 };
+
+inline constexpr char kDefaultHttpListen[] = "127.0.0.1:7071";
 
 struct ServerConfig {
   // Directory for the job store, sockets, logs and artifacts. Empty: the
@@ -78,6 +81,14 @@ struct ServerConfig {
   std::string tokens_file;
   // Allow plaintext TCP on a non-loopback address.
   bool insecure = false;
+  // The HTTP side door (dashboard, JSON API, /metrics) at HOST:PORT, with
+  // the security of the TCP listeners (tokens, tls); "off" (or "") turns it
+  // off. Unset:
+  // the default, kDefaultHttpListen, which traind skips with a warning when
+  // the port is taken (an address that was set must be served).
+  std::optional<std::string> http_listen;
+  // HTTP connections served at once (each open event stream holds one).
+  int http_max_connections = 512;
   LimitsConfig limits;
 };
 

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -33,6 +34,7 @@
 #include <vector>
 
 #include "CLI/CLI.hpp"
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -42,13 +44,17 @@
 #include "grpcpp/health_check_service_interface.h"
 #include "server/api/auth.h"
 #include "server/api/policy.h"
+#include "server/api/read_api.h"
 #include "server/api/services.h"
+#include "server/api/sessions.h"
 #include "server/config.h"
 #include "server/devices/cpu_info.h"
 #include "server/devices/device_probe.h"
+#include "server/http/http_server.h"
 #include "server/launch/local_launcher.h"
 #include "server/launch/worker_environment.h"
 #include "server/log.h"
+#include "server/metrics/server_metrics.h"
 #include "server/scheduler/scheduler.h"
 #include "server/store/job_store.h"
 
@@ -260,6 +266,7 @@ int Run(ServerConfig flags) {
   }
 
   CpuInfo cpu = ReadCpuInfo();
+  const absl::Time start_time = absl::Now();
   SchedulerOptions so;
   so.state_dir = state_dir;
   so.worker_path = worker_path;
@@ -270,6 +277,9 @@ int Run(ServerConfig flags) {
   so.cancel_grace = flags.cancel_grace;
   so.stop_grace = flags.stop_grace;
   so.heartbeat_timeout = flags.heartbeat_timeout;
+  // Metrics count from the first event on (recovery's included).
+  ServerMetrics metrics(TRAIND_VERSION, so.cpu_slots, start_time);
+  so.on_store_commit = [&metrics](absl::Duration d) { metrics.ObserveStoreCommit(d); };
 
   // What the worker can train on, and which GPUs there are.
   so.worker_env = BaseWorkerEnvironment(environ);
@@ -316,6 +326,8 @@ int Run(ServerConfig flags) {
     }
   }
   Scheduler scheduler(so, store->get(), &launcher);
+  metrics.Attach(&scheduler);
+  absl::Cleanup detach_metrics = [&metrics] { metrics.Detach(); };
   if (absl::Status s = scheduler.Recover(); !s.ok()) {
     LogError("cannot recover jobs from the store: %s", s.message());
     return 1;
@@ -346,7 +358,9 @@ int Run(ServerConfig flags) {
   desc.listen_addresses = listen;
   desc.cpu_slots = so.cpu_slots;
   desc.worker_threads = so.worker_threads;
-  desc.start_time = absl::Now();
+  desc.start_time = start_time;
+  ReadApi reads(&scheduler, desc);
+  SessionStore sessions;
   AccessPolicy policy;
   policy.authenticator = std::make_shared<Authenticator>(tokens);
   policy.data_roots = *data_roots;
@@ -363,7 +377,8 @@ int Run(ServerConfig flags) {
         &ports[i]);
   }
   pb.SetMaxReceiveMessageSize(static_cast<int>(flags.limits.max_request_bytes));
-  auto training_service = std::make_unique<TrainingServiceImpl>(&scheduler, desc, policy);
+  auto training_service =
+      std::make_unique<TrainingServiceImpl>(&scheduler, &reads, policy, &sessions, &metrics);
   pb.RegisterService(training_service.get());
   std::unique_ptr<grpc::Server> public_server = pb.BuildAndStart();
   if (!public_server) {
@@ -389,7 +404,34 @@ int Run(ServerConfig flags) {
     listen[i] = actual;
   }
 
-  training_service->SetListenAddresses(listen);
+  reads.SetListenAddresses(listen);
+
+  // The HTTP side door. The default address is skipped (with a warning)
+  // when its port is taken; an address that was asked for must be served.
+  std::atomic<bool> draining{false};
+  std::unique_ptr<HttpServer> http;
+  const std::string http_listen = flags.http_listen.value_or(kDefaultHttpListen);
+  if (!http_listen.empty() && http_listen != "off") {
+    HttpOptions ho;
+    ho.listen = http_listen;
+    ho.tls = flags.tls;
+    ho.max_connections = flags.http_max_connections;
+    http = std::make_unique<HttpServer>(ho, &reads, policy.authenticator, &sessions, &metrics,
+                                        [&draining] { return !draining.load(); });
+    absl::StatusOr<std::string> url = http->Start();
+    if (!url.ok() && !flags.http_listen.has_value()) {
+      LogWarning("%s; the HTTP side door is off (set http_listen / --http-listen)",
+                 url.status().message());
+      http.reset();
+    } else if (!url.ok()) {
+      LogError("%s", url.status().message());
+      return 1;
+    } else {
+      reads.SetHttpUrl(*url);
+      LogInfo("http listening on %s (dashboard, JSON API, /metrics; %s)", *url,
+              flags.tls.enabled() ? "TLS, bearer tokens" : "plaintext, bearer tokens");
+    }
+  }
   // grpc.health.v1 answers for the whole server ("") and for the public
   // service by name; both turn NOT_SERVING when traind starts to stop.
   grpc::HealthCheckServiceInterface* health = public_server->GetHealthCheckService();
@@ -397,9 +439,10 @@ int Run(ServerConfig flags) {
   scheduler.Start();
   LogInfo(
       "traind ready version=%s state_dir=%s listen=%s cpu_slots=%d worker_threads=%d "
-      "data_roots=%s tokens=%d",
+      "data_roots=%s tokens=%d http=%s",
       TRAIND_VERSION, state_dir, absl::StrJoin(listen, ","), so.cpu_slots, so.worker_threads,
-      absl::StrJoin(data_roots->roots(), ","), tokens->size());
+      absl::StrJoin(data_roots->roots(), ","), tokens->size(),
+      reads.http_url().empty() ? "off" : reads.http_url());
   sd_notifyf(0, "READY=1\nSTATUS=serving on %s\nMAINPID=%d", absl::StrJoin(listen, ", ").c_str(),
              static_cast<int>(getpid()));
   auto watchdog = std::make_unique<Watchdog>(&scheduler);
@@ -416,7 +459,9 @@ int Run(ServerConfig flags) {
   // NOT_SERVING, SubmitJob UNAVAILABLE, watchers see the last events. Then
   // it stops (streams get 2 s), then the workers' service.
   health->SetServingStatus(false);
+  draining = true;
   scheduler.Stop();
+  if (http) http->Stop();
   public_server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   training_service->FinishPendingWork();
   worker_server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
@@ -490,6 +535,13 @@ int main(int argc, char** argv) {
       "tls.client_ca: PEM CA bundle; TCP clients must present a certificate it signed (mTLS)");
   opt("--tokens-file", f.tokens_file, "tokens_file: bearer tokens (name, role, sha256)");
   app.add_flag("--insecure", f.insecure, "insecure: allow plaintext TCP on a non-loopback address");
+  std::string http_listen;
+  opt("--http-listen", http_listen,
+      "http_listen: HOST:PORT of the HTTP side door (dashboard, JSON API, /metrics), or off "
+      "(default 127.0.0.1:7071)");
+  opt("--http-max-connections", f.http_max_connections,
+      "http_max_connections: HTTP connections at once; each open event stream holds one "
+      "(default 512)");
   opt("--max-request-bytes", f.limits.max_request_bytes,
       "limits.max_request_bytes (default 4194304)");
   opt("--max-queued-jobs-per-user", f.limits.max_queued_jobs_per_user,
@@ -522,6 +574,10 @@ int main(int argc, char** argv) {
   if (given_flag("--tls-client-ca")) config.tls.client_ca = f.tls.client_ca;
   if (given_flag("--tokens-file")) config.tokens_file = f.tokens_file;
   if (given_flag("--insecure")) config.insecure = f.insecure;
+  if (given_flag("--http-listen")) config.http_listen = http_listen;
+  if (given_flag("--http-max-connections")) {
+    config.http_max_connections = f.http_max_connections;
+  }
   if (given_flag("--max-request-bytes"))
     config.limits.max_request_bytes = f.limits.max_request_bytes;
   if (given_flag("--max-queued-jobs-per-user")) {

@@ -75,6 +75,10 @@ const char* RpcName(Rpc rpc) {
       return "ListDevices";
     case Rpc::kGetServerInfo:
       return "GetServerInfo";
+    case Rpc::kCreateDashboardLogin:
+      return "CreateDashboardLogin";
+    case Rpc::kReadMetrics:
+      return "GET /metrics";
   }
   return "?";
 }
@@ -90,6 +94,8 @@ Role RequiredRole(Rpc rpc) {
     case Rpc::kGetJobResult:
     case Rpc::kListDevices:
     case Rpc::kGetServerInfo:
+    case Rpc::kCreateDashboardLogin:
+    case Rpc::kReadMetrics:
       return Role::kViewer;
   }
   return Role::kAdmin;

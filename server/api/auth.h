@@ -11,8 +11,8 @@
 //       sha256: 9f86d081884c7d65... # hex SHA-256 of the token
 //
 // Roles: viewer (GetJob, ListJobs, WatchJob, GetJobResult, ListDevices,
-// GetServerInfo), submitter (+ SubmitJob, CancelJob of its own jobs), admin
-// (everything, CancelJob of any job).
+// GetServerInfo, CreateDashboardLogin, HTTP reads and /metrics), submitter (+ SubmitJob, CancelJob
+// of its own jobs), admin (everything, CancelJob of any job).
 //
 // No gRPC headers here (services.cc adapts a call's peer and metadata).
 // Thread-safety: TokenStore and Authenticator are immutable after creation
@@ -51,6 +51,9 @@ enum class Rpc {
   kGetJobResult,
   kListDevices,
   kGetServerInfo,
+  kCreateDashboardLogin,
+  // The HTTP side door's /metrics (Prometheus exposition).
+  kReadMetrics,
 };
 const char* RpcName(Rpc rpc);
 // The least role that may call `rpc`. CancelJob additionally requires a

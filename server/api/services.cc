@@ -9,7 +9,7 @@
 #include "absl/strings/match.h"
 #include "absl/synchronization/mutex.h"
 #include "google/protobuf/util/time_util.h"
-#include "server/devices/cpu_info.h"
+#include "server/log.h"
 #include "spec/memory_estimate.h"
 #include "spec/submitted_spec.h"
 #include "spec/validation.h"
@@ -60,11 +60,14 @@ class WatchReactor final : public grpc::ServerWriteReactor<traind::v1::JobEvent>
   static constexpr size_t kMaxBuffered = 256;
   static constexpr int kStoreBatch = 128;
 
-  WatchReactor(Scheduler* scheduler, WorkPool* store_reads, std::string job_id, int64_t after)
+  WatchReactor(Scheduler* scheduler, WorkPool* store_reads, ServerMetrics* metrics,
+               std::string job_id, int64_t after)
       : scheduler_(scheduler),
         store_reads_(store_reads),
+        metrics_(metrics),
         job_id_(std::move(job_id)),
         cursor_(after) {
+    if (metrics_ != nullptr) metrics_->StreamOpened(ServerMetrics::Stream::kGrpc);
     scheduler_->hub()->Subscribe(job_id_, this);
     absl::MutexLock lock(&mu_);
     reading_ = true;
@@ -115,6 +118,7 @@ class WatchReactor final : public grpc::ServerWriteReactor<traind::v1::JobEvent>
 
   void OnDone() override {
     scheduler_->hub()->Unsubscribe(job_id_, this);
+    if (metrics_ != nullptr) metrics_->StreamClosed(ServerMetrics::Stream::kGrpc);
     Unref();
   }
 
@@ -196,6 +200,7 @@ class WatchReactor final : public grpc::ServerWriteReactor<traind::v1::JobEvent>
 
   Scheduler* const scheduler_;
   WorkPool* const store_reads_;
+  ServerMetrics* const metrics_;
   const std::string job_id_;
   // gRPC's (until OnDone) and one per pending pool task.
   std::atomic<int> refs_{1};
@@ -221,24 +226,15 @@ class FinishedWriter final : public grpc::ServerWriteReactor<traind::v1::JobEven
 
 }  // namespace
 
-TrainingServiceImpl::TrainingServiceImpl(Scheduler* scheduler, ServerDescription description,
-                                         AccessPolicy policy)
+TrainingServiceImpl::TrainingServiceImpl(Scheduler* scheduler, ReadApi* reads, AccessPolicy policy,
+                                         SessionStore* sessions, ServerMetrics* metrics)
     : scheduler_(scheduler),
-      description_(std::move(description)),
+      reads_(reads),
       policy_(std::move(policy)),
+      sessions_(sessions),
+      metrics_(metrics),
       validation_(std::make_unique<WorkPool>(kValidationThreads)),
-      store_reads_(std::make_unique<WorkPool>(kStoreReadThreads)) {
-  listen_addresses_ = description_.listen_addresses;
-  for (const std::string& a : listen_addresses_) {
-    if (absl::EndsWith(a, ":0") && !absl::StartsWith(a, "unix")) listen_addresses_known_ = false;
-  }
-}
-
-void TrainingServiceImpl::SetListenAddresses(std::vector<std::string> addresses) {
-  absl::MutexLock lock(&info_mu_);
-  listen_addresses_ = std::move(addresses);
-  listen_addresses_known_ = true;
-}
+      store_reads_(std::make_unique<WorkPool>(kStoreReadThreads)) {}
 
 ServerUnaryReactor* TrainingServiceImpl::OnStoreReads(CallbackServerContext* ctx,
                                                       std::function<absl::Status()> work) {
@@ -324,13 +320,12 @@ ServerUnaryReactor* TrainingServiceImpl::GetJob(CallbackServerContext* ctx,
     return Reply(ctx, c.status());
   }
   if (absl::Status s = RequireJobId(req->job_id()); !s.ok()) return Reply(ctx, s);
-  if (std::optional<traind::v1::Job> job = scheduler_->GetJobInMemory(req->job_id());
-      job.has_value()) {
+  if (std::optional<traind::v1::Job> job = reads_->GetJobInMemory(req->job_id()); job.has_value()) {
     *resp = *std::move(job);
     return Reply(ctx, absl::OkStatus());
   }
   return OnStoreReads(ctx, [this, req, resp] {
-    absl::StatusOr<traind::v1::Job> job = scheduler_->GetJob(req->job_id());
+    absl::StatusOr<traind::v1::Job> job = reads_->GetJob(req->job_id());
     if (job.ok()) *resp = *std::move(job);
     return job.status();
   });
@@ -343,7 +338,7 @@ ServerUnaryReactor* TrainingServiceImpl::ListJobs(CallbackServerContext* ctx,
     return Reply(ctx, c.status());
   }
   return OnStoreReads(ctx, [this, req, resp] {
-    absl::StatusOr<traind::v1::ListJobsResponse> list = scheduler_->ListJobs(*req);
+    absl::StatusOr<traind::v1::ListJobsResponse> list = reads_->ListJobs(*req);
     if (list.ok()) *resp = *std::move(list);
     return list.status();
   });
@@ -381,7 +376,8 @@ grpc::ServerWriteReactor<traind::v1::JobEvent>* TrainingServiceImpl::WatchJob(
   }
   // Whether the job exists, and whether the client has seen everything of
   // it already, the reactor finds out on the store-reads pool.
-  return new WatchReactor(scheduler_, store_reads_.get(), req->job_id(), req->after_sequence());
+  return new WatchReactor(scheduler_, store_reads_.get(), metrics_, req->job_id(),
+                          req->after_sequence());
 }
 
 ServerUnaryReactor* TrainingServiceImpl::GetJobResult(CallbackServerContext* ctx,
@@ -391,13 +387,12 @@ ServerUnaryReactor* TrainingServiceImpl::GetJobResult(CallbackServerContext* ctx
     return Reply(ctx, c.status());
   }
   if (absl::Status s = RequireJobId(req->job_id()); !s.ok()) return Reply(ctx, s);
-  if (std::optional<traind::v1::Job> job = scheduler_->GetJobInMemory(req->job_id());
-      job.has_value()) {
+  if (std::optional<traind::v1::Job> job = reads_->GetJobInMemory(req->job_id()); job.has_value()) {
     *resp = job->result();
     return Reply(ctx, absl::OkStatus());
   }
   return OnStoreReads(ctx, [this, req, resp] {
-    absl::StatusOr<traind::v1::JobResult> result = scheduler_->GetResult(req->job_id());
+    absl::StatusOr<traind::v1::JobResult> result = reads_->GetJobResult(req->job_id());
     if (result.ok()) *resp = *std::move(result);
     return result.status();
   });
@@ -409,47 +404,7 @@ ServerUnaryReactor* TrainingServiceImpl::ListDevices(CallbackServerContext* ctx,
   if (absl::StatusOr<Caller> c = Authorize(ctx, Rpc::kListDevices); !c.ok()) {
     return Reply(ctx, c.status());
   }
-  CpuInfo cpu = ReadCpuInfo();
-  SchedulerStats stats = scheduler_->Stats();
-  traind::v1::Device* d = resp->add_devices();
-  d->set_id("cpu");
-  d->set_kind(traind::v1::CPU);
-  d->set_name(cpu.model);
-  d->set_slots(description_.cpu_slots);
-  d->set_slots_in_use(stats.tasks_running);
-  d->set_state(stats.tasks_running > 0 ? traind::v1::Device::BUSY : traind::v1::Device::IDLE);
-  d->set_cores(cpu.cores);
-  d->set_memory_total_bytes(cpu.memory_total_bytes);
-  d->set_memory_available_bytes(cpu.memory_available_bytes);
-  std::string unavailable;
-  for (const GpuPool::Gpu& g : scheduler_->Gpus(&unavailable)) {
-    traind::v1::Device* gd = resp->add_devices();
-    gd->set_id(absl::StrCat("gpu", g.index));
-    gd->set_kind(traind::v1::GPU);
-    gd->set_name(g.last.name);
-    gd->set_uuid(g.last.uuid);
-    gd->set_memory_total_bytes(g.last.total_bytes);
-    gd->set_memory_available_bytes(g.last.total_bytes - g.last.used_bytes);
-    switch (g.state) {
-      case GpuPool::State::kIdle:
-        gd->set_state(traind::v1::Device::IDLE);
-        break;
-      case GpuPool::State::kBusy:
-        gd->set_state(traind::v1::Device::BUSY);
-        gd->set_worker_pid(g.pid);
-        break;
-      case GpuPool::State::kDraining:
-        gd->set_state(traind::v1::Device::DRAINING);
-        gd->set_worker_pid(g.pid);
-        break;
-      case GpuPool::State::kUnhealthy:
-        gd->set_state(traind::v1::Device::UNHEALTHY);
-        gd->set_note(g.note);
-        break;
-    }
-  }
-  std::string why;
-  if (scheduler_->UsableGpus(&why) == 0) resp->set_gpu_note(why);
+  *resp = reads_->ListDevices();
   return Reply(ctx, absl::OkStatus());
 }
 
@@ -459,23 +414,26 @@ ServerUnaryReactor* TrainingServiceImpl::GetServerInfo(CallbackServerContext* ct
   if (absl::StatusOr<Caller> c = Authorize(ctx, Rpc::kGetServerInfo); !c.ok()) {
     return Reply(ctx, c.status());
   }
-  SchedulerStats stats = scheduler_->Stats();
-  resp->set_version(description_.version);
-  *resp->mutable_start_time() =
-      TimeUtil::MicrosecondsToTimestamp(absl::ToUnixMicros(description_.start_time));
-  resp->set_state_dir(description_.state_dir);
-  {
-    // Between BuildAndStart and SetListenAddresses (microseconds at start
-    // up) the ports of ":0" addresses are not known yet: wait for them.
-    absl::MutexLock lock(&info_mu_);
-    info_mu_.AwaitWithTimeout(absl::Condition(&listen_addresses_known_), absl::Seconds(2));
-    for (const std::string& a : listen_addresses_) resp->add_listen_addresses(a);
+  *resp = reads_->GetServerInfo();
+  return Reply(ctx, absl::OkStatus());
+}
+
+ServerUnaryReactor* TrainingServiceImpl::CreateDashboardLogin(
+    CallbackServerContext* ctx, const traind::v1::CreateDashboardLoginRequest* req,
+    traind::v1::DashboardLogin* resp) {
+  absl::StatusOr<Caller> caller = Authorize(ctx, Rpc::kCreateDashboardLogin);
+  if (!caller.ok()) return Reply(ctx, caller.status());
+  const std::string url = reads_->http_url();
+  if (sessions_ == nullptr || url.empty()) {
+    return Reply(ctx, absl::FailedPreconditionError(
+                          "this traind serves no HTTP (http_listen is off): no dashboard"));
   }
-  resp->set_cpu_slots(description_.cpu_slots);
-  resp->set_worker_threads(description_.worker_threads);
-  resp->set_jobs_active(stats.jobs_active);
-  resp->set_tasks_running(stats.tasks_running);
-  resp->set_tasks_queued(stats.tasks_queued);
+  SessionStore::Ticket ticket = sessions_->NewTicket(*caller);
+  resp->set_url(absl::StrCat(url, "/login?ticket=", ticket.secret));
+  *resp->mutable_expire_time() =
+      TimeUtil::MicrosecondsToTimestamp(absl::ToUnixMicros(ticket.expire_time));
+  LogInfo("dashboard login created for %s (role %s), valid until %s", caller->name,
+          RoleName(caller->role), absl::FormatTime(ticket.expire_time));
   return Reply(ctx, absl::OkStatus());
 }
 

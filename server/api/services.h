@@ -15,22 +15,16 @@
 #include "absl/time/time.h"
 #include "server/api/auth.h"
 #include "server/api/policy.h"
+#include "server/api/read_api.h"
+#include "server/api/sessions.h"
 #include "server/api/work_pool.h"
 #include "server/config.h"
+#include "server/metrics/server_metrics.h"
 #include "server/scheduler/scheduler.h"
 #include "traind/v1/training_service.grpc.pb.h"
 #include "traind/v1/worker_service.grpc.pb.h"
 
 namespace traind::server {
-
-struct ServerDescription {
-  std::string version;
-  std::string state_dir;
-  std::vector<std::string> listen_addresses;
-  int cpu_slots = 1;
-  int worker_threads = 1;
-  absl::Time start_time;
-};
 
 // What the public API enforces besides the engine's spec validation.
 struct AccessPolicy {
@@ -44,7 +38,12 @@ struct AccessPolicy {
 
 class TrainingServiceImpl final : public traind::v1::TrainingService::CallbackService {
  public:
-  TrainingServiceImpl(Scheduler* scheduler, ServerDescription description, AccessPolicy policy);
+  // `reads` answers the read calls (shared with the HTTP side door);
+  // `sessions` (may be null: no HTTP) mints dashboard logins. Both must
+  // outlive the service.
+  // `metrics` (may be null) counts open watch streams.
+  TrainingServiceImpl(Scheduler* scheduler, ReadApi* reads, AccessPolicy policy,
+                      SessionStore* sessions = nullptr, ServerMetrics* metrics = nullptr);
 
   grpc::ServerUnaryReactor* SubmitJob(grpc::CallbackServerContext* ctx,
                                       const traind::v1::SubmitJobRequest* req,
@@ -69,6 +68,9 @@ class TrainingServiceImpl final : public traind::v1::TrainingService::CallbackSe
   grpc::ServerUnaryReactor* GetServerInfo(grpc::CallbackServerContext* ctx,
                                           const traind::v1::GetServerInfoRequest* req,
                                           traind::v1::ServerInfo* resp) override;
+  grpc::ServerUnaryReactor* CreateDashboardLogin(grpc::CallbackServerContext* ctx,
+                                                 const traind::v1::CreateDashboardLoginRequest* req,
+                                                 traind::v1::DashboardLogin* resp) override;
 
   // Finishes the calls still on the work pools; call after the server's
   // Shutdown and before it is destroyed.
@@ -76,10 +78,6 @@ class TrainingServiceImpl final : public traind::v1::TrainingService::CallbackSe
     validation_->Stop();
     store_reads_->Stop();
   }
-
-  // The listen addresses GetServerInfo reports, with the ports the kernel
-  // chose for ":0" (known only once the server listens).
-  void SetListenAddresses(std::vector<std::string> addresses);
 
  private:
   // The caller of `ctx`, if it may call `rpc`.
@@ -97,11 +95,10 @@ class TrainingServiceImpl final : public traind::v1::TrainingService::CallbackSe
   static constexpr int kStoreReadThreads = 2;
 
   Scheduler* const scheduler_;
-  const ServerDescription description_;
+  ReadApi* const reads_;
   const AccessPolicy policy_;
-  absl::Mutex info_mu_;
-  std::vector<std::string> listen_addresses_ ABSL_GUARDED_BY(info_mu_);
-  bool listen_addresses_known_ ABSL_GUARDED_BY(info_mu_) = true;
+  SessionStore* const sessions_;
+  ServerMetrics* const metrics_;
   // Makes the per-owner queued-jobs check and the submit one step.
   absl::Mutex submit_mu_;
   // Last: their threads run work that uses the members above, and finish

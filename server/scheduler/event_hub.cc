@@ -15,8 +15,19 @@ void EventHub::Unsubscribe(const std::string& job_id, EventSubscriber* s) {
   if (it->second.empty()) subscribers_.erase(it);
 }
 
+void EventHub::SubscribeAll(EventSubscriber* s) {
+  absl::MutexLock lock(&mu_);
+  all_.insert(s);
+}
+
+void EventHub::UnsubscribeAll(EventSubscriber* s) {
+  absl::MutexLock lock(&mu_);
+  all_.erase(s);
+}
+
 void EventHub::Publish(const traind::v1::JobEvent& event) {
   absl::MutexLock lock(&mu_);
+  for (EventSubscriber* s : all_) s->OnEvent(event);
   auto it = subscribers_.find(event.job_id());
   if (it == subscribers_.end()) return;
   for (EventSubscriber* s : it->second) s->OnEvent(event);

@@ -33,12 +33,16 @@ class EventHub final {
   void Subscribe(const std::string& job_id, EventSubscriber* s);
   // After it returns, `s` is never called again.
   void Unsubscribe(const std::string& job_id, EventSubscriber* s);
+  // Events of every job (metrics): the same rules as for one job's.
+  void SubscribeAll(EventSubscriber* s);
+  void UnsubscribeAll(EventSubscriber* s);
   void Publish(const traind::v1::JobEvent& event);
   int SubscriberCount();
 
  private:
   absl::Mutex mu_;
   std::map<std::string, std::set<EventSubscriber*>> subscribers_ ABSL_GUARDED_BY(mu_);
+  std::set<EventSubscriber*> all_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace traind::server

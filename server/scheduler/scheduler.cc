@@ -32,9 +32,14 @@ Scheduler::Scheduler(SchedulerOptions options, JobStore* store, Launcher* launch
       clock_(options_.clock != nullptr ? options_.clock : SystemClock::Get()),
       store_(store),
       launcher_(launcher),
-      writer_([store](const StoreMutation& m,
-                      const std::string& job_id) { return store->Apply(m, job_id); },
-              &hub_),
+      writer_(
+          [this, store](const StoreMutation& m, const std::string& job_id) {
+            const absl::Time start = absl::Now();
+            absl::Status s = store->Apply(m, job_id);
+            if (options_.on_store_commit) options_.on_store_commit(absl::Now() - start);
+            return s;
+          },
+          &hub_),
       gpus_(options_.gpu_probe, options_.gpu),
       last_loop_(clock_->Now()) {
   launcher_->SetExitCallback([this](const ProcessExit& e) { OnExit(e); });

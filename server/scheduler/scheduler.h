@@ -89,6 +89,9 @@ struct SchedulerOptions {
   // The environment every worker starts from (BaseWorkerEnvironment); each
   // task adds its secret, thread count and visible GPUs.
   std::vector<std::string> worker_env = BaseWorkerEnvironment(nullptr);
+  // Called on the store writer's thread with the time of every store
+  // transaction (metrics); must not block.
+  std::function<void(absl::Duration)> on_store_commit;
   GpuPoolOptions gpu;
 };
 

@@ -569,6 +569,24 @@ absl::StatusOr<int64_t> JobStore::LastEventSequence(const std::string& job_id) {
   return *row ? st.Int(0) : 0;
 }
 
+absl::StatusOr<JobStore::StateCounts> JobStore::CountStates() {
+  absl::MutexLock lock(&mu_);
+  StateCounts counts;
+  for (auto [sql, out] :
+       {std::pair{"SELECT state, COUNT(*) FROM jobs GROUP BY state", &counts.jobs},
+        std::pair{"SELECT state, COUNT(*) FROM tasks GROUP BY state", &counts.tasks}}) {
+    Stmt st(db_, stmts_.get(), sql);
+    STORE_RETURN_IF_ERROR(st.status());
+    for (;;) {
+      absl::StatusOr<bool> row = st.Step();
+      if (!row.ok()) return row.status();
+      if (!*row) break;
+      (*out)[static_cast<int>(st.Int(0))] = st.Int(1);
+    }
+  }
+  return counts;
+}
+
 absl::StatusOr<std::vector<traind::v1::EpochMetrics>> JobStore::ReadEpochs(
     const std::string& job_id) {
   absl::MutexLock lock(&mu_);

@@ -10,6 +10,7 @@
 #define TRAIND_SERVER_STORE_JOB_STORE_H_
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -83,6 +84,13 @@ class JobStore final {
   absl::StatusOr<int64_t> LastEventSequence(const std::string& job_id);
   // Epoch metrics of a job, ordered by task, attempt, epoch.
   absl::StatusOr<std::vector<traind::v1::EpochMetrics>> ReadEpochs(const std::string& job_id);
+  // How many jobs, and how many tasks, the store holds in each state
+  // (Job::State / Task::State values as keys; states without any absent).
+  struct StateCounts {
+    std::map<int, int64_t> jobs;
+    std::map<int, int64_t> tasks;
+  };
+  absl::StatusOr<StateCounts> CountStates();
 
  private:
   explicit JobStore(sqlite3* db);

@@ -51,6 +51,11 @@ class Daemon {
       args.push_back("--data-root=" + SourceDir());
       args.push_back("--data-root=/tmp");
     }
+    // Every test's traind serves HTTP on a port of its own (not the
+    // default 7071, which parallel tests would share).
+    bool http_given = false;
+    for (const auto& a : extra_args_) http_given = http_given || a.rfind("--http-listen", 0) == 0;
+    if (!http_given) args.push_back("--http-listen=127.0.0.1:0");
     for (const auto& a : extra_args_) args.push_back(a);
     std::string log = state_dir_ + "/traind.log";
     pid_ = fork();

@@ -1,0 +1,570 @@
+#include "server/http/http_server.h"
+
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "google/protobuf/struct.pb.h"
+#include "google/protobuf/util/json_util.h"
+#include "httplib.h"
+#include "server/http/json.h"
+#include "server/http/web_assets.h"
+#include "server/log.h"
+
+namespace traind::server {
+namespace {
+
+constexpr char kCookie[] = "traind_session";
+constexpr char kJson[] = "application/json";
+
+// cpp-httplib's TaskQueue with a thread per connection, started when no
+// thread is idle, up to `max` (then connections wait for a thread). Its
+// ThreadPool has a fixed size, which open event streams would use up.
+class ElasticTaskQueue final : public httplib::TaskQueue {
+ public:
+  explicit ElasticTaskQueue(int max) : max_(max) {}
+  ~ElasticTaskQueue() override { shutdown(); }
+
+  void enqueue(std::function<void()> fn) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    jobs_.push_back(std::move(fn));
+    if (idle_ == 0 && static_cast<int>(threads_.size()) < max_) {
+      threads_.emplace_back([this] { Work(); });
+    } else {
+      cv_.notify_one();
+    }
+  }
+
+  void shutdown() override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      shutdown_ = true;
+    }
+    cv_.notify_all();
+    for (std::thread& t : threads_) {
+      if (t.joinable()) t.join();
+    }
+  }
+
+ private:
+  void Work() {
+    std::unique_lock<std::mutex> lock(mu_);
+    for (;;) {
+      ++idle_;
+      cv_.wait(lock, [this] { return shutdown_ || !jobs_.empty(); });
+      --idle_;
+      if (jobs_.empty()) return;  // shut down, and nothing left
+      std::function<void()> fn = std::move(jobs_.front());
+      jobs_.pop_front();
+      lock.unlock();
+      fn();
+      lock.lock();
+    }
+  }
+
+  const int max_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> jobs_;
+  std::vector<std::thread> threads_;
+  int idle_ = 0;
+  bool shutdown_ = false;
+};
+
+void Reply(httplib::Response& res, int status, const std::string& body, const char* type = kJson) {
+  res.status = status;
+  res.set_header("Cache-Control", "no-store");
+  res.set_content(body, type);
+}
+
+void ReplyError(httplib::Response& res, const absl::Status& status) {
+  if (status.code() == absl::StatusCode::kUnauthenticated) {
+    res.set_header("WWW-Authenticate", "Bearer realm=\"traind\"");
+  }
+  Reply(res, HttpStatus(status.code()), ErrorJson(status));
+}
+
+template <typename T>
+void ReplyWith(httplib::Response& res, const absl::StatusOr<T>& result) {
+  if (!result.ok()) {
+    ReplyError(res, result.status());
+    return;
+  }
+  Reply(res, 200, ToJson(*result));
+}
+
+// The gRPC-style peer of an HTTP caller, for the Authenticator: never a
+// unix socket, so a token is always required.
+std::string Peer(const httplib::Request& req) {
+  if (absl::StrContains(req.remote_addr, ':')) {
+    return absl::StrCat("ipv6:[", req.remote_addr, "]:", req.remote_port);
+  }
+  return absl::StrCat("ipv4:", req.remote_addr, ":", req.remote_port);
+}
+
+std::string SessionCookie(const httplib::Request& req) {
+  for (size_t i = 0, n = req.get_header_value_count("Cookie"); i < n; ++i) {
+    for (absl::string_view part : absl::StrSplit(req.get_header_value("Cookie", i), ';')) {
+      part = absl::StripAsciiWhitespace(part);
+      if (absl::ConsumePrefix(&part, kCookie) && absl::ConsumePrefix(&part, "=")) {
+        return std::string(part);
+      }
+    }
+  }
+  return std::string();
+}
+
+std::string CallerJson(const Caller& c) {
+  google::protobuf::Struct s;
+  (*s.mutable_fields())["name"].set_string_value(c.name);
+  (*s.mutable_fields())["role"].set_string_value(RoleName(c.role));
+  return ToJson(s);
+}
+
+// Splits "HOST:PORT" / "[V6]:PORT".
+absl::Status SplitHostPort(const std::string& address, std::string* host, int* port) {
+  const size_t colon = address.rfind(':');
+  if (colon == std::string::npos || !absl::SimpleAtoi(address.substr(colon + 1), port) ||
+      *port < 0 || *port > 65535) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("http_listen: \"", address, "\" is not HOST:PORT"));
+  }
+  *host = address.substr(0, colon);
+  if (absl::StartsWith(*host, "[") && absl::EndsWith(*host, "]")) {
+    *host = host->substr(1, host->size() - 2);
+  }
+  if (host->empty()) *host = "0.0.0.0";
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+// One server-sent event stream of a job's events: stored ones after the
+// cursor, then live ones, ending after the `last` event. Live events come
+// from the EventHub into a bounded buffer (OnEvent only enqueues); when it
+// overflows or an event arrives out of order, the missing ones are read
+// back from the store, on the stream's own connection thread.
+class SseStream final : public EventSubscriber {
+ public:
+  static constexpr size_t kMaxBuffered = 256;
+  static constexpr int kStoreBatch = 128;
+
+  SseStream(Scheduler* scheduler, ServerMetrics* metrics, std::string job_id, int64_t after,
+            bool finished)
+      : scheduler_(scheduler), metrics_(metrics), job_id_(std::move(job_id)), cursor_(after) {
+    finished_ = finished;
+    if (metrics_ != nullptr) metrics_->StreamOpened(ServerMetrics::Stream::kSse);
+    scheduler_->hub()->Subscribe(job_id_, this);
+  }
+  ~SseStream() override {
+    scheduler_->hub()->Unsubscribe(job_id_, this);
+    if (metrics_ != nullptr) metrics_->StreamClosed(ServerMetrics::Stream::kSse);
+  }
+
+  void OnEvent(const traind::v1::JobEvent& event) override {
+    absl::MutexLock lock(&mu_);
+    if (reading_) {  // the read may have missed it: read again after
+      event_during_read_ = true;
+      return;
+    }
+    const int64_t expected = cursor_ + static_cast<int64_t>(buffer_.size()) + 1;
+    if (event.sequence() < expected) return;
+    if (!need_store_ && event.sequence() == expected && buffer_.size() < kMaxBuffered) {
+      buffer_.push_back(event);
+    } else {
+      need_store_ = true;
+    }
+  }
+
+  void Stop() {
+    absl::MutexLock lock(&mu_);
+    stop_ = true;
+  }
+
+  // cpp-httplib's content provider: writes what there is (waiting up to
+  // `keepalive` for it, else a comment line). False ends the connection.
+  bool Pump(httplib::DataSink& sink, absl::Duration keepalive) {
+    std::vector<traind::v1::JobEvent> out;
+    bool read_store = false;
+    int64_t after = 0;
+    {
+      absl::MutexLock lock(&mu_);
+      if (finished_) {
+        sink.done();
+        return true;
+      }
+      auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return stop_ || need_store_ || !buffer_.empty();
+      };
+      mu_.AwaitWithTimeout(absl::Condition(&ready), keepalive);
+      if (stop_) return false;
+      if (need_store_) {
+        read_store = true;
+        reading_ = true;
+        need_store_ = false;
+        event_during_read_ = false;
+        after = cursor_;
+      } else if (!buffer_.empty()) {
+        out.assign(std::make_move_iterator(buffer_.begin()),
+                   std::make_move_iterator(buffer_.end()));
+        buffer_.clear();
+        cursor_ = out.back().sequence();
+      }
+    }
+    if (read_store) {
+      absl::StatusOr<std::vector<traind::v1::JobEvent>> events =
+          scheduler_->store()->ReadEvents(job_id_, after, kStoreBatch);
+      absl::MutexLock lock(&mu_);
+      reading_ = false;
+      if (!events.ok()) {
+        LogError("event stream job=%s: cannot read events: %s", job_id_, events.status().message());
+        return false;
+      }
+      out = *std::move(events);
+      if (!out.empty()) cursor_ = out.back().sequence();
+      need_store_ = static_cast<int>(out.size()) == kStoreBatch || event_during_read_;
+    }
+    if (out.empty() && !read_store) {
+      static constexpr char kPing[] = ": keepalive\n\n";
+      return sink.write(kPing, sizeof(kPing) - 1);
+    }
+    std::string text;
+    for (const traind::v1::JobEvent& e : out) {
+      absl::StrAppend(&text, "id: ", e.sequence(), "\nevent: job\ndata: ", ToJson(e), "\n\n");
+      if (e.last()) {
+        absl::MutexLock lock(&mu_);
+        finished_ = true;
+        break;
+      }
+    }
+    if (!sink.write(text.data(), text.size())) return false;
+    absl::MutexLock lock(&mu_);
+    if (finished_) sink.done();
+    return true;
+  }
+
+ private:
+  Scheduler* const scheduler_;
+  ServerMetrics* const metrics_;
+  const std::string job_id_;
+  absl::Mutex mu_;
+  int64_t cursor_ ABSL_GUARDED_BY(mu_);  // sequence of the last event written
+  std::deque<traind::v1::JobEvent> buffer_ ABSL_GUARDED_BY(mu_);  // cursor_+1, ...
+  bool need_store_ ABSL_GUARDED_BY(mu_) = true;
+  bool reading_ ABSL_GUARDED_BY(mu_) = false;
+  bool event_during_read_ ABSL_GUARDED_BY(mu_) = false;
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+HttpServer::HttpServer(HttpOptions options, ReadApi* reads,
+                       std::shared_ptr<const Authenticator> auth, SessionStore* sessions,
+                       ServerMetrics* metrics, std::function<bool()> ready)
+    : options_(std::move(options)),
+      reads_(reads),
+      auth_(std::move(auth)),
+      sessions_(sessions),
+      metrics_(metrics),
+      ready_(std::move(ready)) {}
+
+HttpServer::~HttpServer() { Stop(); }
+
+absl::StatusOr<std::string> HttpServer::Start() {
+  std::string host;
+  int port = 0;
+  if (absl::Status s = SplitHostPort(options_.listen, &host, &port); !s.ok()) return s;
+  if (options_.tls.enabled()) {
+    auto ssl = std::make_unique<httplib::SSLServer>(
+        options_.tls.cert.c_str(), options_.tls.key.c_str(),
+        options_.tls.client_ca.empty() ? nullptr : options_.tls.client_ca.c_str());
+    if (!ssl->is_valid()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "http_listen ", options_.listen, ": cannot load the TLS certificate ", options_.tls.cert,
+          " and key ", options_.tls.key,
+          options_.tls.client_ca.empty() ? ""
+                                         : " (or the client CA " + options_.tls.client_ca + ")"));
+    }
+    server_ = std::move(ssl);
+  } else {
+    server_ = std::make_unique<httplib::Server>();
+  }
+  const int max = std::max(4, options_.max_connections);
+  server_->new_task_queue = [max] { return new ElasticTaskQueue(max); };
+  server_->set_keep_alive_max_count(1000);
+  server_->set_read_timeout(10, 0);
+  server_->set_write_timeout(10, 0);
+  server_->set_payload_max_length(64 << 10);
+  server_->set_tcp_nodelay(true);
+  // cpp-httplib sets SO_REUSEPORT by default, which lets a second traind
+  // bind the same port and take half of the connections: SO_REUSEADDR only
+  // (a restart can bind at once), so a port in use is an error.
+  server_->set_socket_options([](int fd) {
+    int yes = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+  });
+  Route();
+  int bound = port;
+  if (port == 0) {
+    bound = server_->bind_to_any_port(host);
+  } else if (!server_->bind_to_port(host, port)) {
+    bound = -1;
+  }
+  if (bound <= 0) {
+    return absl::UnavailableError(absl::StrCat("http_listen ", options_.listen,
+                                               ": cannot listen (address in use or invalid)"));
+  }
+  thread_ = std::thread([this] { server_->listen_after_bind(); });
+  std::string url_host = host;
+  if (host == "0.0.0.0" || host == "::") {
+    char name[256] = {0};
+    url_host = gethostname(name, sizeof(name) - 1) == 0 && name[0] ? name : "localhost";
+  } else if (absl::StrContains(host, ':')) {
+    url_host = absl::StrCat("[", host, "]");
+  }
+  return absl::StrCat(options_.tls.enabled() ? "https://" : "http://", url_host, ":", bound);
+}
+
+void HttpServer::Stop() {
+  if (!server_) return;
+  stopping_ = true;
+  {
+    absl::MutexLock lock(&streams_mu_);
+    for (SseStream* s : streams_) s->Stop();
+  }
+  server_->stop();
+  if (thread_.joinable()) thread_.join();
+  server_.reset();
+}
+
+std::optional<Caller> HttpServer::Authorize(const httplib::Request& req, httplib::Response& res,
+                                            Rpc rpc) {
+  if (req.has_header("Authorization")) {
+    absl::StatusOr<Caller> c =
+        auth_->Authorize(Peer(req), req.get_header_value("Authorization"), rpc);
+    if (!c.ok()) {
+      ReplyError(res, c.status());
+      return std::nullopt;
+    }
+    return *c;
+  }
+  const std::string cookie = SessionCookie(req);
+  std::optional<Caller> c =
+      sessions_ != nullptr && !cookie.empty() ? sessions_->Lookup(cookie) : std::optional<Caller>();
+  if (!c.has_value()) {
+    ReplyError(res, absl::UnauthenticatedError(
+                        cookie.empty() ? "send \"Authorization: Bearer <token>\", or log in to the "
+                                         "dashboard (`trainctl dashboard` prints a login link)"
+                                       : "the session has expired: log in again"));
+    return std::nullopt;
+  }
+  if (c->role < RequiredRole(rpc)) {
+    ReplyError(res, absl::PermissionDeniedError(absl::StrCat(c->name, " (", RoleName(c->role),
+                                                             ") may not call ", RpcName(rpc))));
+    return std::nullopt;
+  }
+  return c;
+}
+
+void HttpServer::Route() {
+  httplib::Server& s = *server_;
+  const bool tls = options_.tls.enabled();
+  auto cookie = [this, tls](const std::string& value, absl::Duration age) {
+    return absl::StrCat(kCookie, "=", value,
+                        "; Path=/; HttpOnly; SameSite=Strict; Max-Age=", absl::ToInt64Seconds(age),
+                        tls ? "; Secure" : "");
+  };
+
+  s.Get("/healthz", [](const httplib::Request&, httplib::Response& res) {
+    Reply(res, 200, "ok\n", "text/plain");
+  });
+  s.Get("/readyz", [this](const httplib::Request&, httplib::Response& res) {
+    if (!stopping_ && ready_()) {
+      Reply(res, 200, "ready\n", "text/plain");
+    } else {
+      Reply(res, 503, "stopping\n", "text/plain");
+    }
+  });
+  s.Get("/metrics", [this](const httplib::Request& req, httplib::Response& res) {
+    if (!Authorize(req, res, Rpc::kReadMetrics)) return;
+    Reply(res, 200, metrics_ != nullptr ? metrics_->Scrape() : std::string(),
+          "text/plain; version=0.0.4; charset=utf-8");
+  });
+
+  // The JSON API.
+  s.Get("/api/v1/info", [this](const httplib::Request& req, httplib::Response& res) {
+    if (!Authorize(req, res, Rpc::kGetServerInfo)) return;
+    Reply(res, 200, ToJson(reads_->GetServerInfo()));
+  });
+  s.Get("/api/v1/devices", [this](const httplib::Request& req, httplib::Response& res) {
+    if (!Authorize(req, res, Rpc::kListDevices)) return;
+    Reply(res, 200, ToJson(reads_->ListDevices()));
+  });
+  s.Get("/api/v1/jobs", [this](const httplib::Request& req, httplib::Response& res) {
+    if (!Authorize(req, res, Rpc::kListJobs)) return;
+    absl::StatusOr<traind::v1::ListJobsRequest> list = ListJobsFromQuery(req.params);
+    if (!list.ok()) return ReplyError(res, list.status());
+    ReplyWith(res, reads_->ListJobs(*list));
+  });
+  s.Get(R"(/api/v1/jobs/([^/]+))", [this](const httplib::Request& req, httplib::Response& res) {
+    if (!Authorize(req, res, Rpc::kGetJob)) return;
+    ReplyWith(res, reads_->GetJob(req.matches[1]));
+  });
+  s.Get(R"(/api/v1/jobs/([^/]+)/result)",
+        [this](const httplib::Request& req, httplib::Response& res) {
+          if (!Authorize(req, res, Rpc::kGetJobResult)) return;
+          ReplyWith(res, reads_->GetJobResult(req.matches[1]));
+        });
+  s.Get(R"(/api/v1/jobs/([^/]+)/events)",
+        [this](const httplib::Request& req, httplib::Response& res) {
+          if (!Authorize(req, res, Rpc::kWatchJob)) return;
+          Events(req, res, req.matches[1]);
+        });
+
+  // Browser sessions.
+  s.Get("/api/v1/session", [this](const httplib::Request& req, httplib::Response& res) {
+    std::optional<Caller> c = Authorize(req, res, Rpc::kGetServerInfo);
+    if (c) Reply(res, 200, CallerJson(*c));
+  });
+  s.Post("/api/v1/session", [this, cookie](const httplib::Request& req, httplib::Response& res) {
+    if (!absl::StartsWith(req.get_header_value("Content-Type"), kJson)) {
+      return Reply(res, 415,
+                   ErrorJson(absl::InvalidArgumentError(
+                       "send the token as JSON: {\"token\": \"...\"} (Content-Type: "
+                       "application/json)")));
+    }
+    google::protobuf::Struct body;
+    if (!google::protobuf::util::JsonStringToMessage(req.body, &body).ok() ||
+        !body.fields().contains("token") || !body.fields().at("token").has_string_value()) {
+      return ReplyError(res, absl::InvalidArgumentError("body: expected {\"token\": \"...\"}"));
+    }
+    absl::StatusOr<Caller> c = auth_->Authorize(
+        Peer(req), absl::StrCat("Bearer ", body.fields().at("token").string_value()),
+        Rpc::kGetServerInfo);
+    if (!c.ok()) return ReplyError(res, c.status());
+    const std::string id = sessions_->NewSession(*c);
+    LogInfo("dashboard session started for %s (role %s) from %s", c->name, RoleName(c->role),
+            req.remote_addr);
+    res.set_header("Set-Cookie", cookie(id, sessions_->session_ttl()));
+    Reply(res, 200, CallerJson(*c));
+  });
+  s.Post("/api/v1/session/logout",
+         [this, cookie](const httplib::Request& req, httplib::Response& res) {
+           const std::string id = SessionCookie(req);
+           if (!id.empty()) sessions_->End(id);
+           res.set_header("Set-Cookie", cookie("", absl::ZeroDuration()));
+           res.status = 204;
+         });
+  s.Get("/login", [this, cookie](const httplib::Request& req, httplib::Response& res) {
+    res.set_header("Cache-Control", "no-store");
+    res.set_header("Referrer-Policy", "no-referrer");
+    std::optional<std::string> id = sessions_->RedeemTicket(req.get_param_value("ticket"));
+    if (!id.has_value()) {
+      res.set_redirect("/?login=expired", 303);
+      return;
+    }
+    std::optional<Caller> c = sessions_->Lookup(*id);
+    LogInfo("dashboard session started for %s (role %s) from %s with a login link",
+            c ? c->name : "?", c ? RoleName(c->role) : "?", req.remote_addr);
+    res.set_header("Set-Cookie", cookie(*id, sessions_->session_ttl()));
+    res.set_redirect("/", 303);
+  });
+
+  // The page: its shell and assets hold no data (the data needs a session).
+  size_t count = 0;
+  const WebAsset* assets = WebAssets(&count);
+  auto serve = [](const WebAsset& a, httplib::Response& res) {
+    res.set_header("Cache-Control", "no-cache");
+    res.set_header("X-Content-Type-Options", "nosniff");
+    res.set_header("X-Frame-Options", "DENY");
+    res.set_header("Content-Security-Policy",
+                   "default-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
+                   "frame-ancestors 'none'; base-uri 'none'; form-action 'self'");
+    res.set_content(a.data, a.size, a.content_type);
+  };
+  for (size_t i = 0; i < count; ++i) {
+    const WebAsset& a = assets[i];
+    if (std::strcmp(a.name, "index.html") == 0) {
+      s.Get("/", [&a, serve](const httplib::Request&, httplib::Response& res) { serve(a, res); });
+    }
+    s.Get(absl::StrCat("/assets/", a.name),
+          [&a, serve](const httplib::Request&, httplib::Response& res) { serve(a, res); });
+  }
+
+  s.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
+    if (!res.body.empty()) return;
+    const bool session_post = req.method == "POST" && absl::StartsWith(req.path, "/api/v1/session");
+    if (res.status == 404 && req.method != "GET" && req.method != "HEAD" && !session_post) {
+      res.set_header("Allow", "GET");
+      Reply(res, 405,
+            ErrorJson(absl::InvalidArgumentError(absl::StrCat(
+                req.method, " ", req.path, ": the HTTP API is read-only (GET only)"))));
+    } else if (res.status == 404) {
+      Reply(res, 404, ErrorJson(absl::NotFoundError(absl::StrCat("no such path: ", req.path))));
+    }
+  });
+  s.set_exception_handler(
+      [](const httplib::Request& req, httplib::Response& res, std::exception_ptr ep) {
+        std::string what = "unknown error";
+        try {
+          std::rethrow_exception(ep);
+        } catch (const std::exception& e) {
+          what = e.what();
+        } catch (...) {
+        }
+        LogError("http %s %s: %s", req.method, req.path, what);
+        ReplyError(res, absl::InternalError(what));
+      });
+}
+
+void HttpServer::Events(const httplib::Request& req, httplib::Response& res,
+                        const std::string& job_id) {
+  int64_t after = 0;
+  std::string text = req.get_header_value("Last-Event-ID");
+  const char* source = "Last-Event-ID";
+  if (text.empty() && req.has_param("after")) {
+    text = req.get_param_value("after");
+    source = "after";
+  }
+  if (!text.empty() && (!absl::SimpleAtoi(text, &after) || after < 0)) {
+    return ReplyError(res, absl::InvalidArgumentError(absl::StrCat(
+                               source, ": \"", text, "\" is not a non-negative event sequence")));
+  }
+  int64_t last = 0;
+  bool terminal = false;
+  if (absl::Status s = reads_->scheduler()->JobEventsState(job_id, &last, &terminal); !s.ok()) {
+    return ReplyError(res, s);
+  }
+  if (stopping_) return ReplyError(res, absl::UnavailableError("traind is stopping"));
+  auto stream = std::make_shared<SseStream>(reads_->scheduler(), metrics_, job_id, after,
+                                            terminal && after >= last);
+  {
+    absl::MutexLock lock(&streams_mu_);
+    streams_.insert(stream.get());
+  }
+  res.set_header("Cache-Control", "no-store");
+  res.set_header("X-Accel-Buffering", "no");
+  const absl::Duration keepalive = options_.keepalive;
+  res.set_chunked_content_provider(
+      "text/event-stream",
+      [stream, keepalive](size_t, httplib::DataSink& sink) {
+        return stream->Pump(sink, keepalive);
+      },
+      [this, stream](bool) {
+        absl::MutexLock lock(&streams_mu_);
+        streams_.erase(stream.get());
+      });
+}
+
+}  // namespace traind::server
