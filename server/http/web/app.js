@@ -803,13 +803,17 @@ class JobView {
     if (this.frame) return;
     this.frame = requestAnimationFrame(() => {
       this.frame = 0;
-      const wait = this.lastDraw + CHART_MIN_INTERVAL_MS - performance.now();
+      // Redraws that take long (many thousands of epochs) are spaced out
+      // further, so the page stays responsive while events pour in.
+      const gap = Math.max(CHART_MIN_INTERVAL_MS, 3 * (this.drawMs || 0));
+      const wait = this.lastDraw + gap - performance.now();
       if (wait > 0) {
         this.later(() => this.scheduleDraw(), wait);
         return;
       }
       this.lastDraw = performance.now();
       this.draw();
+      this.drawMs = performance.now() - this.lastDraw;
     });
   }
 

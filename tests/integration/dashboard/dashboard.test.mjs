@@ -67,7 +67,8 @@ function log(...args) {
 }
 const started = Date.now();
 
-async function step(name, fn) {
+// A failed fatal step ends the run (nothing after it can pass).
+async function step(name, fn, {fatal = false} = {}) {
   currentStep = name;
   const t = Date.now();
   try {
@@ -76,6 +77,7 @@ async function step(name, fn) {
   } catch (e) {
     failures++;
     log(`FAIL ${name}: ${e && e.stack ? e.stack : e}`);
+    if (fatal) throw new Error(`${name} failed: stopping`);
   }
 }
 
@@ -175,7 +177,7 @@ try {
     await assertNoJobData(anonPage);
     const status = await anonPage.evaluate(async () => (await fetch('/api/v1/jobs')).status);
     assert.equal(status, 401);
-  });
+  }, {fatal: true});
 
   await step('without a session a job page shows the login and no job data', async () => {
     await anonPage.goto(`${opt.url}/#/jobs/${opt.job}`);
@@ -225,7 +227,7 @@ try {
     const text = await row.innerText();
     assert.match(text, /QUEUED|RUNNING|SUCCEEDED|FAILED|CANCELLED/);
     assert.match(await row.locator(tid('job-progress')).innerText(), /\d+\/\d+/);
-  });
+  }, {fatal: true});
 
   await step('the job list refreshes by itself', async () => {
     const first = await page.locator(tid('job-list-status')).innerText();
@@ -241,7 +243,7 @@ try {
     job = await jobFromPage(page);
     taskCount = (job.tasks || []).length;
     assert.ok(taskCount >= 2, `a cross-validation job has tasks (${taskCount})`);
-  });
+  }, {fatal: true});
 
   const metric = 'loss';
   let live = false;
@@ -380,7 +382,7 @@ try {
   });
 } catch (e) {
   failures++;
-  log(`FAIL ${currentStep}: ${e && e.stack ? e.stack : e}`);
+  log(`stopped at "${currentStep}": ${e && e.message ? e.message : e}`);
 } finally {
   await browser.close().catch(() => {});
   fs.rmSync(userDataRoot, {recursive: true, force: true});
