@@ -13,17 +13,25 @@ build_pkgs=(
   libdnnl-dev libabsl-dev libgtest-dev libgmock-dev libsqlite3-dev
   libyaml-cpp-dev libsystemd-dev ocl-icd-opencl-dev libcli11-dev libssl-dev openssl
   clang-format
+  # The HTTP side door: cpp-httplib, prometheus-cpp, and the dashboard's charts.
+  libcpp-httplib-dev prometheus-cpp-dev libjs-dygraphs
   # The Python client (client/python) and its tests: Debian's Python packages.
   python3 python3-grpcio python3-protobuf python3-yaml python3-setuptools python3-venv
   python3-pytest python3-pandas python3-matplotlib
 )
 runtime_pkgs=(
   libgrpc++1.51 libprotobuf32 libdnnl2.6 libsqlite3-0 libyaml-cpp0.7 libsystemd0 libssl3
+  libcpp-httplib0.11 libprometheus-cpp-core1.0
 )
+# What only the tests need: promtool (Prometheus) checks /metrics; the
+# dashboard is tested in Debian's chromium, driven by playwright-core (npm).
+test_pkgs=(prometheus chromium nodejs npm)
 
 pkgs=("${build_pkgs[@]}")
 if [[ "${1:-}" == "--runtime" ]]; then
   pkgs=("${runtime_pkgs[@]}")
+elif [[ "${1:-}" == "--tests" ]]; then
+  pkgs+=("${test_pkgs[@]}")
 fi
 
 missing=()

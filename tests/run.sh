@@ -8,7 +8,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-./deploy/install-deps.sh
+./deploy/install-deps.sh --tests
+# playwright-core for the dashboard's browser test (from npm, pinned by its
+# package-lock.json; it drives Debian's chromium, never a downloaded browser).
+if [[ ! -f tests/integration/dashboard/node_modules/playwright-core/package.json ]]; then
+  PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm ci --prefix tests/integration/dashboard --no-audit --no-fund
+fi
 
 build_dir=${BUILD_DIR:-build}
 jobs=$(nproc)

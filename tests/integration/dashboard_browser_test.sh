@@ -6,7 +6,7 @@
 # watch live, and runs tests/integration/dashboard/dashboard.test.mjs
 # (playwright-core driving Debian's headless chromium) on its job page.
 # SCREENSHOT (default: BIN_DIR/../dashboard.png) receives a screenshot of the
-# job page. Exit 77 (skipped) when traind has no HTTP side door.
+# job page.
 # Needs node, chromium and playwright-core (npm ci in tests/integration/dashboard;
 # run here when its node_modules is missing).
 set -euo pipefail
@@ -16,10 +16,6 @@ screenshot=${3:-$bin_dir/../dashboard.png}
 test_dir=$source_dir/tests/integration/dashboard
 chromium=${CHROMIUM:-/usr/bin/chromium}
 
-if ! "$bin_dir/traind" --help 2>&1 | grep -q -- '--http-listen'; then
-  echo "traind has no --http-listen: skipped" >&2
-  exit 77
-fi
 command -v node >/dev/null || { echo "node is missing (apt-get install nodejs npm)" >&2; exit 1; }
 [[ -x $chromium ]] || { echo "$chromium is missing (apt-get install chromium)" >&2; exit 1; }
 if [[ ! -f $test_dir/node_modules/playwright-core/package.json ]]; then
