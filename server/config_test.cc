@@ -144,6 +144,38 @@ TEST(ConfigTest, NonLoopbackTcpNeedsTlsOrInsecure) {
   EXPECT_TRUE(ValidateConfig(c).ok());
 }
 
+TEST(ConfigTest, HttpListen) {
+  ServerConfig c;
+  EXPECT_FALSE(c.http_listen.has_value()) << "unset: the default, skipped when taken";
+  ASSERT_TRUE(
+      ParseConfig("http_listen: 127.0.0.1:8080\nhttp_max_connections: 64\n", "t.yaml", &c).ok());
+  EXPECT_EQ(c.http_listen, "127.0.0.1:8080");
+  EXPECT_EQ(c.http_max_connections, 64);
+  c.state_dir = "/tmp/s";
+  c.listen = {"unix:/tmp/s/traind.sock"};
+  EXPECT_TRUE(ValidateConfig(c).ok());
+  c.http_listen = "off";
+  EXPECT_TRUE(ValidateConfig(c).ok());
+  c.http_listen = "";
+  EXPECT_TRUE(ValidateConfig(c).ok());
+  c.http_listen = "0.0.0.0:7071";
+  absl::Status s = ValidateConfig(c);
+  EXPECT_NE(s.message().find("http_listen: 0.0.0.0:7071 is not a loopback address"),
+            std::string::npos)
+      << s;
+  c.insecure = true;
+  EXPECT_TRUE(ValidateConfig(c).ok());
+  c.http_listen = "unix:/tmp/x.sock";
+  s = ValidateConfig(c);
+  EXPECT_NE(s.message().find("is not HOST:PORT"), std::string::npos) << s;
+  c.http_listen = std::nullopt;
+  c.http_max_connections = 2;
+  EXPECT_NE(ValidateConfig(c).message().find("http_max_connections: must be >= 4"),
+            std::string::npos);
+  EXPECT_NE(ParseConfig("http_max_connections: 1\n", "t.yaml", &c).message().find("t.yaml:1"),
+            std::string::npos);
+}
+
 TEST(ConfigTest, TlsFilesGoTogether) {
   ServerConfig c;
   c.state_dir = "/tmp/s";
