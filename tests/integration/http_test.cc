@@ -344,23 +344,32 @@ TEST_F(HttpTest, EventsStreamEveryFoldAndResume) {
 }
 
 TEST_F(HttpTest, ALiveStreamGetsEventsAsTheyHappen) {
-  absl::StatusOr<Job> job = SubmitJob(daemon_->stub(), Spec(2, 200));
+  // A job far longer than the test: its epochs must arrive while it runs.
+  // Once one has, the job is cancelled, and the stream ends after the
+  // cancellation's terminal event.
+  absl::StatusOr<Job> job = SubmitJob(daemon_->stub(), Spec(2, 100000));
   ASSERT_TRUE(job.ok());
-  // Read the stream while the job runs: events arrive before the job ends.
   std::string body;
   int chunks = 0;
   bool saw_epoch_while_running = false;
+  bool cancelled = false;
   httplib::Headers h = {{"Authorization", absl::StrCat("Bearer ", kViewerToken)}};
   httplib::Result r = client_->Get(
       ("/api/v1/jobs/" + job->id() + "/events").c_str(), h, [&](const char* data, size_t n) {
         body.append(data, n);
         ++chunks;
-        if (!saw_epoch_while_running && absl::StrContains(body, "\"epoch\":{")) {
+        if (!cancelled && absl::StrContains(body, "\"epoch\":{")) {
           saw_epoch_while_running = GetJob(daemon_->stub(), job->id()).state() == Job::RUNNING;
+          traind::v1::CancelJobRequest req;
+          req.set_job_id(job->id());
+          Job out;
+          auto ctx = Ctx();
+          cancelled = daemon_->stub()->CancelJob(ctx.get(), req, &out).ok();
         }
         return true;
       });
   ASSERT_TRUE(r);
+  EXPECT_TRUE(cancelled);
   EXPECT_TRUE(saw_epoch_while_running);
   EXPECT_GT(chunks, 1);
   std::vector<Sse> sse = ParseSse(body);
@@ -368,6 +377,7 @@ TEST_F(HttpTest, ALiveStreamGetsEventsAsTheyHappen) {
   JobEvent last;
   ASSERT_TRUE(JsonStringToMessage(sse.back().data, &last).ok());
   EXPECT_TRUE(last.last());
+  EXPECT_EQ(last.job_state().state(), Job::CANCELLED);
   // Sequences 1, 2, 3, ... without a gap or a repeat.
   for (size_t i = 0; i < sse.size(); ++i) EXPECT_EQ(sse[i].id, absl::StrCat(i + 1));
 }

@@ -10,10 +10,12 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "gtest/gtest.h"
+#include "httplib.h"
 #include "server/api/auth.h"
 #include "spec/loader.h"
 #include "tests/integration/daemon.h"
@@ -430,6 +432,30 @@ class TlsTest : public ::testing::Test {
     return stub->GetServerInfo(ctx.get(), traind::v1::GetServerInfoRequest(), &info);
   }
 
+  // GET /api/v1/info over HTTPS with the viewer token, trusting `ca` and
+  // presenting `cert` (if given): the HTTP status, or -1 when no TLS
+  // session came about.
+  int HttpsInfo(const std::string& ca, const std::string& cert = "", const std::string& key = "") {
+    // A refused handshake closes the socket under OpenSSL's writes: an
+    // EPIPE to report, not a signal that ends the test.
+    signal(SIGPIPE, SIG_IGN);
+    traind::v1::ServerInfo info;
+    auto ctx = Ctx();
+    EXPECT_TRUE(daemon_->stub()->GetServerInfo(ctx.get(), {}, &info).ok());
+    EXPECT_TRUE(absl::StartsWith(info.http_url(), "https://127.0.0.1:")) << info.http_url();
+    const int port = std::stoi(info.http_url().substr(info.http_url().rfind(':') + 1));
+    std::unique_ptr<httplib::SSLClient> c =
+        cert.empty() ? std::make_unique<httplib::SSLClient>("127.0.0.1", port)
+                     : std::make_unique<httplib::SSLClient>("127.0.0.1", port, certs_->Path(cert),
+                                                            certs_->Path(key));
+    c->set_ca_cert_path(certs_->Path(ca).c_str());
+    c->enable_server_certificate_verification(true);
+    c->set_connection_timeout(5, 0);
+    httplib::Result r =
+        c->Get("/api/v1/info", {{"Authorization", absl::StrCat("Bearer ", kViewerToken)}});
+    return r ? r->status : -1;
+  }
+
   std::shared_ptr<grpc::ChannelCredentials> Ssl(const std::string& ca, const std::string& cert,
                                                 const std::string& key) {
     grpc::SslCredentialsOptions o;
@@ -475,6 +501,19 @@ TEST_F(TlsTest, ServerTls) {
       << out;
   EXPECT_EQ(RunCommand(trainctl + " --timeout 3 info 2>&1", &out), 4)
       << "plaintext to a TLS port is unreachable: " << out;
+
+  // The HTTP side door serves TLS with the same certificate.
+  EXPECT_EQ(HttpsInfo("ca.pem"), 200);
+  EXPECT_EQ(HttpsInfo("rogue.pem"), -1) << "a client that trusts another CA refuses the server";
+  traind::v1::ServerInfo info2;
+  auto ctx2 = Ctx();
+  ASSERT_TRUE(daemon_->stub()->GetServerInfo(ctx2.get(), {}, &info2).ok());
+  httplib::Client plain("127.0.0.1",
+                        std::stoi(info2.http_url().substr(info2.http_url().rfind(':') + 1)));
+  plain.set_connection_timeout(3, 0);
+  plain.set_read_timeout(3, 0);
+  httplib::Result r = plain.Get("/healthz");
+  EXPECT_FALSE(r && r->status == 200) << "plaintext HTTP to the TLS port";
 }
 
 TEST_F(TlsTest, MutualTls) {
@@ -495,6 +534,11 @@ TEST_F(TlsTest, MutualTls) {
             0)
       << out;
   EXPECT_EQ(RunCommand(trainctl + " --timeout 3 info 2>&1", &out), 4) << out;
+
+  EXPECT_EQ(HttpsInfo("ca.pem", "client.pem", "client.key"), 200);
+  EXPECT_EQ(HttpsInfo("ca.pem"), -1) << "HTTPS without a client certificate";
+  EXPECT_EQ(HttpsInfo("ca.pem", "rogue-client.pem", "rogue-client.key"), -1)
+      << "a client certificate from another CA";
 }
 
 TEST(TlsConfigTest, NonLoopbackPlaintextRefusesToStart) {
