@@ -1,13 +1,19 @@
 // End to end: the real traind and workers write one TensorBoard run per
 // task under jobs/<job>/tensorboard/, holding every epoch's streamed
 // metrics and the learning rate (read with the test kit's independent
-// reader of the event file format); `--tensorboard=false` writes none.
+// reader of the event file format, and with tests/integration/
+// tfevents_check.py where python3 is installed); `--tensorboard=false`
+// writes none.
 #include <filesystem>
 #include <map>
 #include <set>
 #include <string>
 #include <vector>
 
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "gtest/gtest.h"
 #include "spec/loader.h"
 #include "tests/integration/daemon.h"
@@ -98,6 +104,34 @@ TEST(TensorBoardEndToEndTest, EveryTaskWritesOneRunWithEveryEpochsMetrics) {
       for (const auto& [k, v] : m.train()) EXPECT_EQ(got.at("train/" + k), static_cast<float>(v));
       for (const auto& [k, v] : m.val()) EXPECT_EQ(got.at("val/" + k), static_cast<float>(v));
       EXPECT_EQ(got.at("learning_rate"), 0.01f);  // the example's constant Adam rate
+    }
+
+    // A second reader of the format, in Python (where there is one): the
+    // same scalars.
+    std::string out;
+    if (RunCommand("command -v python3 >/dev/null", &out) != 0) continue;
+    ASSERT_EQ(RunCommand("python3 " + SourceDir() + "/tests/integration/tfevents_check.py " +
+                             files[0] + " 2>&1",
+                         &out),
+              0)
+        << out;
+    const std::vector<std::string> lines = absl::StrSplit(out, '\n', absl::SkipEmpty());
+    ASSERT_EQ(lines.size(), static_cast<size_t>(1 + kEpochs)) << out;
+    EXPECT_NE(lines[0].find(absl::StrCat(" records=", file.events.size(), " steps=", kEpochs, " ")),
+              std::string::npos)
+        << lines[0];
+    for (size_t i = 1; i < lines.size(); ++i) {
+      std::vector<std::string> words = absl::StrSplit(lines[i], ' ');
+      ASSERT_GE(words.size(), 2u) << lines[i];
+      int64_t step = 0;
+      ASSERT_TRUE(absl::SimpleAtoi(absl::StripPrefix(words[0], "step="), &step)) << lines[i];
+      ASSERT_EQ(words.size() - 1, steps[step].size()) << lines[i];
+      for (size_t w = 1; w < words.size(); ++w) {
+        std::vector<std::string> kv = absl::StrSplit(words[w], absl::MaxSplits('=', 1));
+        ASSERT_EQ(kv.size(), 2u) << words[w];
+        ASSERT_TRUE(steps[step].count(kv[0])) << words[w];
+        EXPECT_EQ(std::stod(kv[1]), static_cast<double>(steps[step][kv[0]])) << words[w];
+      }
     }
   }
 }

@@ -38,7 +38,8 @@ absl::Status FitLoop::Prepare() {
         plan.best, [this](int32_t epoch) { return WriteBestCheckpoint(epoch); }));
   }
   callbacks_.push_back(std::make_unique<Reporting>(observer_));
-  // Last: the daemon has the epoch before the dashboards' file does.
+  // Last: an epoch goes to the observer (the daemon) before the
+  // dashboards' file. Rank 0 alone writes it.
   if (!task_.options.tensorboard_dir.empty() && parallel_.writes()) {
     callbacks_.push_back(std::make_unique<TensorBoardScalars>(
         task_.options.tensorboard_dir, [this](const absl::Status& s) { Warn(s); }));
