@@ -208,6 +208,8 @@ absl::Status ParseConfig(const std::string& text, const std::string& source, Ser
       {"worker", str(&c.worker)},
       {"worker_zygote",
        [&](const YAML::Node& n, const std::string& k) { return r.Bool(n, k, &c.worker_zygote); }},
+      {"tensorboard",
+       [&](const YAML::Node& n, const std::string& k) { return r.Bool(n, k, &c.tensorboard); }},
       {"cancel_grace", dur(&c.cancel_grace)},
       {"stop_grace", dur(&c.stop_grace)},
       {"heartbeat_timeout", dur(&c.heartbeat_timeout)},

@@ -61,6 +61,9 @@ struct ServerConfig {
   // process per task without exec + dynamic linking each time); false: exec
   // traind-worker for every task.
   bool worker_zygote = true;
+  // Every task writes TensorBoard scalars (train/*, val/*, learning_rate per
+  // epoch) under <state_dir>/jobs/<job>/tensorboard/; false: none.
+  bool tensorboard = true;
   absl::Duration cancel_grace = absl::Seconds(10);
   absl::Duration stop_grace = absl::Seconds(10);
   absl::Duration heartbeat_timeout = absl::Seconds(30);

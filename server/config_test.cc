@@ -15,6 +15,7 @@ TEST(ConfigTest, DefaultsAreDocumentedValues) {
   EXPECT_EQ(c.max_restarts, 2);
   EXPECT_FALSE(c.insecure);
   EXPECT_TRUE(c.worker_zygote);
+  EXPECT_TRUE(c.tensorboard);
   EXPECT_EQ(c.limits.max_request_bytes, 4 << 20);
   EXPECT_EQ(c.limits.max_queued_jobs_per_user, 100);
   EXPECT_EQ(c.limits.max_layers, 64);
@@ -31,6 +32,7 @@ cpu_slots: 8
 worker_threads: 2
 worker: /usr/lib/traind/traind-worker
 worker_zygote: false
+tensorboard: false
 cancel_grace: 5s
 stop_grace: 1m
 heartbeat_timeout: 45
@@ -55,6 +57,7 @@ limits:
   EXPECT_EQ(c.worker_threads, 2);
   EXPECT_EQ(c.worker, "/usr/lib/traind/traind-worker");
   EXPECT_FALSE(c.worker_zygote);
+  EXPECT_FALSE(c.tensorboard);
   EXPECT_EQ(c.cancel_grace, absl::Seconds(5));
   EXPECT_EQ(c.stop_grace, absl::Minutes(1));
   EXPECT_EQ(c.heartbeat_timeout, absl::Seconds(45));

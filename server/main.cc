@@ -277,6 +277,7 @@ int Run(ServerConfig flags) {
   so.cancel_grace = flags.cancel_grace;
   so.stop_grace = flags.stop_grace;
   so.heartbeat_timeout = flags.heartbeat_timeout;
+  so.tensorboard = flags.tensorboard;
   // Metrics count from the first event on (recovery's included).
   ServerMetrics metrics(TRAIND_VERSION, so.cpu_slots, start_time);
   so.on_store_commit = [&metrics](absl::Duration d) { metrics.ObserveStoreCommit(d); };
@@ -512,6 +513,9 @@ int main(int argc, char** argv) {
   opt("--worker-zygote", f.worker_zygote,
       "worker_zygote: fork workers from a pre-started traind-worker --zygote instead of "
       "exec'ing one per task (default true)");
+  opt("--tensorboard", f.tensorboard,
+      "tensorboard: every task writes TensorBoard scalars under "
+      "<state-dir>/jobs/<job>/tensorboard/ (default true)");
   opt("--cancel-grace", cancel_grace,
       "cancel_grace: time a cancelled worker gets before SIGKILL (default 10s)");
   opt("--stop-grace", stop_grace,
@@ -566,6 +570,7 @@ int main(int argc, char** argv) {
   if (given_flag("--worker-threads")) config.worker_threads = f.worker_threads;
   if (given_flag("--worker")) config.worker = f.worker;
   if (given_flag("--worker-zygote")) config.worker_zygote = f.worker_zygote;
+  if (given_flag("--tensorboard")) config.tensorboard = f.tensorboard;
   if (given_flag("--max-restarts")) config.max_restarts = f.max_restarts;
   if (given_flag("--data-root")) config.data_roots = f.data_roots;
   if (given_flag("--gpu-probe")) config.gpu_probe = f.gpu_probe;

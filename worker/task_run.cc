@@ -127,6 +127,7 @@ int RunTaskUnderDaemon(const TaskRunOptions& o) {
   // restart resumes from the latest one.
   options.artifacts_dir = assignment.artifacts_dir();
   options.checkpoint_dir = assignment.artifacts_dir() + "/checkpoints";
+  options.tensorboard_dir = assignment.tensorboard_dir();
   options.backend = gpu.backend.get();            // null: the CPU backend
   options.communicator = gpu.communicator.get();  // null: one rank
   reporter.TrainingStarted();

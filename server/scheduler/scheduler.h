@@ -57,6 +57,9 @@ namespace traind::server {
 struct SchedulerOptions {
   // Root of the daemon's files; worker logs and artifacts go under jobs/.
   std::string state_dir;
+  // Whether every task writes TensorBoard scalars, to
+  // <state_dir>/jobs/<job>/tensorboard/task-<i> (TaskAssignment.tensorboard_dir).
+  bool tensorboard = true;
   // Path of the traind-worker executable.
   std::string worker_path;
   // Address workers use to reach the WorkerService ("unix:/path").

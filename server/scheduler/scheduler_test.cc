@@ -154,6 +154,31 @@ TEST_F(SchedulerTest, RunsFoldsInSlotsAndSummarizesResult) {
   EXPECT_EQ(stored->size(), 6u);
 }
 
+// Each task's assignment names its artifacts and, unless turned off, its
+// TensorBoard run directory: one per task, side by side under the job's
+// tensorboard/ (what `tensorboard --logdir` overlays).
+TEST_F(SchedulerTest, AssignmentsNameEachTasksTensorBoardDirectoryUnlessTurnedOff) {
+  for (const bool on : {true, false}) {
+    SCOPED_TRACE(on ? "tensorboard: true" : "tensorboard: false");
+    Close();
+    Open(/*slots=*/2, [on](SchedulerOptions* o) { o->tensorboard = on; });
+    ASSERT_TRUE(scheduler_->Recover().ok());
+    scheduler_->Start();
+    auto job = scheduler_->Submit(ThreeFoldSpec());
+    ASSERT_TRUE(job.ok()) << job.status();
+    ASSERT_TRUE(launcher_->WaitForLaunches(2));
+    for (const FakeLauncher::Launched& l : launcher_->launched()) {
+      auto a = scheduler_->GetTask(CredentialsOf(l));
+      ASSERT_TRUE(a.ok()) << a.status();
+      // (The second scheduler also resumes the first one's job.)
+      const std::string job_dir = dir_.path() + "/jobs/" + a->job_id();
+      const std::string task_dir = "task-" + std::to_string(a->task());
+      EXPECT_EQ(a->artifacts_dir(), job_dir + "/" + task_dir);
+      EXPECT_EQ(a->tensorboard_dir(), on ? job_dir + "/tensorboard/" + task_dir : "");
+    }
+  }
+}
+
 TEST_F(SchedulerTest, RepeatedEpochReportIsStoredOnce) {
   ASSERT_TRUE(scheduler_->Recover().ok());
   scheduler_->Start();

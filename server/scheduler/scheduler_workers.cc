@@ -55,9 +55,13 @@ absl::StatusOr<traind::v1::TaskAssignment> Scheduler::GetTask(
   a.set_fold(job.spec().has_cross_validation() ? c.task() : -1);
   a.set_rank(c.rank());
   a.set_world_size(static_cast<int>(la->rank_pids.size()));
-  a.set_artifacts_dir((std::filesystem::path(options_.state_dir) / "jobs" / job.id() /
-                       absl::StrCat("task-", c.task()))
-                          .string());
+  const std::filesystem::path job_dir =
+      std::filesystem::path(options_.state_dir) / "jobs" / job.id();
+  const std::string task_dir = absl::StrCat("task-", c.task());
+  a.set_artifacts_dir((job_dir / task_dir).string());
+  // One run directory per task, side by side, so that `tensorboard --logdir
+  // jobs/<job>/tensorboard` overlays the folds.
+  if (options_.tensorboard) a.set_tensorboard_dir((job_dir / "tensorboard" / task_dir).string());
   return a;
 }
 

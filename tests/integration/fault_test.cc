@@ -19,6 +19,7 @@
 #include "gtest/gtest.h"
 #include "spec/loader.h"
 #include "tests/integration/daemon.h"
+#include "tests/testing/tfevents_reader.h"
 
 namespace traind::testing {
 namespace {
@@ -188,6 +189,52 @@ class FaultTest : public ::testing::Test {
     return resumed;
   }
 
+  // Checks each task's TensorBoard run after retries: one event file, every
+  // epoch once, each with the metrics of the last attempt that reported it
+  // (a resumed attempt keeps what came before its checkpoint; a fresh one
+  // starts the run over).
+  void ExpectTensorBoardRuns(const std::vector<JobEvent>& events, const Job& job, int epochs) {
+    // task -> epoch -> the latest attempt's report of it.
+    std::map<int, std::map<int, traind::v1::EpochMetrics>> latest;
+    for (const JobEvent& e : events) {
+      if (!e.has_epoch()) continue;
+      traind::v1::EpochMetrics& m = latest[e.epoch().task()][e.epoch().epoch()];
+      if (e.epoch().attempt() >= m.attempt()) m = e.epoch();
+    }
+    for (const Task& t : job.tasks()) {
+      SCOPED_TRACE("task " + std::to_string(t.index()));
+      const std::vector<std::string> files =
+          EventFilesIn(daemon_->state_dir() + "/jobs/" + job.id() + "/tensorboard/task-" +
+                       std::to_string(t.index()));
+      ASSERT_EQ(files.size(), 1u);
+      const TfEventFile file = ParseTfEvents(ReadBytes(files[0]));
+      EXPECT_EQ(file.error, "");
+      ASSERT_FALSE(file.events.empty());
+      EXPECT_EQ(file.events[0].file_version, "brain.Event:2");
+      std::map<int64_t, std::map<std::string, float>> steps;
+      for (size_t i = 1; i < file.events.size(); ++i) {
+        const TfEvent& e = file.events[i];
+        ASSERT_EQ(e.values.size(), 1u);
+        ASSERT_TRUE(steps[e.step].emplace(e.values[0].first, e.values[0].second).second)
+            << "step " << e.step << " " << e.values[0].first << " twice";
+      }
+      ASSERT_EQ(steps.size(), static_cast<size_t>(epochs));
+      for (const auto& [epoch, m] : latest[t.index()]) {
+        const std::map<std::string, float>& got = steps[epoch];
+        ASSERT_EQ(got.size(), static_cast<size_t>(m.train_size() + m.val_size() + 1))
+            << "epoch " << epoch;
+        for (const auto& [k, v] : m.train()) {
+          ASSERT_EQ(got.at("train/" + k), static_cast<float>(v))
+              << "epoch " << epoch << " of attempt " << m.attempt();
+        }
+        for (const auto& [k, v] : m.val()) {
+          ASSERT_EQ(got.at("val/" + k), static_cast<float>(v))
+              << "epoch " << epoch << " of attempt " << m.attempt();
+        }
+      }
+    }
+  }
+
   TempDir dir_;
   std::vector<std::string> args_;
   std::unique_ptr<Daemon> daemon_;
@@ -246,6 +293,8 @@ TEST_F(FaultTest, KilledWorkerIsRetriedAndTheJobSucceeds) {
   EXPECT_NE(f.message().find("signal 9"), std::string::npos) << f.message();
   EXPECT_EQ(done.tasks(1).attempts_size(), 1);
   ExpectCompleteHistory(events, done, epochs);
+  // No checkpoint: the retry started the run over, in the same file.
+  ExpectTensorBoardRuns(events, done, epochs);
 }
 
 TEST_F(FaultTest, HungWorkerIsKilledAndRetried) {
@@ -286,6 +335,8 @@ TEST_F(FaultTest, SigtermStopsWithinTheGraceAndTheNextStartResumes) {
   // continued from there.
   std::map<std::pair<int, int>, int> resumed = ExpectCompleteHistory(events, done, epochs);
   EXPECT_GE(resumed[std::make_pair(0, 2)], 3) << "task 0 attempt 2 did not resume";
+  // Its TensorBoard run continues after the checkpoint's epoch.
+  ExpectTensorBoardRuns(events, done, epochs);
 }
 
 TEST_F(FaultTest, QueuedJobCancelsAtOnceAndIdempotentResubmitReturnsTheSameJob) {

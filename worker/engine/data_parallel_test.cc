@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -24,6 +25,8 @@
 #include "absl/time/time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/testing/temp_dir.h"
+#include "tests/testing/tfevents_reader.h"
 #include "worker/engine/backend/cpu/cpu_backend.h"
 #include "worker/engine/checkpoint.h"
 #include "worker/engine/data/features.h"
@@ -736,6 +739,43 @@ TEST(DataParallelTest, GpuSpecIsRefusedOnTheCpuBackend) {
   spec.clear_resources();
   result = Fit(spec, Iris(), IrisFold0(), 0, options, nullptr);
   EXPECT_TRUE(result.ok()) << result.status();
+}
+
+// Every rank is given the TensorBoard directory; rank 0 alone writes it:
+// one file, every epoch once, the metrics every rank reported.
+TEST(DataParallelTest, OnlyRankZeroWritesTensorBoardScalars) {
+  traind::testing::TempDir tmp;
+  FitOptions options;
+  options.tensorboard_dir = tmp.Path("tensorboard/task-0");
+  const auto runs = RunRanks(3, IrisSpec(), Iris(), IrisFold0(), options);
+  for (size_t r = 0; r < runs.size(); ++r) {
+    ASSERT_TRUE(runs[r]->result.ok()) << "rank " << r << ": " << runs[r]->result.status();
+    // A second writer would find the file locked and warn.
+    EXPECT_TRUE(runs[r]->recorder.warnings.empty()) << "rank " << r;
+  }
+  const std::vector<std::string> files = traind::testing::EventFilesIn(options.tensorboard_dir);
+  ASSERT_EQ(files.size(), 1u);
+  const traind::testing::TfEventFile file =
+      traind::testing::ParseTfEvents(traind::testing::ReadBytes(files[0]));
+  EXPECT_EQ(file.error, "");
+  ASSERT_FALSE(file.events.empty());
+  EXPECT_EQ(file.events[0].file_version, "brain.Event:2");
+  std::map<int64_t, std::map<std::string, float>> steps;
+  for (size_t i = 1; i < file.events.size(); ++i) {
+    const traind::testing::TfEvent& e = file.events[i];
+    ASSERT_EQ(e.values.size(), 1u);
+    EXPECT_TRUE(steps[e.step].emplace(e.values[0].first, e.values[0].second).second)
+        << "step " << e.step << " " << e.values[0].first << " twice";
+  }
+  const std::vector<EpochMetrics>& reported = runs[0]->recorder.epochs;
+  ASSERT_EQ(steps.size(), reported.size());
+  for (const EpochMetrics& m : reported) {
+    const std::map<std::string, float>& got = steps[m.epoch()];
+    EXPECT_EQ(got.size(), static_cast<size_t>(m.train_size() + m.val_size() + 1));
+    for (const auto& [k, v] : m.train()) {
+      EXPECT_EQ(got.at("train/" + k), static_cast<float>(v)) << k;
+    }
+  }
 }
 
 }  // namespace

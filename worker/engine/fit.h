@@ -5,7 +5,8 @@
 // checkpoints), callbacks (selection, early stopping, reduce-on-plateau,
 // best checkpoint, reporting; each owns its checkpointed state),
 // parallel_strategy (one rank or data parallelism), step_graph,
-// artifacts (the files a task writes) and backend_factory.
+// artifacts (the files a task writes), tensorboard (its event file and
+// callback) and backend_factory.
 #ifndef TRAIND_WORKER_ENGINE_FIT_H_
 #define TRAIND_WORKER_ENGINE_FIT_H_
 
@@ -60,6 +61,13 @@ struct FitOptions {
   // model as model.ckpt. Data parallelism: rank 0's decides, and only rank 0
   // writes (and sets FoldResult's predictions_path / model_path).
   std::string artifacts_dir;
+  // The run directory of the task's TensorBoard scalars (created if
+  // missing); empty: none. After every epoch, train/<metric>, val/<metric>
+  // and learning_rate at step = epoch go to the event file there
+  // (fit/tensorboard.h), which a resumed run continues after the epoch it
+  // resumes from; a file that cannot be written is an OnWarning, not an
+  // error. Data parallelism: only rank 0 writes.
+  std::string tensorboard_dir;
   // Tests and warm starts: replaces the initialized trainable parameters, in
   // Network::parameters() order ([in, out] row-major weights). Not owned.
   const std::vector<std::vector<float>>* initial_parameters = nullptr;

@@ -3,7 +3,8 @@
 // small class that owns its state and stores it in checkpoints by name
 // ("<name>.<key>", e.g. "early_stopping.wait"), as Keras' and Lightning's
 // callbacks do. The fit loop calls them in order after every epoch; each
-// can be driven in a test by a list of metric values, without a fit.
+// can be driven in a test by a list of metric values, without a fit. The
+// TensorBoard scalars are one too (fit/tensorboard.h).
 //
 // Thread safety: a callback is used by one thread at a time.
 #ifndef TRAIND_WORKER_ENGINE_FIT_CALLBACKS_H_
@@ -32,6 +33,8 @@ struct EpochEnd {
   const traind::v1::EpochMetrics* metrics = nullptr;
   // The task's result so far: callbacks set their fields of it.
   traind::v1::FoldResult* result = nullptr;
+  // The learning rate of the epoch's optimizer steps.
+  double learning_rate = 0;
 };
 
 class FitCallback {

@@ -12,6 +12,7 @@
 #include "spec/task_plan.h"
 #include "spec/validation.h"
 #include "worker/engine/fit/artifacts.h"
+#include "worker/engine/fit/tensorboard.h"
 #include "worker/engine/status.h"
 
 namespace traind::engine {
@@ -37,6 +38,12 @@ absl::Status FitLoop::Prepare() {
         plan.best, [this](int32_t epoch) { return WriteBestCheckpoint(epoch); }));
   }
   callbacks_.push_back(std::make_unique<Reporting>(observer_));
+  // Last: an epoch goes to the observer (the daemon) before the
+  // dashboards' file. Rank 0 alone writes it.
+  if (!task_.options.tensorboard_dir.empty() && parallel_.writes()) {
+    callbacks_.push_back(std::make_unique<TensorBoardScalars>(
+        task_.options.tensorboard_dir, [this](const absl::Status& s) { Warn(s); }));
+  }
 
   bool graphs = task_.options.step_graphs && parallel_.allows_step_graphs();
   for (const traind::v1::Layer& layer : task_.spec.model().layers()) {
@@ -172,17 +179,19 @@ absl::Status FitLoop::Train() {
         parallel_.RankZeroValue(
             std::chrono::duration<double>(std::chrono::steady_clock::now() - start_time).count()));
     report.set_seconds(seconds);
-    TRAIND_RETURN_IF_ERROR(EndEpoch(epoch, &report));
+    TRAIND_RETURN_IF_ERROR(EndEpoch(epoch, lr, &report));
   }
   return absl::OkStatus();
 }
 
-// The callbacks, then the epoch's checkpoint.
-absl::Status FitLoop::EndEpoch(int32_t epoch, EpochMetrics* report) {
+// The callbacks (the epoch trained at learning rate `lr`), then the
+// epoch's checkpoint.
+absl::Status FitLoop::EndEpoch(int32_t epoch, double lr, EpochMetrics* report) {
   epochs_done_ = epoch;  // checkpoints taken from here on are of this epoch
   EpochEnd end;
   end.epoch = epoch;
   end.metrics = report;
+  end.learning_rate = lr;
   end.result = &result_;
   for (const std::unique_ptr<FitCallback>& callback : callbacks_) {
     TRAIND_RETURN_IF_ERROR(callback->OnEpochEnd(end));
