@@ -181,7 +181,9 @@ class FaultTest : public ::testing::Test {
       const std::vector<int>& list = seen[key];
       EXPECT_EQ(list.size(), static_cast<size_t>(epochs - first + 1))
           << "task " << t.index() << " attempt " << last;
-      if (!list.empty()) EXPECT_EQ(list.back(), epochs) << "task " << t.index();
+      if (!list.empty()) {
+        EXPECT_EQ(list.back(), epochs) << "task " << t.index();
+      }
     }
     for (size_t i = 0; i < events.size(); ++i) {
       EXPECT_EQ(events[i].sequence(), static_cast<int64_t>(i + 1));
