@@ -349,7 +349,8 @@ TEST_F(TrainctlTest, SubmitWaitPrintsTheFinalJob) {
   EXPECT_THAT(r.out, HasSubstr("state:    SUCCEEDED\n"));
   EXPECT_THAT(r.out, HasSubstr("FOLD  BEST_EPOCH  VAL_LOSS  VAL_ACCURACY\n"));
   EXPECT_THAT(r.out, HasSubstr("loss 0.5000 \xC2\xB1 0.2500"));
-  EXPECT_EQ(r.err, "");
+  // The job is named at once on stderr (stdout keeps only the final job).
+  EXPECT_EQ(r.err, "trainctl: submitted job job-ok (job-ok); waiting for it to end\n");
 
   r = Run("submit --wait -o json " + WriteSpec("name: job-fail\n"));
   EXPECT_EQ(r.exit_code, 1);

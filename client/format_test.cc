@@ -137,6 +137,21 @@ TEST(RenderTest, ResultTable) {
   partial.set_complete(false);
   EXPECT_THAT(RenderResult(partial), HasSubstr("incomplete"));
   EXPECT_EQ(RenderResult(v1::JobResult()), "");
+
+  // Without validation rows: the training metrics and the model.
+  v1::JobResult train_only;
+  train_only.set_complete(true);
+  v1::FoldResult* t = train_only.add_folds();
+  t->set_epochs_run(20);
+  t->set_train_rows(150);
+  (*t->mutable_final_train())["loss"] = 0.125;
+  (*t->mutable_final_train())["accuracy"] = 0.96;
+  t->set_model_path("/s/jobs/j/task-0/model.ckpt");
+  EXPECT_EQ(RenderResult(train_only),
+            "TASK  EPOCHS  TRAIN_ROWS  TRAIN_LOSS  TRAIN_ACCURACY\n"
+            "   0      20         150      0.1250          0.9600\n"
+            "(no validation rows: training metrics of the last epoch)\n"
+            "model (task 0): /s/jobs/j/task-0/model.ckpt\n");
 }
 
 v1::JobSpec CvSpec() {

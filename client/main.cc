@@ -11,6 +11,7 @@
 //   5  permission denied (PERMISSION_DENIED, UNAUTHENTICATED)
 // Errors print one line to stderr: "trainctl: <message>".
 
+#include <signal.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -19,7 +20,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -132,8 +135,20 @@ void PrintError(absl::string_view message) {
   std::cerr << "trainctl: " << line << std::endl;
 }
 
+// Set when trainctl fell back to its default TCP address (no --address,
+// TRAIND_ADDRESS, TRAIND_STATE_DIR or ./.traind socket): said with the
+// errors that such a fallback explains.
+std::string address_hint;
+
 int Fail(const absl::Status& status) {
-  PrintError(status.message());
+  const absl::StatusCode code = status.code();
+  if (!address_hint.empty() &&
+      (code == absl::StatusCode::kUnavailable || code == absl::StatusCode::kDeadlineExceeded ||
+       code == absl::StatusCode::kUnauthenticated)) {
+    PrintError(absl::StrCat(status.message(), " (", address_hint, ")"));
+  } else {
+    PrintError(status.message());
+  }
   return ExitCodeFor(status);
 }
 
@@ -163,6 +178,36 @@ struct GlobalOptions {
   }
 };
 
+// While trainctl follows a job, Ctrl-C says that the job goes on without
+// it, and how to come back or stop it. The text is made before the signal
+// can come: the handler only writes it and exits (async-signal-safe).
+class InterruptNotice {
+ public:
+  explicit InterruptNotice(const std::string& job_id) {
+    const std::string text =
+        absl::StrCat(isatty(STDOUT_FILENO) ? "\033[?25h" : "", "\ntrainctl: stopped watching; job ",
+                     job_id, " keeps running on traind. Follow it again: trainctl watch ", job_id,
+                     "  Stop it: trainctl cancel ", job_id, "\n");
+    std::snprintf(text_, sizeof(text_), "%s", text.c_str());
+    struct sigaction sa {};
+    sa.sa_handler = &InterruptNotice::Handle;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, &previous_);
+  }
+  ~InterruptNotice() { sigaction(SIGINT, &previous_, nullptr); }
+  InterruptNotice(const InterruptNotice&) = delete;
+  InterruptNotice& operator=(const InterruptNotice&) = delete;
+
+ private:
+  static void Handle(int) {
+    const ssize_t ignored = write(STDERR_FILENO, text_, std::strlen(text_));
+    (void)ignored;
+    _exit(130);  // 128 + SIGINT, as a shell reports an interrupted command
+  }
+  static inline char text_[512];
+  struct sigaction previous_ {};
+};
+
 class Commands {
  public:
   explicit Commands(const GlobalOptions& global) : global_(global) {}
@@ -190,7 +235,13 @@ class Commands {
 
     absl::StatusOr<Job> job = client().SubmitJob(*spec, ec ? "" : cwd.string());
     if (!job.ok()) return Fail(job.status());
-    if (wait) return Follow(*job, /*after_sequence=*/0, /*quiet=*/true);
+    if (wait) {
+      // At once, so that a long wait can be followed or cancelled from
+      // elsewhere (stderr: stdout keeps only the final job).
+      std::cerr << "trainctl: submitted job " << job->id() << " (" << job->spec().name()
+                << "); waiting for it to end" << std::endl;
+      return Follow(*job, /*after_sequence=*/0, /*quiet=*/true);
+    }
     if (!global_.structured()) Print(RenderSubmitted(*job));
     if (watch) return Follow(*job, /*after_sequence=*/0, /*quiet=*/false);
     if (global_.structured()) Print(global_.Encode(*job, /*pretty=*/true));
@@ -326,6 +377,7 @@ class Commands {
   //   json: one JobEvent per line, nothing else.
   // Returns the exit code for the job's final state.
   int Follow(const Job& job, int64_t after_sequence, bool quiet) {
+    InterruptNotice notice(job.id());
     std::optional<Job::State> final_state;
     // A terminal gets the live view, redrawn in place (at most 10 times a
     // second, and once at the end); a pipe gets one line per event.
@@ -419,6 +471,77 @@ std::optional<std::string> UnknownCommand(const CLI::App& app, int argc, char** 
     return arg;
   }
   return std::nullopt;
+}
+
+// A bash completion script made from trainctl's own commands and options,
+// so it cannot fall behind them: subcommands, each one's flags, output
+// formats, file names where a file goes, and job ids (from `trainctl list`)
+// where a job goes.
+std::string BashCompletion(const CLI::App& app) {
+  auto flags = [](const CLI::App* a) {
+    std::vector<std::string> out;
+    for (const CLI::Option* o : a->get_options()) {
+      if (!o->nonpositional()) continue;
+      for (const std::string& n : o->get_lnames()) out.push_back("--" + n);
+      for (const std::string& n : o->get_snames()) out.push_back("-" + n);
+    }
+    return absl::StrJoin(out, " ");
+  };
+  std::vector<std::string> names, cases, job_commands, file_commands;
+  for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; })) {
+    names.push_back(sub->get_name());
+    cases.push_back(
+        absl::StrCat("    ", sub->get_name(), ") opts=\"$global ", flags(sub), "\" ;;"));
+    for (const CLI::Option* o : sub->get_options()) {
+      if (o->nonpositional()) continue;
+      if (o->get_name() == "JOB") job_commands.push_back(sub->get_name());
+      if (o->get_name() == "FILE") file_commands.push_back(sub->get_name());
+    }
+  }
+  // clang-format off
+  static constexpr char kHead[] = R"sh(# bash completion for trainctl (made by `trainctl completion bash`)
+_trainctl() {
+  local cur="${COMP_WORDS[COMP_CWORD]}" prev="${COMP_WORDS[COMP_CWORD-1]}" cmd="" i
+)sh";
+  static constexpr char kBody[] = R"sh(
+  for ((i = 1; i < COMP_CWORD; i++)); do
+    if [[ " $commands " == *" ${COMP_WORDS[i]} "* ]]; then cmd="${COMP_WORDS[i]}"; break; fi
+  done
+  case "$prev" in
+    -o|--output) COMPREPLY=($(compgen -W "table json yaml" -- "$cur")); return ;;
+    --token-file|--tls-ca|--tls-cert|--tls-key)
+      compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur")); return ;;
+    --address|--token|--timeout|--tls-server-name|--name|--priority|--set|--state|--after|--limit|--page-token)
+      return ;;
+  esac
+  if [[ -z "$cmd" ]]; then
+    COMPREPLY=($(compgen -W "$commands $global" -- "$cur")); return
+  fi
+  local opts="$global"
+  case "$cmd" in
+)sh";
+  static constexpr char kJobs[] = R"sh(" in
+      *" $cmd "*)
+        local ids
+        ids=$("${COMP_WORDS[0]}" list --limit 100 -o json --timeout 2 2>/dev/null |
+          sed -n 's/^ *"id": *"\([^"]*\)".*/\1/p')
+        COMPREPLY=($(compgen -W "$ids" -- "$cur")); return ;;
+    esac
+)sh";
+  static constexpr char kFiles[] = R"sh(" in
+      *" $cmd "*) compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur")); return ;;
+    esac
+  fi
+  COMPREPLY=($(compgen -W "$opts" -- "$cur"))
+}
+complete -F _trainctl trainctl
+)sh";
+  // clang-format on
+  return absl::StrCat(kHead, "  local global=\"", flags(&app), "\"\n  local commands=\"",
+                      absl::StrJoin(names, " "), "\"", kBody, absl::StrJoin(cases, "\n"),
+                      "\n  esac\n  if [[ \"$cur\" != -* ]]; then\n    case \" ",
+                      absl::StrJoin(job_commands, " "), " ", kJobs, "    case \" ",
+                      absl::StrJoin(file_commands, " "), " ", kFiles);
 }
 
 int Main(int argc, char** argv) {
@@ -538,6 +661,14 @@ int Main(int argc, char** argv) {
 
   CLI::App* devices = app.add_subcommand("devices", "List the server's CPU and GPU devices");
   CLI::App* info = app.add_subcommand("info", "Show the server's status");
+  std::string shell;
+  CLI::App* completion = app.add_subcommand(
+      "completion",
+      "Print a shell completion script: source <(trainctl completion bash), or put it in "
+      "/etc/bash_completion.d/trainctl (zsh: trainctl completion zsh)");
+  completion->add_option("SHELL", shell, "bash or zsh")
+      ->required()
+      ->check(CLI::IsMember({"bash", "zsh"}));
   CLI::App* dashboard = app.add_subcommand(
       "dashboard", "Print a one-time link that logs a browser into traind's web dashboard as you");
   CLI::App* health =
@@ -555,12 +686,28 @@ int Main(int argc, char** argv) {
     return UsageError(absl::StrCat(e.what(), " (see trainctl --help)"));
   }
 
+  if (*completion) {
+    // zsh runs bash completion functions through bashcompinit.
+    if (shell == "zsh") std::cout << "autoload -U +X bashcompinit && bashcompinit\n";
+    std::cout << BashCompletion(app);
+    return kExitOk;
+  }
+
   if (global.address.empty() || global.address.find(':') == std::string::npos ||
       global.address == "unix:") {
     return UsageError(
         absl::StrCat("--address ", global.address, ": expected unix:PATH or HOST:PORT"));
   }
 
+  if (app.count("--address") == 0 && global.address == "127.0.0.1:7070") {
+    const char* env = std::getenv("TRAIND_ADDRESS");
+    if (env == nullptr || *env == '\0') {
+      address_hint =
+          "trainctl tried 127.0.0.1:7070, its default when it finds no unix socket: point it at "
+          "traind's socket with --address unix:PATH, TRAIND_ADDRESS, or TRAIND_STATE_DIR=DIR "
+          "(its state directory), or give a token for TCP with --token or TRAIND_TOKEN";
+    }
+  }
   if (global.token.empty() && !global.token_file.empty()) {
     std::ifstream in(global.token_file);
     if (!in) {

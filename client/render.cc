@@ -191,8 +191,53 @@ std::string RenderMeanStdLine(const JobResult& result) {
                       folds == 1 ? " fold: " : " folds: ", absl::StrJoin(parts, "  "));
 }
 
+namespace {
+
+// A job without validation rows (no cross-validation, no validation split):
+// what each task trained to, and its model.
+std::string RenderTrainOnlyResult(const JobResult& result) {
+  std::vector<std::string> names;
+  for (const auto& fold : result.folds()) {
+    for (const auto& [name, value] : fold.final_train()) {
+      if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
+    }
+  }
+  names = OrderMetricNames(std::move(names));
+  std::vector<std::string> headers = {"TASK", "EPOCHS", "TRAIN_ROWS"};
+  for (const auto& name : names) headers.push_back("TRAIN_" + Upper(name));
+  Table table(headers);
+  for (size_t c = 0; c < headers.size(); ++c) table.SetAlign(c, Align::kRight);
+  for (const auto& fold : result.folds()) {
+    std::vector<std::string> row = {absl::StrCat(fold.fold()), absl::StrCat(fold.epochs_run()),
+                                    absl::StrCat(fold.train_rows())};
+    for (const auto& name : names) {
+      auto it = fold.final_train().find(name);
+      row.push_back(it == fold.final_train().end() ? "-" : FormatMetric(it->second));
+    }
+    table.AddRow(std::move(row));
+  }
+  std::string out = table.Render();
+  absl::StrAppend(&out, "(no validation rows: training metrics of the last epoch)\n");
+  if (!result.complete()) absl::StrAppend(&out, "(incomplete: tasks still running)\n");
+  for (const auto& fold : result.folds()) {
+    if (!fold.model_path().empty()) {
+      absl::StrAppend(&out, "model (task ", fold.fold(), "): ", fold.model_path(), "\n");
+    }
+    if (!fold.predictions_path().empty()) {
+      absl::StrAppend(&out, "predictions (task ", fold.fold(), "): ", fold.predictions_path(),
+                      "\n");
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
 std::string RenderResult(const JobResult& result) {
   if (result.folds().empty()) return "";
+  bool any_val = false;
+  for (const auto& fold : result.folds()) any_val = any_val || !fold.val().empty();
+  if (!any_val && !result.has_refit()) return RenderTrainOnlyResult(result);
   // Columns: every validation metric of any fold.
   std::vector<std::string> names;
   for (const auto& fold : result.folds()) {

@@ -22,10 +22,12 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -35,9 +37,12 @@
 
 #include "CLI/CLI.hpp"
 #include "absl/cleanup/cleanup.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "absl/synchronization/notification.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/grpcpp.h"
@@ -84,7 +89,8 @@ int LockStateDir(const std::string& dir) {
   if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
     char buf[32] = {0};
     (void)!pread(fd, buf, sizeof(buf) - 1, 0);
-    LogError("state directory %s is in use by another traind (pid %s)", dir, buf);
+    LogError("state directory %s is in use by another traind (pid %s)", dir,
+             absl::StripAsciiWhitespace(buf));
     close(fd);
     return -1;
   }
@@ -284,11 +290,16 @@ int Run(ServerConfig flags) {
 
   // What the worker can train on, and which GPUs there are.
   so.worker_env = BaseWorkerEnvironment(environ);
+  std::string probe_notes;
   absl::StatusOr<std::vector<std::string>> backends =
-      ProbeWorkerBackends(worker_path, so.worker_env);
+      ProbeWorkerBackends(worker_path, so.worker_env, &probe_notes);
   if (!backends.ok()) {
     LogError("%s", backends.status().message());
     return 1;
+  }
+  for (absl::string_view line : absl::StrSplit(probe_notes, '\n', absl::SkipWhitespace())) {
+    absl::ConsumePrefix(&line, "traind-worker: ");
+    LogInfo("worker probe: %s", line);
   }
   so.worker_has_gpu_backend =
       std::find(backends->begin(), backends->end(), "cuda") != backends->end();
@@ -505,10 +516,10 @@ int main(int argc, char** argv) {
       "listen: public API address, unix:PATH or HOST:PORT; repeatable; replaces the config's "
       "list (default unix:<state-dir>/traind.sock and 127.0.0.1:7070)");
   opt("--cpu-slots", f.cpu_slots, "cpu_slots: CPU tasks at once (default 0: the number of cores)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(CLI::Range(0, std::numeric_limits<int>::max()));
   opt("--worker-threads", f.worker_threads,
       "worker_threads: OMP_NUM_THREADS of each CPU worker (default 1)")
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Range(1, std::numeric_limits<int>::max()));
   opt("--worker", f.worker, "worker: path of traind-worker (default: beside traind)");
   opt("--worker-zygote", f.worker_zygote,
       "worker_zygote: fork workers from a pre-started traind-worker --zygote instead of "
@@ -524,7 +535,7 @@ int main(int argc, char** argv) {
       "heartbeat_timeout: silence after which a worker is killed as hung (default 30s)");
   opt("--max-restarts", f.max_restarts,
       "max_restarts: retries of a task whose worker crashed (default 2)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(CLI::Range(0, std::numeric_limits<int>::max()));
   opt("--gpu-probe", f.gpu_probe,
       "gpu_probe: GPU inventory from nvml (default), none, or file:PATH (rehearsals, tests)");
   opt("--gpu-drain-timeout", gpu_drain_timeout,
@@ -554,7 +565,14 @@ int main(int argc, char** argv) {
   opt("--max-units", f.limits.max_units, "limits.max_units (default 65536)");
   opt("--max-epochs", f.limits.max_epochs, "limits.max_epochs (default 100000)");
   app.set_version_flag("--version", TRAIND_VERSION);
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
+    // A typo in a flag is a usage error, like a bad config value.
+    std::fprintf(stderr, "traind: %s (see traind --help)\n", e.what());
+    return 2;
+  }
 
   ServerConfig config = defaults;
   if (!config_file.empty()) {

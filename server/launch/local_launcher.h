@@ -101,9 +101,12 @@ class LocalLauncher final : public Launcher {
 
 // Runs `worker_path --capabilities` in `env` (worker_environment.h) and
 // returns the tokens it prints ("cpu", "cpu-bf16", "cuda"): what tasks this
-// daemon can run.
+// daemon can run. What the worker says on stderr (why a backend is missing)
+// goes to `*notes` (if given), for traind's own log, never straight to
+// traind's stderr.
 absl::StatusOr<std::vector<std::string>> ProbeWorkerBackends(const std::string& worker_path,
-                                                             const std::vector<std::string>& env);
+                                                             const std::vector<std::string>& env,
+                                                             std::string* notes = nullptr);
 
 }  // namespace traind::server
 

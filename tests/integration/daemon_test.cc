@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <fstream>
 #include <functional>
+#include <iterator>
 #include <map>
 #include <set>
 #include <sstream>
@@ -400,6 +401,34 @@ TEST_F(DaemonTest, DataThatIsNotARegularFileIsRefusedAtOnce) {
   EXPECT_TRUE(stub->Check(ctx.get(), req, &resp).ok());
 }
 
+// What an operator reads at start: usage errors exit 2 with the flag named,
+// a state directory in use is one line naming the other traind, and what
+// the worker's capability probe says is a line of traind's log, not raw
+// text on its stderr.
+TEST_F(DaemonTest, StartupMessagesForOperators) {
+  std::string out;
+  EXPECT_EQ(RunCommand(BinDir() + "/traind --bogus-flag 2>&1", &out), 2) << out;
+  EXPECT_NE(out.find("--bogus-flag"), std::string::npos) << out;
+  EXPECT_EQ(RunCommand(BinDir() + "/traind --cpu-slots x 2>&1", &out), 2) << out;
+  EXPECT_NE(out.find("--cpu-slots"), std::string::npos) << out;
+
+  EXPECT_EQ(RunCommand(BinDir() + "/traind --state-dir " + dir_.path() + "/state --listen unix:" +
+                           dir_.path() + "/other.sock --http-listen off 2>&1",
+                       &out),
+            1)
+      << out;
+  const size_t at = out.find("is in use by another traind (pid ");
+  ASSERT_NE(at, std::string::npos) << out;
+  const std::string line = out.substr(at, out.find('\n', at) - at);
+  EXPECT_NE(line.find(absl::StrCat("(pid ", daemon_->pid(), ")")), std::string::npos) << line;
+
+  std::istringstream in(daemon_->Log());
+  std::string l;
+  while (std::getline(in, l)) {
+    EXPECT_EQ(l.rfind("traind-worker:", 0), std::string::npos) << "raw worker output: " << l;
+  }
+}
+
 // A second traind never takes over a socket that a live traind listens on
 // (it would cut the first off its unix clients); a stale one is reused.
 TEST_F(DaemonTest, ALiveSocketIsNeverTakenOver) {
@@ -539,6 +568,98 @@ class TrainctlDaemonTest : public DaemonTest {
     return ss.str();
   }
 };
+
+// Ctrl-C while following a job leaves the job running and says how to come
+// back to it or stop it; `submit --wait` names the job at once.
+TEST_F(TrainctlDaemonTest, CtrlCWhileWatchingSaysTheJobKeepsRunning) {
+  const std::string err = dir_.path() + "/interrupt.err";
+  const std::string out = dir_.path() + "/interrupt.out";
+  const pid_t pid = fork();
+  if (pid == 0) {
+    if (chdir(SourceDir().c_str()) != 0) _exit(126);
+    FILE* o = freopen(out.c_str(), "w", stdout);
+    FILE* e = freopen(err.c_str(), "w", stderr);
+    (void)o;
+    (void)e;
+    execl((BinDir() + "/trainctl").c_str(), "trainctl", "--address", daemon_->address().c_str(),
+          "submit", "examples/iris-cv.yaml", "--set", "training.epochs=100000", "--wait",
+          static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  // Wait for the job id on stderr, then for the job to run.
+  std::string id;
+  for (int i = 0; i < 500 && id.empty(); ++i) {
+    std::ifstream in(err);
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const size_t at = text.find("trainctl: submitted job ");
+    if (at != std::string::npos && text.find(" (", at) != std::string::npos) {
+      id = text.substr(at + 24, text.find(" (", at) - at - 24);
+    }
+    usleep(10000);
+  }
+  ASSERT_FALSE(id.empty()) << "submit --wait names the job on stderr at once";
+  for (int i = 0; i < 500 && GetJob(daemon_->stub(), id).state() != Job::RUNNING; ++i) {
+    usleep(10000);
+  }
+  kill(pid, SIGINT);
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 130) << status;
+  std::ifstream in(err);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find("stopped watching; job " + id + " keeps running on traind"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("trainctl watch " + id), std::string::npos) << text;
+  EXPECT_NE(text.find("trainctl cancel " + id), std::string::npos) << text;
+  EXPECT_EQ(GetJob(daemon_->stub(), id).state(), Job::RUNNING) << "the job goes on";
+  std::string ignored;
+  EXPECT_EQ(Trainctl("cancel " + id, &ignored), 0) << Stderr();
+}
+
+// `trainctl completion bash`, sourced in a real bash: every subcommand of
+// --help, each one's flags, output formats and the server's job ids.
+TEST_F(TrainctlDaemonTest, ShellCompletion) {
+  std::string out;
+  ASSERT_EQ(Trainctl("submit examples/iris-cv.yaml --wait -o json", &out), 0) << Stderr();
+  Job job;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(out, &job).ok()) << out;
+  const std::string script = dir_.path() + "/trainctl.bash";
+  ASSERT_EQ(RunCommand(BinDir() + "/trainctl completion bash > " + script, &out), 0);
+  auto complete = [&](const std::string& words, int cword) {
+    std::string reply;
+    RunCommand("TRAIND_ADDRESS=" + daemon_->address() + " PATH=" + BinDir() +
+                   ":$PATH bash -c 'source " + script + "; COMP_WORDS=(" + words +
+                   "); COMP_CWORD=" + std::to_string(cword) +
+                   "; _trainctl; printf \"%s\\n\" \"${COMPREPLY[@]}\"'",
+               &reply);
+    std::vector<std::string> lines = absl::StrSplit(reply, '\n', absl::SkipEmpty());
+    return std::set<std::string>(lines.begin(), lines.end());
+  };
+  // Every subcommand that --help lists.
+  ASSERT_EQ(RunCommand(BinDir() + "/trainctl --help", &out), 0);
+  const std::set<std::string> top = complete("trainctl \"\"", 1);
+  const size_t subs = out.find("Subcommands:");
+  ASSERT_NE(subs, std::string::npos);
+  std::istringstream help(out.substr(subs));
+  std::string line;
+  std::getline(help, line);
+  int listed = 0;
+  while (std::getline(help, line) && !line.empty()) {
+    const std::string name = line.substr(2, line.find(' ', 2) - 2);
+    EXPECT_TRUE(top.count(name)) << name;
+    ++listed;
+  }
+  EXPECT_GE(listed, 10);
+  EXPECT_EQ(complete("trainctl submit --w", 2), (std::set<std::string>{"--watch", "--wait"}));
+  EXPECT_EQ(complete("trainctl -o \"\"", 2), (std::set<std::string>{"table", "json", "yaml"}));
+  EXPECT_TRUE(complete("trainctl get \"\"", 2).count(job.id())) << job.id();
+  EXPECT_EQ(complete("trainctl cancel " + job.id().substr(0, 6), 2),
+            (std::set<std::string>{job.id()}));
+  // zsh gets the same through bashcompinit.
+  ASSERT_EQ(RunCommand(BinDir() + "/trainctl completion zsh", &out), 0);
+  EXPECT_EQ(out.rfind("autoload -U +X bashcompinit && bashcompinit\n", 0), 0u) << out;
+}
 
 TEST_F(TrainctlDaemonTest, SubmitWaitJsonPrintsTheSucceededJobWithItsResult) {
   std::string out;
