@@ -25,7 +25,8 @@ runtime_pkgs=(
 )
 # What only the tests need: promtool (Prometheus) checks /metrics; the
 # dashboard is tested in Debian's chromium, driven by playwright-core (npm).
-test_pkgs=(prometheus chromium nodejs npm)
+# tmux hosts trainctl's live view in a real terminal.
+test_pkgs=(prometheus chromium nodejs npm tmux)
 
 pkgs=("${build_pkgs[@]}")
 if [[ "${1:-}" == "--runtime" ]]; then

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
@@ -659,6 +660,71 @@ TEST_F(TrainctlDaemonTest, ShellCompletion) {
   // zsh gets the same through bashcompinit.
   ASSERT_EQ(RunCommand(BinDir() + "/trainctl completion zsh", &out), 0);
   EXPECT_EQ(out.rfind("autoload -U +X bashcompinit && bashcompinit\n", 0), 0u) << out;
+}
+
+// The live view of `submit --watch` in a real terminal (tmux): at 80 x 24
+// and after a resize to 160 x 45, the pane holds one view (no copies of the
+// fold bars stacked up by a miscounted redraw) and no line wider than the
+// terminal.
+TEST_F(TrainctlDaemonTest, LiveViewFitsTheTerminalAndRedrawsOnResize) {
+  std::string out;
+  ASSERT_EQ(RunCommand("command -v tmux", &out), 0)
+      << "tmux is not installed (./deploy/install-deps.sh --tests installs it)";
+  const std::string server = "traind-test-" + std::to_string(getpid());
+  const std::string tmux = "tmux -L " + server + " ";
+  const std::string command = "cd " + SourceDir() + " && TERM=xterm-256color " + BinDir() +
+                              "/trainctl --address " + daemon_->address() +
+                              " submit examples/iris-cv.yaml --name live-view --set "
+                              "training.epochs=100000 --watch; sleep 60";
+  ASSERT_EQ(RunCommand(tmux + "new-session -d -s t -x 80 -y 24 '" + command + "' 2>&1", &out), 0)
+      << out;
+  absl::Cleanup end_tmux = [&] {
+    std::string ignored;
+    RunCommand(tmux + "kill-server 2>/dev/null", &ignored);
+  };
+  auto capture = [&] {
+    std::string pane;
+    RunCommand(tmux + "capture-pane -p -S -5000 -t t", &pane);
+    return pane;
+  };
+  auto check = [&](size_t width) {
+    const std::string pane = capture();
+    std::istringstream in(pane);
+    std::string line;
+    int bars = 0, headers = 0;
+    while (std::getline(in, line)) {
+      EXPECT_LE(line.size(), width) << "wider than the terminal: " << line;
+      if (line.rfind("fold 0  [", 0) == 0) ++bars;
+      if (line.rfind("FOLD  EPOCH", 0) == 0) ++headers;
+    }
+    EXPECT_EQ(bars, 1) << pane;
+    EXPECT_EQ(headers, 1) << pane;
+    return pane;
+  };
+  // Wait until the view shows fold 0 training.
+  std::string pane;
+  for (int i = 0; i < 200 && pane.find("RUNNING  ETA") == std::string::npos; ++i) {
+    usleep(50000);
+    pane = capture();
+  }
+  ASSERT_NE(pane.find("RUNNING  ETA"), std::string::npos) << pane;
+  usleep(500000);  // several redraws
+  check(80);
+  RunCommand(tmux + "resize-window -t t -x 160 -y 45", &out);
+  usleep(800000);
+  const std::string wide = check(160);
+  // The bars use the width they have: longer at 160 columns than at 80.
+  auto bar_width = [](const std::string& text) {
+    const size_t at = text.find("fold 0  [");
+    if (at == std::string::npos) return size_t{0};
+    return text.find(']', at) - at - 9;
+  };
+  EXPECT_GT(bar_width(wide), bar_width(pane)) << pane << wide;
+  traind::v1::ListJobsRequest req;
+  traind::v1::ListJobsResponse list;
+  auto ctx = Ctx();
+  ASSERT_TRUE(daemon_->stub()->ListJobs(ctx.get(), req, &list).ok());
+  for (const Job& j : list.jobs()) Trainctl("cancel --force " + j.id(), &out);
 }
 
 TEST_F(TrainctlDaemonTest, SubmitWaitJsonPrintsTheSucceededJobWithItsResult) {
