@@ -15,6 +15,8 @@ build_pkgs=(
   clang-format
   # The HTTP side door: cpp-httplib, prometheus-cpp, and the dashboard's charts.
   libcpp-httplib-dev prometheus-cpp-dev libjs-dygraphs
+  # gRPC's standard protos (health, reflection v1 and v1alpha).
+  grpc-proto
   # The Python client (client/python) and its tests: Debian's Python packages.
   python3 python3-grpcio python3-protobuf python3-yaml python3-setuptools python3-venv
   python3-pytest python3-pandas python3-matplotlib

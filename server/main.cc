@@ -44,12 +44,12 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/synchronization/notification.h"
-#include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "server/api/auth.h"
 #include "server/api/policy.h"
 #include "server/api/read_api.h"
+#include "server/api/reflection.h"
 #include "server/api/services.h"
 #include "server/api/sessions.h"
 #include "server/config.h"
@@ -363,7 +363,6 @@ int Run(ServerConfig flags) {
 
   // Public API.
   grpc::EnableDefaultHealthCheckService(true);
-  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   ServerDescription desc;
   desc.version = TRAIND_VERSION;
   desc.state_dir = state_dir;
@@ -392,6 +391,12 @@ int Run(ServerConfig flags) {
   auto training_service =
       std::make_unique<TrainingServiceImpl>(&scheduler, &reads, policy, &sessions, &metrics);
   pb.RegisterService(training_service.get());
+  // Reflection describes the public services only (never WorkerService).
+  std::shared_ptr<const PublicSchema> schema = TraindPublicSchema();
+  ReflectionV1 reflection_v1(schema);
+  ReflectionV1Alpha reflection_v1alpha(schema);
+  pb.RegisterService(&reflection_v1);
+  pb.RegisterService(&reflection_v1alpha);
   std::unique_ptr<grpc::Server> public_server = pb.BuildAndStart();
   if (!public_server) {
     LogError("cannot listen on %s", absl::StrJoin(listen, ", "));
