@@ -55,7 +55,7 @@ void StoreWriter::WaitAll() { WaitStored(last_ticket()); }
 void StoreWriter::WhenStored(uint64_t ticket, std::function<void()> done) {
   {
     absl::MutexLock lock(&mu_);
-    if (stored_ < ticket) {
+    if (written_ < ticket) {
       waiters_.emplace(ticket, std::move(done));
       return;
     }
@@ -79,9 +79,9 @@ void StoreWriter::Run() {
     mu_.Unlock();
     Write(p);
     mu_.Lock();
-    stored_ = p.ticket;
+    written_ = p.ticket;
     std::vector<std::function<void()>> done;
-    while (!waiters_.empty() && waiters_.begin()->first <= stored_) {
+    while (!waiters_.empty() && waiters_.begin()->first <= written_) {
       done.push_back(std::move(waiters_.begin()->second));
       waiters_.erase(waiters_.begin());
     }
@@ -90,6 +90,9 @@ void StoreWriter::Run() {
       for (auto& fn : done) fn();
       mu_.Lock();
     }
+    // Only now: WaitStored returns after the replies that waited on the
+    // same tickets have run.
+    stored_ = p.ticket;
   }
 }
 

@@ -51,8 +51,8 @@ class StoreWriter final {
   // which are published once the mutation is stored. Returns its ticket.
   uint64_t Enqueue(const StoreMutation& m, const std::string& job_id,
                    std::vector<traind::v1::JobEvent> events);
-  // Returns once every mutation up to `ticket` is stored and its events are
-  // published.
+  // Returns once every mutation up to `ticket` is stored, its events are
+  // published and the WhenStored callbacks up to it have run.
   void WaitStored(uint64_t ticket);
   // WaitStored for everything queued so far.
   void WaitAll();
@@ -85,7 +85,10 @@ class StoreWriter final {
   absl::Mutex mu_;
   std::deque<Pending> queue_ ABSL_GUARDED_BY(mu_);
   uint64_t next_ticket_ ABSL_GUARDED_BY(mu_) = 1;
-  uint64_t stored_ ABSL_GUARDED_BY(mu_) = 0;  // every ticket up to this one is done
+  // Every ticket up to written_ is stored and published; up to stored_,
+  // its WhenStored callbacks have run too.
+  uint64_t written_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t stored_ ABSL_GUARDED_BY(mu_) = 0;
   std::multimap<uint64_t, std::function<void()>> waiters_ ABSL_GUARDED_BY(mu_);
   bool exit_ ABSL_GUARDED_BY(mu_) = false;
   std::thread thread_;
