@@ -1,6 +1,7 @@
 #include "spec/loader.h"
 
 #include <sys/stat.h>
+#include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
 #include <cerrno>
@@ -446,6 +447,55 @@ const FieldDescriptor* FindField(const Descriptor* desc, const std::string& name
   return field;
 }
 
+// Records where each document starts, for counting documents without
+// building them.
+class DocumentStarts final : public YAML::EventHandler {
+ public:
+  void OnDocumentStart(const YAML::Mark& mark) override { starts.push_back(mark); }
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnAlias(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                const std::string&) override {}
+  void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                       YAML::EmitterStyle::value) override {}
+  void OnSequenceEnd() override {}
+  void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                  YAML::EmitterStyle::value) override {}
+  void OnMapEnd() override {}
+  std::vector<YAML::Mark> starts;
+};
+
+// The one document of `text`. Not YAML::LoadAll: yaml-cpp 0.7 loops forever,
+// allocating a null document per turn, on some malformed streams (a lone
+// ",": yaml-cpp#1040, fixed upstream after 0.7); so at most two documents
+// are read here, and a second one that starts where the first did is the
+// parser making no progress — a syntax error.
+absl::StatusOr<YAML::Node> LoadOneDocument(const std::string& text, const std::string& source) {
+  try {
+    std::istringstream in(text);
+    YAML::Parser parser(in);
+    DocumentStarts starts;
+    while (starts.starts.size() < 2 && parser.HandleNextDocument(starts)) {
+    }
+    if (starts.starts.size() >= 2) {
+      const YAML::Mark& first = starts.starts[0];
+      const YAML::Mark& second = starts.starts[1];
+      if (second.pos == first.pos) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(source, ": YAML syntax error: unexpected text", LineSuffix(second)));
+      }
+      return absl::InvalidArgumentError(
+          absl::StrCat(source, ": expected one YAML document, found more", LineSuffix(second)));
+    }
+    if (starts.starts.empty()) return YAML::Node();
+    return YAML::Load(text);
+  } catch (const YAML::Exception& e) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(source, ": YAML syntax error: ", e.msg, LineSuffix(e.mark)));
+  }
+}
+
 }  // namespace
 
 absl::StatusOr<traind::v1::JobSpec> ParseJobSpec(absl::string_view text,
@@ -455,21 +505,12 @@ absl::StatusOr<traind::v1::JobSpec> ParseJobSpec(absl::string_view text,
     return absl::InvalidArgumentError(absl::StrCat(
         source, ": the spec is ", text.size(), " bytes; a spec may hold at most ", kMaxSpecBytes));
   }
-  std::vector<YAML::Node> docs;
-  try {
-    docs = YAML::LoadAll(std::string(text));
-  } catch (const YAML::Exception& e) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(source, ": YAML syntax error: ", e.msg, LineSuffix(e.mark)));
-  }
-  if (docs.size() > 1) {
-    return absl::InvalidArgumentError(absl::StrCat(source, ": expected one YAML document, found ",
-                                                   docs.size(), LineSuffix(docs[1].Mark())));
-  }
-  if (docs.empty() || docs[0].IsNull()) {
+  absl::StatusOr<YAML::Node> doc = LoadOneDocument(std::string(text), source);
+  if (!doc.ok()) return doc.status();
+  if (!doc->IsDefined() || doc->IsNull()) {
     return absl::InvalidArgumentError(absl::StrCat(source, ": empty spec"));
   }
-  const YAML::Node& root = docs[0];
+  const YAML::Node& root = *doc;
   if (!root.IsMap()) {
     return absl::InvalidArgumentError(
         absl::StrCat(source, ": expected a mapping of spec fields (name, data, model, ...)",

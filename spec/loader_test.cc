@@ -250,6 +250,11 @@ TEST(ParseJobSpecTest, TopLevelMustBeAMapping) {
   EXPECT_EQ(ErrorOf(""), "iris-cv.yaml: empty spec");
   EXPECT_EQ(ErrorOf("# only a comment\n"), "iris-cv.yaml: empty spec");
   EXPECT_THAT(ErrorOf("name: a\n---\nname: b\n"), HasSubstr("expected one YAML document"));
+  // Streams on which yaml-cpp 0.7's LoadAll never ends (yaml-cpp#1040): a
+  // named error, at once.
+  for (const char* text : {",", "\n,", ",a", "# c\r\n,\nname: x", "\r\n,"}) {
+    EXPECT_THAT(ErrorOf(text), HasSubstr("YAML syntax error")) << text;
+  }
 }
 
 TEST(ParseJobSpecTest, SpecialCharactersInStrings) {

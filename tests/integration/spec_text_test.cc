@@ -124,6 +124,19 @@ TEST_F(SpecTextTest, TextWithOverridesRunsToTheEnd) {
   EXPECT_EQ(epochs, 3 * 3);
 }
 
+// Text on which yaml-cpp 0.7's LoadAll never ends (it allocates until the
+// process dies): refused at once, and traind goes on answering.
+TEST_F(SpecTextTest, TextThatHangsTheYamlLibraryIsRefusedAtOnce) {
+  for (const std::string text : {",", "# a comment\r\n,\nname: x\n"}) {
+    Job job;
+    grpc::Status s = Submit(text, {}, "", &job);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_message();
+    EXPECT_NE(s.error_message().find("spec_text: YAML syntax error"), std::string::npos)
+        << s.error_message();
+  }
+  EXPECT_EQ(JobCount(), 0);
+}
+
 TEST_F(SpecTextTest, BadTextIsRefusedNamingTheFieldAndNothingIsStored) {
   const std::string iris = ReadText(SourceDir() + "/examples/iris-cv.yaml");
   auto with = [&](const std::string& from, const std::string& to) {
