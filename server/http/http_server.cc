@@ -40,7 +40,7 @@ class ElasticTaskQueue final : public httplib::TaskQueue {
   void enqueue(std::function<void()> fn) override {
     std::lock_guard<std::mutex> lock(mu_);
     jobs_.push_back(std::move(fn));
-    if (idle_ == 0 && static_cast<int>(threads_.size()) < max_) {
+    if (jobs_.size() > static_cast<size_t>(idle_) && static_cast<int>(threads_.size()) < max_) {
       threads_.emplace_back([this] { Work(); });
     } else {
       cv_.notify_one();
