@@ -157,6 +157,33 @@ TEST_F(HttpTest, JsonIsTheSameMessageGrpcReturns) {
   EXPECT_EQ(devices.devices(0).id(), "cpu");
 }
 
+// Bodies are compressed with gzip when asked, never with brotli (cpp-httplib
+// runs brotli at its slowest setting); a finished job's JSON is the same on
+// every read (it is rendered once).
+TEST_F(HttpTest, CompressionAndFinishedJobsJson) {
+  const Job job = RunJob(2, 2);
+  client_->set_decompress(false);
+  httplib::Result r = Get("/metrics", kViewerToken, {{"Accept-Encoding", "br"}});
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  EXPECT_FALSE(r->has_header("Content-Encoding")) << r->get_header_value("Content-Encoding");
+  EXPECT_NE(r->body.find("traind_jobs_submitted_total"), std::string::npos);
+  r = Get("/metrics", kViewerToken, {{"Accept-Encoding", "gzip, deflate, br"}});
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->get_header_value("Content-Encoding"), "gzip");
+  client_->set_decompress(true);
+  std::string first;
+  for (int i = 0; i < 3; ++i) {
+    r = Get("/api/v1/jobs/" + job.id());
+    ASSERT_TRUE(r);
+    if (i == 0) first = r->body;
+    EXPECT_EQ(r->body, first);
+  }
+  Job parsed;
+  ASSERT_TRUE(JsonStringToMessage(first, &parsed).ok());
+  EXPECT_TRUE(MessageDifferencer::Equals(parsed, job));
+}
+
 TEST_F(HttpTest, ErrorsAreJsonWithTheirHttpStatus) {
   httplib::Result r = Get("/api/v1/jobs/no-such-job");
   ASSERT_TRUE(r);
