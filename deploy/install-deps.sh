@@ -28,7 +28,7 @@ runtime_pkgs=(
 # What only the tests need: promtool (Prometheus) checks /metrics; the
 # dashboard is tested in Debian's chromium, driven by playwright-core (npm).
 # tmux hosts trainctl's live view in a real terminal.
-test_pkgs=(prometheus chromium nodejs npm tmux)
+test_pkgs=(prometheus chromium nodejs npm tmux iproute2)
 
 pkgs=("${build_pkgs[@]}")
 if [[ "${1:-}" == "--runtime" ]]; then

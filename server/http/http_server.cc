@@ -330,9 +330,11 @@ absl::StatusOr<std::string> HttpServer::Start() {
   // cpp-httplib sets SO_REUSEPORT by default, which lets a second traind
   // bind the same port and take half of the connections: SO_REUSEADDR only
   // (a restart can bind at once), so a port in use is an error.
-  server_->set_socket_options([](int fd) {
+  int listen_fd = -1;
+  server_->set_socket_options([&listen_fd](int fd) {
     int yes = 1;
     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+    listen_fd = fd;
   });
   Route();
   int bound = port;
@@ -345,6 +347,15 @@ absl::StatusOr<std::string> HttpServer::Start() {
     return absl::UnavailableError(absl::StrCat("http_listen ", options_.listen,
                                                ": cannot listen (address in use or invalid)"));
   }
+  // cpp-httplib listens with a backlog of 5: a burst of connections (a
+  // dashboard's event streams, a load balancer's checks) overflows it and
+  // the kernel drops connects, which clients retry only after 1, 3, 7 s.
+  // Listening again on the bound socket sets the backlog.
+  if (listen_fd >= 0) ::listen(listen_fd, SOMAXCONN);
+  server_->set_socket_options([](int fd) {
+    int yes = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+  });
   thread_ = std::thread([this] { server_->listen_after_bind(); });
   std::string url_host = host;
   if (host == "0.0.0.0" || host == "::") {

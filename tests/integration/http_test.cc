@@ -184,6 +184,20 @@ TEST_F(HttpTest, CompressionAndFinishedJobsJson) {
   EXPECT_TRUE(MessageDifferencer::Equals(parsed, job));
 }
 
+// A burst of connections (a dashboard's event streams) must not overflow
+// the listen backlog: cpp-httplib's is 5, and a dropped connect is retried
+// by the client only after 1, 3, 7 s. traind sets the system's maximum.
+TEST_F(HttpTest, TheListenBacklogHoldsABurstOfConnections) {
+  const std::string port = url_.substr(url_.rfind(':') + 1);
+  std::string out;
+  ASSERT_EQ(RunCommand("ss -ltnH 'sport = :" + port + "'", &out), 0) << out;
+  std::vector<std::string> fields = absl::StrSplit(out, ' ', absl::SkipEmpty());
+  ASSERT_GE(fields.size(), 3u) << out;
+  int backlog = 0;
+  ASSERT_TRUE(absl::SimpleAtoi(fields[2], &backlog)) << out;
+  EXPECT_GE(backlog, 128) << out;
+}
+
 TEST_F(HttpTest, ErrorsAreJsonWithTheirHttpStatus) {
   httplib::Result r = Get("/api/v1/jobs/no-such-job");
   ASSERT_TRUE(r);
