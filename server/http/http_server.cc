@@ -154,14 +154,14 @@ absl::Status SplitHostPort(const std::string& address, std::string* host, int* p
 
 }  // namespace
 
-std::optional<std::string> HttpServer::JsonCache::Find(const std::string& key) {
+std::optional<std::string> JsonCache::Find(const std::string& key) {
   absl::MutexLock lock(&mu_);
   auto it = entries_.find(key);
   if (it == entries_.end()) return std::nullopt;
   return it->second;
 }
 
-void HttpServer::JsonCache::Add(const std::string& key, std::string json) {
+void JsonCache::Add(const std::string& key, std::string json) {
   absl::MutexLock lock(&mu_);
   if (!entries_.emplace(key, std::move(json)).second) return;
   order_.push_back(key);
@@ -181,9 +181,13 @@ class SseStream final : public EventSubscriber {
   static constexpr size_t kMaxBuffered = 256;
   static constexpr int kStoreBatch = 128;
 
-  SseStream(Scheduler* scheduler, ServerMetrics* metrics, std::string job_id, int64_t after,
-            bool finished)
-      : scheduler_(scheduler), metrics_(metrics), job_id_(std::move(job_id)), cursor_(after) {
+  SseStream(Scheduler* scheduler, ServerMetrics* metrics, JsonCache* json, std::string job_id,
+            int64_t after, bool finished)
+      : scheduler_(scheduler),
+        metrics_(metrics),
+        json_(json),
+        job_id_(std::move(job_id)),
+        cursor_(after) {
     finished_ = finished;
     if (metrics_ != nullptr) metrics_->StreamOpened(ServerMetrics::Stream::kSse);
     scheduler_->hub()->Subscribe(job_id_, this);
@@ -262,7 +266,14 @@ class SseStream final : public EventSubscriber {
     }
     std::string text;
     for (const traind::v1::JobEvent& e : out) {
-      absl::StrAppend(&text, "id: ", e.sequence(), "\nevent: job\ndata: ", ToJson(e), "\n\n");
+      // Every stream of the job sends this event: rendered once.
+      const std::string key = absl::StrCat(job_id_, "/", e.sequence());
+      std::optional<std::string> data = json_->Find(key);
+      if (!data.has_value()) {
+        data = ToJson(e);
+        json_->Add(key, *data);
+      }
+      absl::StrAppend(&text, "id: ", e.sequence(), "\nevent: job\ndata: ", *data, "\n\n");
       if (e.last()) {
         absl::MutexLock lock(&mu_);
         finished_ = true;
@@ -278,6 +289,7 @@ class SseStream final : public EventSubscriber {
  private:
   Scheduler* const scheduler_;
   ServerMetrics* const metrics_;
+  JsonCache* const json_;
   const std::string job_id_;
   absl::Mutex mu_;
   int64_t cursor_ ABSL_GUARDED_BY(mu_);  // sequence of the last event written
@@ -616,8 +628,8 @@ void HttpServer::Events(const httplib::Request& req, httplib::Response& res,
     return ReplyError(res, s);
   }
   if (stopping_) return ReplyError(res, absl::UnavailableError("traind is stopping"));
-  auto stream = std::make_shared<SseStream>(reads_->scheduler(), metrics_, job_id, after,
-                                            terminal && after >= last);
+  auto stream = std::make_shared<SseStream>(reads_->scheduler(), metrics_, &event_json_, job_id,
+                                            after, terminal && after >= last);
   {
     absl::MutexLock lock(&streams_mu_);
     streams_.insert(stream.get());

@@ -71,6 +71,21 @@ struct HttpOptions {
 
 class SseStream;
 
+// JSON that never changes, rendered once: finished jobs, complete results,
+// stored events (every stream of a job sends the same ones). Rendering
+// protobuf JSON costs far more than serving it. FIFO, kEntries at most.
+class JsonCache {
+ public:
+  static constexpr size_t kEntries = 4096;
+  std::optional<std::string> Find(const std::string& key);
+  void Add(const std::string& key, std::string json);
+
+ private:
+  absl::Mutex mu_;
+  std::map<std::string, std::string> entries_ ABSL_GUARDED_BY(mu_);
+  std::deque<std::string> order_ ABSL_GUARDED_BY(mu_);
+};
+
 class HttpServer final {
  public:
   // Everything given must outlive the server. `ready` answers /readyz.
@@ -94,21 +109,6 @@ class HttpServer final {
   std::optional<Caller> Authorize(const httplib::Request& req, httplib::Response& res, Rpc rpc);
   void Events(const httplib::Request& req, httplib::Response& res, const std::string& job_id);
 
-  // The JSON of finished jobs and complete results, which never change:
-  // rendering protobuf JSON costs far more than serving it (a dashboard
-  // polls the same jobs). FIFO, kEntries at most.
-  class JsonCache {
-   public:
-    static constexpr size_t kEntries = 1024;
-    std::optional<std::string> Find(const std::string& key);
-    void Add(const std::string& key, std::string json);
-
-   private:
-    absl::Mutex mu_;
-    std::map<std::string, std::string> entries_ ABSL_GUARDED_BY(mu_);
-    std::deque<std::string> order_ ABSL_GUARDED_BY(mu_);
-  };
-
   const HttpOptions options_;
   ReadApi* const reads_;
   const std::shared_ptr<const Authenticator> auth_;
@@ -121,6 +121,7 @@ class HttpServer final {
   absl::Mutex streams_mu_;
   std::set<SseStream*> streams_ ABSL_GUARDED_BY(streams_mu_);
   JsonCache finished_json_;
+  JsonCache event_json_;
 };
 
 }  // namespace traind::server
