@@ -36,10 +36,20 @@ struct LimitsConfig {
   // Jobs one owner may have waiting for their first task to start
   // (RESOURCE_EXHAUSTED above; 0: no limit).
   int max_queued_jobs_per_user = 100;
-  // Spec sizes (INVALID_ARGUMENT above).
-  int max_layers = 64;      // model.layers
-  int max_units = 65536;    // units of one dense layer
-  int max_epochs = 100000;  // training.epochs
+  // Spec sizes (INVALID_ARGUMENT above). Every count a spec controls has
+  // one, so no field walks around the others: the work of a job is at most
+  // max_tasks × max_epochs epochs, each over at most max_rows rows of
+  // max_columns columns, and its events at most max_tasks × (max_restarts +
+  // 1) × (max_epochs + a few) (one per epoch, a few per attempt).
+  int max_layers = 64;    // model.layers
+  int max_units = 65536;  // units of one dense layer
+  // training.epochs, and the epochs training.batches amounts to (batches /
+  // batches per epoch, from the data's rows and batch_size at submit).
+  int max_epochs = 100000;
+  int64_t max_batches = 100000000;  // training.batches (optimizer steps of a task)
+  int max_tasks = 1000;             // tasks: folds × repeats (+1 with refit)
+  int64_t max_rows = 100000000;     // data rows of data.path, and of validation_path
+  int max_columns = 100000;         // columns of a data file's header
 };
 
 inline constexpr char kDefaultHttpListen[] = "127.0.0.1:7071";

@@ -552,7 +552,15 @@ int main(int argc, char** argv) {
       "limits.max_queued_jobs_per_user (default 100; 0: none)");
   opt("--max-layers", f.limits.max_layers, "limits.max_layers (default 64)");
   opt("--max-units", f.limits.max_units, "limits.max_units (default 65536)");
-  opt("--max-epochs", f.limits.max_epochs, "limits.max_epochs (default 100000)");
+  opt("--max-epochs", f.limits.max_epochs,
+      "limits.max_epochs: training.epochs, and the epochs training.batches amounts to (default "
+      "100000)");
+  opt("--max-batches", f.limits.max_batches, "limits.max_batches (default 100000000)");
+  opt("--max-tasks", f.limits.max_tasks,
+      "limits.max_tasks: tasks of a job, folds x repeats (+1 with refit) (default 1000)");
+  opt("--max-rows", f.limits.max_rows, "limits.max_rows: rows of a data file (default 100000000)");
+  opt("--max-columns", f.limits.max_columns,
+      "limits.max_columns: columns of a data file (default 100000)");
   app.set_version_flag("--version", TRAIND_VERSION);
   CLI11_PARSE(app, argc, argv);
 
@@ -591,6 +599,10 @@ int main(int argc, char** argv) {
   if (given_flag("--max-layers")) config.limits.max_layers = f.limits.max_layers;
   if (given_flag("--max-units")) config.limits.max_units = f.limits.max_units;
   if (given_flag("--max-epochs")) config.limits.max_epochs = f.limits.max_epochs;
+  if (given_flag("--max-batches")) config.limits.max_batches = f.limits.max_batches;
+  if (given_flag("--max-tasks")) config.limits.max_tasks = f.limits.max_tasks;
+  if (given_flag("--max-rows")) config.limits.max_rows = f.limits.max_rows;
+  if (given_flag("--max-columns")) config.limits.max_columns = f.limits.max_columns;
   for (auto [name, text, out] :
        {std::tuple{"--cancel-grace", &cancel_grace, &config.cancel_grace},
         std::tuple{"--stop-grace", &stop_grace, &config.stop_grace},

@@ -603,7 +603,9 @@ class ConfinementTest : public ::testing::Test {
         dir_.path() + "/state",
         std::vector<std::string>{"--cpu-slots=1", "--data-root=" + root_,
                                  "--max-request-bytes=65536", "--max-queued-jobs-per-user=1",
-                                 "--max-layers=8", "--max-units=512", "--max-epochs=100000"});
+                                 "--max-layers=8", "--max-units=512", "--max-epochs=100000",
+                                 "--max-batches=1000000", "--max-tasks=20", "--max-rows=1000",
+                                 "--max-columns=10"});
     ASSERT_TRUE(daemon_->Start()) << daemon_->Log();
   }
   void TearDown() override {
@@ -682,6 +684,14 @@ TEST_F(ConfinementTest, PathEscapesAreDeniedNamingThePath) {
 
 TEST_F(ConfinementTest, OversizedAndMalformedRequestsAreRefusedAndNothingIsStored) {
   const int before = JobCount(*daemon_);
+  {  // Data over limits.max_rows and limits.max_columns.
+    std::ofstream long_csv(root_ + "/long.csv");
+    long_csv << "a,species\n";
+    for (int i = 0; i < 1001; ++i) long_csv << i << "," << (i % 3) << "\n";
+    std::ofstream wide_csv(root_ + "/wide.csv");
+    wide_csv << "c0,c1,c2,c3,c4,c5,c6,c7,c8,c9,species\n";
+    for (int i = 0; i < 10; ++i) wide_csv << "1,2,3,4,5,6,7,8,9,10," << (i % 3) << "\n";
+  }
   traind::v1::JobSpec spec = SmallSpec();
   spec.mutable_data()->set_path(root_ + "/sub/iris.csv");
 
@@ -708,6 +718,34 @@ TEST_F(ConfinementTest, OversizedAndMalformedRequestsAreRefusedAndNothingIsStore
             "spec.model.layers[0].dense.units: 513"},
            {[](auto* sp) { sp->mutable_training()->set_epochs(100001); },
             "spec.training.epochs: 100001"},
+           // batches walk around neither max_batches nor max_epochs: 75
+           // training rows (2 folds) in batches of 16 are 5 batches an epoch.
+           {[](auto* sp) {
+              sp->mutable_training()->clear_epochs();
+              sp->mutable_training()->set_batches(4611686018427387904);
+            },
+            "spec.training.batches: 4611686018427387904 batches, more than this traind allows "
+            "(1000000, limits.max_batches)"},
+           {[](auto* sp) {
+              sp->mutable_training()->clear_epochs();
+              sp->mutable_training()->set_batches(500001);
+            },
+            "spec.training.batches: 500001 batches are 100001 epochs of 5 batches (75 training "
+            "rows, batch_size 16), more than this traind allows (100000, limits.max_epochs)"},
+           {[](auto* sp) {
+              sp->mutable_cross_validation()->set_folds(7);
+              sp->mutable_cross_validation()->set_repeats(3);
+            },
+            "spec.cross_validation: 7 folds × 3 repeats = 21 tasks, more than this traind allows "
+            "(20, limits.max_tasks)"},
+           {[this](auto* sp) { sp->mutable_data()->set_path(root_ + "/long.csv"); },
+            "spec.data.path: " + root_ +
+                "/long.csv has 1001 rows, more than this traind allows "
+                "(1000, limits.max_rows)"},
+           {[this](auto* sp) { sp->mutable_data()->set_path(root_ + "/wide.csv"); },
+            "spec.data.path: " + root_ +
+                "/wide.csv has 11 columns, more than this traind "
+                "allows (10, limits.max_columns)"},
        }) {
     traind::v1::JobSpec bad = spec;
     c.mutate(&bad);
@@ -715,6 +753,17 @@ TEST_F(ConfinementTest, OversizedAndMalformedRequestsAreRefusedAndNothingIsStore
     EXPECT_EQ(b.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << b.error_message();
     EXPECT_EQ(b.error_message().rfind(c.prefix, 0), 0u) << b.error_message();
   }
+  // At the limits: accepted.
+  traind::v1::JobSpec at = spec;
+  at.mutable_training()->clear_epochs();
+  at.mutable_training()->set_batches(10);
+  at.mutable_cross_validation()->set_folds(5);
+  at.mutable_cross_validation()->set_repeats(4);
+  Job accepted;
+  grpc::Status a = Submit(at, &accepted);
+  EXPECT_TRUE(a.ok()) << a.error_message();
+  CancelAll();
+  const int accepted_jobs = a.ok() ? 1 : 0;
 
   // Bytes that are no SubmitJobRequest.
   const std::string garbage = "\x0a\xff\xff\xff\xff\x0f garbage";
@@ -731,7 +780,7 @@ TEST_F(ConfinementTest, OversizedAndMalformedRequestsAreRefusedAndNothingIsStore
   EXPECT_EQ(daemon_->stub()->SubmitJob(ictx.get(), req, &job).error_code(),
             grpc::StatusCode::INVALID_ARGUMENT);
 
-  EXPECT_EQ(JobCount(*daemon_), before) << "nothing stored";
+  EXPECT_EQ(JobCount(*daemon_), before + accepted_jobs) << "nothing stored";
   // The daemon still serves.
   Job ok;
   grpc::Status fine = Submit(spec, &ok);
@@ -759,6 +808,42 @@ TEST_F(ConfinementTest, QueuedJobsPerUserAreLimited) {
   EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << s.error_message();
   EXPECT_NE(s.error_message().find("local"), std::string::npos) << s.error_message();
   EXPECT_NE(s.error_message().find("max_queued_jobs_per_user"), std::string::npos);
+  CancelAll();
+}
+
+// A client that retries a submit (its answer was lost) with the same
+// idempotency key gets the job its first try created, even though that job
+// filled the owner's queue; a new key is still refused.
+TEST_F(ConfinementTest, IdempotentRetryAtTheQueueLimitReturnsTheJob) {
+  traind::v1::JobSpec slow = SmallSpec(100000);
+  slow.mutable_data()->set_path(root_ + "/sub/iris.csv");
+  Job first;
+  ASSERT_TRUE(Submit(slow, &first).ok());
+  for (int i = 0; i < 200; ++i) {  // started: no longer queued
+    first = GetJob(daemon_->stub(), first.id());
+    if (first.state() != Job::QUEUED) break;
+    usleep(50000);
+  }
+  ASSERT_NE(first.state(), Job::QUEUED);
+  absl::StatusOr<Job> queued = SubmitJob(daemon_->stub(), slow, "retry-me");
+  ASSERT_TRUE(queued.ok()) << queued.status();
+  ASSERT_EQ(queued->state(), Job::QUEUED);
+  for (int i = 0; i < 3; ++i) {
+    absl::StatusOr<Job> retry = SubmitJob(daemon_->stub(), slow, "retry-me");
+    ASSERT_TRUE(retry.ok()) << retry.status();
+    EXPECT_EQ(retry->id(), queued->id());
+  }
+  // The retry's spec is not validated again: its answer is the job, even
+  // where the spec would now be refused.
+  traind::v1::JobSpec changed = slow;
+  changed.mutable_training()->set_epochs(100001);
+  absl::StatusOr<Job> retry = SubmitJob(daemon_->stub(), changed, "retry-me");
+  ASSERT_TRUE(retry.ok()) << retry.status();
+  EXPECT_EQ(retry->id(), queued->id());
+  absl::StatusOr<Job> fresh = SubmitJob(daemon_->stub(), slow, "another-key");
+  EXPECT_EQ(fresh.status().code(), absl::StatusCode::kResourceExhausted) << fresh.status();
+  EXPECT_NE(fresh.status().message().find("limits.max_queued_jobs_per_user"), std::string::npos)
+      << fresh.status();
   CancelAll();
 }
 
