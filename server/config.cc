@@ -220,6 +220,17 @@ absl::Status ParseConfig(const std::string& text, const std::string& source, Ser
        [&](const YAML::Node& n, const std::string& k) { return r.Bool(n, k, &c.worker_zygote); }},
       {"tensorboard",
        [&](const YAML::Node& n, const std::string& k) { return r.Bool(n, k, &c.tensorboard); }},
+      {"state_dir_mode",
+       [&](const YAML::Node& n, const std::string& k) {
+         std::string text;
+         if (absl::Status s = r.Scalar(n, k, &text); !s.ok()) return s;
+         absl::StatusOr<int> mode = ParseStateDirMode(text);
+         if (!mode.ok()) return r.Error(n, k, std::string(mode.status().message()));
+         c.state_dir_mode = *mode;
+         return absl::OkStatus();
+       }},
+      {"store_check",
+       [&](const YAML::Node& n, const std::string& k) { return r.Bool(n, k, &c.store_check); }},
       {"cancel_grace", dur(&c.cancel_grace)},
       {"stop_grace", dur(&c.stop_grace)},
       {"heartbeat_timeout", dur(&c.heartbeat_timeout)},
@@ -244,6 +255,24 @@ absl::Status ParseConfig(const std::string& text, const std::string& source, Ser
   if (absl::Status s = r.Map(root, "", top); !s.ok()) return s;
   *config = std::move(c);
   return absl::OkStatus();
+}
+
+absl::StatusOr<int> ParseStateDirMode(const std::string& text) {
+  int mode = 0;
+  bool octal = !text.empty() && text.size() <= 4;
+  for (char ch : text) {
+    octal = octal && ch >= '0' && ch <= '7';
+    mode = mode * 8 + (ch - '0');
+  }
+  if (!octal)
+    return absl::InvalidArgumentError(absl::StrCat("\"", text, "\" is not an octal mode"));
+  if ((mode & 0700) != 0700 || (mode & 07) != 0 || mode > 0777) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("\"", text,
+                     "\": traind needs rwx for its own user and gives others nothing (0700, "
+                     "0710 or 0750, say)"));
+  }
+  return mode;
 }
 
 absl::Status LoadConfigFile(const std::string& path, ServerConfig* config) {

@@ -74,6 +74,15 @@ struct ServerConfig {
   // Every task writes TensorBoard scalars (train/*, val/*, learning_rate per
   // epoch) under <state_dir>/jobs/<job>/tensorboard/; false: none.
   bool tensorboard = true;
+  // Mode of the state directory and of every directory traind and its
+  // workers create in it; files get the same bits without x (0700: 0600).
+  // traind's umask is set from it, so nothing it or a worker creates there
+  // is more open. The owner must have rwx; others nothing (0700, 0710, 0750).
+  int state_dir_mode = 0700;
+  // At start, check the job store with SQLite's quick_check (it reads the
+  // whole file once: O(size), about the time to read it from disk) and
+  // refuse to start on a damaged one; false skips the check.
+  bool store_check = true;
   absl::Duration cancel_grace = absl::Seconds(10);
   absl::Duration stop_grace = absl::Seconds(10);
   absl::Duration heartbeat_timeout = absl::Seconds(30);
@@ -117,6 +126,10 @@ absl::Status ParseConfig(const std::string& text, const std::string& source, Ser
 // given in pairs, and that a TCP address off loopback has TLS unless
 // `insecure`. Call after flags were applied and defaults filled in.
 absl::Status ValidateConfig(const ServerConfig& config);
+
+// An octal state_dir_mode ("0700", "750"): the owner has rwx, others
+// nothing; group bits are the operator's choice.
+absl::StatusOr<int> ParseStateDirMode(const std::string& text);
 
 // True for unix: addresses (unix:PATH, unix-abstract:NAME).
 bool IsUnixAddress(const std::string& address);
