@@ -199,6 +199,16 @@ absl::Status ParseConfig(const std::string& text, const std::string& source, Ser
       {"max_layers", int32(&c.limits.max_layers, 1)},
       {"max_units", int32(&c.limits.max_units, 1)},
       {"max_epochs", int32(&c.limits.max_epochs, 1)},
+      {"max_batches",
+       [&](const YAML::Node& n, const std::string& k) {
+         return r.Int(n, k, 1, std::numeric_limits<int64_t>::max(), &c.limits.max_batches);
+       }},
+      {"max_tasks", int32(&c.limits.max_tasks, 1)},
+      {"max_rows",
+       [&](const YAML::Node& n, const std::string& k) {
+         return r.Int(n, k, 1, std::numeric_limits<int64_t>::max(), &c.limits.max_rows);
+       }},
+      {"max_columns", int32(&c.limits.max_columns, 1)},
   };
   std::map<std::string, Handler> top = {
       {"state_dir", str(&c.state_dir)},
@@ -210,6 +220,17 @@ absl::Status ParseConfig(const std::string& text, const std::string& source, Ser
        [&](const YAML::Node& n, const std::string& k) { return r.Bool(n, k, &c.worker_zygote); }},
       {"tensorboard",
        [&](const YAML::Node& n, const std::string& k) { return r.Bool(n, k, &c.tensorboard); }},
+      {"state_dir_mode",
+       [&](const YAML::Node& n, const std::string& k) {
+         std::string text;
+         if (absl::Status s = r.Scalar(n, k, &text); !s.ok()) return s;
+         absl::StatusOr<int> mode = ParseStateDirMode(text);
+         if (!mode.ok()) return r.Error(n, k, std::string(mode.status().message()));
+         c.state_dir_mode = *mode;
+         return absl::OkStatus();
+       }},
+      {"store_check",
+       [&](const YAML::Node& n, const std::string& k) { return r.Bool(n, k, &c.store_check); }},
       {"cancel_grace", dur(&c.cancel_grace)},
       {"stop_grace", dur(&c.stop_grace)},
       {"heartbeat_timeout", dur(&c.heartbeat_timeout)},
@@ -234,6 +255,24 @@ absl::Status ParseConfig(const std::string& text, const std::string& source, Ser
   if (absl::Status s = r.Map(root, "", top); !s.ok()) return s;
   *config = std::move(c);
   return absl::OkStatus();
+}
+
+absl::StatusOr<int> ParseStateDirMode(const std::string& text) {
+  int mode = 0;
+  bool octal = !text.empty() && text.size() <= 4;
+  for (char ch : text) {
+    octal = octal && ch >= '0' && ch <= '7';
+    mode = mode * 8 + (ch - '0');
+  }
+  if (!octal)
+    return absl::InvalidArgumentError(absl::StrCat("\"", text, "\" is not an octal mode"));
+  if ((mode & 0700) != 0700 || (mode & 07) != 0 || mode > 0777) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("\"", text,
+                     "\": traind needs rwx for its own user and gives others nothing (0700, "
+                     "0710 or 0750, say)"));
+  }
+  return mode;
 }
 
 absl::Status LoadConfigFile(const std::string& path, ServerConfig* config) {
@@ -320,6 +359,20 @@ absl::Status ValidateConfig(const ServerConfig& c) {
   if (c.max_restarts < 0) return absl::InvalidArgumentError("max_restarts: must be >= 0");
   if (c.limits.max_request_bytes < 1024) {
     return absl::InvalidArgumentError("limits.max_request_bytes: must be >= 1024");
+  }
+  // Flags bypass the file's ranges: the same bounds here.
+  for (const auto& [key, value] :
+       std::vector<std::pair<const char*, int64_t>>{{"limits.max_layers", c.limits.max_layers},
+                                                    {"limits.max_units", c.limits.max_units},
+                                                    {"limits.max_epochs", c.limits.max_epochs},
+                                                    {"limits.max_batches", c.limits.max_batches},
+                                                    {"limits.max_tasks", c.limits.max_tasks},
+                                                    {"limits.max_rows", c.limits.max_rows},
+                                                    {"limits.max_columns", c.limits.max_columns}}) {
+    if (value < 1) return absl::InvalidArgumentError(absl::StrCat(key, ": must be >= 1"));
+  }
+  if (c.limits.max_queued_jobs_per_user < 0) {
+    return absl::InvalidArgumentError("limits.max_queued_jobs_per_user: must be >= 0");
   }
   return absl::OkStatus();
 }

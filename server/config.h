@@ -36,10 +36,20 @@ struct LimitsConfig {
   // Jobs one owner may have waiting for their first task to start
   // (RESOURCE_EXHAUSTED above; 0: no limit).
   int max_queued_jobs_per_user = 100;
-  // Spec sizes (INVALID_ARGUMENT above).
-  int max_layers = 64;      // model.layers
-  int max_units = 65536;    // units of one dense layer
-  int max_epochs = 100000;  // training.epochs
+  // Spec sizes (INVALID_ARGUMENT above). Every count a spec controls has
+  // one, so no field walks around the others: the work of a job is at most
+  // max_tasks × max_epochs epochs, each over at most max_rows rows of
+  // max_columns columns, and its events at most max_tasks × (max_restarts +
+  // 1) × (max_epochs + a few) (one per epoch, a few per attempt).
+  int max_layers = 64;    // model.layers
+  int max_units = 65536;  // units of one dense layer
+  // training.epochs, and the epochs training.batches amounts to (batches /
+  // batches per epoch, from the data's rows and batch_size at submit).
+  int max_epochs = 100000;
+  int64_t max_batches = 100000000;  // training.batches (optimizer steps of a task)
+  int max_tasks = 1000;             // tasks: folds × repeats (+1 with refit)
+  int64_t max_rows = 100000000;     // data rows of data.path, and of validation_path
+  int max_columns = 100000;         // columns of a data file's header
 };
 
 inline constexpr char kDefaultHttpListen[] = "127.0.0.1:7071";
@@ -64,6 +74,15 @@ struct ServerConfig {
   // Every task writes TensorBoard scalars (train/*, val/*, learning_rate per
   // epoch) under <state_dir>/jobs/<job>/tensorboard/; false: none.
   bool tensorboard = true;
+  // Mode of the state directory and of every directory traind and its
+  // workers create in it; files get the same bits without x (0700: 0600).
+  // traind's umask is set from it, so nothing it or a worker creates there
+  // is more open. The owner must have rwx; others nothing (0700, 0710, 0750).
+  int state_dir_mode = 0700;
+  // At start, check the job store with SQLite's quick_check (it reads the
+  // whole file once: O(size), about the time to read it from disk) and
+  // refuse to start on a damaged one; false skips the check.
+  bool store_check = true;
   absl::Duration cancel_grace = absl::Seconds(10);
   absl::Duration stop_grace = absl::Seconds(10);
   absl::Duration heartbeat_timeout = absl::Seconds(30);
@@ -107,6 +126,10 @@ absl::Status ParseConfig(const std::string& text, const std::string& source, Ser
 // given in pairs, and that a TCP address off loopback has TLS unless
 // `insecure`. Call after flags were applied and defaults filled in.
 absl::Status ValidateConfig(const ServerConfig& config);
+
+// An octal state_dir_mode ("0700", "750"): the owner has rwx, others
+// nothing; group bits are the operator's choice.
+absl::StatusOr<int> ParseStateDirMode(const std::string& text);
 
 // True for unix: addresses (unix:PATH, unix-abstract:NAME).
 bool IsUnixAddress(const std::string& address);

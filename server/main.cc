@@ -81,7 +81,8 @@ std::string SelfDir() {
 // Holds an exclusive lock on <state>/traind.lock for the daemon's lifetime.
 int LockStateDir(const std::string& dir) {
   std::string path = (fs::path(dir) / "traind.lock").string();
-  int fd = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0640);
+  // The umask (from state_dir_mode) takes what the mode must not have.
+  int fd = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0666);
   if (fd < 0) {
     LogError("cannot open %s: %s", path, strerror(errno));
     return -1;
@@ -98,6 +99,67 @@ int LockStateDir(const std::string& dir) {
   (void)!ftruncate(fd, 0);
   (void)!pwrite(fd, pid.data(), pid.size(), 0);
   return fd;
+}
+
+// What to do about a store traind refuses to start on.
+std::string StoreAdvice(const std::string& db_path, const std::string& state_dir) {
+  return absl::StrCat(
+      "; traind does not start on it. With traind stopped, restore ", db_path,
+      " from a backup (and remove its -wal and -shm files), or move it aside with its -wal and "
+      "-shm files (mv ",
+      db_path, " ", db_path, ".damaged) and move ", (fs::path(state_dir) / "jobs").string(),
+      " aside as well to start with an empty store");
+}
+
+// Opens the job store and, when `check`, refuses a damaged one (quick_check:
+// a damaged page found now, not in the middle of a watch later).
+absl::StatusOr<std::unique_ptr<JobStore>> OpenCheckedStore(const std::string& db_path, bool check) {
+  const std::string state_dir = fs::path(db_path).parent_path().string();
+  absl::StatusOr<std::unique_ptr<JobStore>> store = JobStore::Open(db_path);
+  if (!store.ok()) {
+    return absl::Status(store.status().code(),
+                        absl::StrCat(store.status().message(), StoreAdvice(db_path, state_dir)));
+  }
+  if (!check) return store;
+  const absl::Time start = absl::Now();
+  if (absl::Status s = (*store)->CheckIntegrity(); !s.ok()) {
+    return absl::Status(s.code(), absl::StrCat(s.message(), StoreAdvice(db_path, state_dir)));
+  }
+  std::error_code ec;
+  LogInfo("store checked path=%s bytes=%d took=%s", db_path, fs::file_size(db_path, ec),
+          absl::FormatDuration(absl::Now() - start));
+  return store;
+}
+
+// A store that knows no job beside <state>/jobs/ holding job directories was
+// lost or replaced (truncated, deleted, restored from an older copy):
+// starting would serve an empty list beside artifacts nobody can reach, and
+// new jobs could collide with them. Refuses, naming them.
+absl::Status CheckArtifactsKnown(JobStore* store, const std::string& db_path,
+                                 const std::string& state_dir) {
+  absl::StatusOr<JobStore::StateCounts> counts = store->CountStates();
+  if (!counts.ok()) return counts.status();
+  int64_t jobs = 0;
+  for (const auto& [state, n] : counts->jobs) jobs += n;
+  if (jobs > 0) return absl::OkStatus();
+  const fs::path jobs_dir = fs::path(state_dir) / "jobs";
+  std::error_code ec;
+  std::vector<std::string> dirs;
+  for (const auto& entry : fs::directory_iterator(jobs_dir, ec)) {
+    if (entry.is_directory(ec)) dirs.push_back(entry.path().filename().string());
+  }
+  if (dirs.empty()) return absl::OkStatus();
+  std::sort(dirs.begin(), dirs.end());
+  const size_t shown = std::min<size_t>(dirs.size(), 10);
+  std::string names = absl::StrJoin(dirs.begin(), dirs.begin() + shown, ", ");
+  if (dirs.size() > shown) absl::StrAppend(&names, ", ...");
+  return absl::FailedPreconditionError(absl::StrCat(
+      db_path, " holds no jobs, but ", jobs_dir.string(), " holds the artifacts of ", dirs.size(),
+      " (", names,
+      "): the store was lost or replaced; traind does not start empty beside them. With traind "
+      "stopped, restore ",
+      db_path, " from a backup, or move ", jobs_dir.string(),
+      " aside (mv jobs jobs.orphaned, keeping the artifacts) to start with an empty store"));
 }
 
 // Makes `address` free to bind when it is a unix socket path: a socket file
@@ -213,7 +275,27 @@ class Watchdog final {
   std::thread thread_;
 };
 
+// Sets `path` (if it exists) to `mode` when it is more open than that; the
+// state directory of an older traind, or one made under a loose umask, is
+// closed on start.
+void Tighten(const std::string& path, mode_t mode) {
+  struct stat st;
+  if (lstat(path.c_str(), &st) != 0 || S_ISLNK(st.st_mode)) return;
+  const mode_t current = st.st_mode & 07777;
+  if ((current & ~mode) == 0) return;
+  if (chmod(path.c_str(), mode) != 0) {
+    LogWarning("cannot set mode %04o of %s: %s", mode, path, strerror(errno));
+    return;
+  }
+  LogInfo("mode of %s set from %04o to %04o (state_dir_mode)", path, current, mode);
+}
+
 int Run(ServerConfig flags) {
+  // Everything traind and its workers (they inherit the umask) create in the
+  // state directory: directories state_dir_mode, files the same without x.
+  const mode_t dir_mode = static_cast<mode_t>(flags.state_dir_mode);
+  const mode_t file_mode = dir_mode & 0666;
+  umask(~dir_mode & 0777);
   std::error_code ec;
   fs::create_directories(flags.state_dir, ec);
   if (ec) {
@@ -221,8 +303,14 @@ int Run(ServerConfig flags) {
     return 1;
   }
   const std::string state_dir = fs::absolute(flags.state_dir).lexically_normal().string();
+  Tighten(state_dir, dir_mode);
   int lock_fd = LockStateDir(state_dir);
   if (lock_fd < 0) return 1;
+  Tighten((fs::path(state_dir) / "traind.lock").string(), file_mode);
+  for (const char* name : {"traind.db", "traind.db-wal", "traind.db-shm"}) {
+    Tighten((fs::path(state_dir) / name).string(), file_mode);
+  }
+  Tighten((fs::path(state_dir) / "jobs").string(), dir_mode);
 
   std::error_code cwd_ec;
   if (flags.data_roots.empty()) flags.data_roots = {fs::current_path(cwd_ec).string()};
@@ -264,10 +352,14 @@ int Run(ServerConfig flags) {
   const std::string worker_address =
       absl::StrCat("unix:", (fs::path(state_dir) / "worker.sock").string());
 
-  absl::StatusOr<std::unique_ptr<JobStore>> store =
-      JobStore::Open((fs::path(state_dir) / "traind.db").string());
+  const std::string db_path = (fs::path(state_dir) / "traind.db").string();
+  absl::StatusOr<std::unique_ptr<JobStore>> store = OpenCheckedStore(db_path, flags.store_check);
   if (!store.ok()) {
     LogError("%s", store.status().message());
+    return 1;
+  }
+  if (absl::Status s = CheckArtifactsKnown(store->get(), db_path, state_dir); !s.ok()) {
+    LogError("%s", s.message());
     return 1;
   }
 
@@ -529,6 +621,13 @@ int main(int argc, char** argv) {
   opt("--worker-zygote", f.worker_zygote,
       "worker_zygote: fork workers from a pre-started traind-worker --zygote instead of "
       "exec'ing one per task (default true)");
+  std::string state_dir_mode;
+  opt("--state-dir-mode", state_dir_mode,
+      "state_dir_mode: octal mode of the state directory and the directories in it; files get "
+      "it without x (default 0700: files 0600)");
+  opt("--store-check", f.store_check,
+      "store_check: check the job store (SQLite quick_check, reads the whole file once) at "
+      "start and refuse a damaged one (default true)");
   opt("--tensorboard", f.tensorboard,
       "tensorboard: every task writes TensorBoard scalars under "
       "<state-dir>/jobs/<job>/tensorboard/ (default true)");
@@ -568,7 +667,15 @@ int main(int argc, char** argv) {
       "limits.max_queued_jobs_per_user (default 100; 0: none)");
   opt("--max-layers", f.limits.max_layers, "limits.max_layers (default 64)");
   opt("--max-units", f.limits.max_units, "limits.max_units (default 65536)");
-  opt("--max-epochs", f.limits.max_epochs, "limits.max_epochs (default 100000)");
+  opt("--max-epochs", f.limits.max_epochs,
+      "limits.max_epochs: training.epochs, and the epochs training.batches amounts to (default "
+      "100000)");
+  opt("--max-batches", f.limits.max_batches, "limits.max_batches (default 100000000)");
+  opt("--max-tasks", f.limits.max_tasks,
+      "limits.max_tasks: tasks of a job, folds x repeats (+1 with refit) (default 1000)");
+  opt("--max-rows", f.limits.max_rows, "limits.max_rows: rows of a data file (default 100000000)");
+  opt("--max-columns", f.limits.max_columns,
+      "limits.max_columns: columns of a data file (default 100000)");
   app.set_version_flag("--version", TRAIND_VERSION);
   try {
     app.parse(argc, argv);
@@ -594,6 +701,15 @@ int main(int argc, char** argv) {
   if (given_flag("--worker")) config.worker = f.worker;
   if (given_flag("--worker-zygote")) config.worker_zygote = f.worker_zygote;
   if (given_flag("--tensorboard")) config.tensorboard = f.tensorboard;
+  if (given_flag("--store-check")) config.store_check = f.store_check;
+  if (given_flag("--state-dir-mode")) {
+    absl::StatusOr<int> mode = traind::server::ParseStateDirMode(state_dir_mode);
+    if (!mode.ok()) {
+      traind::server::LogError("--state-dir-mode: %s", mode.status().message());
+      return 2;
+    }
+    config.state_dir_mode = *mode;
+  }
   if (given_flag("--max-restarts")) config.max_restarts = f.max_restarts;
   if (given_flag("--data-root")) config.data_roots = f.data_roots;
   if (given_flag("--gpu-probe")) config.gpu_probe = f.gpu_probe;
@@ -614,6 +730,10 @@ int main(int argc, char** argv) {
   if (given_flag("--max-layers")) config.limits.max_layers = f.limits.max_layers;
   if (given_flag("--max-units")) config.limits.max_units = f.limits.max_units;
   if (given_flag("--max-epochs")) config.limits.max_epochs = f.limits.max_epochs;
+  if (given_flag("--max-batches")) config.limits.max_batches = f.limits.max_batches;
+  if (given_flag("--max-tasks")) config.limits.max_tasks = f.limits.max_tasks;
+  if (given_flag("--max-rows")) config.limits.max_rows = f.limits.max_rows;
+  if (given_flag("--max-columns")) config.limits.max_columns = f.limits.max_columns;
   for (auto [name, text, out] :
        {std::tuple{"--cancel-grace", &cancel_grace, &config.cancel_grace},
         std::tuple{"--stop-grace", &stop_grace, &config.stop_grace},

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -405,6 +406,13 @@ absl::Status CheckDataShape(const JobSpec& spec) {
   if (cv.repeats() < 0) return Bad("cross_validation.repeats", "must be >= 1");
   if (cv.repeats() > 1 && cv.folds() == 0) {
     return Bad("cross_validation.repeats", "needs folds (repeated k-fold)");
+  }
+  // Task indices are int32 (the server's limits.max_tasks is far lower).
+  if (static_cast<int64_t>(cv.folds()) * std::max(1, cv.repeats()) + 1 >
+      std::numeric_limits<int32_t>::max()) {
+    return Bad("cross_validation.repeats",
+               absl::StrCat(cv.folds(), " folds × ", cv.repeats(), " repeats are more tasks than ",
+                            std::numeric_limits<int32_t>::max() - 1));
   }
   if (!cv.group_column().empty()) {
     if (cv.folds() == 0) return Bad("cross_validation.group_column", "needs folds (group k-fold)");

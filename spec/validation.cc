@@ -12,8 +12,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "spec/checks.h"
+#include "spec/task_plan.h"
 #include "worker/engine/data/csv.h"
 #include "worker/engine/data/dataset.h"
+#include "worker/engine/data/split.h"
+#include "worker/engine/data/task_rows.h"
 #include "worker/engine/status.h"
 
 namespace traind::engine {
@@ -120,6 +123,31 @@ absl::Status CheckAgainstData(const JobSpec& spec, const Dataset& data) {
   return absl::OkStatus();
 }
 
+// The fewest rows a task of `spec` trains on. Every fold of plain and
+// stratified k-fold holds at most ceil(rows / folds) rows (their sizes
+// differ by at most one), in every repeat; group k-fold (no repeats) and a
+// holdout are split once here, as the worker splits them; a validation file
+// and the refit task train on every row of data.path.
+absl::StatusOr<int64_t> MinTrainRows(const JobSpec& spec, const Dataset& data) {
+  const TaskPlan plan = PlanTasks(spec);
+  const int64_t rows = data.validation_start >= 0 ? data.validation_start : data.rows;
+  if (!HasValidation(spec) || !spec.cross_validation().validation_path().empty()) return rows;
+  const auto& cv = spec.cross_validation();
+  if (cv.validation_fraction() > 0) {  // one task
+    TRAIND_ASSIGN_OR_RETURN(FoldRows split, RowsForTask(spec, data, 0));
+    return static_cast<int64_t>(split.train.size());
+  }
+  if (!cv.group_column().empty()) {  // one split (no repeats), with the job's seed as is
+    const bool shuffle = !cv.has_shuffle() || cv.shuffle();
+    size_t largest = 0;
+    for (const auto& fold : GroupKFold(data.groups, plan.folds, shuffle, spec.seed())) {
+      largest = std::max(largest, fold.size());
+    }
+    return rows - static_cast<int64_t>(largest);
+  }
+  return rows - (rows + plan.folds - 1) / plan.folds;
+}
+
 }  // namespace
 
 absl::Status ValidateJobSpec(const JobSpec& spec, const ValidationContext& context,
@@ -179,6 +207,11 @@ absl::Status ValidateJobSpec(const JobSpec& spec, const ValidationContext& conte
   TRAIND_RETURN_IF_ERROR(CheckAgainstData(spec, *data));
   if (shape != nullptr) {
     shape->features = data->features;
+    const bool val_file = data->validation_start >= 0;
+    shape->rows = val_file ? data->validation_start : data->rows;
+    shape->validation_rows = val_file ? data->rows - data->validation_start : 0;
+    shape->columns = data->columns;
+    TRAIND_ASSIGN_OR_RETURN(shape->min_train_rows, MinTrainRows(spec, *data));
     const auto& layers = spec.model().layers();
     for (int i = layers.size() - 1; i >= 0; --i) {
       if (layers[i].has_dense()) {

@@ -33,11 +33,18 @@ struct ValidationContext {
 struct ValidatedShape {
   int64_t features = 0;  // model inputs, after one-hot encoding
   int64_t outputs = 0;   // model outputs
+  // The data's size, for the server's limits on what a spec may make it do.
+  int64_t rows = 0;             // data rows of data.path
+  int64_t validation_rows = 0;  // data rows of cross_validation.validation_path (0: none)
+  int64_t columns = 0;          // header columns of data.path
+  // The fewest rows any task of the job trains on: with training.batches,
+  // the task that runs the most epochs (batches / ceil(rows / batch_size)).
+  int64_t min_train_rows = 0;
 };
 
 // `shape` (optional) receives the model's input and output widths, for the
-// memory estimate that places GPU tasks; both stay 0 when the rows could not
-// be read (the task then fails with DATA_ERROR).
+// memory estimate that places GPU tasks, and the data's size; all stay 0
+// when the rows could not be read (the task then fails with DATA_ERROR).
 absl::Status ValidateJobSpec(const traind::v1::JobSpec& spec, const ValidationContext& context,
                              ValidatedShape* shape = nullptr);
 

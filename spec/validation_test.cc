@@ -38,6 +38,42 @@ std::string Error(const JobSpec& spec) {
 
 TEST(ValidateJobSpecTest, AcceptsTheBaseSpec) { EXPECT_EQ(Error(Iris()), ""); }
 
+// The data's size, for the server's limits: rows, columns, and the fewest
+// rows a task trains on (as the worker splits them).
+TEST(ValidateJobSpecTest, ReportsTheDataSize) {
+  auto shape_of = [](const JobSpec& spec) {
+    ValidatedShape shape;
+    absl::Status s = ValidateJobSpec(spec, ValidationContext(), &shape);
+    EXPECT_TRUE(s.ok()) << s;
+    return shape;
+  };
+  ValidatedShape shape = shape_of(Iris());  // 150 rows, 5 folds of 30
+  EXPECT_EQ(shape.rows, 150);
+  EXPECT_EQ(shape.columns, 5);
+  EXPECT_EQ(shape.validation_rows, 0);
+  EXPECT_EQ(shape.min_train_rows, 120);
+  JobSpec seven = Iris();  // folds of 22 and 21 rows
+  seven.mutable_cross_validation()->set_folds(7);
+  seven.mutable_cross_validation()->set_repeats(3);
+  EXPECT_EQ(shape_of(seven).min_train_rows, 150 - 22);
+  JobSpec holdout = Iris();
+  holdout.mutable_cross_validation()->Clear();
+  holdout.mutable_cross_validation()->set_validation_fraction(0.25);
+  holdout.mutable_cross_validation()->set_refit(true);
+  EXPECT_LT(shape_of(holdout).min_train_rows, 150);
+  EXPECT_GT(shape_of(holdout).min_train_rows, 100);
+  JobSpec plain = Iris();
+  plain.clear_cross_validation();
+  EXPECT_EQ(shape_of(plain).min_train_rows, 150);
+  JobSpec val_file = Iris();
+  val_file.mutable_cross_validation()->Clear();
+  val_file.mutable_cross_validation()->set_validation_path(val_file.data().path());
+  shape = shape_of(val_file);
+  EXPECT_EQ(shape.rows, 150);
+  EXPECT_EQ(shape.validation_rows, 150);
+  EXPECT_EQ(shape.min_train_rows, 150);
+}
+
 TEST(ValidateJobSpecTest, RejectsWithTheFieldPath) {
   JobSpec spec = Iris();
   spec.mutable_model()->mutable_layers(0)->mutable_dense()->set_activation(

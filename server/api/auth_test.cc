@@ -201,5 +201,122 @@ TEST(SpecLimitsTest, NamesFieldAndLimit) {
   EXPECT_EQ(s.message().rfind("spec.training.epochs: 51", 0), 0u) << s.message();
 }
 
+// training.batches and the task count have limits of their own: neither
+// walks around limits.max_epochs.
+TEST(PolicyTest, BatchesAndTasksAreLimited) {
+  LimitsConfig limits;
+  limits.max_batches = 1000;
+  limits.max_tasks = 10;
+  traind::v1::JobSpec spec;
+  spec.mutable_model()->add_layers()->mutable_dense()->set_units(3);
+  spec.mutable_training()->set_batches(1000);
+  EXPECT_TRUE(CheckSpecLimits(spec, limits).ok());
+  spec.mutable_training()->set_batches(4611686018427387904);
+  absl::Status s = CheckSpecLimits(spec, limits);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(),
+            "spec.training.batches: 4611686018427387904 batches, more than this traind allows "
+            "(1000, limits.max_batches)");
+  spec.mutable_training()->set_batches(10);
+
+  struct Case {
+    int folds, repeats;
+    bool refit;
+    std::string message;  // "" when accepted
+  };
+  for (const Case& c : std::vector<Case>{
+           {5, 2, false, ""},
+           {10, 1, false, ""},
+           {10, 1, true,
+            "spec.cross_validation: 10 folds × 1 repeats + refit = 11 tasks, more than this traind "
+            "allows (10, limits.max_tasks)"},
+           {3, 4, false,
+            "spec.cross_validation: 3 folds × 4 repeats = 12 tasks, more than this traind allows "
+            "(10, limits.max_tasks)"},
+           // No int overflow on the way: 2^31-1 × 2^31-1.
+           {2147483647, 2147483647, true,
+            "spec.cross_validation: 2147483647 folds × 2147483647 repeats + refit = "
+            "4611686014132420610 tasks, more than this traind allows (10, limits.max_tasks)"},
+       }) {
+    traind::v1::JobSpec cv = spec;
+    cv.mutable_cross_validation()->set_folds(c.folds);
+    cv.mutable_cross_validation()->set_repeats(c.repeats);
+    cv.mutable_cross_validation()->set_refit(c.refit);
+    s = CheckSpecLimits(cv, limits);
+    if (c.message.empty()) {
+      EXPECT_TRUE(s.ok()) << c.folds << "x" << c.repeats << ": " << s;
+    } else {
+      EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+      EXPECT_EQ(s.message(), c.message);
+    }
+  }
+  // A holdout is one task (+ refit).
+  traind::v1::JobSpec holdout = spec;
+  holdout.mutable_cross_validation()->set_validation_fraction(0.2);
+  holdout.mutable_cross_validation()->set_refit(true);
+  limits.max_tasks = 2;
+  EXPECT_TRUE(CheckSpecLimits(holdout, limits).ok());
+  limits.max_tasks = 1;
+  EXPECT_EQ(CheckSpecLimits(holdout, limits).message(),
+            "spec.cross_validation: 1 folds × 1 repeats + refit = 2 tasks, more than this traind "
+            "allows (1, limits.max_tasks)");
+}
+
+// What validation learned of the data: rows, columns, and the epochs
+// training.batches amounts to on the task with the fewest training rows.
+TEST(PolicyTest, DataLimits) {
+  LimitsConfig limits;
+  limits.max_rows = 100;
+  limits.max_columns = 5;
+  limits.max_epochs = 10;
+  traind::v1::JobSpec spec;
+  spec.mutable_data()->set_path("/data/d.csv");
+  spec.mutable_training()->set_epochs(10);
+  spec.mutable_training()->set_batch_size(8);
+  engine::ValidatedShape shape;
+  EXPECT_TRUE(CheckDataLimits(spec, shape, limits).ok()) << "nothing known, nothing to check";
+  shape.rows = 100;
+  shape.columns = 5;
+  shape.min_train_rows = 80;
+  EXPECT_TRUE(CheckDataLimits(spec, shape, limits).ok());
+
+  engine::ValidatedShape big = shape;
+  big.rows = 101;
+  EXPECT_EQ(CheckDataLimits(spec, big, limits).message(),
+            "spec.data.path: /data/d.csv has 101 rows, more than this traind allows (100, "
+            "limits.max_rows)");
+  big = shape;
+  big.columns = 6;
+  EXPECT_EQ(CheckDataLimits(spec, big, limits).message(),
+            "spec.data.path: /data/d.csv has 6 columns, more than this traind allows (5, "
+            "limits.max_columns)");
+  big = shape;
+  big.validation_rows = 101;
+  traind::v1::JobSpec val = spec;
+  val.mutable_cross_validation()->set_validation_path("/data/v.csv");
+  EXPECT_EQ(CheckDataLimits(val, big, limits).message(),
+            "spec.cross_validation.validation_path: /data/v.csv has 101 rows, more than this "
+            "traind allows (100, limits.max_rows)");
+
+  // 80 rows in batches of 8: 10 batches an epoch. 100 batches are 10 epochs.
+  traind::v1::JobSpec batches = spec;
+  batches.mutable_training()->clear_epochs();
+  batches.mutable_training()->set_batches(100);
+  EXPECT_TRUE(CheckDataLimits(batches, shape, limits).ok());
+  batches.mutable_training()->set_batches(101);  // a last, partial 11th epoch
+  absl::Status s = CheckDataLimits(batches, shape, limits);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(),
+            "spec.training.batches: 101 batches are 11 epochs of 10 batches (80 training rows, "
+            "batch_size 8), more than this traind allows (10, limits.max_epochs)");
+  // One batch an epoch: every batch is an epoch (and an event).
+  batches.mutable_training()->set_batch_size(1000);
+  batches.mutable_training()->set_batches(4611686018427387904);
+  EXPECT_EQ(CheckDataLimits(batches, shape, limits).message(),
+            "spec.training.batches: 4611686018427387904 batches are 4611686018427387904 epochs "
+            "of 1 batch (80 training rows, batch_size 1000), more than this traind allows (10, "
+            "limits.max_epochs)");
+}
+
 }  // namespace
 }  // namespace traind::server

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <memory>
@@ -100,6 +101,61 @@ absl::Status CheckSpecLimits(const traind::v1::JobSpec& spec, const LimitsConfig
     return absl::InvalidArgumentError(absl::StrCat(
         "spec.training.epochs: ", spec.training().epochs(),
         " epochs, more than this traind allows (", limits.max_epochs, ", limits.max_epochs)"));
+  }
+  if (spec.training().batches() > limits.max_batches) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "spec.training.batches: ", spec.training().batches(),
+        " batches, more than this traind allows (", limits.max_batches, ", limits.max_batches)"));
+  }
+  if (spec.has_cross_validation()) {
+    // As PlanTasks counts them, in 64 bits: the spec is not validated yet.
+    const traind::v1::CrossValidationSpec& cv = spec.cross_validation();
+    const int64_t folds = cv.folds() > 0 ? cv.folds() : 1;
+    const int64_t repeats = std::max(1, cv.repeats());
+    const int64_t tasks = folds * repeats + (cv.refit() ? 1 : 0);
+    if (tasks > limits.max_tasks) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "spec.cross_validation: ", folds, " folds × ", repeats, " repeats",
+          cv.refit() ? " + refit" : "", " = ", tasks, " tasks, more than this traind allows (",
+          limits.max_tasks, ", limits.max_tasks)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckDataLimits(const traind::v1::JobSpec& spec, const engine::ValidatedShape& shape,
+                             const LimitsConfig& limits) {
+  const std::string& path = spec.data().path();
+  if (shape.rows > limits.max_rows) {
+    return absl::InvalidArgumentError(absl::StrCat("spec.data.path: ", path, " has ", shape.rows,
+                                                   " rows, more than this traind allows (",
+                                                   limits.max_rows, ", limits.max_rows)"));
+  }
+  if (shape.validation_rows > limits.max_rows) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "spec.cross_validation.validation_path: ", spec.cross_validation().validation_path(),
+        " has ", shape.validation_rows, " rows, more than this traind allows (", limits.max_rows,
+        ", limits.max_rows)"));
+  }
+  if (shape.columns > limits.max_columns) {
+    return absl::InvalidArgumentError(absl::StrCat("spec.data.path: ", path, " has ", shape.columns,
+                                                   " columns, more than this traind allows (",
+                                                   limits.max_columns, ", limits.max_columns)"));
+  }
+  // training.batches: the epochs the worker runs for it (fit_task.cc:
+  // ceil(batches / batches_per_epoch)), on the task with the fewest rows.
+  const int64_t batches = spec.training().batches();
+  const int64_t batch_size = spec.training().batch_size();
+  if (batches > 0 && batch_size > 0 && shape.min_train_rows > 0) {
+    const int64_t per_epoch = (shape.min_train_rows + batch_size - 1) / batch_size;
+    const int64_t epochs = (batches + per_epoch - 1) / per_epoch;
+    if (epochs > limits.max_epochs) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "spec.training.batches: ", batches, " batches are ", epochs, " epochs of ", per_epoch,
+          per_epoch == 1 ? " batch" : " batches", " (", shape.min_train_rows,
+          " training rows, batch_size ", batch_size, "), more than this traind allows (",
+          limits.max_epochs, ", limits.max_epochs)"));
+    }
   }
   return absl::OkStatus();
 }

@@ -11,6 +11,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "server/config.h"
+#include "spec/validation.h"
 #include "traind/v1/job.pb.h"
 
 namespace traind::server {
@@ -39,8 +40,20 @@ class DataRoots final {
 };
 
 // INVALID_ARGUMENT naming the field ("spec.model.layers: ...") and the limit
-// when the spec is larger than `limits` allow.
+// (its config key) when the spec is larger than `limits` allow: layers,
+// units, epochs, batches and tasks (folds × repeats, +1 with refit). Needs
+// no data; runs before the spec's validation.
 absl::Status CheckSpecLimits(const traind::v1::JobSpec& spec, const LimitsConfig& limits);
+
+// The limits that depend on the data, once validation has read it: rows
+// and columns of data.path and cross_validation.validation_path, and the
+// epochs training.batches amounts to on the task that trains on the fewest
+// rows (limits.max_epochs bounds those as it bounds training.epochs, and
+// with them the epoch events a task writes). INVALID_ARGUMENT naming the
+// field and the limit. `shape` all zero (the rows could not be read; the
+// task fails with DATA_ERROR): nothing to check.
+absl::Status CheckDataLimits(const traind::v1::JobSpec& spec, const engine::ValidatedShape& shape,
+                             const LimitsConfig& limits);
 
 }  // namespace traind::server
 

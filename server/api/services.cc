@@ -270,6 +270,16 @@ ServerUnaryReactor* TrainingServiceImpl::SubmitJob(CallbackServerContext* ctx,
 
 absl::Status TrainingServiceImpl::ValidateAndSubmit(const traind::v1::SubmitJobRequest& req,
                                                     const Caller& caller, traind::v1::Job* resp) {
+  // A retry first: its answer is the job the first submit created, even if
+  // the spec would be refused now (the owner's queue is full, the data file
+  // changed, the limits were lowered).
+  absl::StatusOr<std::optional<traind::v1::Job>> existing =
+      scheduler_->FindSubmitted(caller.name, req.idempotency_key());
+  if (!existing.ok()) return existing.status();
+  if (existing->has_value()) {
+    *resp = **std::move(existing);
+    return absl::OkStatus();
+  }
   // The spec as a message or as text, with its overrides and relative paths
   // resolved against the client's base_dir.
   SpecSubmission submission;
@@ -295,19 +305,16 @@ absl::Status TrainingServiceImpl::ValidateAndSubmit(const traind::v1::SubmitJobR
   engine::ValidatedShape shape;
   absl::Status valid = engine::ValidateJobSpec(spec, vc, &shape);
   if (!valid.ok()) return absl::InvalidArgumentError(absl::StrCat("spec.", valid.message()));
+  if (absl::Status s = CheckDataLimits(spec, shape, policy_.limits); !s.ok()) return s;
   SubmitOptions options;
   if (spec.resources().device() == traind::v1::GPU) {
     options.gpu_memory_bytes = engine::EstimateMemoryBytes(spec, shape.features, shape.outputs);
   }
   options.owner = caller.name;
   options.idempotency_key = req.idempotency_key();
-  absl::MutexLock lock(&submit_mu_);
-  const int limit = policy_.limits.max_queued_jobs_per_user;
-  if (limit > 0 && scheduler_->QueuedJobs(options.owner) >= limit) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        options.owner, " already has ", limit,
-        " queued jobs (limits.max_queued_jobs_per_user): wait for one to start or cancel one"));
-  }
+  // Checked by Submit after its own idempotency lookup, atomically with the
+  // insert (a concurrent retry of the same key may have won the race).
+  options.max_queued_jobs = policy_.limits.max_queued_jobs_per_user;
   absl::StatusOr<traind::v1::Job> job = scheduler_->Submit(spec, options);
   if (job.ok()) *resp = *std::move(job);
   return job.status();

@@ -99,8 +99,6 @@ class TrainingServiceImpl final : public traind::v1::TrainingService::CallbackSe
   const AccessPolicy policy_;
   SessionStore* const sessions_;
   ServerMetrics* const metrics_;
-  // Makes the per-owner queued-jobs check and the submit one step.
-  absl::Mutex submit_mu_;
   // Last: their threads run work that uses the members above, and finish
   // it before these are destroyed.
   std::unique_ptr<WorkPool> validation_;

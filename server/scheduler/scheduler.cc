@@ -150,25 +150,13 @@ absl::StatusOr<Job> Scheduler::Submit(const JobSpec& spec, const SubmitOptions& 
     t->set_epochs_total(spec.training().epochs());
   }
   absl::MutexLock submit_lock(&submit_mu_);
-  if (!options.idempotency_key.empty()) {
-    {
-      absl::MutexLock lock(&mu_);
-      if (stopping_) return absl::UnavailableError("traind is shutting down");
-    }
-    writer_.WaitAll();  // the last submit's insert among it
-    absl::StatusOr<std::optional<std::string>> existing =
-        store_->FindByIdempotencyKey(options.owner, options.idempotency_key);
-    if (!existing.ok()) return existing.status();
-    if (existing->has_value()) {
-      const std::string& id = **existing;
-      LogInfo("job resubmitted job=%s idempotency_key=%s", id, options.idempotency_key);
-      {
-        absl::MutexLock lock(&mu_);
-        auto it = jobs_.find(id);
-        if (it != jobs_.end()) return ViewLocked(*it->second);
-      }
-      return store_->LoadJob(id);
-    }
+  absl::StatusOr<std::optional<Job>> existing =
+      FindSubmittedLocked(options.owner, options.idempotency_key);
+  if (!existing.ok()) return existing.status();
+  if (existing->has_value()) {
+    LogInfo("job resubmitted job=%s idempotency_key=%s", (*existing)->id(),
+            options.idempotency_key);
+    return **std::move(existing);
   }
   absl::MutexLock lock(&mu_);
   if (stopping_) return absl::UnavailableError("traind is shutting down");
@@ -184,6 +172,11 @@ absl::StatusOr<Job> Scheduler::Submit(const JobSpec& spec, const SubmitOptions& 
           "spec.resources: a task needs about ", options.gpu_memory_bytes,
           " bytes of GPU memory, but the largest usable GPU has ", gpus_.MaxTotalBytes()));
     }
+  }
+  if (options.max_queued_jobs > 0 && QueuedJobsLocked(options.owner) >= options.max_queued_jobs) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        options.owner, " already has ", options.max_queued_jobs,
+        " queued jobs (limits.max_queued_jobs_per_user): wait for one to start or cancel one"));
   }
   lj->order = next_order_++;
   JobChange change = ChangeLocked(*lj);
@@ -214,8 +207,39 @@ void Scheduler::EnqueueLocked(const LiveJob& lj, int task) {
   wake_ = true;
 }
 
+absl::StatusOr<std::optional<Job>> Scheduler::FindSubmitted(const std::string& owner,
+                                                            const std::string& key) {
+  absl::MutexLock submit_lock(&submit_mu_);
+  return FindSubmittedLocked(owner, key);
+}
+
+absl::StatusOr<std::optional<Job>> Scheduler::FindSubmittedLocked(const std::string& owner,
+                                                                  const std::string& key) {
+  if (key.empty()) return std::nullopt;
+  {
+    absl::MutexLock lock(&mu_);
+    if (stopping_) return absl::UnavailableError("traind is shutting down");
+  }
+  writer_.WaitAll();  // the last submit's insert among it
+  absl::StatusOr<std::optional<std::string>> id = store_->FindByIdempotencyKey(owner, key);
+  if (!id.ok()) return id.status();
+  if (!id->has_value()) return std::nullopt;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = jobs_.find(**id);
+    if (it != jobs_.end()) return ViewLocked(*it->second);
+  }
+  absl::StatusOr<Job> job = store_->LoadJob(**id);
+  if (!job.ok()) return job.status();
+  return *std::move(job);
+}
+
 int Scheduler::QueuedJobs(const std::string& owner) {
   absl::MutexLock lock(&mu_);
+  return QueuedJobsLocked(owner);
+}
+
+int Scheduler::QueuedJobsLocked(const std::string& owner) {
   int n = 0;
   for (const auto& [id, lj] : jobs_)
     n += lj->job.owner() == owner && lj->job.state() == Job::QUEUED;

@@ -104,6 +104,11 @@ struct SubmitOptions {
   // Optional: a retried submit with the same (owner, key) returns the job
   // the first one created.
   std::string idempotency_key;
+  // Jobs of `owner` still queued beyond which Submit is RESOURCE_EXHAUSTED
+  // (0: no limit). Counted after the idempotency lookup, under the same
+  // lock as the insert: a retry of a submit that already created its job
+  // gets that job back even when the owner is at the limit.
+  int max_queued_jobs = 0;
   // GPU jobs: the engine's memory estimate for one task on one GPU.
   int64_t gpu_memory_bytes = 0;
 };
@@ -136,6 +141,12 @@ class Scheduler final {
   // REQUIRES: the spec was validated.
   absl::StatusOr<traind::v1::Job> Submit(const traind::v1::JobSpec& spec,
                                          const SubmitOptions& options = {});
+  // The job an earlier Submit of `owner` with idempotency key `key` created,
+  // if any (nothing for an empty key). Callers look a retry up before they
+  // validate its spec again: the answer to a retry is the job, whatever has
+  // changed since (the data file, the limits, the owner's queue).
+  absl::StatusOr<std::optional<traind::v1::Job>> FindSubmitted(const std::string& owner,
+                                                               const std::string& key);
   // Jobs of `owner` still waiting for their first task to start.
   int QueuedJobs(const std::string& owner);
   absl::StatusOr<traind::v1::Job> GetJob(const std::string& job_id);
@@ -303,6 +314,10 @@ class Scheduler final {
   // Makes Submit's idempotency-key lookup (a store read, done without mu_)
   // and the insert one step.
   absl::Mutex submit_mu_ ABSL_ACQUIRED_BEFORE(mu_);
+  absl::StatusOr<std::optional<traind::v1::Job>> FindSubmittedLocked(const std::string& owner,
+                                                                     const std::string& key)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(submit_mu_);
+  int QueuedJobsLocked(const std::string& owner) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Mutex mu_;
   std::map<std::string, std::unique_ptr<LiveJob>> jobs_ ABSL_GUARDED_BY(mu_);
   // Recently finished jobs, so GetJob of a job that just ended (what

@@ -409,6 +409,52 @@ TEST_F(SchedulerTest, IdempotentSubmitReturnsTheSameJobPerOwner) {
   EXPECT_EQ(listed->jobs_size(), 3);
 }
 
+// A retry of a submit that created its job gets the job back, even when the
+// owner's queue is full by then (the first submit filled it); a new submit
+// is refused.
+TEST_F(SchedulerTest, IdempotentRetryAtTheQueueLimitReturnsItsJob) {
+  ASSERT_TRUE(scheduler_->Recover().ok());
+  SubmitOptions a;
+  a.owner = "alice";
+  a.idempotency_key = "k1";
+  a.max_queued_jobs = 1;
+  auto first = scheduler_->Submit(ThreeFoldSpec(), a);
+  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_EQ(scheduler_->QueuedJobs("alice"), 1);
+  auto again = scheduler_->Submit(ThreeFoldSpec(), a);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->id(), first->id());
+  // What the API looks up before it validates a retry's spec again.
+  auto found = scheduler_->FindSubmitted("alice", "k1");
+  ASSERT_TRUE(found.ok()) << found.status();
+  ASSERT_TRUE(found->has_value());
+  EXPECT_EQ((*found)->id(), first->id());
+  EXPECT_FALSE(scheduler_->FindSubmitted("bob", "k1")->has_value());
+  EXPECT_FALSE(scheduler_->FindSubmitted("alice", "")->has_value());
+  // A new key, or none, is a new job: over the limit.
+  for (const std::string key : {"k2", ""}) {
+    SubmitOptions other = a;
+    other.idempotency_key = key;
+    auto refused = scheduler_->Submit(ThreeFoldSpec(), other);
+    ASSERT_FALSE(refused.ok()) << key;
+    EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted);
+    EXPECT_NE(refused.status().message().find("limits.max_queued_jobs_per_user"), std::string::npos)
+        << refused.status();
+  }
+  EXPECT_EQ(scheduler_->QueuedJobs("alice"), 1);
+  // Another owner has a queue of its own.
+  SubmitOptions b = a;
+  b.owner = "bob";
+  EXPECT_TRUE(scheduler_->Submit(ThreeFoldSpec(), b).ok());
+  // After a restart the retry still finds its job at the limit.
+  Close();
+  Open();
+  ASSERT_TRUE(scheduler_->Recover().ok());
+  auto after = scheduler_->Submit(ThreeFoldSpec(), a);
+  ASSERT_TRUE(after.ok()) << after.status();
+  EXPECT_EQ(after->id(), first->id());
+}
+
 TEST_F(SchedulerTest, HigherPriorityRunsFirstFifoWithin) {
   Close();
   Open(/*slots=*/1);

@@ -5,6 +5,7 @@
 #include <string>
 #include <unordered_map>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -92,6 +93,13 @@ CREATE TABLE IF NOT EXISTS events (
 );
 )sql";
 
+// The database file of a connection, for messages: every store error names
+// the file it is about.
+std::string DbPath(sqlite3* db) {
+  const char* path = sqlite3_db_filename(db, "main");
+  return path != nullptr && *path != '\0' ? path : "job store";
+}
+
 // A prepared statement: taken from the cache (reset and returned to it on
 // destruction), or, while the cached one is in use, prepared for this use
 // and finalized on destruction.
@@ -126,7 +134,8 @@ class Stmt {
 
   absl::Status status() const {
     if (rc_ == SQLITE_OK) return absl::OkStatus();
-    return absl::InternalError(absl::StrCat("sqlite prepare: ", sqlite3_errmsg(db_)));
+    return absl::InternalError(
+        absl::StrCat(DbPath(db_), ": sqlite prepare: ", sqlite3_errmsg(db_)));
   }
   void Bind(int i, int64_t v) { sqlite3_bind_int64(stmt_, i, v); }
   void Bind(int i, const std::string& v) {
@@ -156,7 +165,7 @@ class Stmt {
     int rc = sqlite3_step(stmt_);
     if (rc == SQLITE_ROW) return true;
     if (rc == SQLITE_DONE) return false;
-    return absl::InternalError(absl::StrCat("sqlite step: ", sqlite3_errmsg(db_)));
+    return absl::InternalError(absl::StrCat(DbPath(db_), ": sqlite step: ", sqlite3_errmsg(db_)));
   }
   absl::Status Run() {
     absl::StatusOr<bool> r = Step();
@@ -207,11 +216,37 @@ absl::StatusOr<std::unique_ptr<JobStore>> JobStore::Open(const std::string& path
   sqlite3_busy_timeout(db, 5000);
   std::unique_ptr<JobStore> store(new JobStore(db));
   absl::MutexLock lock(&store->mu_);
+  // A file that is not a database ("file is not a database") fails here,
+  // the first statement that reads its header.
   STORE_RETURN_IF_ERROR(store->Exec("PRAGMA journal_mode=WAL"));
   STORE_RETURN_IF_ERROR(store->Exec("PRAGMA synchronous=NORMAL"));
   STORE_RETURN_IF_ERROR(store->Exec("PRAGMA foreign_keys=ON"));
   STORE_RETURN_IF_ERROR(store->Migrate());
   return store;
+}
+
+absl::Status JobStore::CheckIntegrity() {
+  absl::MutexLock lock(&mu_);
+  // quick_check reads every page of the file once (O(size): about as long
+  // as reading the file from disk) and checks the b-trees' structure, but
+  // not that indexes match their tables (integrity_check, O(size · log
+  // size), would). Its first few findings are enough to name the damage.
+  Stmt st(db_, stmts_.get(), "PRAGMA quick_check(5)");
+  STORE_RETURN_IF_ERROR(st.status());
+  std::vector<std::string> findings;
+  for (;;) {
+    absl::StatusOr<bool> row = st.Step();
+    if (!row.ok()) {
+      findings.push_back(std::string(row.status().message()));
+      break;
+    }
+    if (!*row) break;
+    std::string line = st.Text(0);
+    if (line != "ok") findings.push_back(std::move(line));
+  }
+  if (findings.empty()) return absl::OkStatus();
+  return absl::DataLossError(absl::StrCat(DbPath(db_), ": the job store is damaged (quick_check: ",
+                                          absl::StrJoin(findings, "; "), ")"));
 }
 
 JobStore::JobStore(sqlite3* db) : db_(db), stmts_(std::make_unique<StatementCache>()) {}
@@ -233,7 +268,7 @@ absl::Status JobStore::Migrate() {
   }
   if (version > kSchemaVersion) {
     return absl::FailedPreconditionError(
-        absl::StrCat("the store was written by a newer traind (schema ", version,
+        absl::StrCat(DbPath(db_), ": the store was written by a newer traind (schema ", version,
                      ", this one knows ", kSchemaVersion, ")"));
   }
   bool legacy = false;  // tables of schema 1, which set no user_version
@@ -278,7 +313,7 @@ absl::Status JobStore::Exec(const char* sql) {
   if (sqlite3_exec(db_, sql, nullptr, nullptr, &err) != SQLITE_OK) {
     std::string msg = err ? err : "unknown error";
     sqlite3_free(err);
-    return absl::InternalError(absl::StrCat("sqlite: ", msg));
+    return absl::InternalError(absl::StrCat(DbPath(db_), ": sqlite: ", msg));
   }
   return absl::OkStatus();
 }

@@ -56,11 +56,16 @@ struct JobListFilter {
 
 class JobStore final {
  public:
-  // Opens (creating if needed) the database at `path`.
+  // Opens (creating if needed) the database at `path`. Every error, here
+  // and from every method, names the file.
   static absl::StatusOr<std::unique_ptr<JobStore>> Open(const std::string& path);
   ~JobStore();
   JobStore(const JobStore&) = delete;
   JobStore& operator=(const JobStore&) = delete;
+
+  // PRAGMA quick_check: DATA_LOSS naming the file and what is damaged.
+  // Reads the whole file (O(size)): call it once, at start.
+  absl::Status CheckIntegrity();
 
   // Writes `m` atomically. For `m.epoch`, `*epoch_inserted` (if given) tells
   // whether the row was new (false: a duplicate report, nothing written).

@@ -10,6 +10,23 @@
 namespace traind::server {
 namespace {
 
+// Every store error names the database file; quick_check passes a healthy
+// store and names what is damaged in another.
+TEST(JobStoreIntegrityTest, ErrorsNameTheFile) {
+  traind::testing::TempDir dir;
+  const std::string healthy = dir.path() + "/healthy.db";
+  {
+    auto store = JobStore::Open(healthy);
+    ASSERT_TRUE(store.ok()) << store.status();
+    EXPECT_TRUE((*store)->CheckIntegrity().ok());
+  }
+  const std::string text = dir.Write("text.db", std::string(4096, 'x'));
+  auto not_db = JobStore::Open(text);
+  ASSERT_FALSE(not_db.ok());
+  EXPECT_EQ(not_db.status().message().rfind(text + ": ", 0), 0u) << not_db.status();
+  EXPECT_NE(not_db.status().message().find("file is not a database"), std::string::npos);
+}
+
 using traind::v1::Job;
 using traind::v1::Task;
 

@@ -76,6 +76,7 @@ class Daemon {
       int status;
       if (waitpid(pid_, &status, WNOHANG) == pid_) {
         pid_ = -1;
+        exit_code_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
         return false;
       }
       usleep(10000);
@@ -91,6 +92,7 @@ class Daemon {
       int status;
       if (waitpid(pid_, &status, WNOHANG) == pid_) {
         pid_ = -1;
+        exit_code_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
         return false;
       }
       if (channel_->WaitForConnected(std::chrono::system_clock::now() +
@@ -129,6 +131,8 @@ class Daemon {
   const std::string& address() const { return address_; }
   const std::string& state_dir() const { return state_dir_; }
   int pid() const { return pid_; }
+  // The exit code of a traind that exited during Start() (-1: none did).
+  int exit_code() const { return exit_code_; }
   std::string Log() const {
     std::ifstream in(state_dir_ + "/traind.log");
     std::stringstream ss;
@@ -142,6 +146,7 @@ class Daemon {
   std::vector<std::pair<std::string, std::string>> env_;
   std::string address_;
   pid_t pid_ = -1;
+  int exit_code_ = -1;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<traind::v1::TrainingService::Stub> stub_;
 };

@@ -603,7 +603,9 @@ class ConfinementTest : public ::testing::Test {
         dir_.path() + "/state",
         std::vector<std::string>{"--cpu-slots=1", "--data-root=" + root_,
                                  "--max-request-bytes=65536", "--max-queued-jobs-per-user=1",
-                                 "--max-layers=8", "--max-units=512", "--max-epochs=100000"});
+                                 "--max-layers=8", "--max-units=512", "--max-epochs=100000",
+                                 "--max-batches=1000000", "--max-tasks=20", "--max-rows=1000",
+                                 "--max-columns=10"});
     ASSERT_TRUE(daemon_->Start()) << daemon_->Log();
   }
   void TearDown() override {
@@ -682,6 +684,14 @@ TEST_F(ConfinementTest, PathEscapesAreDeniedNamingThePath) {
 
 TEST_F(ConfinementTest, OversizedAndMalformedRequestsAreRefusedAndNothingIsStored) {
   const int before = JobCount(*daemon_);
+  {  // Data over limits.max_rows and limits.max_columns.
+    std::ofstream long_csv(root_ + "/long.csv");
+    long_csv << "a,species\n";
+    for (int i = 0; i < 1001; ++i) long_csv << i << "," << (i % 3) << "\n";
+    std::ofstream wide_csv(root_ + "/wide.csv");
+    wide_csv << "c0,c1,c2,c3,c4,c5,c6,c7,c8,c9,species\n";
+    for (int i = 0; i < 10; ++i) wide_csv << "1,2,3,4,5,6,7,8,9,10," << (i % 3) << "\n";
+  }
   traind::v1::JobSpec spec = SmallSpec();
   spec.mutable_data()->set_path(root_ + "/sub/iris.csv");
 
@@ -708,6 +718,34 @@ TEST_F(ConfinementTest, OversizedAndMalformedRequestsAreRefusedAndNothingIsStore
             "spec.model.layers[0].dense.units: 513"},
            {[](auto* sp) { sp->mutable_training()->set_epochs(100001); },
             "spec.training.epochs: 100001"},
+           // batches walk around neither max_batches nor max_epochs: 75
+           // training rows (2 folds) in batches of 16 are 5 batches an epoch.
+           {[](auto* sp) {
+              sp->mutable_training()->clear_epochs();
+              sp->mutable_training()->set_batches(4611686018427387904);
+            },
+            "spec.training.batches: 4611686018427387904 batches, more than this traind allows "
+            "(1000000, limits.max_batches)"},
+           {[](auto* sp) {
+              sp->mutable_training()->clear_epochs();
+              sp->mutable_training()->set_batches(500001);
+            },
+            "spec.training.batches: 500001 batches are 100001 epochs of 5 batches (75 training "
+            "rows, batch_size 16), more than this traind allows (100000, limits.max_epochs)"},
+           {[](auto* sp) {
+              sp->mutable_cross_validation()->set_folds(7);
+              sp->mutable_cross_validation()->set_repeats(3);
+            },
+            "spec.cross_validation: 7 folds × 3 repeats = 21 tasks, more than this traind allows "
+            "(20, limits.max_tasks)"},
+           {[this](auto* sp) { sp->mutable_data()->set_path(root_ + "/long.csv"); },
+            "spec.data.path: " + root_ +
+                "/long.csv has 1001 rows, more than this traind allows "
+                "(1000, limits.max_rows)"},
+           {[this](auto* sp) { sp->mutable_data()->set_path(root_ + "/wide.csv"); },
+            "spec.data.path: " + root_ +
+                "/wide.csv has 11 columns, more than this traind "
+                "allows (10, limits.max_columns)"},
        }) {
     traind::v1::JobSpec bad = spec;
     c.mutate(&bad);
@@ -715,6 +753,17 @@ TEST_F(ConfinementTest, OversizedAndMalformedRequestsAreRefusedAndNothingIsStore
     EXPECT_EQ(b.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << b.error_message();
     EXPECT_EQ(b.error_message().rfind(c.prefix, 0), 0u) << b.error_message();
   }
+  // At the limits: accepted.
+  traind::v1::JobSpec at = spec;
+  at.mutable_training()->clear_epochs();
+  at.mutable_training()->set_batches(10);
+  at.mutable_cross_validation()->set_folds(5);
+  at.mutable_cross_validation()->set_repeats(4);
+  Job accepted;
+  grpc::Status a = Submit(at, &accepted);
+  EXPECT_TRUE(a.ok()) << a.error_message();
+  CancelAll();
+  const int accepted_jobs = a.ok() ? 1 : 0;
 
   // Bytes that are no SubmitJobRequest.
   const std::string garbage = "\x0a\xff\xff\xff\xff\x0f garbage";
@@ -722,6 +771,25 @@ TEST_F(ConfinementTest, OversizedAndMalformedRequestsAreRefusedAndNothingIsStore
       RawUnaryCall(daemon_->channel(), "/traind.v1.TrainingService/SubmitJob", garbage);
   EXPECT_FALSE(status.ok());
   EXPECT_NE(status.error_code(), grpc::StatusCode::UNAVAILABLE) << status.error_message();
+  // gRPC answers a request it cannot parse before traind sees it, with
+  // UNIMPLEMENTED and no message (gRPC C++ 1.51's callback API), for every
+  // method, unary or streaming: documented in docs/operations.md (Limits).
+  // A truncated message is refused the same way; a valid one is served.
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::UNIMPLEMENTED) << status.error_message();
+  for (const char* method :
+       {"/traind.v1.TrainingService/GetJob", "/traind.v1.TrainingService/WatchJob",
+        "/traind.v1.TrainingService/CancelJob"}) {
+    for (const std::string bytes : {garbage, std::string("\x0a\x05")}) {
+      grpc::Status st = RawUnaryCall(daemon_->channel(), method, bytes);
+      EXPECT_EQ(st.error_code(), grpc::StatusCode::UNIMPLEMENTED)
+          << method << ": " << st.error_message();
+    }
+  }
+  traind::v1::GetJobRequest get;
+  get.set_job_id("nope");
+  grpc::Status valid = RawUnaryCall(daemon_->channel(), "/traind.v1.TrainingService/GetJob",
+                                    get.SerializeAsString());
+  EXPECT_EQ(valid.error_code(), grpc::StatusCode::NOT_FOUND) << valid.error_message();
 
   // An absurd idempotency key.
   traind::v1::SubmitJobRequest req;
@@ -731,7 +799,7 @@ TEST_F(ConfinementTest, OversizedAndMalformedRequestsAreRefusedAndNothingIsStore
   EXPECT_EQ(daemon_->stub()->SubmitJob(ictx.get(), req, &job).error_code(),
             grpc::StatusCode::INVALID_ARGUMENT);
 
-  EXPECT_EQ(JobCount(*daemon_), before) << "nothing stored";
+  EXPECT_EQ(JobCount(*daemon_), before + accepted_jobs) << "nothing stored";
   // The daemon still serves.
   Job ok;
   grpc::Status fine = Submit(spec, &ok);
@@ -760,6 +828,209 @@ TEST_F(ConfinementTest, QueuedJobsPerUserAreLimited) {
   EXPECT_NE(s.error_message().find("local"), std::string::npos) << s.error_message();
   EXPECT_NE(s.error_message().find("max_queued_jobs_per_user"), std::string::npos);
   CancelAll();
+}
+
+// A client that retries a submit (its answer was lost) with the same
+// idempotency key gets the job its first try created, even though that job
+// filled the owner's queue; a new key is still refused.
+TEST_F(ConfinementTest, IdempotentRetryAtTheQueueLimitReturnsTheJob) {
+  traind::v1::JobSpec slow = SmallSpec(100000);
+  slow.mutable_data()->set_path(root_ + "/sub/iris.csv");
+  Job first;
+  ASSERT_TRUE(Submit(slow, &first).ok());
+  for (int i = 0; i < 200; ++i) {  // started: no longer queued
+    first = GetJob(daemon_->stub(), first.id());
+    if (first.state() != Job::QUEUED) break;
+    usleep(50000);
+  }
+  ASSERT_NE(first.state(), Job::QUEUED);
+  absl::StatusOr<Job> queued = SubmitJob(daemon_->stub(), slow, "retry-me");
+  ASSERT_TRUE(queued.ok()) << queued.status();
+  ASSERT_EQ(queued->state(), Job::QUEUED);
+  for (int i = 0; i < 3; ++i) {
+    absl::StatusOr<Job> retry = SubmitJob(daemon_->stub(), slow, "retry-me");
+    ASSERT_TRUE(retry.ok()) << retry.status();
+    EXPECT_EQ(retry->id(), queued->id());
+  }
+  // The retry's spec is not validated again: its answer is the job, even
+  // where the spec would now be refused.
+  traind::v1::JobSpec changed = slow;
+  changed.mutable_training()->set_epochs(100001);
+  absl::StatusOr<Job> retry = SubmitJob(daemon_->stub(), changed, "retry-me");
+  ASSERT_TRUE(retry.ok()) << retry.status();
+  EXPECT_EQ(retry->id(), queued->id());
+  absl::StatusOr<Job> fresh = SubmitJob(daemon_->stub(), slow, "another-key");
+  EXPECT_EQ(fresh.status().code(), absl::StatusCode::kResourceExhausted) << fresh.status();
+  EXPECT_NE(fresh.status().message().find("limits.max_queued_jobs_per_user"), std::string::npos)
+      << fresh.status();
+  CancelAll();
+}
+
+}  // namespace
+}  // namespace traind::testing
+
+namespace traind::testing {
+namespace {
+
+// ---------------------------------------------------------------------------
+// A damaged or lost job store: traind refuses to start, naming the file
+// ---------------------------------------------------------------------------
+
+class StoreIntegrityTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    state_ = dir_.path() + "/state";
+    db_ = state_ + "/traind.db";
+    Daemon d(state_);
+    ASSERT_TRUE(d.Start()) << d.Log();
+    for (int i = 0; i < 3; ++i) {  // a few jobs: a store of several pages
+      absl::StatusOr<traind::v1::Job> job = SubmitJob(d.stub(), SmallSpec());
+      ASSERT_TRUE(job.ok()) << job.status();
+      std::vector<traind::v1::JobEvent> events;
+      ASSERT_TRUE(WatchAll(d.stub(), job->id(), 0, &events).ok());
+    }
+    ASSERT_EQ(d.Stop(), 0) << d.Log();
+    ASSERT_TRUE(std::filesystem::exists(state_ + "/jobs"));
+  }
+
+  // Starts traind on the state directory; expects it to refuse (exit code
+  // != 0) with a message naming the database file. Returns the log.
+  std::string ExpectRefused() {
+    std::filesystem::remove(state_ + "/traind.log");
+    Daemon d(state_);
+    EXPECT_FALSE(d.Start()) << d.Log();
+    EXPECT_GT(d.exit_code(), 0) << d.Log();
+    const std::string log = d.Log();
+    EXPECT_NE(log.find(db_), std::string::npos) << log;
+    EXPECT_EQ(log.find("traind ready"), std::string::npos) << log;
+    return log;
+  }
+
+  TempDir dir_;
+  std::string state_, db_;
+};
+
+TEST_F(StoreIntegrityTest, AHealthyStoreStartsAndKeepsItsJobs) {
+  Daemon d(state_);
+  ASSERT_TRUE(d.Start()) << d.Log();
+  EXPECT_EQ(JobCount(d), 3);
+  EXPECT_NE(d.Log().find("store checked path=" + db_), std::string::npos) << d.Log();
+}
+
+TEST_F(StoreIntegrityTest, AnEmptyStoreBesideJobArtifactsIsRefused) {
+  for (bool remove : {false, true}) {
+    if (remove) {
+      std::filesystem::remove(db_);  // deleted, not truncated: a new store
+    } else {
+      std::filesystem::resize_file(db_, 0);  // truncate -s 0
+    }
+    std::filesystem::remove(db_ + "-wal");
+    std::filesystem::remove(db_ + "-shm");
+    const std::string log = ExpectRefused();
+    EXPECT_NE(log.find("holds no jobs, but " + state_ + "/jobs holds the artifacts of 3"),
+              std::string::npos)
+        << log;
+    EXPECT_NE(log.find("restore " + db_ + " from a backup"), std::string::npos) << log;
+  }
+  // Moved aside as the message says: traind starts, empty.
+  std::filesystem::rename(state_ + "/jobs", state_ + "/jobs.orphaned");
+  Daemon d(state_);
+  ASSERT_TRUE(d.Start()) << d.Log();
+  EXPECT_EQ(JobCount(d), 0);
+}
+
+TEST_F(StoreIntegrityTest, OverwrittenPagesAreRefusedAtStart) {
+  // Random bytes over the pages after the first (the schema page stays
+  // readable, so only the check finds the damage).
+  const auto size = std::filesystem::file_size(db_);
+  ASSERT_GT(size, 8192u) << "a store of several pages";
+  {
+    std::fstream f(db_, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(4096);
+    uint32_t x = 12345;
+    for (uint64_t i = 4096; i < size; ++i) {
+      x = x * 1664525u + 1013904223u;
+      f.put(static_cast<char>(x >> 24));
+    }
+  }
+  const std::string log = ExpectRefused();
+  EXPECT_NE(log.find("the job store is damaged (quick_check: "), std::string::npos) << log;
+  EXPECT_NE(log.find("mv " + db_ + " " + db_ + ".damaged"), std::string::npos) << log;
+}
+
+TEST_F(StoreIntegrityTest, AFileThatIsNoDatabaseIsRefused) {
+  {
+    std::ofstream f(db_, std::ios::trunc);
+    for (int i = 0; i < 100; ++i) f << "this is a text file, not an SQLite database\n";
+  }
+  const std::string log = ExpectRefused();
+  EXPECT_NE(log.find("file is not a database"), std::string::npos) << log;
+}
+
+// ---------------------------------------------------------------------------
+// File modes in the state directory, whatever the umask
+// ---------------------------------------------------------------------------
+
+struct UmaskGuard {
+  explicit UmaskGuard(mode_t m) : old(umask(m)) {}
+  ~UmaskGuard() { umask(old); }
+  mode_t old;
+};
+
+mode_t ModeOf(const std::string& path) {
+  struct stat st;
+  EXPECT_EQ(lstat(path.c_str(), &st), 0) << path;
+  return st.st_mode & 07777;
+}
+
+// Runs a job to its end on a state directory made under `mask`, then
+// checks every mode traind and its workers left there.
+void ExpectModes(mode_t mask, const std::vector<std::string>& extra, mode_t dir_mode) {
+  const mode_t file_mode = dir_mode & 0666;
+  UmaskGuard guard(mask);
+  TempDir dir;
+  const std::string state = dir.path() + "/state";
+  Daemon d(state, extra);
+  ASSERT_TRUE(d.Start()) << d.Log();
+  absl::StatusOr<traind::v1::Job> job = SubmitJob(d.stub(), SmallSpec());
+  ASSERT_TRUE(job.ok()) << job.status();
+  std::vector<traind::v1::JobEvent> events;
+  ASSERT_TRUE(WatchAll(d.stub(), job->id(), 0, &events).ok());
+  SCOPED_TRACE(absl::StrCat("umask ", mask));
+  EXPECT_EQ(ModeOf(state), dir_mode);
+  for (const char* f : {"traind.db", "traind.db-wal", "traind.db-shm", "traind.lock"}) {
+    EXPECT_EQ(ModeOf(state + "/" + f), file_mode) << f;
+  }
+  EXPECT_EQ(ModeOf(state + "/worker.sock"), 0600);
+  EXPECT_EQ(ModeOf(state + "/traind.sock"), 0660) << "documented: the group may use it";
+  EXPECT_EQ(ModeOf(state + "/jobs"), dir_mode);
+  int files = 0;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(state + "/jobs")) {
+    if (e.is_directory()) {
+      EXPECT_EQ(ModeOf(e.path().string()), dir_mode) << e.path();
+    } else {
+      EXPECT_EQ(ModeOf(e.path().string()), file_mode) << e.path();
+      ++files;
+    }
+  }
+  EXPECT_GT(files, 2) << "logs, TensorBoard files, results";
+}
+
+TEST(StateModesTest, PrivateUnderUmask022And000) {
+  ExpectModes(022, {}, 0700);
+  ExpectModes(0, {}, 0700);
+}
+
+TEST(StateModesTest, GroupReadableWhenConfigured) {
+  ExpectModes(0, {"--state-dir-mode=0750"}, 0750);
+}
+
+TEST(StateModesTest, ModesOpenToOthersAreRefused) {
+  TempDir dir;
+  Daemon d(dir.path() + "/state", {"--state-dir-mode=0755"});
+  EXPECT_FALSE(d.Start());
+  EXPECT_EQ(d.exit_code(), 2) << d.Log();
+  EXPECT_NE(d.Log().find("--state-dir-mode: \"0755\""), std::string::npos) << d.Log();
 }
 
 }  // namespace

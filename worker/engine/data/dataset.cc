@@ -204,6 +204,7 @@ absl::StatusOr<Dataset> LoadDataset(const JobSpec& spec) {
   const bool impute = d.missing() != traind::v1::MISSING_ERROR;
 
   data.path = d.path();
+  data.columns = static_cast<int64_t>(table.header.size());
   data.rows = static_cast<int64_t>(rows.size());
   data.features = static_cast<int64_t>(numeric_cols.size());
   data.target = target;

@@ -37,6 +37,7 @@ struct Dataset {
   int64_t validation_start = -1;  // rows from here on come from validation_path
   std::vector<int64_t> lines;     // [rows] line in its file (for messages)
   std::string path;
+  int64_t columns = 0;  // columns of data.path's header (every column, used or not)
 
   // Width of the model's output the data needs: classes for softmax, 1 for
   // a binary sigmoid, else the target columns.

@@ -97,6 +97,34 @@ TEST(LoadDatasetTest, NanInfAndOutOfRangeAreRejected) {
   }
 }
 
+// The whole class of overflow says "out of range" with line and column: any
+// spelling of the exponent, either sign, underflow below float32's normal
+// range, in a feature column or a regression target.
+TEST(LoadDatasetTest, EveryOverflowIsOutOfRange) {
+  const std::string kOutOfRange =
+      "is out of range for a 32-bit float (magnitudes from 1.2e-38 to 3.4e38, or 0)";
+  for (const std::string bad :
+       std::vector<std::string>{"1e999", "1E999", "+1e999", " -1e999 ", "1e-999", "3.5e38",
+                                "1" + std::string(60, '0'), "1e99999999999999999999"}) {
+    TempFile file("a,label\n1,x\n" + bad + ",y\n");
+    absl::StatusOr<Dataset> data = LoadDataset(Spec(file.path(), "label"));
+    ASSERT_FALSE(data.ok()) << "value: " << bad;
+    EXPECT_THAT(std::string(data.status().message()),
+                ::testing::StartsWith(file.path() + ":3: column \"a\" (column 1): "));
+    EXPECT_THAT(std::string(data.status().message()), ::testing::EndsWith(kOutOfRange))
+        << "value: " << bad;
+  }
+  // A regression target.
+  TempFile file("a,y\n1,2\n3,1e999\n");
+  traind::v1::JobSpec spec;
+  *spec.mutable_data() = Spec(file.path(), "y");
+  spec.mutable_loss()->mutable_mse();
+  absl::StatusOr<Dataset> data = LoadDataset(spec);
+  ASSERT_FALSE(data.ok());
+  EXPECT_EQ(data.status().message(),
+            file.path() + ":3: column \"y\" (column 2): \"1e999\" " + kOutOfRange);
+}
+
 // Empty cells and NA/NaN are missing values: an error naming row and column
 // unless data.missing imputes.
 TEST(LoadDatasetTest, MissingValuesAreErrorsByDefault) {
