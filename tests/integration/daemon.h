@@ -20,6 +20,7 @@
 #include "absl/status/statusor.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
+#include "spec/loader.h"
 #include "tests/testing/temp_dir.h"
 #include "traind/v1/training_service.grpc.pb.h"
 
@@ -27,6 +28,19 @@ namespace traind::testing {
 
 inline std::string BinDir() { return TRAIND_BIN_DIR; }
 inline std::string SourceDir() { return TRAIND_SOURCE_DIR; }
+
+// examples/iris-cv.yaml with its data path made absolute; `folds` and
+// `epochs` replace the example's where given (> 0).
+inline traind::v1::JobSpec IrisExampleSpec(int folds = 0, int epochs = 0) {
+  absl::StatusOr<traind::v1::JobSpec> spec =
+      LoadJobSpecFile(SourceDir() + "/examples/iris-cv.yaml");
+  EXPECT_TRUE(spec.ok()) << spec.status();
+  if (!spec.ok()) return traind::v1::JobSpec();
+  spec->mutable_data()->set_path(SourceDir() + "/examples/data/iris.csv");
+  if (folds > 0) spec->mutable_cross_validation()->set_folds(folds);
+  if (epochs > 0) spec->mutable_training()->set_epochs(epochs);
+  return *std::move(spec);
+}
 
 // A traind process. Stopped (SIGTERM, then SIGKILL) on destruction.
 class Daemon {

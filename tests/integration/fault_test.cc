@@ -33,15 +33,6 @@ using traind::v1::Task;
 // test to kill, stop or hang the worker in the middle of its training.
 constexpr int kLongEpochs = 10000;
 
-traind::v1::JobSpec IrisSpec(int folds, int epochs) {
-  auto spec = LoadJobSpecFile(SourceDir() + "/examples/iris-cv.yaml");
-  EXPECT_TRUE(spec.ok()) << spec.status();
-  spec->mutable_data()->set_path(SourceDir() + "/examples/data/iris.csv");
-  spec->mutable_cross_validation()->set_folds(folds);
-  spec->mutable_training()->set_epochs(epochs);
-  return *spec;
-}
-
 bool ProcessAlive(int pid) {
   if (kill(pid, 0) != 0) return false;
   // A zombie is dead for our purposes.
@@ -245,7 +236,7 @@ class FaultTest : public ::testing::Test {
 TEST_F(FaultTest, DaemonKilledMidJobComesBackAndFinishesWithoutRerunningFolds) {
   StartDaemon();
   const int epochs = kLongEpochs;
-  Job job = Submit(IrisSpec(3, epochs));
+  Job job = Submit(IrisExampleSpec(3, epochs));
   // A watcher follows the job until the daemon dies.
   std::vector<JobEvent> before;
   std::thread watcher([&] { WatchAll(daemon_->stub(), job.id(), 0, &before, 120); });
@@ -280,7 +271,7 @@ TEST_F(FaultTest, DaemonKilledMidJobComesBackAndFinishesWithoutRerunningFolds) {
 TEST_F(FaultTest, KilledWorkerIsRetriedAndTheJobSucceeds) {
   StartDaemon();
   const int epochs = kLongEpochs;
-  Job job = Submit(IrisSpec(2, epochs));
+  Job job = Submit(IrisExampleSpec(2, epochs));
   ASSERT_TRUE(WaitFor(job.id(), [](const Job& j) { return j.tasks(0).epochs_done() >= 3; }));
   const int worker = Get(job.id()).tasks(0).attempts(0).pid();
   ASSERT_EQ(kill(worker, SIGKILL), 0);
@@ -302,7 +293,7 @@ TEST_F(FaultTest, KilledWorkerIsRetriedAndTheJobSucceeds) {
 TEST_F(FaultTest, HungWorkerIsKilledAndRetried) {
   StartDaemon({"--cpu-slots=1", "--heartbeat-timeout=1.5"});
   const int epochs = kLongEpochs;
-  Job job = Submit(IrisSpec(2, epochs));
+  Job job = Submit(IrisExampleSpec(2, epochs));
   ASSERT_TRUE(WaitFor(job.id(), [](const Job& j) { return j.tasks(0).epochs_done() >= 3; }));
   const int worker = Get(job.id()).tasks(0).attempts(0).pid();
   ASSERT_EQ(kill(worker, SIGSTOP), 0);  // alive, silent
@@ -319,7 +310,7 @@ TEST_F(FaultTest, HungWorkerIsKilledAndRetried) {
 TEST_F(FaultTest, SigtermStopsWithinTheGraceAndTheNextStartResumes) {
   StartDaemon({"--cpu-slots=1", "--stop-grace=5"});
   const int epochs = kLongEpochs;
-  Job job = Submit(IrisSpec(2, epochs));
+  Job job = Submit(IrisExampleSpec(2, epochs));
   ASSERT_TRUE(WaitFor(job.id(), [](const Job& j) { return j.tasks(0).epochs_done() >= 3; }));
   const int worker = Get(job.id()).tasks(0).attempts(0).pid();
   absl::Time t0 = absl::Now();
@@ -343,10 +334,10 @@ TEST_F(FaultTest, SigtermStopsWithinTheGraceAndTheNextStartResumes) {
 
 TEST_F(FaultTest, QueuedJobCancelsAtOnceAndIdempotentResubmitReturnsTheSameJob) {
   StartDaemon();
-  Job running = Submit(IrisSpec(2, 100000), "first");
-  Job again = Submit(IrisSpec(2, 100000), "first");
+  Job running = Submit(IrisExampleSpec(2, 100000), "first");
+  Job again = Submit(IrisExampleSpec(2, 100000), "first");
   EXPECT_EQ(again.id(), running.id());
-  Job queued = Submit(IrisSpec(2, 10), "second");
+  Job queued = Submit(IrisExampleSpec(2, 10), "second");
   EXPECT_NE(queued.id(), running.id());
   ASSERT_TRUE(WaitFor(running.id(), [](const Job& j) { return j.state() == Job::RUNNING; }));
   Job q = Get(queued.id());
@@ -376,7 +367,7 @@ TEST_F(FaultTest, QueuedJobCancelsAtOnceAndIdempotentResubmitReturnsTheSameJob) 
 TEST_F(FaultTest, SoakOfSmallJobsKeepsMemoryDescriptorsAndChildrenFlat) {
   // 160 jobs queue at once: above the default per-user limit of queued jobs.
   StartDaemon({"--cpu-slots=2", "--max-queued-jobs-per-user=0"});
-  auto spec = IrisSpec(2, 1);
+  auto spec = IrisExampleSpec(2, 1);
   auto run_batch = [&](int n) {
     std::vector<std::string> ids;
     for (int i = 0; i < n; ++i) ids.push_back(Submit(spec).id());
@@ -431,7 +422,7 @@ TEST_F(FaultTest, AGpuThatNeverDrainsIsMarkedUnhealthyAndNotUsed) {
   EXPECT_EQ(devices.devices(1).uuid(), "GPU-fake-0");
   EXPECT_EQ(devices.devices(1).state(), traind::v1::Device::IDLE);
 
-  auto spec = IrisSpec(2, 5);
+  auto spec = IrisExampleSpec(2, 5);
   spec.mutable_resources()->set_device(traind::v1::GPU);
   spec.mutable_resources()->set_count(1);
   Job job = Submit(spec);

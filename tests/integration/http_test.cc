@@ -39,15 +39,6 @@ std::string Tokens(const TempDir& dir) {
                    "}\n  - {name: ada, role: admin, sha256: ", Sha256Hex(kAdminToken), "}\n"));
 }
 
-traind::v1::JobSpec Spec(int folds, int epochs) {
-  auto spec = LoadJobSpecFile(SourceDir() + "/examples/iris-cv.yaml");
-  EXPECT_TRUE(spec.ok()) << spec.status();
-  spec->mutable_data()->set_path(SourceDir() + "/examples/data/iris.csv");
-  spec->mutable_cross_validation()->set_folds(folds);
-  spec->mutable_training()->set_epochs(epochs);
-  return *spec;
-}
-
 // The server-sent events of a response body: (id, event, data).
 struct Sse {
   std::string id, event, data;
@@ -101,7 +92,7 @@ class HttpTest : public ::testing::Test {
   }
 
   Job RunJob(int folds, int epochs) {
-    absl::StatusOr<Job> job = SubmitJob(daemon_->stub(), Spec(folds, epochs));
+    absl::StatusOr<Job> job = SubmitJob(daemon_->stub(), IrisExampleSpec(folds, epochs));
     EXPECT_TRUE(job.ok()) << job.status();
     std::vector<JobEvent> events;
     EXPECT_TRUE(WatchAll(daemon_->stub(), job->id(), 0, &events).ok());
@@ -388,7 +379,7 @@ TEST_F(HttpTest, ALiveStreamGetsEventsAsTheyHappen) {
   // A job far longer than the test: its epochs must arrive while it runs.
   // Once one has, the job is cancelled, and the stream ends after the
   // cancellation's terminal event.
-  absl::StatusOr<Job> job = SubmitJob(daemon_->stub(), Spec(2, 100000));
+  absl::StatusOr<Job> job = SubmitJob(daemon_->stub(), IrisExampleSpec(2, 100000));
   ASSERT_TRUE(job.ok());
   std::string body;
   int chunks = 0;
@@ -461,7 +452,7 @@ TEST_F(HttpTest, MetricsPassPromtoolAndCountWhatHappened) {
 
 TEST_F(HttpTest, SigtermEndsOpenStreamsAndTraindWithinItsGrace) {
   // A job that waits forever in the queue behind a long one, watched.
-  absl::StatusOr<Job> running = SubmitJob(daemon_->stub(), Spec(2, 100000));
+  absl::StatusOr<Job> running = SubmitJob(daemon_->stub(), IrisExampleSpec(2, 100000));
   ASSERT_TRUE(running.ok());
   std::atomic<bool> ended{false};
   std::thread watcher([&] {

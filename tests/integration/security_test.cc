@@ -56,15 +56,6 @@ std::string ReadText(const std::string& path) {
 }
 
 // A quick job: 2 folds of iris, few epochs.
-traind::v1::JobSpec SmallSpec(int epochs = 2) {
-  auto spec = LoadJobSpecFile(SourceDir() + "/examples/iris-cv.yaml");
-  EXPECT_TRUE(spec.ok()) << spec.status();
-  spec->mutable_data()->set_path(SourceDir() + "/examples/data/iris.csv");
-  spec->mutable_cross_validation()->set_folds(2);
-  spec->mutable_training()->set_epochs(epochs);
-  return *spec;
-}
-
 const char* kViewerToken = "viewer-token-0123456789abcdef";
 const char* kSubmitterToken = "submitter-token-0123456789abcdef";
 const char* kAdminToken = "admin-token-0123456789abcdef";
@@ -134,7 +125,7 @@ class AuthorizationTest : public ::testing::Test {
 
   grpc::Status Submit(const std::string& token, Job* job) {
     traind::v1::SubmitJobRequest req;
-    *req.mutable_spec() = SmallSpec(200);
+    *req.mutable_spec() = IrisExampleSpec(2, 200);
     auto ctx = TokenCtx(token);
     return tcp_->SubmitJob(ctx.get(), req, job);
   }
@@ -301,7 +292,7 @@ TEST_F(AuthorizationTest, EachRoleTimesEachRpc) {
 
 TEST_F(AuthorizationTest, UnixSocketIsTheLocalAdmin) {
   traind::v1::SubmitJobRequest req;
-  *req.mutable_spec() = SmallSpec();
+  *req.mutable_spec() = IrisExampleSpec(2, 2);
   Job job;
   auto ctx = Ctx();
   ASSERT_TRUE(daemon_->stub()->SubmitJob(ctx.get(), req, &job).ok());
@@ -574,7 +565,7 @@ TEST(ConfigFileTest, ConfigFileIsReadAndFlagsOverrideIt) {
   EXPECT_EQ(info.cpu_slots(), 4) << "the flag wins";
   EXPECT_EQ(info.worker_threads(), 2) << "from the file";
   traind::v1::SubmitJobRequest req;
-  *req.mutable_spec() = SmallSpec();
+  *req.mutable_spec() = IrisExampleSpec(2, 2);
   for (int i = 0; i < 5; ++i) req.mutable_spec()->mutable_model()->add_layers()->mutable_dropout();
   Job job;
   auto c2 = Ctx();
@@ -650,7 +641,7 @@ TEST_F(ConfinementTest, PathEscapesAreDeniedNamingThePath) {
   };
   const int before = JobCount(*daemon_);
   for (const std::string& path : escapes) {
-    traind::v1::JobSpec spec = SmallSpec();
+    traind::v1::JobSpec spec = IrisExampleSpec(2, 2);
     spec.mutable_data()->set_path(path);
     Job job;
     grpc::Status s = Submit(spec, &job);
@@ -659,7 +650,7 @@ TEST_F(ConfinementTest, PathEscapesAreDeniedNamingThePath) {
     EXPECT_EQ(s.error_message().rfind("spec.data.path: " + path, 0), 0u) << s.error_message();
   }
   // validation_path is confined as well.
-  traind::v1::JobSpec spec = SmallSpec();
+  traind::v1::JobSpec spec = IrisExampleSpec(2, 2);
   spec.mutable_data()->set_path(root_ + "/sub/iris.csv");
   spec.mutable_cross_validation()->Clear();
   spec.mutable_cross_validation()->set_validation_path(root_ + "/out-link.csv");
@@ -671,7 +662,7 @@ TEST_F(ConfinementTest, PathEscapesAreDeniedNamingThePath) {
   // Inside: a plain path and a symlink that stays inside; the job records
   // the resolved path.
   for (const std::string& path : {root_ + "/sub/iris.csv", root_ + "/in-link.csv"}) {
-    traind::v1::JobSpec ok = SmallSpec();
+    traind::v1::JobSpec ok = IrisExampleSpec(2, 2);
     ok.mutable_data()->set_path(path);
     Job accepted;
     grpc::Status s2 = Submit(ok, &accepted);
@@ -692,7 +683,7 @@ TEST_F(ConfinementTest, OversizedAndMalformedRequestsAreRefusedAndNothingIsStore
     wide_csv << "c0,c1,c2,c3,c4,c5,c6,c7,c8,c9,species\n";
     for (int i = 0; i < 10; ++i) wide_csv << "1,2,3,4,5,6,7,8,9,10," << (i % 3) << "\n";
   }
-  traind::v1::JobSpec spec = SmallSpec();
+  traind::v1::JobSpec spec = IrisExampleSpec(2, 2);
   spec.mutable_data()->set_path(root_ + "/sub/iris.csv");
 
   // Larger than limits.max_request_bytes.
@@ -808,7 +799,7 @@ TEST_F(ConfinementTest, OversizedAndMalformedRequestsAreRefusedAndNothingIsStore
 }
 
 TEST_F(ConfinementTest, QueuedJobsPerUserAreLimited) {
-  traind::v1::JobSpec slow = SmallSpec(100000);
+  traind::v1::JobSpec slow = IrisExampleSpec(2, 100000);
   slow.mutable_data()->set_path(root_ + "/sub/iris.csv");
   Job first, second, third;
   ASSERT_TRUE(Submit(slow, &first).ok());
@@ -834,7 +825,7 @@ TEST_F(ConfinementTest, QueuedJobsPerUserAreLimited) {
 // idempotency key gets the job its first try created, even though that job
 // filled the owner's queue; a new key is still refused.
 TEST_F(ConfinementTest, IdempotentRetryAtTheQueueLimitReturnsTheJob) {
-  traind::v1::JobSpec slow = SmallSpec(100000);
+  traind::v1::JobSpec slow = IrisExampleSpec(2, 100000);
   slow.mutable_data()->set_path(root_ + "/sub/iris.csv");
   Job first;
   ASSERT_TRUE(Submit(slow, &first).ok());
@@ -884,7 +875,7 @@ class StoreIntegrityTest : public ::testing::Test {
     Daemon d(state_);
     ASSERT_TRUE(d.Start()) << d.Log();
     for (int i = 0; i < 3; ++i) {  // a few jobs: a store of several pages
-      absl::StatusOr<traind::v1::Job> job = SubmitJob(d.stub(), SmallSpec());
+      absl::StatusOr<traind::v1::Job> job = SubmitJob(d.stub(), IrisExampleSpec(2, 2));
       ASSERT_TRUE(job.ok()) << job.status();
       std::vector<traind::v1::JobEvent> events;
       ASSERT_TRUE(WatchAll(d.stub(), job->id(), 0, &events).ok());
@@ -992,7 +983,7 @@ void ExpectModes(mode_t mask, const std::vector<std::string>& extra, mode_t dir_
   const std::string state = dir.path() + "/state";
   Daemon d(state, extra);
   ASSERT_TRUE(d.Start()) << d.Log();
-  absl::StatusOr<traind::v1::Job> job = SubmitJob(d.stub(), SmallSpec());
+  absl::StatusOr<traind::v1::Job> job = SubmitJob(d.stub(), IrisExampleSpec(2, 2));
   ASSERT_TRUE(job.ok()) << job.status();
   std::vector<traind::v1::JobEvent> events;
   ASSERT_TRUE(WatchAll(d.stub(), job->id(), 0, &events).ok());

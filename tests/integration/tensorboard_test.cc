@@ -28,14 +28,6 @@ using traind::v1::JobEvent;
 namespace fs = std::filesystem;
 
 // The example iris CV spec (5 folds), with fewer epochs.
-traind::v1::JobSpec ShortIrisSpec(int epochs) {
-  auto spec = LoadJobSpecFile(SourceDir() + "/examples/iris-cv.yaml");
-  EXPECT_TRUE(spec.ok()) << spec.status();
-  spec->mutable_data()->set_path(SourceDir() + "/examples/data/iris.csv");
-  spec->mutable_training()->set_epochs(epochs);
-  return *spec;
-}
-
 Job RunJob(Daemon* daemon, const traind::v1::JobSpec& spec, std::vector<JobEvent>* events) {
   auto job = SubmitJob(daemon->stub(), spec);
   EXPECT_TRUE(job.ok()) << job.status();
@@ -58,7 +50,7 @@ TEST(TensorBoardEndToEndTest, EveryTaskWritesOneRunWithEveryEpochsMetrics) {
   ASSERT_TRUE(daemon.Start()) << daemon.Log();
   constexpr int kEpochs = 12;
   std::vector<JobEvent> events;
-  const Job job = RunJob(&daemon, ShortIrisSpec(kEpochs), &events);
+  const Job job = RunJob(&daemon, IrisExampleSpec(0, kEpochs), &events);
   ASSERT_EQ(job.state(), Job::SUCCEEDED) << job.DebugString() << daemon.Log();
 
   // task -> epoch -> the streamed metrics.
@@ -141,7 +133,7 @@ TEST(TensorBoardEndToEndTest, TurnedOffWritesNone) {
   Daemon daemon(dir.path() + "/state", {"--cpu-slots=2", "--tensorboard=false"});
   ASSERT_TRUE(daemon.Start()) << daemon.Log();
   std::vector<JobEvent> events;
-  const Job job = RunJob(&daemon, ShortIrisSpec(3), &events);
+  const Job job = RunJob(&daemon, IrisExampleSpec(0, 3), &events);
   ASSERT_EQ(job.state(), Job::SUCCEEDED) << job.DebugString() << daemon.Log();
   const std::string job_dir = daemon.state_dir() + "/jobs/" + job.id();
   EXPECT_TRUE(fs::is_directory(job_dir + "/task-0")) << "the other artifacts are still written";
