@@ -28,13 +28,20 @@ runtime_pkgs=(
 # What only the tests need: promtool (Prometheus) checks /metrics; the
 # dashboard is tested in Debian's chromium, driven by playwright-core (npm).
 # tmux hosts trainctl's live view in a real terminal.
-test_pkgs=(prometheus chromium nodejs npm tmux iproute2)
+test_pkgs=(prometheus chromium tmux iproute2)
 
 pkgs=("${build_pkgs[@]}")
 if [[ "${1:-}" == "--runtime" ]]; then
   pkgs=("${runtime_pkgs[@]}")
 elif [[ "${1:-}" == "--tests" ]]; then
   pkgs+=("${test_pkgs[@]}")
+  # Node.js with npm: a machine that already has both (Debian's or another
+  # vendor's build, such as NodeSource's nodejs, which bundles npm and
+  # conflicts with Debian's npm package) keeps them; only a machine with
+  # neither gets Debian's.
+  if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+    pkgs+=(nodejs npm)
+  fi
 fi
 
 missing=()
