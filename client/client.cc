@@ -2,6 +2,7 @@
 
 #include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
+#include <openssl/evp.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -15,6 +16,7 @@
 #include <thread>
 #include <utility>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "traind/v1/training_service.grpc.pb.h"
 
@@ -203,6 +205,107 @@ absl::StatusOr<traind::v1::DashboardLogin> TraindClient::CreateDashboardLogin() 
   return impl_->Unary<traind::v1::CreateDashboardLoginRequest, traind::v1::DashboardLogin>(
       &traind::v1::TrainingService::Stub::CreateDashboardLogin,
       traind::v1::CreateDashboardLoginRequest());
+}
+
+absl::StatusOr<traind::v1::ListArtifactsResponse> TraindClient::ListArtifacts(
+    const std::string& job_id) {
+  traind::v1::ListArtifactsRequest request;
+  request.set_job_id(job_id);
+  return impl_->Unary<traind::v1::ListArtifactsRequest, traind::v1::ListArtifactsResponse>(
+      &traind::v1::TrainingService::Stub::ListArtifacts, request);
+}
+
+absl::StatusOr<traind::v1::DeleteJobResponse> TraindClient::DeleteJob(const std::string& job_id,
+                                                                      bool cancel) {
+  traind::v1::DeleteJobRequest request;
+  request.set_job_id(job_id);
+  request.set_cancel(cancel);
+  return impl_->Unary<traind::v1::DeleteJobRequest, traind::v1::DeleteJobResponse>(
+      &traind::v1::TrainingService::Stub::DeleteJob, request);
+}
+
+absl::StatusOr<traind::v1::Artifact> TraindClient::DownloadArtifact(
+    const std::string& job_id, const std::string& name,
+    const std::function<absl::Status(absl::string_view bytes)>& sink) {
+  if (!impl_->setup_error.ok()) return impl_->setup_error;
+  if (absl::Status s = impl_->WaitConnected(/*fail_fast=*/true); !s.ok()) return s;
+  grpc::ClientContext context;  // no deadline: a model can be large
+  impl_->Authorize(&context);
+  traind::v1::GetArtifactRequest request;
+  request.set_job_id(job_id);
+  request.set_name(name);
+  std::unique_ptr<grpc::ClientReader<traind::v1::ArtifactChunk>> reader =
+      impl_->stub->GetArtifact(&context, request);
+  traind::v1::ArtifactChunk chunk;
+  traind::v1::Artifact artifact;
+  bool first = true;
+  int64_t received = 0;
+  std::string sha256;
+  EVP_MD_CTX* sha = EVP_MD_CTX_new();
+  EVP_DigestInit_ex(sha, EVP_sha256(), nullptr);
+  absl::Status sink_error;
+  while (reader->Read(&chunk)) {
+    if (first) {
+      artifact = chunk.artifact();
+      first = false;
+    }
+    EVP_DigestUpdate(sha, chunk.data().data(), chunk.data().size());
+    received += static_cast<int64_t>(chunk.data().size());
+    if (!chunk.sha256().empty()) sha256 = chunk.sha256();
+    sink_error = sink(chunk.data());
+    if (!sink_error.ok()) {
+      context.TryCancel();
+      break;
+    }
+  }
+  grpc::Status status = reader->Finish();
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int size = 0;
+  EVP_DigestFinal_ex(sha, digest, &size);
+  EVP_MD_CTX_free(sha);
+  if (!sink_error.ok()) return sink_error;
+  if (!status.ok()) return impl_->ToStatus(status);
+  const std::string actual =
+      absl::BytesToHexString(absl::string_view(reinterpret_cast<const char*>(digest), size));
+  if (first || received != artifact.size_bytes() || sha256 != actual) {
+    return absl::DataLossError(absl::StrCat("artifact \"", name, "\" of job ", job_id,
+                                            " arrived damaged: ", received, " of ",
+                                            artifact.size_bytes(), " bytes, SHA-256 ", actual,
+                                            ", the server's ", sha256.empty() ? "(none)" : sha256));
+  }
+  return artifact;
+}
+
+absl::StatusOr<traind::v1::PredictResponse> TraindClient::Predict(
+    const traind::v1::PredictRequest::Header& header,
+    const std::function<absl::StatusOr<std::string>()>& source) {
+  if (!impl_->setup_error.ok()) return impl_->setup_error;
+  if (absl::Status s = impl_->WaitConnected(/*fail_fast=*/true); !s.ok()) return s;
+  grpc::ClientContext context;  // no deadline: scoring a large file takes its time
+  impl_->Authorize(&context);
+  traind::v1::PredictResponse response;
+  std::unique_ptr<grpc::ClientWriter<traind::v1::PredictRequest>> writer =
+      impl_->stub->Predict(&context, &response);
+  traind::v1::PredictRequest message;
+  *message.mutable_header() = header;
+  bool open = writer->Write(message);
+  absl::Status source_error;
+  while (open && header.data_path().empty()) {
+    absl::StatusOr<std::string> piece = source();
+    if (!piece.ok()) {
+      source_error = piece.status();
+      context.TryCancel();
+      break;
+    }
+    if (piece->empty()) break;
+    message.set_csv(*std::move(piece));
+    open = writer->Write(message);
+  }
+  writer->WritesDone();
+  grpc::Status status = writer->Finish();
+  if (!source_error.ok()) return source_error;
+  if (!status.ok()) return impl_->ToStatus(status);
+  return response;
 }
 
 absl::StatusOr<std::string> TraindClient::Health() {

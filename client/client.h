@@ -67,6 +67,20 @@ class TraindClient final {
   absl::StatusOr<traind::v1::ListDevicesResponse> ListDevices();
   absl::StatusOr<traind::v1::ServerInfo> GetServerInfo();
   absl::StatusOr<traind::v1::DashboardLogin> CreateDashboardLogin();
+  absl::StatusOr<traind::v1::ListArtifactsResponse> ListArtifacts(const std::string& job_id);
+  // Streams artifact `name` of the job to `sink`, chunk by chunk, and checks
+  // the size and the SHA-256 the server sends (DATA_LOSS naming the artifact
+  // when either disagrees: the bytes given to `sink` are not to be kept).
+  // The call has no deadline; it waits at most the timeout to connect.
+  absl::StatusOr<traind::v1::Artifact> DownloadArtifact(
+      const std::string& job_id, const std::string& name,
+      const std::function<absl::Status(absl::string_view bytes)>& sink);
+  absl::StatusOr<traind::v1::DeleteJobResponse> DeleteJob(const std::string& job_id, bool cancel);
+  // Predict: sends `header`, then (without header.data_path) the bytes
+  // `source` gives until it returns an empty piece (or an error).
+  absl::StatusOr<traind::v1::PredictResponse> Predict(
+      const traind::v1::PredictRequest::Header& header,
+      const std::function<absl::StatusOr<std::string>()>& source);
   // grpc.health.v1.Health/Check of the whole server: "SERVING",
   // "NOT_SERVING", "UNKNOWN" or "SERVICE_UNKNOWN".
   absl::StatusOr<std::string> Health();

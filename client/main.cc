@@ -40,6 +40,7 @@
 #include "absl/strings/str_replace.h"
 #include "absl/strings/strip.h"
 #include "client/client.h"
+#include "client/format.h"
 #include "client/live_view.h"
 #include "client/render.h"
 #include "spec/loader.h"
@@ -342,6 +343,75 @@ class Commands {
     return kExitOk;
   }
 
+  int Artifacts(const std::string& job_id) {
+    absl::StatusOr<v1::ListArtifactsResponse> list = client().ListArtifacts(job_id);
+    if (!list.ok()) return Fail(list.status());
+    Print(global_.structured() ? global_.Encode(*list, true) : RenderArtifacts(*list));
+    return kExitOk;
+  }
+
+  // download JOB NAME [-O FILE]: to FILE (default: NAME's last part, in the
+  // current directory), written beside it and renamed once complete and
+  // checked, or to stdout with -O -.
+  int Download(const std::string& job_id, const std::string& name, std::string out) {
+    if (out.empty()) out = std::filesystem::path(name).filename().string();
+    absl::StatusOr<v1::Artifact> artifact = Fetch(job_id, name, out);
+    if (!artifact.ok()) return Fail(artifact.status());
+    if (out != "-") {
+      std::cerr << "trainctl: saved " << name << " of job " << job_id << " to " << out << " ("
+                << FormatBytes(artifact->size_bytes()) << ", SHA-256 checked)" << std::endl;
+    }
+    return kExitOk;
+  }
+
+  int Delete(const std::string& job_id, bool cancel) {
+    absl::StatusOr<v1::DeleteJobResponse> deleted = client().DeleteJob(job_id, cancel);
+    if (!deleted.ok()) return Fail(deleted.status());
+    if (global_.structured()) {
+      Print(global_.Encode(*deleted, true));
+    } else {
+      Print(absl::StrCat("deleted job ", job_id, " (", FormatBytes(deleted->freed_bytes()),
+                         " of artifacts freed)\n"));
+    }
+    return kExitOk;
+  }
+
+  // predict JOB FILE [--task N | --ensemble] [-O FILE]: uploads FILE
+  // (or, with --server-path, names a file on the server), then downloads
+  // the predictions (stdout by default).
+  int Predict(const std::string& job_id, const std::string& file, std::optional<int> task,
+              bool ensemble, bool server_path, const std::string& out) {
+    v1::PredictRequest::Header header;
+    header.set_job_id(job_id);
+    if (task.has_value()) header.set_task(*task);
+    header.set_ensemble(ensemble);
+    std::ifstream in;
+    if (server_path) {
+      header.set_data_path(file);
+      std::error_code ec;
+      std::filesystem::path cwd = std::filesystem::current_path(ec);
+      if (!ec) header.set_base_dir(cwd.string());
+    } else {
+      in.open(file, std::ios::binary);
+      if (!in) return UsageError(absl::StrCat(file, ": ", std::strerror(errno)));
+    }
+    absl::StatusOr<v1::PredictResponse> response =
+        client().Predict(header, [&in, &file]() -> absl::StatusOr<std::string> {
+          std::string piece(1 << 20, '\0');
+          in.read(piece.data(), static_cast<std::streamsize>(piece.size()));
+          if (in.bad()) return absl::InvalidArgumentError(absl::StrCat(file, ": read failed"));
+          piece.resize(static_cast<size_t>(in.gcount()));
+          return piece;
+        });
+    if (!response.ok()) return Fail(response.status());
+    std::cerr << "trainctl: scored " << response->rows() << " rows of " << file << " with "
+              << absl::StrJoin(response->models(), " + ") << " (job " << job_id << ")" << std::endl;
+    absl::StatusOr<v1::Artifact> artifact =
+        Fetch(job_id, response->artifact().name(), out.empty() ? "-" : out);
+    if (!artifact.ok()) return Fail(artifact.status());
+    return kExitOk;
+  }
+
   int Info() {
     absl::StatusOr<v1::ServerInfo> info = client().GetServerInfo();
     if (!info.ok()) return Fail(info.status());
@@ -350,6 +420,38 @@ class Commands {
   }
 
  private:
+  // Downloads artifact `name` to `out` ("-": stdout).
+  absl::StatusOr<v1::Artifact> Fetch(const std::string& job_id, const std::string& name,
+                                     const std::string& out) {
+    if (out == "-") {
+      return client().DownloadArtifact(job_id, name, [](absl::string_view bytes) {
+        std::cout.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+        return std::cout ? absl::OkStatus() : absl::UnavailableError("stdout: write failed");
+      });
+    }
+    const std::string part = out + ".part";
+    std::ofstream file(part, std::ios::binary | std::ios::trunc);
+    if (!file) return absl::InvalidArgumentError(absl::StrCat(part, ": ", std::strerror(errno)));
+    absl::StatusOr<v1::Artifact> artifact =
+        client().DownloadArtifact(job_id, name, [&file, &part](absl::string_view bytes) {
+          file.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+          return file ? absl::OkStatus()
+                      : absl::InternalError(absl::StrCat(part, ": write failed"));
+        });
+    file.close();
+    std::error_code ec;
+    if (artifact.ok() && !file) {
+      artifact = absl::InternalError(absl::StrCat(part, ": write failed"));
+    }
+    if (!artifact.ok()) {
+      std::filesystem::remove(part, ec);
+      return artifact;
+    }
+    std::filesystem::rename(part, out, ec);
+    if (ec) return absl::InternalError(absl::StrCat(out, ": ", ec.message()));
+    return artifact;
+  }
+
   TraindClient& client() {
     if (client_ == nullptr) {
       ClientOptions options;
@@ -659,6 +761,43 @@ int Main(int argc, char** argv) {
       app.add_subcommand("result", "Show a job's per-fold result and mean ± std so far");
   result->add_option("JOB", job_id, "Job id")->required();
 
+  CLI::App* artifacts = app.add_subcommand(
+      "artifacts",
+      "List a job's artifacts: predictions, models (model.ckpt, model.onnx), logs, "
+      "checkpoints, TensorBoard files");
+  artifacts->add_option("JOB", job_id, "Job id")->required();
+  std::string artifact_name, out_file;
+  CLI::App* download = app.add_subcommand(
+      "download", "Download one artifact of a job (its size and SHA-256 are checked)");
+  download->add_option("JOB", job_id, "Job id")->required();
+  download->add_option("NAME", artifact_name, "Artifact name, as `trainctl artifacts` lists it")
+      ->required();
+  download
+      ->add_option("-O,--out", out_file,
+                   "Where to save it (default: NAME's file name in the current directory; "
+                   "- for stdout)")
+      ->type_name("FILE");
+  bool cancel_first = false;
+  CLI::App* delete_cmd =
+      app.add_subcommand("delete", "Delete a finished job: its records, events and every artifact");
+  delete_cmd->add_option("JOB", job_id, "Job id")->required();
+  delete_cmd->add_flag("--cancel", cancel_first, "Cancel the job first if it still runs");
+  std::optional<int> predict_task;
+  bool ensemble = false, server_path = false;
+  CLI::App* predict = app.add_subcommand(
+      "predict",
+      "Score a CSV with a job's model (the refit model by default) and print the predictions: "
+      "row, label and p_<class> columns (class targets) or the targets' columns");
+  predict->add_option("JOB", job_id, "Job id")->required();
+  predict->add_option("FILE", file, "CSV with the training data's feature columns")->required();
+  CLI::Option* task_opt =
+      predict->add_option("--task", predict_task, "Use this task's model")->type_name("N");
+  predict->add_flag("--ensemble", ensemble, "Use the mean of the fold models")->excludes(task_opt);
+  predict->add_flag("--server-path", server_path,
+                    "FILE is a path on the server, inside its data roots (nothing is uploaded)");
+  predict->add_option("-O,--out", out_file, "Where to save the predictions (default: stdout)")
+      ->type_name("FILE");
+
   CLI::App* devices = app.add_subcommand("devices", "List the server's CPU and GPU devices");
   CLI::App* info = app.add_subcommand("info", "Show the server's status");
   std::string shell;
@@ -736,6 +875,11 @@ int Main(int argc, char** argv) {
   if (*result) return commands.Result(job_id);
   if (*devices) return commands.Devices();
   if (*info) return commands.Info();
+  if (*artifacts) return commands.Artifacts(job_id);
+  if (*download) return commands.Download(job_id, artifact_name, out_file);
+  if (*delete_cmd) return commands.Delete(job_id, cancel_first);
+  if (*predict)
+    return commands.Predict(job_id, file, predict_task, ensemble, server_path, out_file);
   if (*dashboard) return commands.Dashboard();
   if (*health) return commands.Health();
   return UsageError("no command given (see trainctl --help)");

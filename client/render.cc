@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "client/format.h"
@@ -380,11 +381,25 @@ std::string RenderDevices(const traind::v1::ListDevicesResponse& response) {
   return out;
 }
 
+std::string RenderArtifacts(const traind::v1::ListArtifactsResponse& response) {
+  if (response.artifacts().empty()) return "no artifacts yet\n";
+  Table table({"NAME", "KIND", "TASK", "SIZE", "MODIFIED"});
+  table.SetAlign(2, Align::kRight);
+  table.SetAlign(3, Align::kRight);
+  for (const traind::v1::Artifact& a : response.artifacts()) {
+    std::string kind = absl::AsciiStrToLower(traind::v1::Artifact::Kind_Name(a.kind()));
+    table.AddRow({a.name(), kind, a.task() >= 0 ? absl::StrCat(a.task()) : "-",
+                  FormatBytes(a.size_bytes()), Time(a.modify_time())});
+  }
+  return table.Render();
+}
+
 std::string RenderServerInfo(const traind::v1::ServerInfo& info) {
   Table fields({"", ""});
   fields.AddRow({"version:", info.version()});
   fields.AddRow({"started:", Time(info.start_time())});
   fields.AddRow({"state_dir:", info.state_dir()});
+  fields.AddRow({"state_dir_size:", FormatBytes(info.state_dir_bytes())});
   fields.AddRow({"listen:", absl::StrJoin(info.listen_addresses(), ", ")});
   fields.AddRow({"http:", info.http_url().empty() ? "off" : info.http_url()});
   fields.AddRow({"cpu_slots:", absl::StrCat(info.cpu_slots())});

@@ -69,6 +69,9 @@ std::string RenderDevices(const traind::v1::ListDevicesResponse& response);
 // `trainctl info`: "key: value" lines.
 std::string RenderServerInfo(const traind::v1::ServerInfo& info);
 
+// `trainctl artifacts`: NAME, KIND, TASK, SIZE, MODIFIED.
+std::string RenderArtifacts(const traind::v1::ListArtifactsResponse& response);
+
 }  // namespace traind::client
 
 #endif  // TRAIND_CLIENT_RENDER_H_

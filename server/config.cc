@@ -153,11 +153,23 @@ absl::StatusOr<absl::Duration> ParseDurationText(const std::string& text) {
     return absl::Seconds(seconds);
   }
   absl::Duration d;
-  if (!absl::ParseDuration(text, &d) || d < absl::ZeroDuration() || d == absl::InfiniteDuration()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("\"", text, "\" is not a duration (e.g. 10s, 1m30s, 250ms, or seconds)"));
+  // Days, which absl's syntax lacks: "30d", "1d12h".
+  absl::Duration days = absl::ZeroDuration();
+  std::string rest = text;
+  if (size_t pos = text.find('d'); pos != std::string::npos && pos > 0) {
+    int64_t n = 0;
+    if (absl::SimpleAtoi(text.substr(0, pos), &n) && n >= 0 && n <= 100000) {
+      days = absl::Hours(24 * n);
+      rest = text.substr(pos + 1);
+    }
   }
-  return d;
+  const bool only_days = rest.empty() && days > absl::ZeroDuration();
+  if (only_days) return days;
+  if (!absl::ParseDuration(rest, &d) || d < absl::ZeroDuration() || d == absl::InfiniteDuration()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("\"", text, "\" is not a duration (e.g. 10s, 1m30s, 250ms, 30d, or seconds)"));
+  }
+  return days + d;
 }
 
 absl::Status ParseConfig(const std::string& text, const std::string& source, ServerConfig* config) {
@@ -209,6 +221,16 @@ absl::Status ParseConfig(const std::string& text, const std::string& source, Ser
          return r.Int(n, k, 1, std::numeric_limits<int64_t>::max(), &c.limits.max_rows);
        }},
       {"max_columns", int32(&c.limits.max_columns, 1)},
+      {"max_predict_upload_bytes",
+       [&](const YAML::Node& n, const std::string& k) {
+         return r.Int(n, k, 1024, std::numeric_limits<int64_t>::max(),
+                      &c.limits.max_predict_upload_bytes);
+       }},
+  };
+  std::map<std::string, Handler> retention = {
+      {"max_age", dur(&c.retention.max_age)},
+      {"max_finished_jobs", int32(&c.retention.max_finished_jobs, 0)},
+      {"interval", dur(&c.retention.interval)},
   };
   std::map<std::string, Handler> top = {
       {"state_dir", str(&c.state_dir)},
@@ -243,6 +265,8 @@ absl::Status ParseConfig(const std::string& text, const std::string& source, Ser
       {"insecure",
        [&](const YAML::Node& n, const std::string& k) { return r.Bool(n, k, &c.insecure); }},
       {"limits", [&](const YAML::Node& n, const std::string& k) { return r.Map(n, k, limits); }},
+      {"retention",
+       [&](const YAML::Node& n, const std::string& k) { return r.Map(n, k, retention); }},
       {"http_listen",
        [&](const YAML::Node& n, const std::string& k) {
          std::string v;
@@ -314,6 +338,9 @@ bool IsLoopbackAddress(const std::string& address) {
 absl::Status ValidateConfig(const ServerConfig& c) {
   if (c.state_dir.empty()) return absl::InvalidArgumentError("state_dir: must not be empty");
   if (c.listen.empty()) return absl::InvalidArgumentError("listen: at least one address");
+  if (c.retention.interval < absl::Seconds(1)) {
+    return absl::InvalidArgumentError("retention.interval: at least 1s");
+  }
   for (const std::string& a : c.listen) {
     if (IsUnixAddress(a)) {
       if (a == "unix:" || a == "unix-abstract:") {

@@ -50,6 +50,18 @@ struct LimitsConfig {
   int max_tasks = 1000;             // tasks: folds × repeats (+1 with refit)
   int64_t max_rows = 100000000;     // data rows of data.path, and of validation_path
   int max_columns = 100000;         // columns of a data file's header
+  // A CSV uploaded to Predict (RESOURCE_EXHAUSTED above).
+  int64_t max_predict_upload_bytes = int64_t{1} << 30;
+};
+
+// Which finished jobs traind deletes by itself (with their events and
+// artifacts), at start and every `interval`. Both limits off by default.
+struct RetentionConfig {
+  // Jobs that ended longer ago than this ("30d", "12h"; 0: no age limit).
+  absl::Duration max_age = absl::ZeroDuration();
+  // Beyond this many finished jobs the oldest go (0: no limit).
+  int max_finished_jobs = 0;
+  absl::Duration interval = absl::Minutes(10);
 };
 
 inline constexpr char kDefaultHttpListen[] = "127.0.0.1:7071";
@@ -112,6 +124,7 @@ struct ServerConfig {
   // HTTP connections served at once (each open event stream holds one).
   int http_max_connections = 512;
   LimitsConfig limits;
+  RetentionConfig retention;
 };
 
 // Reads the YAML file at `path` and sets every key it holds in `*config`
@@ -136,7 +149,8 @@ bool IsUnixAddress(const std::string& address);
 // True for a TCP address on loopback: 127.0.0.0/8, [::1], localhost.
 bool IsLoopbackAddress(const std::string& address);
 
-// "10s", "1m30s", "250ms" (absl durations) or a number of seconds.
+// "10s", "1m30s", "250ms" (absl durations), days first ("30d", "1d12h"),
+// or a number of seconds.
 absl::StatusOr<absl::Duration> ParseDurationText(const std::string& text);
 
 }  // namespace traind::server

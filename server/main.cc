@@ -146,7 +146,11 @@ absl::Status CheckArtifactsKnown(JobStore* store, const std::string& db_path,
   std::error_code ec;
   std::vector<std::string> dirs;
   for (const auto& entry : fs::directory_iterator(jobs_dir, ec)) {
-    if (entry.is_directory(ec)) dirs.push_back(entry.path().filename().string());
+    // A .deleted-<job> is a delete a kill interrupted (store/job_files.h).
+    if (entry.is_directory(ec) &&
+        !absl::StartsWith(entry.path().filename().string(), ".deleted-")) {
+      dirs.push_back(entry.path().filename().string());
+    }
   }
   if (dirs.empty()) return absl::OkStatus();
   std::sort(dirs.begin(), dirs.end());
@@ -271,6 +275,31 @@ class Watchdog final {
 
  private:
   Scheduler* const scheduler_;
+  absl::Notification stop_;
+  std::thread thread_;
+};
+
+// Applies the retention policy at start and every `interval`, on its own
+// thread (a pass reads the store and removes files).
+class RetentionSweeper final {
+ public:
+  RetentionSweeper(Scheduler* scheduler, RetentionPolicy policy, absl::Duration interval) {
+    if (!policy.enabled()) return;
+    LogInfo("retention max_age=%s max_finished_jobs=%d interval=%s",
+            absl::FormatDuration(policy.max_age), policy.max_finished_jobs,
+            absl::FormatDuration(interval));
+    thread_ = std::thread([this, scheduler, policy, interval] {
+      do {
+        scheduler->ApplyRetention(policy);
+      } while (!stop_.WaitForNotificationWithTimeout(interval));
+    });
+  }
+  ~RetentionSweeper() {
+    stop_.Notify();
+    if (thread_.joinable()) thread_.join();
+  }
+
+ private:
   absl::Notification stop_;
   std::thread thread_;
 };
@@ -436,6 +465,8 @@ int Run(ServerConfig flags) {
     LogError("cannot recover jobs from the store: %s", s.message());
     return 1;
   }
+  scheduler.RecoverDeletions();
+  scheduler.MeasureStateDir();
 
   // Internal service for workers.
   if (absl::Status s = ClaimUnixSocket(worker_address); !s.ok()) {
@@ -537,6 +568,7 @@ int Run(ServerConfig flags) {
       return 1;
     } else {
       reads.SetHttpUrl(*url);
+      scheduler.AddDeletionListener([h = http.get()](const std::string& id) { h->ForgetJob(id); });
       LogInfo("http listening on %s (dashboard, JSON API, /metrics; %s)", *url,
               flags.tls.enabled() ? "TLS, bearer tokens" : "plaintext, bearer tokens");
     }
@@ -555,6 +587,11 @@ int Run(ServerConfig flags) {
   sd_notifyf(0, "READY=1\nSTATUS=serving on %s\nMAINPID=%d", absl::StrJoin(listen, ", ").c_str(),
              static_cast<int>(getpid()));
   auto watchdog = std::make_unique<Watchdog>(&scheduler);
+  RetentionPolicy retention;
+  retention.max_age = flags.retention.max_age;
+  retention.max_finished_jobs = flags.retention.max_finished_jobs;
+  auto sweeper =
+      std::make_unique<RetentionSweeper>(&scheduler, retention, flags.retention.interval);
 
   sigset_t set;
   sigemptyset(&set);
@@ -569,6 +606,7 @@ int Run(ServerConfig flags) {
   // it stops (streams get 2 s), then the workers' service.
   health->SetServingStatus(false);
   draining = true;
+  sweeper.reset();
   scheduler.Stop();
   if (http) http->Stop();
   public_server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));

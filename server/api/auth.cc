@@ -77,6 +77,14 @@ const char* RpcName(Rpc rpc) {
       return "GetServerInfo";
     case Rpc::kCreateDashboardLogin:
       return "CreateDashboardLogin";
+    case Rpc::kListArtifacts:
+      return "ListArtifacts";
+    case Rpc::kGetArtifact:
+      return "GetArtifact";
+    case Rpc::kPredict:
+      return "Predict";
+    case Rpc::kDeleteJob:
+      return "DeleteJob";
     case Rpc::kReadMetrics:
       return "GET /metrics";
   }
@@ -87,7 +95,11 @@ Role RequiredRole(Rpc rpc) {
   switch (rpc) {
     case Rpc::kSubmitJob:
     case Rpc::kCancelJob:
+    case Rpc::kPredict:
+    case Rpc::kDeleteJob:
       return Role::kSubmitter;
+    case Rpc::kListArtifacts:
+    case Rpc::kGetArtifact:
     case Rpc::kGetJob:
     case Rpc::kListJobs:
     case Rpc::kWatchJob:
@@ -229,12 +241,23 @@ absl::StatusOr<Caller> Authenticator::Authorize(absl::string_view peer,
   return caller;
 }
 
-absl::Status MayCancel(const Caller& caller, const std::string& owner, const std::string& job_id) {
+namespace {
+absl::Status MayChange(const Caller& caller, const std::string& owner, const std::string& job_id,
+                       absl::string_view verb, absl::string_view verbs) {
   if (caller.role == Role::kAdmin) return absl::OkStatus();
   if (caller.role == Role::kSubmitter && caller.name == owner) return absl::OkStatus();
-  return absl::PermissionDeniedError(absl::StrCat(caller.name, " (", RoleName(caller.role),
-                                                  ") may not cancel job ", job_id, " of ", owner,
-                                                  ": a submitter cancels only its own jobs"));
+  return absl::PermissionDeniedError(
+      absl::StrCat(caller.name, " (", RoleName(caller.role), ") may not ", verb, " job ", job_id,
+                   " of ", owner, ": a submitter ", verbs, " only its own jobs"));
+}
+}  // namespace
+
+absl::Status MayCancel(const Caller& caller, const std::string& owner, const std::string& job_id) {
+  return MayChange(caller, owner, job_id, "cancel", "cancels");
+}
+
+absl::Status MayDelete(const Caller& caller, const std::string& owner, const std::string& job_id) {
+  return MayChange(caller, owner, job_id, "delete", "deletes");
 }
 
 }  // namespace traind::server

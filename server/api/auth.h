@@ -52,12 +52,16 @@ enum class Rpc {
   kListDevices,
   kGetServerInfo,
   kCreateDashboardLogin,
+  kListArtifacts,
+  kGetArtifact,
+  kPredict,
+  kDeleteJob,
   // The HTTP side door's /metrics (Prometheus exposition).
   kReadMetrics,
 };
 const char* RpcName(Rpc rpc);
-// The least role that may call `rpc`. CancelJob additionally requires a
-// submitter to own the job (see MayCancel).
+// The least role that may call `rpc`. CancelJob and DeleteJob additionally
+// require a submitter to own the job (see MayCancel, MayDelete).
 Role RequiredRole(Rpc rpc);
 
 struct Caller {
@@ -116,6 +120,9 @@ class Authenticator final {
 // Whether `caller` may cancel a job owned by `owner`; PERMISSION_DENIED
 // otherwise.
 absl::Status MayCancel(const Caller& caller, const std::string& owner, const std::string& job_id);
+// Whether `caller` may delete a job owned by `owner` (its owner, being a
+// submitter, or an admin); PERMISSION_DENIED otherwise.
+absl::Status MayDelete(const Caller& caller, const std::string& owner, const std::string& job_id);
 
 }  // namespace traind::server
 

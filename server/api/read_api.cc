@@ -122,6 +122,7 @@ traind::v1::ServerInfo ReadApi::GetServerInfo() {
   *resp.mutable_start_time() =
       TimeUtil::MicrosecondsToTimestamp(absl::ToUnixMicros(description_.start_time));
   resp.set_state_dir(description_.state_dir);
+  resp.set_state_dir_bytes(scheduler_->state_dir_bytes());
   {
     // Between BuildAndStart and SetListenAddresses (microseconds at start
     // up) the ports of ":0" addresses are not known yet: wait for them.

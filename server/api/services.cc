@@ -1,15 +1,20 @@
 #include "server/api/services.h"
 
+#include <openssl/evp.h>
+
 #include <atomic>
 #include <deque>
+#include <fstream>
 #include <functional>
 #include <optional>
 #include <utility>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/synchronization/mutex.h"
 #include "google/protobuf/util/time_util.h"
 #include "server/log.h"
+#include "server/store/job_files.h"
 #include "spec/memory_estimate.h"
 #include "spec/submitted_spec.h"
 #include "spec/validation.h"
@@ -218,10 +223,123 @@ class WatchReactor final : public grpc::ServerWriteReactor<traind::v1::JobEvent>
 };
 
 // A stream that ends at once with `status`.
-class FinishedWriter final : public grpc::ServerWriteReactor<traind::v1::JobEvent> {
+template <typename T = traind::v1::JobEvent>
+class FinishedWriter final : public grpc::ServerWriteReactor<T> {
  public:
-  explicit FinishedWriter(const grpc::Status& status) { Finish(status); }
+  explicit FinishedWriter(const grpc::Status& status) { this->Finish(status); }
   void OnDone() override { delete this; }
+};
+
+// Streams one artifact: finds it (the job and its listing) and reads each
+// chunk on the files pool, never on a gRPC thread; one chunk in flight.
+// The first message carries the artifact, the last the SHA-256 of all
+// bytes sent. The size is the file's when opened: a log that grows while it
+// is read is sent up to that size.
+class ArtifactReactor final : public grpc::ServerWriteReactor<traind::v1::ArtifactChunk> {
+ public:
+  static constexpr int64_t kChunk = 1 << 20;
+
+  ArtifactReactor(ReadApi* reads, WorkPool* files, std::string job_id, std::string name)
+      : reads_(reads), files_(files), job_id_(std::move(job_id)), name_(std::move(name)) {
+    refs_.fetch_add(1);
+    files_->Post([this] { Open(); });
+  }
+  ~ArtifactReactor() override { EVP_MD_CTX_free(sha_); }
+
+  void OnWriteDone(bool ok) override {
+    if (!ok) {
+      End(grpc::Status(grpc::StatusCode::UNAVAILABLE, "write failed"));
+      return;
+    }
+    if (last_) {
+      End(grpc::Status::OK);
+      return;
+    }
+    if (cancelled_.load()) {
+      End(grpc::Status::CANCELLED);
+      return;
+    }
+    refs_.fetch_add(1);
+    files_->Post([this] { ReadNext(); });
+  }
+  void OnCancel() override { cancelled_.store(true); }
+  void OnDone() override { Unref(); }
+
+ private:
+  void Open() {
+    absl::StatusOr<traind::v1::Job> job = reads_->GetJob(job_id_);
+    absl::StatusOr<ArtifactFile> file =
+        job.ok() ? FindArtifact(reads_->description().state_dir, *job, name_)
+                 : absl::StatusOr<ArtifactFile>(job.status());
+    if (!file.ok()) {
+      End(ToGrpc(file.status()));
+      Unref();
+      return;
+    }
+    in_.open(file->path, std::ios::binary);
+    if (!in_) {
+      End(grpc::Status(grpc::StatusCode::NOT_FOUND,
+                       absl::StrCat("job ", job_id_, ": artifact \"", name_, "\" cannot be read")));
+      Unref();
+      return;
+    }
+    in_.seekg(0, std::ios::end);
+    remaining_ = static_cast<int64_t>(in_.tellg());
+    in_.seekg(0);
+    file->artifact.set_size_bytes(remaining_);
+    *chunk_.mutable_artifact() = file->artifact;
+    sha_ = EVP_MD_CTX_new();
+    EVP_DigestInit_ex(sha_, EVP_sha256(), nullptr);
+    ReadNext();
+  }
+
+  // Fills chunk_ (after the first message: only data) and writes it.
+  void ReadNext() {
+    const int64_t n = std::min(remaining_, kChunk);
+    std::string* data = chunk_.mutable_data();
+    data->resize(static_cast<size_t>(n));
+    if (n > 0 && !in_.read(data->data(), n)) {
+      End(grpc::Status(grpc::StatusCode::DATA_LOSS,
+                       absl::StrCat("job ", job_id_, ": artifact \"", name_,
+                                    "\" became shorter while it was read")));
+      Unref();
+      return;
+    }
+    EVP_DigestUpdate(sha_, data->data(), data->size());
+    remaining_ -= n;
+    if (remaining_ == 0) {
+      unsigned char digest[EVP_MAX_MD_SIZE];
+      unsigned int size = 0;
+      EVP_DigestFinal_ex(sha_, digest, &size);
+      chunk_.set_sha256(
+          absl::BytesToHexString(absl::string_view(reinterpret_cast<const char*>(digest), size)));
+      last_ = true;
+    }
+    StartWrite(&chunk_);
+    Unref();
+  }
+
+  // Before the next write: what the last one sent goes.
+  void End(const grpc::Status& status) {
+    bool expected = false;
+    if (finished_.compare_exchange_strong(expected, true)) Finish(status);
+  }
+  void Unref() {
+    if (refs_.fetch_sub(1) == 1) delete this;
+  }
+
+  ReadApi* const reads_;
+  WorkPool* const files_;
+  const std::string job_id_;
+  const std::string name_;
+  std::atomic<int> refs_{1};  // gRPC's (until OnDone) and one per pending pool task
+  std::atomic<bool> cancelled_{false};
+  std::atomic<bool> finished_{false};
+  std::ifstream in_;
+  int64_t remaining_ = 0;
+  bool last_ = false;
+  EVP_MD_CTX* sha_ = nullptr;
+  traind::v1::ArtifactChunk chunk_;
 };
 
 }  // namespace
@@ -234,7 +352,9 @@ TrainingServiceImpl::TrainingServiceImpl(Scheduler* scheduler, ReadApi* reads, A
       sessions_(sessions),
       metrics_(metrics),
       validation_(std::make_unique<WorkPool>(kValidationThreads)),
-      store_reads_(std::make_unique<WorkPool>(kStoreReadThreads)) {}
+      store_reads_(std::make_unique<WorkPool>(kStoreReadThreads)),
+      files_(std::make_unique<WorkPool>(kFileThreads)),
+      deletions_(std::make_unique<WorkPool>(1)) {}
 
 ServerUnaryReactor* TrainingServiceImpl::OnStoreReads(CallbackServerContext* ctx,
                                                       std::function<absl::Status()> work) {
@@ -372,13 +492,14 @@ ServerUnaryReactor* TrainingServiceImpl::CancelJob(CallbackServerContext* ctx,
 grpc::ServerWriteReactor<traind::v1::JobEvent>* TrainingServiceImpl::WatchJob(
     CallbackServerContext* ctx, const traind::v1::WatchJobRequest* req) {
   if (absl::StatusOr<Caller> c = Authorize(ctx, Rpc::kWatchJob); !c.ok()) {
-    return new FinishedWriter(ToGrpc(c.status()));
+    return new FinishedWriter<>(ToGrpc(c.status()));
   }
   if (req->job_id().empty()) {
-    return new FinishedWriter(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "job_id: required"));
+    return new FinishedWriter<>(
+        grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "job_id: required"));
   }
   if (req->after_sequence() < 0) {
-    return new FinishedWriter(
+    return new FinishedWriter<>(
         grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "after_sequence: must not be negative"));
   }
   // Whether the job exists, and whether the client has seen everything of
@@ -442,6 +563,62 @@ ServerUnaryReactor* TrainingServiceImpl::CreateDashboardLogin(
   LogInfo("dashboard login created for %s (role %s), valid until %s", caller->name,
           RoleName(caller->role), absl::FormatTime(ticket.expire_time));
   return Reply(ctx, absl::OkStatus());
+}
+
+ServerUnaryReactor* TrainingServiceImpl::ListArtifacts(CallbackServerContext* ctx,
+                                                       const traind::v1::ListArtifactsRequest* req,
+                                                       traind::v1::ListArtifactsResponse* resp) {
+  if (absl::StatusOr<Caller> c = Authorize(ctx, Rpc::kListArtifacts); !c.ok()) {
+    return Reply(ctx, c.status());
+  }
+  if (absl::Status s = RequireJobId(req->job_id()); !s.ok()) return Reply(ctx, s);
+  return OnStoreReads(ctx, [this, req, resp]() -> absl::Status {
+    absl::StatusOr<traind::v1::Job> job = reads_->GetJob(req->job_id());
+    if (!job.ok()) return job.status();
+    absl::StatusOr<std::vector<traind::v1::Artifact>> list =
+        server::ListArtifacts(reads_->description().state_dir, *job);
+    if (!list.ok()) return list.status();
+    for (traind::v1::Artifact& a : *list) *resp->add_artifacts() = std::move(a);
+    return absl::OkStatus();
+  });
+}
+
+grpc::ServerWriteReactor<traind::v1::ArtifactChunk>* TrainingServiceImpl::GetArtifact(
+    CallbackServerContext* ctx, const traind::v1::GetArtifactRequest* req) {
+  using Finished = FinishedWriter<traind::v1::ArtifactChunk>;
+  if (absl::StatusOr<Caller> c = Authorize(ctx, Rpc::kGetArtifact); !c.ok()) {
+    return new Finished(ToGrpc(c.status()));
+  }
+  if (req->job_id().empty()) {
+    return new Finished(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "job_id: required"));
+  }
+  if (req->name().empty()) {
+    return new Finished(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "name: required"));
+  }
+  return new ArtifactReactor(reads_, files_.get(), req->job_id(), req->name());
+}
+
+ServerUnaryReactor* TrainingServiceImpl::DeleteJob(CallbackServerContext* ctx,
+                                                   const traind::v1::DeleteJobRequest* req,
+                                                   traind::v1::DeleteJobResponse* resp) {
+  absl::StatusOr<Caller> caller = Authorize(ctx, Rpc::kDeleteJob);
+  if (!caller.ok()) return Reply(ctx, caller.status());
+  if (absl::Status s = RequireJobId(req->job_id()); !s.ok()) return Reply(ctx, s);
+  ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  deletions_->Post([this, reactor, req, resp, caller = *std::move(caller)] {
+    absl::Status status = [&]() -> absl::Status {
+      absl::StatusOr<traind::v1::Job> job = scheduler_->GetJob(req->job_id());
+      if (!job.ok()) return job.status();
+      if (absl::Status s = MayDelete(caller, job->owner(), job->id()); !s.ok()) return s;
+      absl::StatusOr<int64_t> freed = scheduler_->Delete(req->job_id(), req->cancel());
+      if (!freed.ok()) return freed.status();
+      resp->set_freed_bytes(*freed);
+      LogInfo("job deleted job=%s by=%s freed_bytes=%d", req->job_id(), caller.name, *freed);
+      return absl::OkStatus();
+    }();
+    reactor->Finish(ToGrpc(status));
+  });
+  return reactor;
 }
 
 // --------------------------------------------------------------------------

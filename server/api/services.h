@@ -71,12 +71,22 @@ class TrainingServiceImpl final : public traind::v1::TrainingService::CallbackSe
   grpc::ServerUnaryReactor* CreateDashboardLogin(grpc::CallbackServerContext* ctx,
                                                  const traind::v1::CreateDashboardLoginRequest* req,
                                                  traind::v1::DashboardLogin* resp) override;
+  grpc::ServerUnaryReactor* ListArtifacts(grpc::CallbackServerContext* ctx,
+                                          const traind::v1::ListArtifactsRequest* req,
+                                          traind::v1::ListArtifactsResponse* resp) override;
+  grpc::ServerWriteReactor<traind::v1::ArtifactChunk>* GetArtifact(
+      grpc::CallbackServerContext* ctx, const traind::v1::GetArtifactRequest* req) override;
+  grpc::ServerUnaryReactor* DeleteJob(grpc::CallbackServerContext* ctx,
+                                      const traind::v1::DeleteJobRequest* req,
+                                      traind::v1::DeleteJobResponse* resp) override;
 
   // Finishes the calls still on the work pools; call after the server's
   // Shutdown and before it is destroyed.
   void FinishPendingWork() {
     validation_->Stop();
     store_reads_->Stop();
+    files_->Stop();
+    deletions_->Stop();
   }
 
  private:
@@ -93,6 +103,7 @@ class TrainingServiceImpl final : public traind::v1::TrainingService::CallbackSe
   // Specs validated at once; store reads at once.
   static constexpr int kValidationThreads = 2;
   static constexpr int kStoreReadThreads = 2;
+  static constexpr int kFileThreads = 2;
 
   Scheduler* const scheduler_;
   ReadApi* const reads_;
@@ -103,6 +114,10 @@ class TrainingServiceImpl final : public traind::v1::TrainingService::CallbackSe
   // it before these are destroyed.
   std::unique_ptr<WorkPool> validation_;
   std::unique_ptr<WorkPool> store_reads_;
+  // Artifact reads (downloads, uploads to Predict).
+  std::unique_ptr<WorkPool> files_;
+  // Deletions (one at a time; a delete with cancel waits for the job's end).
+  std::unique_ptr<WorkPool> deletions_;
 };
 
 class WorkerServiceImpl final : public traind::v1::WorkerService::CallbackService {

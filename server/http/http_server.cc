@@ -171,6 +171,11 @@ void JsonCache::Add(const std::string& key, std::string json) {
   }
 }
 
+void JsonCache::Erase(const std::string& key) {
+  absl::MutexLock lock(&mu_);
+  entries_.erase(key);  // its place in order_ ages out with the others
+}
+
 // One server-sent event stream of a job's events: stored ones after the
 // cursor, then live ones, ending after the `last` event. Live events come
 // from the EventHub into a bounded buffer (OnEvent only enqueues); when it
@@ -312,6 +317,11 @@ HttpServer::HttpServer(HttpOptions options, ReadApi* reads,
       ready_(std::move(ready)) {}
 
 HttpServer::~HttpServer() { Stop(); }
+
+void HttpServer::ForgetJob(const std::string& job_id) {
+  finished_json_.Erase("job/" + job_id);
+  finished_json_.Erase("result/" + job_id);
+}
 
 absl::StatusOr<std::string> HttpServer::Start() {
   std::string host;

@@ -79,6 +79,7 @@ class JsonCache {
   static constexpr size_t kEntries = 4096;
   std::optional<std::string> Find(const std::string& key);
   void Add(const std::string& key, std::string json);
+  void Erase(const std::string& key);
 
  private:
   absl::Mutex mu_;
@@ -100,6 +101,8 @@ class HttpServer final {
   absl::StatusOr<std::string> Start();
   // Ends open event streams and stops; returns once every request ended.
   void Stop();
+  // Drops what is cached of a deleted job.
+  void ForgetJob(const std::string& job_id);
 
  private:
   struct Auth;

@@ -278,7 +278,9 @@ absl::StatusOr<Job> Scheduler::GetJob(const std::string& job_id) {
     absl::MutexLock lock(&mu_);
     // Only a finished job is read from the store: cache it (unless it came
     // back to life in between, which a finished job never does).
-    if (jobs_.find(job_id) == jobs_.end()) CacheFinishedLocked(*job);
+    if (jobs_.find(job_id) == jobs_.end() && deleting_.count(job_id) == 0) {
+      CacheFinishedLocked(*job);
+    }
   }
   return job;
 }

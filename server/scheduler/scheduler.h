@@ -20,6 +20,7 @@
 #ifndef TRAIND_SERVER_SCHEDULER_SCHEDULER_H_
 #define TRAIND_SERVER_SCHEDULER_SCHEDULER_H_
 
+#include <atomic>
 #include <deque>
 #include <functional>
 #include <map>
@@ -98,6 +99,15 @@ struct SchedulerOptions {
   GpuPoolOptions gpu;
 };
 
+// Which finished jobs Scheduler::ApplyRetention deletes.
+struct RetentionPolicy {
+  // Jobs that ended longer ago than this (zero: no age limit).
+  absl::Duration max_age = absl::ZeroDuration();
+  // Beyond this many finished jobs, the oldest (by end time) go (0: no limit).
+  int max_finished_jobs = 0;
+  bool enabled() const { return max_age > absl::ZeroDuration() || max_finished_jobs > 0; }
+};
+
 struct SubmitOptions {
   // Who submits: a token's name, or "local" over the unix socket.
   std::string owner = "local";
@@ -156,6 +166,25 @@ class Scheduler final {
   absl::StatusOr<traind::v1::ListJobsResponse> ListJobs(const traind::v1::ListJobsRequest& req);
   absl::StatusOr<traind::v1::Job> Cancel(const std::string& job_id, bool force);
   absl::StatusOr<traind::v1::JobResult> GetResult(const std::string& job_id);
+  // Deletes a finished job: its store rows (events, epochs, attempts, tasks,
+  // the job) and its directory (store/job_files.h: crash-safe). A live job is
+  // FAILED_PRECONDITION unless `cancel`: then it is cancelled (workers
+  // killed at once) and deleted once it has ended. NOT_FOUND for an unknown
+  // job. Returns the bytes of files removed. (scheduler_deletion.cc)
+  absl::StatusOr<int64_t> Delete(const std::string& job_id, bool cancel);
+  // Deletes the finished jobs `policy` says have expired, logging each
+  // (job id, reason). Returns how many. (scheduler_deletion.cc)
+  int ApplyRetention(const RetentionPolicy& policy);
+  // At start, before Start(): finishes deletions a kill interrupted
+  // (store/job_files.h RecoverDeletions).
+  void RecoverDeletions();
+  // Called (without the scheduler's lock) after a job was deleted, e.g. to
+  // drop what a front end cached of it. Add before Start().
+  void AddDeletionListener(std::function<void(const std::string& job_id)> listener);
+  // Bytes under the state directory as last measured (MeasureStateDir runs
+  // at Recover, after each deletion and each retention pass).
+  int64_t state_dir_bytes() const { return state_dir_bytes_.load(); }
+  void MeasureStateDir();
   // NotFound for an unknown job. `*last_sequence` receives the job's last
   // event sequence and `*terminal` whether no further event will come.
   absl::Status JobEventsState(const std::string& job_id, int64_t* last_sequence, bool* terminal);
@@ -347,6 +376,10 @@ class Scheduler final {
   bool loop_exit_ ABSL_GUARDED_BY(mu_) = false;  // the loop thread returns
   bool started_ ABSL_GUARDED_BY(mu_) = false;
   absl::Time last_loop_ ABSL_GUARDED_BY(mu_);
+  // Jobs being deleted: not cached again by GetJob meanwhile.
+  std::set<std::string> deleting_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::function<void(const std::string&)>> deletion_listeners_;
+  std::atomic<int64_t> state_dir_bytes_{0};
   std::thread loop_;
 };
 

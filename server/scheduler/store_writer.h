@@ -72,6 +72,7 @@ class StoreWriter final {
     std::optional<traind::v1::Job> job;
     bool new_job = false;
     std::string idempotency_key;
+    bool delete_job = false;
     std::vector<traind::v1::Task> tasks;
     std::vector<traind::v1::EpochMetrics> epochs;
     std::vector<traind::v1::JobEvent> events;

@@ -218,6 +218,21 @@ absl::StatusOr<std::unique_ptr<JobStore>> JobStore::Open(const std::string& path
   absl::MutexLock lock(&store->mu_);
   // A file that is not a database ("file is not a database") fails here,
   // the first statement that reads its header.
+  // Incremental auto-vacuum, so that deleted jobs give their pages back
+  // (ReclaimSpace). A new file takes it before its first table; an older
+  // store converts once, with a VACUUM.
+  int64_t auto_vacuum = 0;
+  {
+    Stmt st(db, store->stmts_.get(), "PRAGMA auto_vacuum");
+    STORE_RETURN_IF_ERROR(st.status());
+    absl::StatusOr<bool> row = st.Step();
+    if (!row.ok()) return row.status();
+    if (*row) auto_vacuum = st.Int(0);
+  }
+  if (auto_vacuum != 2) {  // 2: incremental
+    STORE_RETURN_IF_ERROR(store->Exec("PRAGMA auto_vacuum=INCREMENTAL"));
+    STORE_RETURN_IF_ERROR(store->Exec("VACUUM"));
+  }
   STORE_RETURN_IF_ERROR(store->Exec("PRAGMA journal_mode=WAL"));
   STORE_RETURN_IF_ERROR(store->Exec("PRAGMA synchronous=NORMAL"));
   STORE_RETURN_IF_ERROR(store->Exec("PRAGMA foreign_keys=ON"));
@@ -420,6 +435,17 @@ absl::Status JobStore::Apply(const StoreMutation& m, const std::string& job_id,
       st.BindBlob(3, e->SerializeAsString());
       STORE_RETURN_IF_ERROR(st.Run());
     }
+    if (m.delete_job) {
+      for (const char* sql :
+           {"DELETE FROM events WHERE job_id = ?1", "DELETE FROM epochs WHERE job_id = ?1",
+            "DELETE FROM attempts WHERE job_id = ?1", "DELETE FROM tasks WHERE job_id = ?1",
+            "DELETE FROM jobs WHERE id = ?1"}) {
+        Stmt st(db_, stmts_.get(), sql);
+        STORE_RETURN_IF_ERROR(st.status());
+        st.Bind(1, job_id);
+        STORE_RETURN_IF_ERROR(st.Run());
+      }
+    }
     return absl::OkStatus();
   };
   absl::Status s = body();
@@ -620,6 +646,45 @@ absl::StatusOr<JobStore::StateCounts> JobStore::CountStates() {
     }
   }
   return counts;
+}
+
+absl::StatusOr<bool> JobStore::HasJob(const std::string& job_id) {
+  absl::MutexLock lock(&mu_);
+  Stmt st(db_, stmts_.get(), "SELECT 1 FROM jobs WHERE id = ?1");
+  STORE_RETURN_IF_ERROR(st.status());
+  st.Bind(1, job_id);
+  return st.Step();
+}
+
+absl::StatusOr<std::vector<FinishedJob>> JobStore::FinishedJobs() {
+  absl::MutexLock lock(&mu_);
+  Stmt st(db_, stmts_.get(),
+          "SELECT id, COALESCE(end_us, create_us) AS t FROM jobs WHERE state IN (?1, ?2, ?3) "
+          "ORDER BY t DESC, seq DESC");
+  STORE_RETURN_IF_ERROR(st.status());
+  st.Bind(1, static_cast<int64_t>(Job::SUCCEEDED));
+  st.Bind(2, static_cast<int64_t>(Job::FAILED));
+  st.Bind(3, static_cast<int64_t>(Job::CANCELLED));
+  std::vector<FinishedJob> out;
+  for (;;) {
+    absl::StatusOr<bool> row = st.Step();
+    if (!row.ok()) return row.status();
+    if (!*row) break;
+    out.push_back({st.Text(0), st.Int(1)});
+  }
+  return out;
+}
+
+absl::Status JobStore::ReclaimSpace() {
+  absl::MutexLock lock(&mu_);
+  Stmt st(db_, stmts_.get(), "PRAGMA incremental_vacuum");
+  STORE_RETURN_IF_ERROR(st.status());
+  for (;;) {
+    absl::StatusOr<bool> row = st.Step();
+    if (!row.ok()) return row.status();
+    if (!*row) break;
+  }
+  return Exec("PRAGMA wal_checkpoint(TRUNCATE)");
 }
 
 absl::StatusOr<std::vector<traind::v1::EpochMetrics>> JobStore::ReadEpochs(

@@ -45,6 +45,15 @@ struct StoreMutation {
   const traind::v1::EpochMetrics* epoch = nullptr;
   std::vector<const traind::v1::EpochMetrics*> epochs;
   std::vector<const traind::v1::JobEvent*> events;
+  // Deletes the job: its row, tasks, attempts, epochs and events (after
+  // whatever else the mutation writes; the job's own file are the caller's).
+  bool delete_job = false;
+};
+
+// A finished job, for retention.
+struct FinishedJob {
+  std::string id;
+  int64_t end_us = 0;  // end time (Unix microseconds)
 };
 
 struct JobListFilter {
@@ -96,6 +105,13 @@ class JobStore final {
     std::map<int, int64_t> tasks;
   };
   absl::StatusOr<StateCounts> CountStates();
+  // Whether the store has the job.
+  absl::StatusOr<bool> HasJob(const std::string& job_id);
+  // Jobs in a terminal state, newest end first.
+  absl::StatusOr<std::vector<FinishedJob>> FinishedJobs();
+  // Gives the pages that deleted rows freed back to the file system
+  // (auto_vacuum = incremental, set when the store is opened).
+  absl::Status ReclaimSpace();
 
  private:
   explicit JobStore(sqlite3* db);

@@ -99,6 +99,9 @@ class Daemon {
     channel_args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 50);
     channel_args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 50);
     channel_args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 200);
+    // A channel of its own: a restarted traind on the same socket path must
+    // not be reached through a connection to the one before it.
+    channel_args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
     channel_ =
         grpc::CreateCustomChannel(address_, grpc::InsecureChannelCredentials(), channel_args);
     stub_ = traind::v1::TrainingService::NewStub(channel_);
