@@ -392,6 +392,7 @@ class Commands {
       std::filesystem::path cwd = std::filesystem::current_path(ec);
       if (!ec) header.set_base_dir(cwd.string());
     } else {
+      header.set_file_name(file);
       in.open(file, std::ios::binary);
       if (!in) return UsageError(absl::StrCat(file, ": ", std::strerror(errno)));
     }

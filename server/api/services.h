@@ -76,6 +76,8 @@ class TrainingServiceImpl final : public traind::v1::TrainingService::CallbackSe
                                           traind::v1::ListArtifactsResponse* resp) override;
   grpc::ServerWriteReactor<traind::v1::ArtifactChunk>* GetArtifact(
       grpc::CallbackServerContext* ctx, const traind::v1::GetArtifactRequest* req) override;
+  grpc::ServerReadReactor<traind::v1::PredictRequest>* Predict(
+      grpc::CallbackServerContext* ctx, traind::v1::PredictResponse* resp) override;
   grpc::ServerUnaryReactor* DeleteJob(grpc::CallbackServerContext* ctx,
                                       const traind::v1::DeleteJobRequest* req,
                                       traind::v1::DeleteJobResponse* resp) override;
@@ -87,6 +89,7 @@ class TrainingServiceImpl final : public traind::v1::TrainingService::CallbackSe
     store_reads_->Stop();
     files_->Stop();
     deletions_->Stop();
+    predictions_->Stop();
   }
 
  private:
@@ -100,10 +103,17 @@ class TrainingServiceImpl final : public traind::v1::TrainingService::CallbackSe
   grpc::ServerUnaryReactor* OnStoreReads(grpc::CallbackServerContext* ctx,
                                          std::function<absl::Status()> work);
 
+  // Predict once its CSV is in `csv_path` (an upload, or the header's
+  // confined data_path), on the predictions pool.
+  absl::Status RunPredict(const traind::v1::PredictRequest::Header& header,
+                          const std::string& csv_path, traind::v1::PredictResponse* resp);
+  friend class PredictReactor;
+
   // Specs validated at once; store reads at once.
   static constexpr int kValidationThreads = 2;
   static constexpr int kStoreReadThreads = 2;
   static constexpr int kFileThreads = 2;
+  static constexpr int kPredictThreads = 2;
 
   Scheduler* const scheduler_;
   ReadApi* const reads_;
@@ -118,6 +128,8 @@ class TrainingServiceImpl final : public traind::v1::TrainingService::CallbackSe
   std::unique_ptr<WorkPool> files_;
   // Deletions (one at a time; a delete with cancel waits for the job's end).
   std::unique_ptr<WorkPool> deletions_;
+  // Predict calls waiting for their worker process.
+  std::unique_ptr<WorkPool> predictions_;
 };
 
 class WorkerServiceImpl final : public traind::v1::WorkerService::CallbackService {

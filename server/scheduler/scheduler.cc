@@ -454,9 +454,14 @@ void Scheduler::OnExit(const ProcessExit& exit) {
     // A rank can exit before its launch is recorded: wait for the record
     // (this is the launcher's thread; the mutex is free meanwhile).
     auto known = [this, &exit]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-      return launches_in_flight_ == 0 || ranks_.Has(exit.pid);
+      return launches_in_flight_ == 0 || ranks_.Has(exit.pid) ||
+             side_processes_.count(exit.pid) > 0;
     };
     mu_.Await(absl::Condition(&known));
+    if (auto side = side_processes_.find(exit.pid); side != side_processes_.end()) {
+      side->second = exit;
+      return;
+    }
     std::optional<AttemptTracker::RankRef> ref = ranks_.Take(exit.pid);
     if (!ref.has_value()) return;
     OnExitLocked(exit, *ref);

@@ -181,6 +181,14 @@ class Scheduler final {
   // Called (without the scheduler's lock) after a job was deleted, e.g. to
   // drop what a front end cached of it. Add before Start().
   void AddDeletionListener(std::function<void(const std::string& job_id)> listener);
+  // Runs a process that is not a task (traind-worker --predict) through the
+  // launcher, in a fresh process as tasks run, and waits for its exit; after
+  // `timeout` it is killed (SIGKILL to its group) and the wait goes on. Its
+  // environment is the workers' base environment plus `extra_env`.
+  // (scheduler_deletion.cc)
+  absl::StatusOr<ProcessExit> RunProcess(LaunchRequest request, absl::Duration timeout);
+  const std::string& worker_path() const { return options_.worker_path; }
+  const std::string& state_dir() const { return options_.state_dir; }
   // Bytes under the state directory as last measured (MeasureStateDir runs
   // at Recover, after each deletion and each retention pass).
   int64_t state_dir_bytes() const { return state_dir_bytes_.load(); }
@@ -376,6 +384,8 @@ class Scheduler final {
   bool loop_exit_ ABSL_GUARDED_BY(mu_) = false;  // the loop thread returns
   bool started_ ABSL_GUARDED_BY(mu_) = false;
   absl::Time last_loop_ ABSL_GUARDED_BY(mu_);
+  // Processes of RunProcess by pid: their exit, once it came.
+  std::map<int, std::optional<ProcessExit>> side_processes_ ABSL_GUARDED_BY(mu_);
   // Jobs being deleted: not cached again by GetJob meanwhile.
   std::set<std::string> deleting_ ABSL_GUARDED_BY(mu_);
   std::vector<std::function<void(const std::string&)>> deletion_listeners_;

@@ -1,4 +1,6 @@
 // Scheduler: deleting jobs, retention, and the state directory's size.
+#include <signal.h>
+
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
@@ -99,6 +101,32 @@ absl::StatusOr<int64_t> Scheduler::Delete(const std::string& job_id, bool cancel
   }
   MeasureStateDir();
   return *bytes;
+}
+
+absl::StatusOr<ProcessExit> Scheduler::RunProcess(LaunchRequest request, absl::Duration timeout) {
+  std::vector<std::string> env = options_.worker_env;
+  for (std::string& e : request.env) env.push_back(std::move(e));
+  request.env = std::move(env);
+  {
+    absl::MutexLock lock(&mu_);
+    ++launches_in_flight_;  // an exit before the pid is recorded waits
+  }
+  absl::StatusOr<int> pid = launcher_->Launch(request);
+  absl::MutexLock lock(&mu_);
+  --launches_in_flight_;
+  if (!pid.ok()) return pid.status();
+  side_processes_[*pid];
+  auto exited = [this, p = *pid]()
+                    ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return side_processes_[p].has_value(); };
+  if (!mu_.AwaitWithTimeout(absl::Condition(&exited), timeout)) {
+    LogWarning("process pid=%d (%s) ran past %s: killed", *pid, request.argv[0],
+               absl::FormatDuration(timeout));
+    launcher_->Signal(*pid, SIGKILL);
+    mu_.Await(absl::Condition(&exited));
+  }
+  ProcessExit exit = *side_processes_[*pid];
+  side_processes_.erase(*pid);
+  return exit;
 }
 
 int Scheduler::ApplyRetention(const RetentionPolicy& policy) {

@@ -146,6 +146,44 @@ absl::StatusOr<ArtifactFile> FindArtifact(const std::string& state_dir, const tr
       absl::StrCat("job ", job.id(), " has no artifact \"", name, "\" (see ListArtifacts)"));
 }
 
+absl::StatusOr<std::vector<ArtifactFile>> PredictionModels(const std::string& state_dir,
+                                                           const traind::v1::Job& job, int task,
+                                                           bool ensemble) {
+  const int tasks = job.tasks_size();
+  const int refit = RefitTask(job);
+  std::vector<int> wanted;
+  if (task >= 0) {
+    if (task >= tasks) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("task: job ", job.id(), " has tasks 0 to ", tasks - 1, ", not ", task));
+    }
+    wanted.push_back(task);
+  } else if (!ensemble && refit >= 0) {
+    wanted.push_back(refit);
+  } else {
+    for (int t = 0; t < tasks; ++t) {
+      if (t != refit) wanted.push_back(t);
+    }
+  }
+  std::vector<ArtifactFile> out;
+  for (int t : wanted) {
+    absl::StatusOr<ArtifactFile> file =
+        FindArtifact(state_dir, job, absl::StrCat("task-", t, "/model.ckpt"));
+    if (!file.ok()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "job ", job.id(), " has no model of task ", t, " (task-", t,
+          "/model.ckpt): the task has not finished training",
+          job.tasks_size() > t
+              ? absl::StrCat(" (it is ", traind::v1::Task::State_Name(job.tasks(t).state()), ")")
+              : ""));
+    }
+    out.push_back(*std::move(file));
+  }
+  if (out.empty())
+    return absl::FailedPreconditionError(absl::StrCat("job ", job.id(), " has no model"));
+  return out;
+}
+
 int64_t DirectoryBytes(const std::string& dir) {
   int64_t bytes = 0;
   std::error_code ec;

@@ -64,6 +64,15 @@ struct DeletionRecovery {
 DeletionRecovery RecoverDeletions(const std::string& state_dir,
                                   const std::function<bool(const std::string&)>& known);
 
+// The model files Predict scores with: task `task`'s (>= 0), the fold
+// models' (ensemble: every task but the refit one), or by default the
+// refit task's, else the fold models'. FAILED_PRECONDITION naming what is
+// missing when a model file is not there (the task has not finished, or
+// was trained by a traind that kept no model).
+absl::StatusOr<std::vector<ArtifactFile>> PredictionModels(const std::string& state_dir,
+                                                           const traind::v1::Job& job, int task,
+                                                           bool ensemble);
+
 // Bytes of the regular files under `dir` (0 when it does not exist).
 int64_t DirectoryBytes(const std::string& dir);
 
