@@ -246,22 +246,71 @@ TEST_F(AuthorizationTest, EachRoleTimesEachRpc) {
          auto ctx = TokenCtx(t);
          return stub->CancelJob(ctx.get(), r, &j);
        }},
+      {"ListArtifacts",
+       [&](const std::string& t) {
+         traind::v1::ListArtifactsRequest r;
+         r.set_job_id(ada_job.id());
+         traind::v1::ListArtifactsResponse res;
+         auto ctx = TokenCtx(t);
+         return stub->ListArtifacts(ctx.get(), r, &res);
+       }},
+      {"GetArtifact",
+       [&](const std::string& t) {
+         // Every job has its first attempt's log once its task started.
+         traind::v1::GetArtifactRequest r;
+         r.set_job_id(ada_job.id());
+         r.set_name("task-0/attempt-1.log");
+         auto ctx = TokenCtx(t);
+         auto reader = stub->GetArtifact(ctx.get(), r);
+         traind::v1::ArtifactChunk chunk;
+         while (reader->Read(&chunk)) {
+         }
+         return reader->Finish();
+       }},
+      {"DeleteJob (another's job)",
+       [&](const std::string& t) {
+         Job victim;
+         EXPECT_TRUE(Submit(kAdminToken, &victim).ok());
+         traind::v1::DeleteJobRequest r;
+         r.set_job_id(victim.id());
+         r.set_cancel(true);
+         traind::v1::DeleteJobResponse res;
+         auto ctx = TokenCtx(t, 60);
+         grpc::Status s = stub->DeleteJob(ctx.get(), r, &res);
+         if (!s.ok()) {
+           auto c2 = TokenCtx(kAdminToken, 60);
+           stub->DeleteJob(c2.get(), r, &res);
+         }
+         return s;
+       }},
+      {"DeleteJob (own job)",
+       [&](const std::string& t) {
+         Job own;
+         grpc::Status submitted = Submit(t, &own);
+         if (!submitted.ok()) return submitted;  // cannot own a job
+         traind::v1::DeleteJobRequest r;
+         r.set_job_id(own.id());
+         r.set_cancel(true);
+         traind::v1::DeleteJobResponse res;
+         auto ctx = TokenCtx(t, 60);
+         return stub->DeleteJob(ctx.get(), r, &res);
+       }},
   };
   // Rows: roles; columns: RPCs.
   const std::map<std::string, std::vector<Expect>> expected = {
       // Submit Get List Watch Result Devices Info Cancel(other) Cancel(own)
-      {"none",
-       {kUnauthenticated, kUnauthenticated, kUnauthenticated, kUnauthenticated, kUnauthenticated,
-        kUnauthenticated, kUnauthenticated, kUnauthenticated, kUnauthenticated}},
-      {"bad token",
-       {kUnauthenticated, kUnauthenticated, kUnauthenticated, kUnauthenticated, kUnauthenticated,
-        kUnauthenticated, kUnauthenticated, kUnauthenticated, kUnauthenticated}},
+      // ListArtifacts GetArtifact Delete(other) Delete(own)
+      {"none", std::vector<Expect>(13, kUnauthenticated)},
+      {"bad token", std::vector<Expect>(13, kUnauthenticated)},
       {"viewer",
-       {kDenied, kAllowed, kAllowed, kAllowed, kAllowed, kAllowed, kAllowed, kDenied, kDenied}},
+       {kDenied, kAllowed, kAllowed, kAllowed, kAllowed, kAllowed, kAllowed, kDenied, kDenied,
+        kAllowed, kAllowed, kDenied, kDenied}},
       {"submitter",
-       {kAllowed, kAllowed, kAllowed, kAllowed, kAllowed, kAllowed, kAllowed, kDenied, kAllowed}},
+       {kAllowed, kAllowed, kAllowed, kAllowed, kAllowed, kAllowed, kAllowed, kDenied, kAllowed,
+        kAllowed, kAllowed, kDenied, kAllowed}},
       {"admin",
-       {kAllowed, kAllowed, kAllowed, kAllowed, kAllowed, kAllowed, kAllowed, kAllowed, kAllowed}},
+       {kAllowed, kAllowed, kAllowed, kAllowed, kAllowed, kAllowed, kAllowed, kAllowed, kAllowed,
+        kAllowed, kAllowed, kAllowed, kAllowed}},
   };
   for (const Role& role : roles) {
     for (size_t i = 0; i < rpcs.size(); ++i) {
