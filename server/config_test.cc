@@ -201,6 +201,31 @@ TEST(ConfigTest, Durations) {
   EXPECT_FALSE(ParseDurationText("-1").ok());
   EXPECT_FALSE(ParseDurationText("-1s").ok());
   EXPECT_FALSE(ParseDurationText("inf").ok());
+  EXPECT_EQ(*ParseDurationText("30d"), absl::Hours(720));
+  EXPECT_EQ(*ParseDurationText("1d12h"), absl::Hours(36));
+  EXPECT_FALSE(ParseDurationText("d").ok());
+  EXPECT_FALSE(ParseDurationText("3dx").ok());
+}
+
+TEST(ConfigTest, Retention) {
+  ServerConfig c;
+  ASSERT_TRUE(
+      ParseConfig("retention: {max_age: 30d, max_finished_jobs: 500, interval: 1m}\n", "t.yaml", &c)
+          .ok());
+  EXPECT_EQ(c.retention.max_age, absl::Hours(720));
+  EXPECT_EQ(c.retention.max_finished_jobs, 500);
+  EXPECT_EQ(c.retention.interval, absl::Minutes(1));
+  absl::Status s = ParseConfig("retention: {max_finished_jobs: -1}\n", "t.yaml", &c);
+  EXPECT_NE(s.message().find("retention.max_finished_jobs"), std::string::npos) << s;
+  s = ParseConfig("retention: {max_agee: 1d}\n", "t.yaml", &c);
+  EXPECT_NE(s.message().find("max_agee"), std::string::npos) << s;
+}
+
+// The annotated example config is valid as shipped.
+TEST(ConfigTest, ExampleConfigLoads) {
+  ServerConfig c;
+  absl::Status s = LoadConfigFile(std::string(TRAIND_SOURCE_DIR) + "/deploy/traind.yaml", &c);
+  EXPECT_TRUE(s.ok()) << s;
 }
 
 }  // namespace
