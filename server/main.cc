@@ -493,6 +493,8 @@ int Run(ServerConfig flags) {
   desc.cpu_slots = so.cpu_slots;
   desc.worker_threads = so.worker_threads;
   desc.start_time = start_time;
+  const std::string http_listen = flags.http_listen.value_or(kDefaultHttpListen);
+  desc.http_pending = !http_listen.empty() && http_listen != "off";
   ReadApi reads(&scheduler, desc);
   SessionStore sessions;
   AccessPolicy policy;
@@ -544,13 +546,10 @@ int Run(ServerConfig flags) {
     listen[i] = actual;
   }
 
-  reads.SetListenAddresses(listen);
-
   // The HTTP side door. The default address is skipped (with a warning)
   // when its port is taken; an address that was asked for must be served.
   std::atomic<bool> draining{false};
   std::unique_ptr<HttpServer> http;
-  const std::string http_listen = flags.http_listen.value_or(kDefaultHttpListen);
   if (!http_listen.empty() && http_listen != "off") {
     HttpOptions ho;
     ho.listen = http_listen;
@@ -573,6 +572,8 @@ int Run(ServerConfig flags) {
               flags.tls.enabled() ? "TLS, bearer tokens" : "plaintext, bearer tokens");
     }
   }
+  // GetServerInfo answers from here on (with http_url, when served).
+  reads.SetListenAddresses(listen);
   // grpc.health.v1 answers for the whole server ("") and for the public
   // service by name; both turn NOT_SERVING when traind starts to stop.
   grpc::HealthCheckServiceInterface* health = public_server->GetHealthCheckService();

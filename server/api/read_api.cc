@@ -23,6 +23,7 @@ absl::Status RequireJobId(const std::string& id) {
 ReadApi::ReadApi(Scheduler* scheduler, ServerDescription description)
     : scheduler_(scheduler), description_(std::move(description)) {
   listen_addresses_ = description_.listen_addresses;
+  if (description_.http_pending) listen_addresses_known_ = false;
   for (const std::string& a : listen_addresses_) {
     if (absl::EndsWith(a, ":0") && !absl::StartsWith(a, "unix")) listen_addresses_known_ = false;
   }

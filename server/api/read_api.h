@@ -28,6 +28,9 @@ struct ServerDescription {
   int cpu_slots = 1;
   int worker_threads = 1;
   absl::Time start_time;
+  // The HTTP side door is being started: GetServerInfo waits (up to 2 s)
+  // for SetListenAddresses, which main calls once http_url is known too.
+  bool http_pending = false;
 };
 
 class ReadApi final {

@@ -398,8 +398,11 @@ TEST_F(ArtifactsTest, RetentionKeepsTheNewestFinishedJobs) {
   std::vector<Job> jobs;
   for (int i = 0; i < 4; ++i) jobs.push_back(RunRefitJob(*daemon_, 2));
   // Within a few passes only the two newest are left.
-  const std::string logged = "job deleted by retention job=" + jobs[1].id();
-  for (int i = 0; i < 100 && daemon_->Log().find(logged) == std::string::npos; ++i) {
+  // (A pass deletes newest first: wait for both lines.)
+  auto logged = [&](const Job& j) {
+    return daemon_->Log().find("job deleted by retention job=" + j.id()) != std::string::npos;
+  };
+  for (int i = 0; i < 100 && !(logged(jobs[0]) && logged(jobs[1])); ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   EXPECT_EQ(GetJobCode(*daemon_, jobs[0].id()), grpc::StatusCode::NOT_FOUND);
