@@ -10,7 +10,9 @@
 #include <cmath>
 #include <condition_variable>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <mutex>
 #include <sstream>
 #include <thread>
@@ -273,6 +275,37 @@ absl::StatusOr<traind::v1::Artifact> TraindClient::DownloadArtifact(
                                             artifact.size_bytes(), " bytes, SHA-256 ", actual,
                                             ", the server's ", sha256.empty() ? "(none)" : sha256));
   }
+  return artifact;
+}
+
+absl::StatusOr<traind::v1::Artifact> TraindClient::DownloadToFile(const std::string& job_id,
+                                                                  const std::string& name,
+                                                                  const std::string& out) {
+  if (out == "-") {
+    return DownloadArtifact(job_id, name, [](absl::string_view bytes) {
+      std::cout.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+      return std::cout ? absl::OkStatus() : absl::UnavailableError("stdout: write failed");
+    });
+  }
+  const std::string part = out + ".part";
+  std::ofstream file(part, std::ios::binary | std::ios::trunc);
+  if (!file) return absl::InvalidArgumentError(absl::StrCat(part, ": ", std::strerror(errno)));
+  absl::StatusOr<traind::v1::Artifact> artifact =
+      DownloadArtifact(job_id, name, [&file, &part](absl::string_view bytes) {
+        file.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+        return file ? absl::OkStatus() : absl::InternalError(absl::StrCat(part, ": write failed"));
+      });
+  file.close();
+  std::error_code ec;
+  if (artifact.ok() && !file) {
+    artifact = absl::InternalError(absl::StrCat(part, ": write failed"));
+  }
+  if (!artifact.ok()) {
+    std::filesystem::remove(part, ec);
+    return artifact;
+  }
+  std::filesystem::rename(part, out, ec);
+  if (ec) return absl::InternalError(absl::StrCat(out, ": ", ec.message()));
   return artifact;
 }
 

@@ -75,6 +75,11 @@ class TraindClient final {
   absl::StatusOr<traind::v1::Artifact> DownloadArtifact(
       const std::string& job_id, const std::string& name,
       const std::function<absl::Status(absl::string_view bytes)>& sink);
+  // DownloadArtifact into the file `out` ("-": stdout): written to
+  // OUT.part, renamed to `out` once complete and checked (removed when not).
+  absl::StatusOr<traind::v1::Artifact> DownloadToFile(const std::string& job_id,
+                                                      const std::string& name,
+                                                      const std::string& out);
   absl::StatusOr<traind::v1::DeleteJobResponse> DeleteJob(const std::string& job_id, bool cancel);
   // Predict: sends `header`, then (without header.data_path) the bytes
   // `source` gives until it returns an empty piece (or an error).

@@ -53,6 +53,7 @@
 #include "server/api/services.h"
 #include "server/api/sessions.h"
 #include "server/config.h"
+#include "server/daemon_threads.h"
 #include "server/devices/cpu_info.h"
 #include "server/devices/device_probe.h"
 #include "server/http/http_server.h"
@@ -242,67 +243,6 @@ std::string WithPort(const std::string& address, int port) {
   size_t colon = address.rfind(':');
   return absl::StrCat(address.substr(0, colon), ":", port);
 }
-
-// Pings the systemd watchdog at half its interval while the scheduler's loop
-// keeps running; a stuck loop stops the pings and systemd restarts traind.
-class Watchdog final {
- public:
-  explicit Watchdog(Scheduler* scheduler) : scheduler_(scheduler) {
-    uint64_t usec = 0;
-    if (sd_watchdog_enabled(0, &usec) <= 0 || usec == 0) return;
-    const absl::Duration interval = absl::Microseconds(usec) / 2;
-    const absl::Duration stale = std::max(interval, absl::Seconds(1));
-    LogInfo("systemd watchdog enabled interval=%s", absl::FormatDuration(interval));
-    thread_ = std::thread([this, interval, stale] {
-      bool warned = false;
-      while (!stop_.WaitForNotificationWithTimeout(interval)) {
-        const absl::Duration age = absl::Now() - scheduler_->LastLoopTime();
-        if (age <= stale) {
-          sd_notify(0, "WATCHDOG=1");
-          warned = false;
-        } else if (!warned) {
-          LogError("scheduler loop silent for %s: not pinging the systemd watchdog",
-                   absl::FormatDuration(age));
-          warned = true;
-        }
-      }
-    });
-  }
-  ~Watchdog() {
-    stop_.Notify();
-    if (thread_.joinable()) thread_.join();
-  }
-
- private:
-  Scheduler* const scheduler_;
-  absl::Notification stop_;
-  std::thread thread_;
-};
-
-// Applies the retention policy at start and every `interval`, on its own
-// thread (a pass reads the store and removes files).
-class RetentionSweeper final {
- public:
-  RetentionSweeper(Scheduler* scheduler, RetentionPolicy policy, absl::Duration interval) {
-    if (!policy.enabled()) return;
-    LogInfo("retention max_age=%s max_finished_jobs=%d interval=%s",
-            absl::FormatDuration(policy.max_age), policy.max_finished_jobs,
-            absl::FormatDuration(interval));
-    thread_ = std::thread([this, scheduler, policy, interval] {
-      do {
-        scheduler->ApplyRetention(policy);
-      } while (!stop_.WaitForNotificationWithTimeout(interval));
-    });
-  }
-  ~RetentionSweeper() {
-    stop_.Notify();
-    if (thread_.joinable()) thread_.join();
-  }
-
- private:
-  absl::Notification stop_;
-  std::thread thread_;
-};
 
 // Sets `path` (if it exists) to `mode` when it is more open than that; the
 // state directory of an older traind, or one made under a loose umask, is

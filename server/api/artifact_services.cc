@@ -1,0 +1,410 @@
+// TrainingService: the calls on a job's files — ListArtifacts, GetArtifact,
+// Predict — and DeleteJob. (The rest: services.cc.)
+#include <openssl/evp.h>
+
+#include <atomic>
+#include <filesystem>
+#include <fstream>
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
+#include "absl/time/clock.h"
+#include "server/api/grpc_reply.h"
+#include "server/api/services.h"
+#include "server/log.h"
+#include "server/store/job_files.h"
+
+namespace traind::server {
+
+using grpc::CallbackServerContext;
+using grpc::ServerUnaryReactor;
+
+namespace {
+
+// Streams one artifact: finds it (the job and its listing) and reads each
+// chunk on the files pool, never on a gRPC thread; one chunk in flight.
+// The first message carries the artifact, the last the SHA-256 of all
+// bytes sent. The size is the file's when opened: a log that grows while it
+// is read is sent up to that size.
+class ArtifactReactor final : public grpc::ServerWriteReactor<traind::v1::ArtifactChunk> {
+ public:
+  static constexpr int64_t kChunk = 1 << 20;
+
+  ArtifactReactor(ReadApi* reads, WorkPool* files, std::string job_id, std::string name)
+      : reads_(reads), files_(files), job_id_(std::move(job_id)), name_(std::move(name)) {
+    refs_.fetch_add(1);
+    files_->Post([this] { Open(); });
+  }
+  ~ArtifactReactor() override { EVP_MD_CTX_free(sha_); }
+
+  void OnWriteDone(bool ok) override {
+    if (!ok) {
+      End(grpc::Status(grpc::StatusCode::UNAVAILABLE, "write failed"));
+      return;
+    }
+    if (last_) {
+      End(grpc::Status::OK);
+      return;
+    }
+    if (cancelled_.load()) {
+      End(grpc::Status::CANCELLED);
+      return;
+    }
+    refs_.fetch_add(1);
+    files_->Post([this] { ReadNext(); });
+  }
+  void OnCancel() override { cancelled_.store(true); }
+  void OnDone() override { Unref(); }
+
+ private:
+  void Open() {
+    absl::StatusOr<traind::v1::Job> job = reads_->GetJob(job_id_);
+    absl::StatusOr<ArtifactFile> file =
+        job.ok() ? FindArtifact(reads_->description().state_dir, *job, name_)
+                 : absl::StatusOr<ArtifactFile>(job.status());
+    if (!file.ok()) {
+      End(ToGrpc(file.status()));
+      Unref();
+      return;
+    }
+    in_.open(file->path, std::ios::binary);
+    if (!in_) {
+      End(grpc::Status(grpc::StatusCode::NOT_FOUND,
+                       absl::StrCat("job ", job_id_, ": artifact \"", name_, "\" cannot be read")));
+      Unref();
+      return;
+    }
+    in_.seekg(0, std::ios::end);
+    remaining_ = static_cast<int64_t>(in_.tellg());
+    in_.seekg(0);
+    file->artifact.set_size_bytes(remaining_);
+    *chunk_.mutable_artifact() = file->artifact;
+    sha_ = EVP_MD_CTX_new();
+    EVP_DigestInit_ex(sha_, EVP_sha256(), nullptr);
+    ReadNext();
+  }
+
+  // Fills chunk_ (after the first message: only data) and writes it.
+  void ReadNext() {
+    const int64_t n = std::min(remaining_, kChunk);
+    std::string* data = chunk_.mutable_data();
+    data->resize(static_cast<size_t>(n));
+    if (n > 0 && !in_.read(data->data(), n)) {
+      End(grpc::Status(grpc::StatusCode::DATA_LOSS,
+                       absl::StrCat("job ", job_id_, ": artifact \"", name_,
+                                    "\" became shorter while it was read")));
+      Unref();
+      return;
+    }
+    EVP_DigestUpdate(sha_, data->data(), data->size());
+    remaining_ -= n;
+    if (remaining_ == 0) {
+      unsigned char digest[EVP_MAX_MD_SIZE];
+      unsigned int size = 0;
+      EVP_DigestFinal_ex(sha_, digest, &size);
+      chunk_.set_sha256(
+          absl::BytesToHexString(absl::string_view(reinterpret_cast<const char*>(digest), size)));
+      last_ = true;
+    }
+    StartWrite(&chunk_);
+    Unref();
+  }
+
+  // Before the next write: what the last one sent goes.
+  void End(const grpc::Status& status) {
+    bool expected = false;
+    if (finished_.compare_exchange_strong(expected, true)) Finish(status);
+  }
+  void Unref() {
+    if (refs_.fetch_sub(1) == 1) delete this;
+  }
+
+  ReadApi* const reads_;
+  WorkPool* const files_;
+  const std::string job_id_;
+  const std::string name_;
+  std::atomic<int> refs_{1};  // gRPC's (until OnDone) and one per pending pool task
+  std::atomic<bool> cancelled_{false};
+  std::atomic<bool> finished_{false};
+  std::ifstream in_;
+  int64_t remaining_ = 0;
+  bool last_ = false;
+  EVP_MD_CTX* sha_ = nullptr;
+  traind::v1::ArtifactChunk chunk_;
+};
+
+}  // namespace
+
+// Predict: reads the header, then the uploaded CSV into a file of the
+// state directory (each write on the files pool, one message at a time),
+// then scores it on the predictions pool. The upload is removed when the
+// call ends.
+class PredictReactor final : public grpc::ServerReadReactor<traind::v1::PredictRequest> {
+ public:
+  PredictReactor(TrainingServiceImpl* service, traind::v1::PredictResponse* resp,
+                 int64_t max_upload)
+      : service_(service), resp_(resp), max_upload_(max_upload) {
+    StartRead(&message_);
+  }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) {  // the client sent everything
+      if (!have_header_) {
+        Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                            "header: the first message must be the header"));
+        return;
+      }
+      if (file_.is_open()) file_.close();
+      service_->predictions_->Post([this] {
+        const std::string csv = header_.data_path().empty() ? upload_ : confined_;
+        Finish(ToGrpc(service_->RunPredict(header_, csv, resp_)));
+      });
+      return;
+    }
+    if (!have_header_) {
+      if (!message_.has_header()) {
+        Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                            "header: the first message must be the header"));
+        return;
+      }
+      header_ = message_.header();
+      have_header_ = true;
+      if (header_.job_id().empty()) {
+        Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "header.job_id: required"));
+        return;
+      }
+      if (!header_.data_path().empty()) {
+        std::string path = header_.data_path();
+        if (path[0] != '/') {
+          if (header_.base_dir().empty() || header_.base_dir()[0] != '/') {
+            Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                                "header.data_path: a relative path needs an absolute base_dir"));
+            return;
+          }
+          path = header_.base_dir() + "/" + path;
+        }
+        absl::StatusOr<std::string> confined =
+            service_->policy_.data_roots.Confine("header.data_path", path);
+        if (!confined.ok()) {
+          Finish(ToGrpc(confined.status()));
+          return;
+        }
+        confined_ = *confined;
+      } else {
+        const std::string dir = service_->scheduler_->state_dir() + "/uploads";
+        std::error_code ec;
+        std::filesystem::create_directories(dir, ec);
+        upload_ = absl::StrCat(dir, "/predict-", getpid(), "-", reinterpret_cast<uintptr_t>(this),
+                               ".csv");
+        file_.open(upload_, std::ios::binary | std::ios::trunc);
+        if (!file_) {
+          Finish(grpc::Status(grpc::StatusCode::INTERNAL,
+                              absl::StrCat(upload_, ": cannot create the upload")));
+          return;
+        }
+      }
+      StartRead(&message_);
+      return;
+    }
+    if (!message_.has_csv() || !header_.data_path().empty()) {
+      Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                          header_.data_path().empty()
+                              ? "csv: every message after the header carries CSV bytes"
+                              : "csv: no upload with header.data_path"));
+      return;
+    }
+    received_ += static_cast<int64_t>(message_.csv().size());
+    if (received_ > max_upload_) {
+      Finish(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                          absl::StrCat("csv: the upload is larger than ", max_upload_,
+                                       " bytes (limits.max_predict_upload_bytes); name a file "
+                                       "on the server with data_path instead")));
+      return;
+    }
+    service_->files_->Post([this] {
+      file_.write(message_.csv().data(), static_cast<std::streamsize>(message_.csv().size()));
+      if (!file_) {
+        Finish(grpc::Status(grpc::StatusCode::INTERNAL,
+                            absl::StrCat(upload_, ": write failed (disk full?)")));
+        return;
+      }
+      StartRead(&message_);
+    });
+  }
+
+  void OnDone() override {
+    if (!upload_.empty()) {
+      std::error_code ec;
+      std::filesystem::remove(upload_, ec);
+    }
+    delete this;
+  }
+
+ private:
+  TrainingServiceImpl* const service_;
+  traind::v1::PredictResponse* const resp_;
+  const int64_t max_upload_;
+  traind::v1::PredictRequest message_;
+  traind::v1::PredictRequest::Header header_;
+  bool have_header_ = false;
+  std::string upload_;    // the uploaded CSV
+  std::string confined_;  // or the server's file
+  std::ofstream file_;
+  int64_t received_ = 0;
+};
+
+ServerUnaryReactor* TrainingServiceImpl::ListArtifacts(CallbackServerContext* ctx,
+                                                       const traind::v1::ListArtifactsRequest* req,
+                                                       traind::v1::ListArtifactsResponse* resp) {
+  if (absl::StatusOr<Caller> c = Authorize(ctx, Rpc::kListArtifacts); !c.ok()) {
+    return Reply(ctx, c.status());
+  }
+  if (absl::Status s = RequireJobId(req->job_id()); !s.ok()) return Reply(ctx, s);
+  return OnStoreReads(ctx, [this, req, resp]() -> absl::Status {
+    absl::StatusOr<traind::v1::Job> job = reads_->GetJob(req->job_id());
+    if (!job.ok()) return job.status();
+    absl::StatusOr<std::vector<traind::v1::Artifact>> list =
+        server::ListArtifacts(reads_->description().state_dir, *job);
+    if (!list.ok()) return list.status();
+    for (traind::v1::Artifact& a : *list) *resp->add_artifacts() = std::move(a);
+    return absl::OkStatus();
+  });
+}
+
+grpc::ServerWriteReactor<traind::v1::ArtifactChunk>* TrainingServiceImpl::GetArtifact(
+    CallbackServerContext* ctx, const traind::v1::GetArtifactRequest* req) {
+  using Finished = FinishedWriter<traind::v1::ArtifactChunk>;
+  if (absl::StatusOr<Caller> c = Authorize(ctx, Rpc::kGetArtifact); !c.ok()) {
+    return new Finished(ToGrpc(c.status()));
+  }
+  if (req->job_id().empty()) {
+    return new Finished(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "job_id: required"));
+  }
+  if (req->name().empty()) {
+    return new Finished(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "name: required"));
+  }
+  return new ArtifactReactor(reads_, files_.get(), req->job_id(), req->name());
+}
+
+grpc::ServerReadReactor<traind::v1::PredictRequest>* TrainingServiceImpl::Predict(
+    CallbackServerContext* ctx, traind::v1::PredictResponse* resp) {
+  absl::StatusOr<Caller> caller = Authorize(ctx, Rpc::kPredict);
+  if (!caller.ok()) {
+    class Refused final : public grpc::ServerReadReactor<traind::v1::PredictRequest> {
+     public:
+      explicit Refused(const grpc::Status& s) { Finish(s); }
+      void OnDone() override { delete this; }
+    };
+    return new Refused(ToGrpc(caller.status()));
+  }
+  return new PredictReactor(this, resp, policy_.limits.max_predict_upload_bytes);
+}
+
+absl::Status TrainingServiceImpl::RunPredict(const traind::v1::PredictRequest::Header& header,
+                                             const std::string& csv_path,
+                                             traind::v1::PredictResponse* resp) {
+  absl::StatusOr<traind::v1::Job> job = reads_->GetJob(header.job_id());
+  if (!job.ok()) return job.status();
+  const std::string& state_dir = scheduler_->state_dir();
+  absl::StatusOr<std::vector<ArtifactFile>> models =
+      PredictionModels(state_dir, *job, header.has_task() ? header.task() : -1, header.ensemble());
+  if (!models.ok()) return models.status();
+  // The predictions become an artifact of the job: predict/<time>-<n>.csv.
+  static std::atomic<int> counter{0};
+  const std::string id =
+      absl::StrCat(absl::FormatTime("%Y%m%dT%H%M%S", absl::Now(), absl::UTCTimeZone()), "-",
+                   counter.fetch_add(1));
+  const std::string dir = JobDir(state_dir, job->id()) + "/predict";
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return absl::InternalError(absl::StrCat(dir, ": ", ec.message()));
+  const std::string out = absl::StrCat(dir, "/", id, ".csv");
+  const std::string partial = absl::StrCat(dir, "/.", id, ".csv");
+  const std::string log = absl::StrCat(dir, "/.", id, ".log");
+  LaunchRequest request;
+  request.argv = {scheduler_->worker_path()};
+  for (const ArtifactFile& m : *models) {
+    request.argv.push_back("--predict");
+    request.argv.push_back(m.path);
+    resp->add_models(m.artifact.name());
+  }
+  request.argv.insert(request.argv.end(), {"--data", csv_path, "--out", partial});
+  request.env = {"CUDA_VISIBLE_DEVICES=", "OMP_NUM_THREADS=1"};
+  request.log_path = log;
+  LogInfo("predict started job=%s models=%s", job->id(), absl::StrJoin(resp->models(), ","));
+  absl::StatusOr<ProcessExit> exit = scheduler_->RunProcess(request, absl::Hours(1));
+  auto cleanup = [&] {
+    std::filesystem::remove(partial, ec);
+    std::filesystem::remove(log, ec);
+  };
+  if (!exit.ok()) {
+    cleanup();
+    return exit.status();
+  }
+  if (exit->signal != 0 || exit->exit_code != 0) {
+    // The worker's one-line error, with the upload's name in place of the
+    // server's copy.
+    std::ifstream in(log);
+    std::string line, error;
+    while (std::getline(in, line)) {
+      if (absl::StartsWith(line, "traind-worker: error: ")) error = line.substr(22);
+    }
+    cleanup();
+    if (header.data_path().empty()) {
+      error = absl::StrReplaceAll(
+          error, {{csv_path, header.file_name().empty() ? "uploaded CSV" : header.file_name()}});
+    }
+    LogInfo("predict failed job=%s exit=%d signal=%d: %s", job->id(), exit->exit_code, exit->signal,
+            error);
+    if (error.empty()) {
+      return absl::InternalError(absl::StrCat("the predict worker ended with exit code ",
+                                              exit->exit_code, " signal ", exit->signal));
+    }
+    return absl::InvalidArgumentError(error);
+  }
+  std::filesystem::rename(partial, out, ec);
+  std::filesystem::remove(log, ec);
+  if (ec) return absl::InternalError(absl::StrCat(out, ": ", ec.message()));
+  int64_t rows = -1;  // the header line
+  {
+    std::ifstream in(out);
+    std::string line;
+    while (std::getline(in, line)) ++rows;
+  }
+  absl::StatusOr<ArtifactFile> artifact =
+      FindArtifact(state_dir, *job, absl::StrCat("predict/", id, ".csv"));
+  if (!artifact.ok()) return artifact.status();
+  *resp->mutable_artifact() = artifact->artifact;
+  resp->set_rows(std::max<int64_t>(rows, 0));
+  LogInfo("predict done job=%s rows=%d artifact=%s", job->id(), resp->rows(),
+          resp->artifact().name());
+  return absl::OkStatus();
+}
+
+ServerUnaryReactor* TrainingServiceImpl::DeleteJob(CallbackServerContext* ctx,
+                                                   const traind::v1::DeleteJobRequest* req,
+                                                   traind::v1::DeleteJobResponse* resp) {
+  absl::StatusOr<Caller> caller = Authorize(ctx, Rpc::kDeleteJob);
+  if (!caller.ok()) return Reply(ctx, caller.status());
+  if (absl::Status s = RequireJobId(req->job_id()); !s.ok()) return Reply(ctx, s);
+  ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  deletions_->Post([this, reactor, req, resp, caller = *std::move(caller)] {
+    absl::Status status = [&]() -> absl::Status {
+      absl::StatusOr<traind::v1::Job> job = scheduler_->GetJob(req->job_id());
+      if (!job.ok()) return job.status();
+      if (absl::Status s = MayDelete(caller, job->owner(), job->id()); !s.ok()) return s;
+      absl::StatusOr<int64_t> freed = scheduler_->Delete(req->job_id(), req->cancel());
+      if (!freed.ok()) return freed.status();
+      resp->set_freed_bytes(*freed);
+      LogInfo("job deleted job=%s by=%s freed_bytes=%d", req->job_id(), caller.name, *freed);
+      return absl::OkStatus();
+    }();
+    reactor->Finish(ToGrpc(status));
+  });
+  return reactor;
+}
+
+}  // namespace traind::server
