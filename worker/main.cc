@@ -14,6 +14,11 @@
 // other; metrics as JSON lines on stdout; standalone.h):
 //   traind-worker --spec=FILE [--fold=K]
 //
+// Predict, without a daemon (traind's Predict RPC runs this command line;
+// predict_main.h is the contract):
+//   traind-worker --predict MODEL.ckpt [--predict MODEL2.ckpt ...]
+//                 --data FILE.csv [--out OUT.csv]
+//
 // GPU tasks (resources.device: gpu) train on the CUDA plugin
 // (libtraind_cuda.so beside this executable, or ../lib/traind), loaded only
 // for them: a CPU task never loads CUDA, cuBLAS or NCCL (gpu_context.h).
@@ -22,7 +27,8 @@
 // worker/zygote/zygote.h), which forks a fresh worker per task attempt.
 //
 // Exit status (exit_code.h): 0 succeeded, 1 failed (the failure was
-// reported), 2 usage, 3 cancelled, 4 the daemon could not be reached.
+// reported), 2 usage (a bad flag among them), 3 cancelled, 4 the daemon
+// could not be reached.
 #include <unistd.h>
 
 #include <cstdio>
@@ -33,6 +39,7 @@
 #include "worker/capabilities.h"
 #include "worker/engine/backend/cpu/cpu_backend.h"
 #include "worker/exit_code.h"
+#include "worker/predict_main.h"
 #include "worker/process_setup.h"
 #include "worker/standalone.h"
 #include "worker/stop_signal.h"
@@ -51,8 +58,9 @@ int WorkerMain(int argc, char** argv) {
   StandaloneOptions standalone;
   bool capabilities = false;
   CLI::App app{
-      "traind-worker: runs one task of a traind job (started by traind), or a spec "
-      "file's folds in this process (--spec)"};
+      "traind-worker: runs one task of a traind job (started by traind), a spec "
+      "file's folds in this process (--spec), or scores a CSV file with trained models "
+      "(--predict)"};
   app.add_option("--server", run.server, "traind's WorkerService address");
   app.add_option("--job", run.job, "job id");
   app.add_option("--task", run.task, "task index");
@@ -66,9 +74,34 @@ int WorkerMain(int argc, char** argv) {
                  "standalone: write predictions, checkpoints and models under DIR/task-N");
   app.add_flag("--capabilities", capabilities,
                "print the training backends this worker has (\"cpu\", \"cuda\") and exit");
-  CLI11_PARSE(app, argc, argv);
+  PredictCommand predict;
+  app.add_option("--predict", predict.models,
+                 "predict: a model file (model.ckpt); repeat it for the mean of several models")
+      ->allow_extra_args(false);
+  app.add_option("--data", predict.data, "predict: the CSV file to score");
+  app.add_option("--out", predict.out, "predict: the output CSV (default -: stdout)");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    // --help prints and succeeds; a bad flag is a usage error.
+    return app.exit(e) == 0 ? kSucceeded : kUsage;
+  }
 
   if (capabilities) return PrintCapabilities();
+  const bool predicting =
+      !predict.models.empty() || app.count("--data") > 0 || app.count("--out") > 0;
+  if (predicting) {
+    if (predict.models.empty() || predict.data.empty()) {
+      std::fprintf(stderr, "traind-worker: --predict MODEL.ckpt and --data FILE.csv go together\n");
+      return kUsage;
+    }
+    if (!standalone.spec_path.empty() || !run.server.empty() || !run.job.empty()) {
+      std::fprintf(stderr,
+                   "traind-worker: --predict does not combine with --spec, --server or --job\n");
+      return kUsage;
+    }
+    return RunPredict(predict);
+  }
   if (!standalone.spec_path.empty()) return RunStandalone(standalone);
   if (run.server.empty() || run.job.empty() || run.task < 0 || run.attempt < 1) {
     std::fprintf(stderr,

@@ -56,10 +56,13 @@ struct FitOptions {
   // from it (give every rank the same directory); only rank 0 writes.
   std::string checkpoint_dir;
   // Where the task's artifacts go (created if missing); empty: none.
-  // predictions.csv holds the validation rows' predictions of the final
-  // (best, when restored) model; a task without validation rows writes its
-  // model as model.ckpt. Data parallelism: rank 0's decides, and only rank 0
-  // writes (and sets FoldResult's predictions_path / model_path).
+  // model.ckpt holds the final model (the best epoch's when the selection
+  // restored it, else the last epoch's) with its fitted features and target
+  // encoding, in the model format (model_file.h), for every task;
+  // predictions.csv, for a task with validation rows, that model's
+  // predictions of them (columns: PredictionsCsv in fit/artifacts.h). Data
+  // parallelism: rank 0's decides, and only rank 0 writes (and sets
+  // FoldResult's predictions_path / model_path).
   std::string artifacts_dir;
   // The run directory of the task's TensorBoard scalars (created if
   // missing); empty: none. After every epoch, train/<metric>, val/<metric>
@@ -146,7 +149,7 @@ struct FitOptions {
 //
 // Returns the task's result: best_epoch and `selection`, `val` and `train`
 // at the best epoch, `final_train` of the last epoch, predictions_path /
-// model_path when written.
+// model_path when written (model_path for every task with artifacts).
 //
 // Errors: InvalidSpecError (field path in the message) for a spec that cannot
 // run on this data (e.g. "model.layers[2].dense.units: 4 units, but the data

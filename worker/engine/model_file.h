@@ -5,11 +5,33 @@
 // names, the target columns). The file format is documented in
 // docs/spec.md ("The model file"); it is the checkpoint container
 // (checkpoint.h: "TRAINDCK", version, size, CRC-32, named records) holding
-// records named "model.*".
+// only records named "model.*":
+//
+//   model.format_version  i64 [1]  kModelFormatVersion
+//   model.spec            string   the JobSpec, serialized (binary protobuf)
+//   model.task, model.epoch        i64 [1]
+//   model.features        strings  numeric feature columns, in input order
+//   model.impute, model.offset, model.scale   f64 [features]
+//   model.categorical.count        i64 [1]  K
+//   model.categorical.<k>.name     string   (k = 0 .. K-1)
+//   model.categorical.<k>.categories  strings
+//   model.target          string   "classes", "binary", "multi_label",
+//                                  "regression"
+//   model.classes, model.target_names  strings (may be empty)
+//   model.state.names     strings  Network::state() names, in order
+//   model.state.<name>.shape   i64 [rank]
+//   model.state.<name>.values  f32 [product of shape]
+//
+// "strings" is a list of strings in one string record: per item its byte
+// count (u32 little-endian), then its bytes; any byte (a newline in a
+// quoted CSV header) may appear in an item.
+//
+// A newer format version than this reader's is refused, never guessed at;
+// a later version adds records (older readers refuse it) rather than
+// changing what a record means.
 //
 // Every task that trains writes one (its best or last model, as its
-// selection says); predict (predict.h) and the ONNX export (onnx_export.h)
-// read it.
+// selection says); predict (predict.h) and the ONNX export read it.
 #ifndef TRAIND_WORKER_ENGINE_MODEL_FILE_H_
 #define TRAIND_WORKER_ENGINE_MODEL_FILE_H_
 
@@ -23,6 +45,10 @@
 #include "traind/v1/job.pb.h"
 
 namespace traind::engine {
+
+// The version of the "model.*" records that WriteModelFile writes and
+// ReadModelFile reads.
+inline constexpr int64_t kModelFormatVersion = 1;
 
 struct TrainedModel {
   // The job's spec: spec.model() builds the network (Network::Create with
@@ -65,13 +91,28 @@ struct TrainedModel {
 
   // Network inputs: feature_names.size() + every categorical's categories.
   int64_t InputWidth() const;
+  // Network outputs the target needs: classes.size() (kClasses), 1
+  // (kBinary), else target_names.size().
+  int64_t Outputs() const;
 };
 
-// Writes atomically (temporary file, fsync, rename).
+// Writes atomically (temporary file, fsync, rename). Errors:
+// InvalidArgumentError for a model whose sizes disagree (impute/offset/scale
+// not one per feature, a state tensor whose values are not its shape's);
+// InternalError naming the file when it cannot be written.
 absl::Status WriteModelFile(const TrainedModel& model, const std::string& path);
-// Errors: DataError naming the path and what is wrong (not a traind file,
-// checksum mismatch, a missing or mis-sized record, a training checkpoint
-// rather than a model).
+// Reads and checks a model file: the container (checkpoint.h), the format
+// version, every record's presence, type and size, the target against the
+// spec's loss (2 classes for kBinary), finite preprocessing values. It does
+// not build the network: whether the state fits spec.model() is predict's
+// check (predict.h).
+// Errors: DataError naming the path and what is wrong ("<path>: not a
+// traind checkpoint (bad header)", "<path>: checksum mismatch (file
+// corrupt)", "<path>: truncated or extended: ...", "<path>: no record
+// \"model.scale\"", "<path>: model format version 2 (this traind reads
+// version 1)", and for a training checkpoint (epoch-*.ckpt, best.ckpt:
+// "meta.*" records, no "model.*") "<path>: a training checkpoint ..., not a
+// model; give the task's model.ckpt").
 absl::StatusOr<TrainedModel> ReadModelFile(const std::string& path);
 
 }  // namespace traind::engine

@@ -22,10 +22,8 @@ namespace {
 
 using traind::v1::JobSpec;
 
-// Parses a finite float32. Surrounding spaces/tabs and a leading '+' are
-// accepted; "nan", "inf" and values beyond float32's range are not.
-// Parses a feature value; on failure returns what is wrong with it
-// ("is not a number", ...), else nullptr.
+}  // namespace
+
 const char* ParseFeature(std::string_view s, float* value) {
   static constexpr const char* kNotANumber = "is not a number";
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
@@ -42,6 +40,8 @@ const char* ParseFeature(std::string_view s, float* value) {
   *value = v;
   return nullptr;
 }
+
+namespace {
 
 // Index of `name` in `header`, or an InvalidSpecError for `field`.
 absl::StatusOr<size_t> Column(const CsvTable& table, const std::string& name,

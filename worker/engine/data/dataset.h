@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -64,6 +65,13 @@ absl::StatusOr<Dataset> LoadDataset(const traind::v1::JobSpec& spec);
 
 // Class labels in data.label, every other column a numeric feature.
 absl::StatusOr<Dataset> LoadDataset(const traind::v1::DataSpec& spec);
+
+// Parses a feature (or regression target) cell as a finite float32.
+// Surrounding spaces/tabs and a leading '+' are accepted; "nan", "inf" and
+// values beyond float32's range are not. On failure returns what is wrong
+// with it ("is not a number", "is out of range for a 32-bit float ..."), for
+// a message "<where>: \"abc\" is not a number"; else nullptr.
+const char* ParseFeature(std::string_view cell, float* value);
 
 // True for the cells that mean "missing": "", "NA", "NaN", "nan", "null"
 // (surrounding spaces ignored).

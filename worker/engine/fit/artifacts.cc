@@ -106,36 +106,63 @@ absl::Status PrunePeriodicCheckpoints(const std::string& dir, int keep) {
   return absl::OkStatus();
 }
 
-std::string PredictionsCsv(const Dataset& data, int64_t outputs, absl::Span<const int64_t> rows,
-                           const float* pred) {
+std::string PredictionsCsv(const PredictionColumns& columns, int64_t outputs,
+                           absl::Span<const int64_t> rows, const float* pred) {
   std::vector<std::string> header = {"row"};
-  switch (data.target) {
+  const bool label =
+      columns.target == TargetKind::kClasses || columns.target == TargetKind::kBinary;
+  if (label) header.push_back("label");
+  switch (columns.target) {
     case TargetKind::kClasses:
-      for (const std::string& c : data.classes) header.push_back(CsvField("p_" + c));
+      for (const std::string& c : columns.classes) header.push_back(CsvField("p_" + c));
       break;
     case TargetKind::kBinary:
-      header.push_back(CsvField("p_" + data.classes[1]));
+      header.push_back(CsvField("p_" + columns.classes[1]));
       break;
     case TargetKind::kMultiLabel:
-      for (const std::string& c : data.target_names) header.push_back(CsvField("p_" + c));
+      for (const std::string& c : columns.target_names) header.push_back(CsvField("p_" + c));
       break;
     case TargetKind::kRegression:
       if (outputs == 1) {
         header.push_back("prediction");
       } else {
-        for (const std::string& c : data.target_names) header.push_back(CsvField(c));
+        for (const std::string& c : columns.target_names) header.push_back(CsvField(c));
       }
       break;
   }
+  // Each class name quoted once.
+  std::vector<std::string> names;
+  if (label) {
+    for (const std::string& c : columns.classes) names.push_back(CsvField(c));
+  }
   std::string text = absl::StrJoin(header, ",") + "\n";
   for (size_t i = 0; i < rows.size(); ++i) {
+    const float* p = pred + static_cast<int64_t>(i) * outputs;
     absl::StrAppend(&text, rows[i]);
+    if (columns.target == TargetKind::kClasses) {
+      int64_t best = 0;
+      for (int64_t j = 1; j < outputs; ++j) {
+        if (p[j] > p[best]) best = j;
+      }
+      absl::StrAppend(&text, ",", names[static_cast<size_t>(best)]);
+    } else if (columns.target == TargetKind::kBinary) {
+      absl::StrAppend(&text, ",", names[p[0] >= 0.5f ? 1 : 0]);
+    }
     for (int64_t j = 0; j < outputs; ++j) {
-      absl::StrAppend(&text, ",", absl::StrFormat("%.9g", pred[i * outputs + j]));
+      absl::StrAppend(&text, ",", absl::StrFormat("%.9g", p[j]));
     }
     text += "\n";
   }
   return text;
+}
+
+std::string PredictionsCsv(const Dataset& data, int64_t outputs, absl::Span<const int64_t> rows,
+                           const float* pred) {
+  PredictionColumns columns;
+  columns.target = data.target;
+  columns.classes = data.classes;
+  columns.target_names = data.target_names;
+  return PredictionsCsv(columns, outputs, rows, pred);
 }
 
 }  // namespace traind::engine

@@ -78,19 +78,35 @@ TEST(FitArtifactsTest, ErrorsAreStatusesNamingThePath) {
   EXPECT_THAT(std::string(s.message()), ::testing::HasSubstr("/none/x.csv: cannot write"));
 }
 
-TEST(FitArtifactsTest, PredictionsCsvHeadersByTarget) {
+TEST(FitArtifactsTest, PredictionsCsvColumnsByTarget) {
   Dataset classes;
   classes.target = TargetKind::kClasses;
   classes.classes = {"a", "b,c"};
   const float pred[4] = {0.25f, 0.75f, 1.0f, 0.0f};
-  EXPECT_EQ(PredictionsCsv(classes, 2, {4, 9}, pred), "row,p_a,\"p_b,c\"\n4,0.25,0.75\n9,1,0\n");
+  EXPECT_EQ(PredictionsCsv(classes, 2, {4, 9}, pred),
+            "row,label,p_a,\"p_b,c\"\n4,\"b,c\",0.25,0.75\n9,a,1,0\n");
+  // Ties: the first class.
+  const float tie[3] = {0.4f, 0.4f, 0.2f};
+  classes.classes = {"x", "y", "z"};
+  EXPECT_EQ(PredictionsCsv(classes, 3, {0}, tie),
+            "row,label,p_x,p_y,p_z\n0,x,0.400000006,0.400000006,0.200000003\n");
   Dataset regression;
   regression.target = TargetKind::kRegression;
   EXPECT_EQ(PredictionsCsv(regression, 1, {0}, pred), "row,prediction\n0,0.25\n");
+  regression.target_names = {"a", "b"};
+  EXPECT_EQ(PredictionsCsv(regression, 2, {3}, pred), "row,a,b\n3,0.25,0.75\n");
   Dataset binary;
   binary.target = TargetKind::kBinary;
   binary.classes = {"no", "yes"};
-  EXPECT_EQ(PredictionsCsv(binary, 1, {}, pred), "row,p_yes\n");
+  EXPECT_EQ(PredictionsCsv(binary, 1, {}, pred), "row,label,p_yes\n");
+  // p >= 0.5: the positive class.
+  const float p[3] = {0.5f, 0.49f, 0.9f};
+  EXPECT_EQ(PredictionsCsv(binary, 1, {0, 1, 2}, p),
+            "row,label,p_yes\n0,yes,0.5\n1,no,0.49000001\n2,yes,0.899999976\n");
+  Dataset multi;
+  multi.target = TargetKind::kMultiLabel;
+  multi.target_names = {"l1", "l2"};
+  EXPECT_EQ(PredictionsCsv(multi, 2, {7}, pred), "row,p_l1,p_l2\n7,0.25,0.75\n");
 }
 
 }  // namespace

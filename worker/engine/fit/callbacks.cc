@@ -79,7 +79,9 @@ absl::Status BestSelection::OnEpochEnd(const EpochEnd& end) {
 
 absl::Status BestSelection::OnTrainEnd() {
   if (!restore_best_ || !has_best_state_) return absl::OkStatus();
-  return model_->Write(best_state_);
+  TRAIND_RETURN_IF_ERROR(model_->Write(best_state_));
+  restored_ = true;
+  return absl::OkStatus();
 }
 
 void BestSelection::SaveState(StateWriter* out) const {

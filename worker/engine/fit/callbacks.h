@@ -134,12 +134,15 @@ class BestSelection final : public FitCallback {
 
   const MetricTracker& tracker() const { return tracker_; }
   bool has_best_state() const { return has_best_state_; }
+  // True once OnTrainEnd has written the best epoch's state to the model.
+  bool restored() const { return restored_; }
 
  private:
   MetricTracker tracker_;
   const bool keep_best_, restore_best_;
   ModelStateAccess* const model_;
   bool has_best_state_ = false;
+  bool restored_ = false;
   std::vector<std::vector<float>> best_state_;
 };
 

@@ -13,6 +13,7 @@
 #include "spec/validation.h"
 #include "worker/engine/fit/artifacts.h"
 #include "worker/engine/fit/tensorboard.h"
+#include "worker/engine/model_file.h"
 #include "worker/engine/status.h"
 
 namespace traind::engine {
@@ -27,7 +28,9 @@ absl::Status FitLoop::Prepare() {
   const CallbackPlan& plan = task_.callbacks;
   // In this order after every epoch: the best checkpoint's snapshot holds
   // the selection, early stopping and plateau state of its epoch.
-  callbacks_.push_back(std::make_unique<BestSelection>(plan.selection, task_.model_state.get()));
+  auto selection = std::make_unique<BestSelection>(plan.selection, task_.model_state.get());
+  selection_ = selection.get();
+  callbacks_.push_back(std::move(selection));
   if (plan.early_stopping) callbacks_.push_back(std::make_unique<EarlyStopping>(plan.early));
   if (plan.plateau) {
     callbacks_.push_back(
@@ -347,13 +350,52 @@ absl::Status FitLoop::Finish() {
     TRAIND_RETURN_IF_ERROR(WriteTextFile(
         path, PredictionsCsv(task_.data, task_.outputs, task_.rows.val, task_.val_pred.data())));
     result_.set_predictions_path(path);
-  } else if (parallel_.writes()) {
-    CheckpointWriter writer;
-    TRAIND_RETURN_IF_ERROR(Snapshot(&writer));
-    TRAIND_RETURN_IF_ERROR(writer.WriteFile(dir + "/model.ckpt"));
-    result_.set_model_path(dir + "/model.ckpt");
   }
+  if (!parallel_.writes()) return absl::OkStatus();
+  // The model whose predictions predictions.csv holds.
+  TRAIND_ASSIGN_OR_RETURN(const TrainedModel model, FinalModel());
+  const std::string path = dir + "/model.ckpt";
+  TRAIND_RETURN_IF_ERROR(WriteModelFile(model, path));
+  result_.set_model_path(path);
   return absl::OkStatus();
+}
+
+// The final model (the best epoch's when the selection restored it, else
+// the last epoch's) with the task's fitted features and target encoding.
+absl::StatusOr<TrainedModel> FitLoop::FinalModel() const {
+  const Dataset& data = task_.data;
+  const FeaturePipeline& pipeline = task_.pipeline;
+  TrainedModel model;
+  model.spec = task_.spec;
+  model.task = task_.task;
+  model.epoch =
+      selection_ != nullptr && selection_->restored() ? result_.best_epoch() : epochs_done_;
+  model.feature_names = data.feature_names;
+  model.impute = pipeline.impute;
+  model.offset = pipeline.offset;
+  model.scale = pipeline.scale;
+  for (size_t k = 0; k < pipeline.categories.size(); ++k) {
+    TrainedModel::Categorical column;
+    column.name = data.categorical[k].name;
+    for (int32_t code : pipeline.categories[k]) {
+      column.categories.push_back(data.categorical[k].values[static_cast<size_t>(code)]);
+    }
+    model.categorical.push_back(std::move(column));
+  }
+  model.target = data.target;
+  model.classes = data.classes;
+  model.target_names = data.target_names;
+  for (const Parameter& p : task_.state) {
+    TrainedModel::NamedTensor t;
+    t.name = p.name;
+    const Tensor& value = *p.value;
+    t.shape = value.rank() == 2 ? std::vector<int64_t>{value.rows(), value.cols()}
+                                : std::vector<int64_t>{value.size()};
+    t.values.resize(static_cast<size_t>(value.size()));
+    TRAIND_RETURN_IF_ERROR(task_.backend->CopyToHost(value, t.values.data()));
+    model.state.push_back(std::move(t));
+  }
+  return model;
 }
 
 // ----------------------------------------------------------- checkpoints

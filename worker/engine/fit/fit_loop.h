@@ -2,7 +2,8 @@
 // the losses and predictions read back once per window of steps, a
 // validation pass, then the callbacks (fit/callbacks.h) in order; resuming
 // from and writing checkpoints (state by owner and key, checkpoint.h), and
-// the final artifacts. Ranks are the ParallelStrategy's business; the step
+// the final artifacts (predictions.csv, and model.ckpt in the model format
+// of model_file.h). Ranks are the ParallelStrategy's business; the step
 // graph is StepGraph's. Fit (fit.h) is its contract.
 //
 // Checkpoint records: "meta.*" (the spec, the task's identity, the
@@ -28,6 +29,7 @@
 #include "worker/engine/fit/fit_task.h"
 #include "worker/engine/fit/parallel_strategy.h"
 #include "worker/engine/fit/step_graph.h"
+#include "worker/engine/model_file.h"
 #include "worker/engine/random.h"
 
 namespace traind::engine {
@@ -59,6 +61,7 @@ class FitLoop {
                                LossSums* sums);
   absl::Status Validate(LossSums* sums);
   absl::Status Finish();
+  absl::StatusOr<TrainedModel> FinalModel() const;
   bool StopsTraining() const;
 
   // Checkpoints.
@@ -77,6 +80,7 @@ class FitLoop {
   BackendFactory* const factory_;
   FitObserver* const observer_;
   std::vector<std::unique_ptr<FitCallback>> callbacks_;
+  BestSelection* selection_ = nullptr;  // callbacks_[0]
   std::unique_ptr<StepGraph> graph_;
   bool write_artifacts_ = false;
   bool every_rank_fails_ = false;

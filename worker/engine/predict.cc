@@ -1,0 +1,282 @@
+#include "worker/engine/predict.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <memory>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "worker/engine/backend/backend.h"
+#include "worker/engine/backend/cpu/cpu_backend.h"
+#include "worker/engine/data/dataset.h"
+#include "worker/engine/data/text.h"
+#include "worker/engine/fit/artifacts.h"
+#include "worker/engine/losses.h"
+#include "worker/engine/network.h"
+#include "worker/engine/status.h"
+
+namespace traind::engine {
+namespace {
+
+char DelimiterOf(const TrainedModel& model) {
+  const std::string& d = model.spec.data().delimiter();
+  return d.empty() ? ',' : d[0];
+}
+
+// The column of `name` in table's header: exactly one.
+absl::StatusOr<size_t> FindColumn(const CsvTable& table, const std::string& name) {
+  size_t found = 0;
+  int count = 0;
+  for (size_t c = 0; c < table.header.size(); ++c) {
+    if (table.header[c] == name && count++ == 0) found = c;
+  }
+  if (count == 0) {
+    return DataError(absl::StrFormat("%s: column %s not found; columns: %s", table.path,
+                                     QuoteForMessage(name), JoinForMessage(table.header)));
+  }
+  if (count > 1) {
+    return DataError(absl::StrFormat("%s: column %s appears %d times", table.path,
+                                     QuoteForMessage(name), count));
+  }
+  return found;
+}
+
+std::string Where(const CsvTable& table, size_t row, size_t column) {
+  return absl::StrFormat("%s:%d: column %s (column %d)", table.path, table.lines[row],
+                         QuoteForMessage(table.header[column]), column + 1);
+}
+
+// The network inputs of every row of `table`: [rows, model.InputWidth()],
+// as FeaturePipeline::Transform computes them.
+absl::Status Features(const TrainedModel& model, const CsvTable& table, std::vector<float>* out) {
+  const bool impute = model.spec.data().missing() != traind::v1::MISSING_ERROR;
+  const size_t f = model.feature_names.size();
+  std::vector<size_t> numeric(f);
+  for (size_t j = 0; j < f; ++j) {
+    TRAIND_ASSIGN_OR_RETURN(numeric[j], FindColumn(table, model.feature_names[j]));
+  }
+  // Per categorical column: its file column, the input of its first
+  // category and each category's offset from it.
+  struct OneHot {
+    size_t column = 0;
+    int64_t first = 0;
+    std::map<std::string, int64_t> index;
+  };
+  std::vector<OneHot> one_hot(model.categorical.size());
+  int64_t next = static_cast<int64_t>(f);
+  for (size_t k = 0; k < model.categorical.size(); ++k) {
+    const TrainedModel::Categorical& c = model.categorical[k];
+    TRAIND_ASSIGN_OR_RETURN(one_hot[k].column, FindColumn(table, c.name));
+    one_hot[k].first = next;
+    for (size_t i = 0; i < c.categories.size(); ++i) {
+      one_hot[k].index.emplace(c.categories[i], static_cast<int64_t>(i));
+    }
+    next += static_cast<int64_t>(c.categories.size());
+  }
+  const int64_t width = next;
+  out->assign(table.rows.size() * static_cast<size_t>(width), 0.0f);
+  const auto missing = [&](size_t r, size_t column) {
+    return DataError(
+        absl::StrCat(Where(table, r, column), ": missing value (data.missing: error)"));
+  };
+  for (size_t r = 0; r < table.rows.size(); ++r) {
+    const std::vector<std::string>& cells = table.rows[r];
+    float* x = out->data() + r * static_cast<size_t>(width);
+    for (size_t j = 0; j < f; ++j) {
+      const std::string& cell = cells[numeric[j]];
+      double v = 0;
+      if (IsMissing(cell)) {
+        if (!impute) return missing(r, numeric[j]);
+        v = model.impute[j];
+      } else {
+        float parsed = 0;
+        if (const char* wrong = ParseFeature(cell, &parsed); wrong != nullptr) {
+          return DataError(absl::StrFormat("%s: %s %s", Where(table, r, numeric[j]),
+                                           QuoteForMessage(cell), wrong));
+        }
+        v = parsed;
+      }
+      x[j] = static_cast<float>((v - model.offset[j]) / model.scale[j]);
+    }
+    for (const OneHot& c : one_hot) {
+      const std::string& cell = cells[c.column];
+      if (IsMissing(cell)) {
+        if (!impute) return missing(r, c.column);
+        continue;
+      }
+      auto it = c.index.find(cell);
+      if (it != c.index.end()) x[c.first + it->second] = 1.0f;
+    }
+  }
+  return absl::OkStatus();
+}
+
+std::string ShapeText(const std::vector<int64_t>& shape) {
+  return absl::StrCat("[", absl::StrJoin(shape, ", "), "]");
+}
+
+// The model's state into `network`, by name: every tensor of the network
+// once, with its shape, and nothing else.
+absl::Status LoadState(const TrainedModel& model, const std::string& path, Backend* backend,
+                       Network* network) {
+  std::map<std::string, const TrainedModel::NamedTensor*> by_name;
+  for (const TrainedModel::NamedTensor& t : model.state) by_name[t.name] = &t;
+  const std::vector<Parameter> state = network->state();
+  for (const Parameter& p : state) {
+    auto it = by_name.find(p.name);
+    if (it == by_name.end()) {
+      return DataError(absl::StrFormat(
+          "%s: no state \"%s\" (the file's state does not fit its spec's model)", path, p.name));
+    }
+    const Tensor& value = *p.value;
+    const std::vector<int64_t> shape = value.rank() == 2
+                                           ? std::vector<int64_t>{value.rows(), value.cols()}
+                                           : std::vector<int64_t>{value.size()};
+    if (it->second->shape != shape) {
+      return DataError(absl::StrFormat("%s: state \"%s\" has shape %s, the network's is %s", path,
+                                       p.name, ShapeText(it->second->shape), ShapeText(shape)));
+    }
+    TRAIND_RETURN_IF_ERROR(backend->CopyFromHost(it->second->values.data(), p.value));
+    by_name.erase(it);
+  }
+  if (!by_name.empty()) {
+    return DataError(absl::StrFormat("%s: state \"%s\" is not part of its spec's model", path,
+                                     by_name.begin()->first));
+  }
+  return absl::OkStatus();
+}
+
+std::vector<std::string> CategoricalNames(const TrainedModel& m) {
+  std::vector<std::string> names;
+  for (const TrainedModel::Categorical& c : m.categorical) names.push_back(c.name);
+  return names;
+}
+
+// What the models of an ensemble must share.
+absl::Status CheckSameColumns(const TrainedModel& first, const std::string& first_path,
+                              const TrainedModel& other, const std::string& other_path) {
+  const auto differ = [&](absl::string_view what, const std::vector<std::string>& a,
+                          const std::vector<std::string>& b) {
+    return DataError(absl::StrFormat("%s: cannot be averaged with %s: the %s differ (%s vs %s)",
+                                     other_path, first_path, what, JoinForMessage(b),
+                                     JoinForMessage(a)));
+  };
+  if (other.target != first.target) {
+    return DataError(
+        absl::StrFormat("%s: cannot be averaged with %s: another kind of target (another loss)",
+                        other_path, first_path));
+  }
+  if (other.feature_names != first.feature_names) {
+    return differ("feature columns", first.feature_names, other.feature_names);
+  }
+  if (CategoricalNames(other) != CategoricalNames(first)) {
+    return differ("categorical columns", CategoricalNames(first), CategoricalNames(other));
+  }
+  if (other.classes != first.classes) return differ("classes", first.classes, other.classes);
+  if (other.target_names != first.target_names) {
+    return differ("target columns", first.target_names, other.target_names);
+  }
+  if (DelimiterOf(other) != DelimiterOf(first)) {
+    return DataError(absl::StrFormat("%s: cannot be averaged with %s: another data.delimiter",
+                                     other_path, first_path));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+std::string Predictions::Csv() const {
+  std::vector<int64_t> row_ids(static_cast<size_t>(rows));
+  for (int64_t r = 0; r < rows; ++r) row_ids[static_cast<size_t>(r)] = r;
+  PredictionColumns columns;
+  columns.target = target;
+  columns.classes = classes;
+  columns.target_names = target_names;
+  return PredictionsCsv(columns, outputs, row_ids, values.data());
+}
+
+absl::StatusOr<std::vector<float>> PredictTable(const TrainedModel& model,
+                                                const std::string& model_path,
+                                                const CsvTable& table,
+                                                const PredictOptions& options) {
+  const int64_t width = model.InputWidth();
+  const int64_t outputs = model.Outputs();
+  if (width <= 0) return DataError(absl::StrCat(model_path, ": the model has no inputs"));
+  std::vector<float> features;
+  TRAIND_RETURN_IF_ERROR(Features(model, table, &features));
+
+  Backend* backend = options.backend;
+  std::unique_ptr<Backend> owned;
+  if (backend == nullptr) {
+    const bool bf16 = model.spec.training().precision() == traind::v1::BF16 && CpuSupportsBf16();
+    TRAIND_ASSIGN_OR_RETURN(owned, CreateCpuBackend(bf16 ? traind::v1::BF16 : traind::v1::FP32));
+    backend = owned.get();
+  }
+  absl::StatusOr<Network> created = Network::Create(backend, width, model.spec.model());
+  if (!created.ok()) {
+    return DataError(absl::StrCat(model_path, ": its spec's model: ", created.status().message()));
+  }
+  Network network = std::move(created).value();
+  if (network.outputs() != outputs) {
+    return DataError(absl::StrFormat("%s: the network has %d outputs, the target needs %d",
+                                     model_path, network.outputs(), outputs));
+  }
+  TRAIND_RETURN_IF_ERROR(LoadState(model, model_path, backend, &network));
+  TRAIND_ASSIGN_OR_RETURN(std::unique_ptr<Loss> loss,
+                          Loss::Create(model.spec.loss(), model.target, outputs));
+
+  const int64_t rows = static_cast<int64_t>(table.rows.size());
+  const int64_t batch = std::max<int64_t>(1, options.batch_rows);
+  std::vector<float> predictions(static_cast<size_t>(rows * outputs));
+  std::vector<float> raw(static_cast<size_t>(std::min(rows, batch) * outputs));
+  ForwardMode mode;
+  mode.training = false;
+  Tensor x;
+  for (int64_t start = 0; start < rows; start += batch) {
+    const int64_t n = std::min(batch, rows - start);
+    if (x.empty() || x.rows() != n) {
+      TRAIND_ASSIGN_OR_RETURN(x, backend->Allocate2d(DType::kF32, n, width));
+    }
+    TRAIND_RETURN_IF_ERROR(backend->CopyFromHost(features.data() + start * width, &x));
+    TRAIND_ASSIGN_OR_RETURN(Tensor * out, network.Forward(x, mode));
+    TRAIND_RETURN_IF_ERROR(backend->CopyToHost(*out, raw.data()));
+    loss->Predict(raw.data(), n, predictions.data() + start * outputs);
+  }
+  return predictions;
+}
+
+absl::StatusOr<Predictions> Predict(const std::vector<std::string>& model_paths,
+                                    const std::string& data_path, const PredictOptions& options) {
+  if (model_paths.empty()) return absl::InvalidArgumentError("predict: no model");
+  std::vector<TrainedModel> models;
+  for (const std::string& path : model_paths) {
+    TRAIND_ASSIGN_OR_RETURN(TrainedModel model, ReadModelFile(path));
+    if (!models.empty()) {
+      TRAIND_RETURN_IF_ERROR(CheckSameColumns(models[0], model_paths[0], model, path));
+    }
+    models.push_back(std::move(model));
+  }
+  TRAIND_ASSIGN_OR_RETURN(const CsvTable table, ReadCsv(data_path, DelimiterOf(models[0])));
+  Predictions p;
+  p.target = models[0].target;
+  p.classes = models[0].classes;
+  p.target_names = models[0].target_names;
+  p.rows = static_cast<int64_t>(table.rows.size());
+  p.outputs = models[0].Outputs();
+  // The mean, summed in double in model order.
+  std::vector<double> sum(static_cast<size_t>(p.rows * p.outputs), 0.0);
+  for (size_t m = 0; m < models.size(); ++m) {
+    TRAIND_ASSIGN_OR_RETURN(const std::vector<float> one,
+                            PredictTable(models[m], model_paths[m], table, options));
+    for (size_t i = 0; i < sum.size(); ++i) sum[i] += one[i];
+  }
+  p.values.resize(sum.size());
+  const double count = static_cast<double>(models.size());
+  for (size_t i = 0; i < sum.size(); ++i) p.values[i] = static_cast<float>(sum[i] / count);
+  return p;
+}
+
+}  // namespace traind::engine
