@@ -17,7 +17,7 @@
 // Predict, without a daemon (traind's Predict RPC runs this command line;
 // predict_main.h is the contract):
 //   traind-worker --predict MODEL.ckpt [--predict MODEL2.ckpt ...]
-//                 --data FILE.csv [--out OUT.csv]
+//                 [--data] FILE.csv [--out OUT.csv]
 //
 // GPU tasks (resources.device: gpu) train on the CUDA plugin
 // (libtraind_cuda.so beside this executable, or ../lib/traind), loaded only
@@ -79,6 +79,8 @@ int WorkerMain(int argc, char** argv) {
                  "predict: a model file (model.ckpt); repeat it for the mean of several models")
       ->allow_extra_args(false);
   app.add_option("--data", predict.data, "predict: the CSV file to score");
+  std::string data_file;
+  app.add_option("data_file", data_file, "predict: the CSV file to score (instead of --data)");
   app.add_option("--out", predict.out, "predict: the output CSV (default -: stdout)");
   try {
     app.parse(argc, argv);
@@ -88,9 +90,15 @@ int WorkerMain(int argc, char** argv) {
   }
 
   if (capabilities) return PrintCapabilities();
-  const bool predicting =
-      !predict.models.empty() || app.count("--data") > 0 || app.count("--out") > 0;
+  const bool predicting = !predict.models.empty() || app.count("--data") > 0 ||
+                          app.count("--out") > 0 || !data_file.empty();
   if (predicting) {
+    if (!data_file.empty() && !predict.data.empty()) {
+      std::fprintf(stderr, "traind-worker: two CSV files to score: --data %s and %s\n",
+                   predict.data.c_str(), data_file.c_str());
+      return kUsage;
+    }
+    if (predict.data.empty()) predict.data = data_file;
     if (predict.models.empty() || predict.data.empty()) {
       std::fprintf(stderr, "traind-worker: --predict MODEL.ckpt and --data FILE.csv go together\n");
       return kUsage;

@@ -3,12 +3,12 @@
 // fresh process for its Predict RPC, so it is a stable contract:
 //
 //   traind-worker --predict MODEL.ckpt [--predict MODEL2.ckpt ...]
-//                 --data FILE.csv [--out OUT.csv]
+//                 [--data] FILE.csv [--out OUT.csv]
 //
 // - --predict (repeatable): a model file (model.ckpt, model_file.h). Several
 //   are an ensemble: the mean of their probabilities (class, binary and
 //   multi-label targets) or values (regression); see predict.h.
-// - --data: the CSV to score (header row; the model's data.delimiter); the
+// - --data (or the one positional argument): the CSV to score (header row; the model's data.delimiter); the
 //   model's feature columns are found by name, other columns are ignored.
 // - --out: where the predictions go; "-" (the default) is stdout. A file is
 //   written atomically (a temporary file beside it, renamed), so it holds

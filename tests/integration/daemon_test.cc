@@ -155,14 +155,15 @@ TEST_F(DaemonTest, IrisCrossValidationEndToEnd) {
     std::ifstream in(r.predictions_path());
     std::string line;
     ASSERT_TRUE(std::getline(in, line));
-    EXPECT_EQ(line, "row,p_setosa,p_versicolor,p_virginica");
+    EXPECT_EQ(line, "row,label,p_setosa,p_versicolor,p_virginica");
     int64_t expected_row = 0;
     while (std::getline(in, line)) {
       std::vector<std::string> f = absl::StrSplit(line, ',');
-      ASSERT_EQ(f.size(), 4u) << line;
+      ASSERT_EQ(f.size(), 5u) << line;
       EXPECT_EQ(f[0], std::to_string(expected_row)) << line;
+      EXPECT_TRUE(f[1] == "setosa" || f[1] == "versicolor" || f[1] == "virginica") << line;
       double total = 0;
-      for (int c = 1; c < 4; ++c) total += std::stod(f[c]);
+      for (int c = 2; c < 5; ++c) total += std::stod(f[c]);
       EXPECT_NEAR(total, 1.0, 1e-5) << line;
       ++expected_row;
     }

@@ -383,9 +383,14 @@ std::vector<std::vector<double>> ReadPredictions(const std::string& path) {
   std::string line;
   std::vector<std::vector<double>> rows;
   EXPECT_TRUE(std::getline(in, line)) << path;  // header
+  // The label column (class targets) is the class the probabilities choose:
+  // compared through them.
+  const std::vector<std::string> header = absl::StrSplit(line, ',');
   while (std::getline(in, line)) {
     std::vector<double> values;
+    size_t column = 0;
     for (absl::string_view field : absl::StrSplit(line, ',')) {
+      if (column < header.size() && header[column++] == "label") continue;
       values.push_back(std::stod(std::string(field)));
     }
     rows.push_back(std::move(values));

@@ -22,6 +22,7 @@
 #include "worker/engine/data/split.h"
 #include "worker/engine/data/task_rows.h"
 #include "worker/engine/fit.h"
+#include "worker/engine/model_file.h"
 #include "worker/engine/random.h"
 #include "worker/engine/status.h"
 #include "worker/engine/testing/epoch_recorder.h"
@@ -267,16 +268,27 @@ TEST(EarlyStoppingTest, StopsAfterPatienceAndRestoresBest) {
   std::ifstream in(result->predictions_path());
   std::string header;
   std::getline(in, header);
-  EXPECT_EQ(header, "row,p_setosa,p_versicolor,p_virginica");
+  EXPECT_EQ(header, "row,label,p_setosa,p_versicolor,p_virginica");
+  const std::vector<std::string> classes = {"setosa", "versicolor", "virginica"};
   double loss = 0;
   int n = 0;
   std::string line;
   while (std::getline(in, line)) {
     std::vector<double> v;
     std::stringstream s(line);
-    std::string f;
-    while (std::getline(s, f, ',')) v.push_back(std::stod(f));
+    std::string f, label;
+    while (std::getline(s, f, ',')) {
+      if (v.size() == 1 && label.empty()) {
+        label = f;
+        continue;
+      }
+      v.push_back(std::stod(f));
+    }
     ASSERT_EQ(v.size(), 4u);
+    // The label is the class of the highest probability.
+    const size_t best =
+        static_cast<size_t>(std::max_element(v.begin() + 1, v.end()) - v.begin() - 1);
+    EXPECT_EQ(label, classes[best]) << line;
     EXPECT_EQ(static_cast<int64_t>(v[0]), rows.val[static_cast<size_t>(n)]);
     EXPECT_NEAR(v[1] + v[2] + v[3], 1.0, 1e-5);
     loss -= std::log(v[1 + Iris().y[static_cast<size_t>(v[0])]]);
@@ -305,11 +317,18 @@ TEST(RefitTest, TrainsOnAllRowsAndStoresTheModel) {
   ASSERT_TRUE(result.ok()) << result.status();
   EXPECT_EQ(rec.epochs.size(), 12u);  // val.* early stopping is inactive without validation rows
   EXPECT_EQ(result->model_path(), dir + "/model.ckpt");
-  absl::StatusOr<CheckpointReader> model = CheckpointReader::ReadFile(result->model_path());
+  // The model file (model_file.h): the refit task's, its last epoch, the
+  // classes, and the state of every parameter and running statistic.
+  absl::StatusOr<TrainedModel> model = ReadModelFile(result->model_path());
   ASSERT_TRUE(model.ok()) << model.status();
-  EXPECT_EQ(*model->GetString("meta.classes"), "setosa\nversicolor\nvirginica");
-  EXPECT_TRUE(model->Has("state.layers[0].weight"));
-  EXPECT_TRUE(model->Has("state.layers[1].running_mean"));
+  EXPECT_EQ(model->task, 5);
+  EXPECT_EQ(model->epoch, 12);
+  EXPECT_EQ(model->classes, (std::vector<std::string>{"setosa", "versicolor", "virginica"}));
+  EXPECT_EQ(model->feature_names.size(), 4u);
+  std::vector<std::string> names;
+  for (const TrainedModel::NamedTensor& t : model->state) names.push_back(t.name);
+  EXPECT_THAT(names, ::testing::Contains("layers[0].weight"));
+  EXPECT_THAT(names, ::testing::Contains("layers[1].running_mean"));
 }
 
 TEST(DeterminismTest, SameSpecSameMetrics) {

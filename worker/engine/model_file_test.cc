@@ -170,10 +170,10 @@ TEST(ModelFileTest, BadRecordsAreNamed) {
     // Rewrite every record but the edited ones.
     CheckpointWriter w;
     edit(&w);
-    for (const char* key : {"model.spec", "model.task", "model.epoch", "model.features",
-                            "model.impute", "model.offset", "model.scale", "model.target",
-                            "model.classes", "model.target_names", "model.categorical.count",
-                            "model.state.names", "model.format_version"}) {
+    for (const char* key :
+         {"model.spec", "model.task", "model.epoch", "model.features", "model.impute",
+          "model.offset", "model.scale", "model.target", "model.classes", "model.target_names",
+          "model.categorical.count", "model.state.names", "model.format_version"}) {
       if (w.Serialize().find(key) != std::string::npos) continue;
       if (absl::StatusOr<std::string> s = r->GetString(key); s.ok()) {
         w.PutString(key, *s);

@@ -146,7 +146,7 @@ std::string PredictionsCsv(const PredictionColumns& columns, int64_t outputs,
       }
       absl::StrAppend(&text, ",", names[static_cast<size_t>(best)]);
     } else if (columns.target == TargetKind::kBinary) {
-      absl::StrAppend(&text, ",", names[p[0] >= 0.5f ? 1 : 0]);
+      absl::StrAppend(&text, ",", names[p[0] > 0.5f ? 1 : 0]);
     }
     for (int64_t j = 0; j < outputs; ++j) {
       absl::StrAppend(&text, ",", absl::StrFormat("%.9g", p[j]));

@@ -49,7 +49,8 @@ struct PredictionColumns {
 // [rows.size(), outputs]). Columns:
 // - kClasses: row, label, p_<class> per class; label is the class of the
 //   highest probability (the first on ties).
-// - kBinary: row, label, p_<classes[1]>; label is classes[1] when p >= 0.5,
+// - kBinary: row, label, p_<classes[1]>; label is classes[1] when p > 0.5 (as the metrics count
+// it),
 //   else classes[0].
 // - kMultiLabel: row, p_<label> per target column (no label column).
 // - kRegression: row, prediction (one target), or one column per target

@@ -102,7 +102,7 @@ TEST(FitArtifactsTest, PredictionsCsvColumnsByTarget) {
   // p >= 0.5: the positive class.
   const float p[3] = {0.5f, 0.49f, 0.9f};
   EXPECT_EQ(PredictionsCsv(binary, 1, {0, 1, 2}, p),
-            "row,label,p_yes\n0,yes,0.5\n1,no,0.49000001\n2,yes,0.899999976\n");
+            "row,label,p_yes\n0,no,0.5\n1,no,0.49000001\n2,yes,0.899999976\n");
   Dataset multi;
   multi.target = TargetKind::kMultiLabel;
   multi.target_names = {"l1", "l2"};

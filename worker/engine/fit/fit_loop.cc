@@ -69,8 +69,8 @@ absl::Status FitLoop::Prepare() {
   result_.set_refit(tasks.refit && t == tasks.fold_tasks);
   result_.set_train_rows(static_cast<int64_t>(task_.rows.train.size()));
   result_.set_val_rows(static_cast<int64_t>(task_.rows.val.size()));
-  const MetricTracker& selection = plan.selection.tracker;
-  result_.set_selection(selection.active() ? selection.monitor().Describe() : "last epoch");
+  const MetricTracker& tracker = plan.selection.tracker;
+  result_.set_selection(tracker.active() ? tracker.monitor().Describe() : "last epoch");
   return absl::OkStatus();
 }
 

@@ -1,0 +1,257 @@
+// Predict: a fold's model scoring the training file reproduces that fold's
+// out-of-fold predictions (every example spec: classes with batch norm,
+// binary, multi-label, regression with a categorical column and imputed
+// cells); the preprocessing of a hand-made model computed by hand (scaling,
+// imputation, one-hot with an unseen category); ensembles are the mean; bad
+// input is named by file, line and column.
+#include "worker/engine/predict.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "spec/loader.h"
+#include "tests/testing/temp_dir.h"
+#include "worker/engine/data/dataset.h"
+#include "worker/engine/data/task_rows.h"
+#include "worker/engine/fit.h"
+#include "worker/engine/model_file.h"
+
+namespace traind::engine {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// A predictions CSV: its header, and its lines by their `row` value.
+struct Csv {
+  std::vector<std::string> header;
+  std::map<int64_t, std::vector<std::string>> rows;
+};
+
+Csv ParseCsv(const std::string& text) {
+  Csv csv;
+  std::istringstream in(text);
+  std::string line;
+  std::getline(in, line);
+  csv.header = absl::StrSplit(line, ',');
+  while (std::getline(in, line)) {
+    std::vector<std::string> fields = absl::StrSplit(line, ',');
+    csv.rows[std::stoll(fields[0])] = fields;
+  }
+  return csv;
+}
+
+// The example spec `name`, its data path absolute, `epochs` epochs.
+traind::v1::JobSpec ExampleSpec(const std::string& name, int epochs) {
+  absl::StatusOr<traind::v1::JobSpec> spec =
+      LoadJobSpecFile(std::string(TRAIND_SOURCE_DIR) + "/examples/" + name + ".yaml");
+  EXPECT_TRUE(spec.ok()) << spec.status();
+  traind::v1::JobSpec s = *spec;
+  s.mutable_data()->set_path(std::string(TRAIND_SOURCE_DIR) + "/" + s.data().path());
+  s.mutable_training()->set_epochs(epochs);
+  return s;
+}
+
+// Trains task `task` of `spec` with its artifacts under `dir`.
+traind::v1::FoldResult TrainTask(const traind::v1::JobSpec& spec, int task,
+                                 const std::string& dir) {
+  absl::StatusOr<Dataset> data = LoadDataset(spec);
+  EXPECT_TRUE(data.ok()) << data.status();
+  absl::StatusOr<FoldRows> rows = RowsForTask(spec, *data, task);
+  EXPECT_TRUE(rows.ok()) << rows.status();
+  FitOptions options;
+  options.artifacts_dir = dir;
+  absl::StatusOr<traind::v1::FoldResult> result = Fit(spec, *data, *rows, task, options, nullptr);
+  EXPECT_TRUE(result.ok()) << result.status();
+  return result.ok() ? *result : traind::v1::FoldResult();
+}
+
+class OutOfFoldTest : public ::testing::TestWithParam<const char*> {};
+
+// The fold's model on the whole training file: for the fold's validation
+// rows, the same label and the same numbers as predictions.csv (the same
+// network, state and preprocessing on the same CPU; batches of another size
+// may round differently, hence 1e-5, relative for regression values).
+TEST_P(OutOfFoldTest, PredictingTheTrainingFileReproducesTheFoldsPredictions) {
+  const traind::testing::TempDir dir("traind-predict");
+  traind::v1::JobSpec spec = ExampleSpec(GetParam(), 3);
+  std::string data_path = spec.data().path();
+  if (std::string(GetParam()) == "diabetes-regression") {
+    // Missing cells, imputed with the fold's medians, in training and in
+    // predict alike.
+    std::string text = ReadAll(data_path);
+    std::vector<std::string> lines = absl::StrSplit(text, '\n');
+    for (size_t i = 1; i < lines.size(); i += 7) {
+      std::vector<std::string> cells = absl::StrSplit(lines[i], ',');
+      if (cells.size() < 3) continue;
+      cells[i % 3 == 0 ? 0 : 2] = "";   // age or bmi
+      if (i % 5 == 0) cells[1] = "NA";  // sex
+      lines[i] = absl::StrJoin(cells, ",");
+    }
+    data_path = dir.Write("diabetes_missing.csv", absl::StrJoin(lines, "\n"));
+    spec.mutable_data()->set_path(data_path);
+  }
+  const traind::v1::FoldResult fold = TrainTask(spec, 1, dir.path());
+  ASSERT_FALSE(fold.predictions_path().empty());
+  ASSERT_EQ(fold.model_path(), dir.Path("model.ckpt"));
+  const Csv expected = ParseCsv(ReadAll(fold.predictions_path()));
+
+  absl::StatusOr<Predictions> p = Predict({fold.model_path()}, data_path);
+  ASSERT_TRUE(p.ok()) << p.status();
+  const Csv actual = ParseCsv(p->Csv());
+  EXPECT_EQ(actual.header, expected.header);
+  absl::StatusOr<Dataset> data = LoadDataset(spec);
+  ASSERT_TRUE(data.ok());
+  EXPECT_EQ(p->rows, data->rows);  // every row of the file scored
+  ASSERT_EQ(static_cast<int64_t>(actual.rows.size()), data->rows);
+  ASSERT_FALSE(expected.rows.empty());
+  for (const auto& [row, want] : expected.rows) {
+    const std::vector<std::string>& got = actual.rows.at(row);
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t c = 1; c < want.size(); ++c) {
+      if (expected.header[c] == "label") {
+        EXPECT_EQ(got[c], want[c]) << "row " << row;
+      } else {
+        const double w = std::stod(want[c]);
+        EXPECT_NEAR(std::stod(got[c]), w, 1e-5 * std::max(1.0, std::fabs(w)))
+            << "row " << row << " column " << expected.header[c];
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Examples, OutOfFoldTest,
+                         ::testing::Values("iris-cv", "digits-multiclass", "breast-cancer-binary",
+                                           "digits-multilabel", "diabetes-regression"));
+
+// y = b + w_a * (a' ) + w_blue * [blue] + w_red * [red], a' = (a - 2) / 4,
+// a missing -> 6 (its imputation value).
+TrainedModel HandModel() {
+  TrainedModel m;
+  m.spec.mutable_data()->set_path("train.csv");
+  m.spec.mutable_data()->set_label("y");
+  m.spec.mutable_data()->add_categorical("color");
+  m.spec.mutable_data()->set_missing(traind::v1::IMPUTE_MEAN);
+  m.spec.mutable_model()->add_layers()->mutable_dense()->set_units(1);
+  m.spec.mutable_loss()->mutable_mse();
+  m.feature_names = {"a"};
+  m.impute = {6};
+  m.offset = {2};
+  m.scale = {4};
+  m.categorical = {{"color", {"blue", "red"}}};
+  m.target = TargetKind::kRegression;
+  m.target_names = {"y"};
+  m.state = {{"layers[0].weight", {3, 1}, {2.0f, 10.0f, 100.0f}}, {"layers[0].bias", {1}, {0.5f}}};
+  return m;
+}
+
+TEST(PredictTest, PreprocessingOfAHandMadeModel) {
+  const traind::testing::TempDir dir("traind-predict");
+  ASSERT_TRUE(WriteModelFile(HandModel(), dir.Path("model.ckpt")).ok());
+  // Columns in another order, an extra column, no label column.
+  const std::string data =
+      dir.Write("new.csv", "note,color,a\nx,blue,10\ny,red,2\nz,green,-2\nw,,\nv,NA,6\n");
+  absl::StatusOr<Predictions> p = Predict({dir.Path("model.ckpt")}, data);
+  ASSERT_TRUE(p.ok()) << p.status();
+  ASSERT_EQ(p->rows, 5);
+  ASSERT_EQ(p->outputs, 1);
+  // a' = 2, blue: 0.5 + 4 + 10; a' = 0, red: 0.5 + 100; a' = -1, unseen
+  // green: all zeros; missing a -> 6 (a' = 1), missing color: all zeros.
+  EXPECT_THAT(p->values, ::testing::ElementsAre(14.5f, 100.5f, -1.5f, 2.5f, 2.5f));
+  EXPECT_EQ(p->Csv(), "row,prediction\n0,14.5\n1,100.5\n2,-1.5\n3,2.5\n4,2.5\n");
+}
+
+TEST(PredictTest, AnEnsembleIsTheMeanOfItsModels) {
+  const traind::testing::TempDir dir("traind-predict");
+  TrainedModel a = HandModel(), b = HandModel();
+  b.offset = {0};  // other statistics: a' = a / 4
+  b.state[1].values = {-1.5f};
+  ASSERT_TRUE(WriteModelFile(a, dir.Path("a.ckpt")).ok());
+  ASSERT_TRUE(WriteModelFile(b, dir.Path("b.ckpt")).ok());
+  const std::string data = dir.Write("new.csv", "a,color\n10,blue\n");
+  absl::StatusOr<Predictions> p = Predict({dir.Path("a.ckpt"), dir.Path("b.ckpt")}, data);
+  ASSERT_TRUE(p.ok()) << p.status();
+  // a: 14.5; b: -1.5 + 2 * 2.5 + 10 = 13.5.
+  EXPECT_THAT(p->values, ::testing::ElementsAre(14.0f));
+
+  TrainedModel other = HandModel();
+  other.feature_names = {"b"};
+  ASSERT_TRUE(WriteModelFile(other, dir.Path("other.ckpt")).ok());
+  p = Predict({dir.Path("a.ckpt"), dir.Path("other.ckpt")}, data);
+  ASSERT_FALSE(p.ok());
+  EXPECT_THAT(p.status().message(), HasSubstr("other.ckpt: cannot be averaged with"));
+  EXPECT_THAT(p.status().message(), HasSubstr("feature columns differ"));
+}
+
+TEST(PredictTest, BadInputIsNamedByFileLineAndColumn) {
+  const traind::testing::TempDir dir("traind-predict");
+  TrainedModel model = HandModel();
+  ASSERT_TRUE(WriteModelFile(model, dir.Path("model.ckpt")).ok());
+  const std::string m = dir.Path("model.ckpt");
+
+  std::string f = dir.Write("no_a.csv", "color,b\nblue,1\n");
+  absl::StatusOr<Predictions> p = Predict({m}, f);
+  ASSERT_FALSE(p.ok());
+  EXPECT_THAT(p.status().message(), HasSubstr(f + ": column \"a\" not found; columns: color, b"));
+
+  f = dir.Write("bad_cell.csv", "a,color\n1,blue\n\n2x,red\n");
+  p = Predict({m}, f);
+  ASSERT_FALSE(p.ok());
+  EXPECT_THAT(p.status().message(),
+              HasSubstr(f + ":4: column \"a\" (column 1): \"2x\" is not a number"));
+
+  f = dir.Write("twice.csv", "a,color,a\n1,blue,2\n");
+  p = Predict({m}, f);
+  ASSERT_FALSE(p.ok());
+  EXPECT_THAT(p.status().message(), HasSubstr("column \"a\" appears 2 times"));
+
+  model.spec.mutable_data()->set_missing(traind::v1::MISSING_ERROR);
+  ASSERT_TRUE(WriteModelFile(model, dir.Path("strict.ckpt")).ok());
+  f = dir.Write("missing.csv", "color,a\nblue,1\nred,NA\n");
+  p = Predict({dir.Path("strict.ckpt")}, f);
+  ASSERT_FALSE(p.ok());
+  EXPECT_THAT(p.status().message(),
+              HasSubstr(f + ":3: column \"a\" (column 2): missing value (data.missing: error)"));
+
+  f = dir.Write("empty.csv", "");
+  p = Predict({m}, f);
+  ASSERT_FALSE(p.ok());
+  EXPECT_THAT(p.status().message(), HasSubstr(f));
+
+  p = Predict({dir.Path("nope.ckpt")}, dir.Write("ok.csv", "a,color\n1,blue\n"));
+  ASSERT_FALSE(p.ok());
+  EXPECT_THAT(p.status().message(), HasSubstr("nope.ckpt"));
+}
+
+TEST(PredictTest, AStateThatDoesNotFitTheSpecIsNamed) {
+  const traind::testing::TempDir dir("traind-predict");
+  TrainedModel model = HandModel();
+  model.state[0].shape = {1, 3};
+  ASSERT_TRUE(WriteModelFile(model, dir.Path("model.ckpt")).ok());
+  absl::StatusOr<Predictions> p =
+      Predict({dir.Path("model.ckpt")}, dir.Write("ok.csv", "a,color\n1,blue\n"));
+  ASSERT_FALSE(p.ok());
+  EXPECT_THAT(p.status().message(),
+              HasSubstr("model.ckpt: state \"layers[0].weight\" has shape [1, 3], the network's "
+                        "is [3, 1]"));
+}
+
+}  // namespace
+}  // namespace traind::engine
