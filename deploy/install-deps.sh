@@ -17,16 +17,20 @@ build_pkgs=(
   libcpp-httplib-dev prometheus-cpp-dev libjs-dygraphs
   # gRPC's standard protos (health, reflection v1 and v1alpha).
   grpc-proto
+  # The ONNX export (worker/engine/onnx_export.h): ONNX's protos, checker and
+  # shape inference (opset 17, ai.onnx.ml 3), on the same libprotobuf.
+  libonnx-dev
   # The Python client (client/python) and its tests: Debian's Python packages.
   python3 python3-grpcio python3-protobuf python3-yaml python3-setuptools python3-venv
   python3-pytest python3-pandas python3-matplotlib
 )
 runtime_pkgs=(
   libgrpc++1.51 libprotobuf32 libdnnl2.6 libsqlite3-0 libyaml-cpp0.7 libsystemd0 libssl3
-  libcpp-httplib0.11 libprometheus-cpp-core1.0
+  libcpp-httplib0.11 libprometheus-cpp-core1.0 libonnx1
 )
 # What only the tests need: promtool (Prometheus) checks /metrics; the
-# dashboard is tested in Debian's chromium, driven by playwright-core (npm).
+# dashboard is tested in Debian's chromium, driven by playwright-core (npm);
+# the exported ONNX models run in ONNX Runtime (onnxruntime-node, npm).
 # tmux hosts trainctl's live view in a real terminal.
 test_pkgs=(prometheus chromium tmux iproute2)
 

@@ -14,6 +14,14 @@ cd "$(dirname "$0")/.."
 if [[ ! -f tests/integration/dashboard/node_modules/playwright-core/package.json ]]; then
   PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm ci --prefix tests/integration/dashboard --no-audit --no-fund
 fi
+# onnxruntime-node for the ONNX export's tests (pinned by tests/onnx's
+# package-lock.json): its Linux x64 CPU library ships inside the package;
+# its install script, which would fetch CUDA files, is skipped.
+if [[ ! -f tests/onnx/node_modules/onnxruntime-node/package.json ]]; then
+  ONNXRUNTIME_NODE_INSTALL=skip npm ci --prefix tests/onnx --ignore-scripts --no-audit --no-fund
+fi
+# ONNX Runtime is installed: its tests fail rather than skip without it.
+export TRAIND_REQUIRE_ONNXRUNTIME=1
 
 build_dir=${BUILD_DIR:-build}
 jobs=$(nproc)

@@ -8,7 +8,8 @@
 // - --predict (repeatable): a model file (model.ckpt, model_file.h). Several
 //   are an ensemble: the mean of their probabilities (class, binary and
 //   multi-label targets) or values (regression); see predict.h.
-// - --data (or the one positional argument): the CSV to score (header row; the model's data.delimiter); the
+// - --data (or the one positional argument): the CSV to score (header row; the model's
+// data.delimiter); the
 //   model's feature columns are found by name, other columns are ignored.
 // - --out: where the predictions go; "-" (the default) is stdout. A file is
 //   written atomically (a temporary file beside it, renamed), so it holds

@@ -58,7 +58,9 @@ struct FitOptions {
   // Where the task's artifacts go (created if missing); empty: none.
   // model.ckpt holds the final model (the best epoch's when the selection
   // restored it, else the last epoch's) with its fitted features and target
-  // encoding, in the model format (model_file.h), for every task;
+  // encoding, in the model format (model_file.h), for every task, and
+  // model.onnx the same model as one ONNX graph (onnx_export.h; a model it
+  // cannot export is a warning);
   // predictions.csv, for a task with validation rows, that model's
   // predictions of them (columns: PredictionsCsv in fit/artifacts.h). Data
   // parallelism: rank 0's decides, and only rank 0 writes (and sets

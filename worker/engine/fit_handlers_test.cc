@@ -329,6 +329,10 @@ TEST(RefitTest, TrainsOnAllRowsAndStoresTheModel) {
   for (const TrainedModel::NamedTensor& t : model->state) names.push_back(t.name);
   EXPECT_THAT(names, ::testing::Contains("layers[0].weight"));
   EXPECT_THAT(names, ::testing::Contains("layers[1].running_mean"));
+  // Beside it, the same model as an ONNX graph (onnx_export_test runs it).
+  struct stat onnx;
+  ASSERT_EQ(stat((dir + "/model.onnx").c_str(), &onnx), 0);
+  EXPECT_GT(onnx.st_size, 1000);
 }
 
 TEST(DeterminismTest, SameSpecSameMetrics) {

@@ -14,6 +14,7 @@
 #include "worker/engine/fit/artifacts.h"
 #include "worker/engine/fit/tensorboard.h"
 #include "worker/engine/model_file.h"
+#include "worker/engine/onnx_export.h"
 #include "worker/engine/status.h"
 
 namespace traind::engine {
@@ -357,6 +358,12 @@ absl::Status FitLoop::Finish() {
   const std::string path = dir + "/model.ckpt";
   TRAIND_RETURN_IF_ERROR(WriteModelFile(model, path));
   result_.set_model_path(path);
+  // The same model as one ONNX graph (onnx_export.h). The model file is what
+  // traind predicts with: a model that cannot be exported is a warning, not
+  // a failed task.
+  if (absl::Status onnx = WriteOnnxFile(model, dir + "/model.onnx"); !onnx.ok()) {
+    Warn(absl::Status(onnx.code(), absl::StrCat("model.onnx not written: ", onnx.message())));
+  }
   return absl::OkStatus();
 }
 
