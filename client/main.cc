@@ -407,7 +407,9 @@ class Commands {
         });
     if (!response.ok()) return Fail(response.status());
     std::cerr << "trainctl: scored " << response->rows() << " rows of " << file << " with "
-              << absl::StrJoin(response->models(), " + ") << " (job " << job_id << ")" << std::endl;
+              << absl::StrJoin(response->models(), " + ") << " on "
+              << (response->device().empty() ? "cpu" : response->device()) << " (job " << job_id
+              << ")" << std::endl;
     absl::StatusOr<v1::Artifact> artifact =
         client().DownloadToFile(job_id, response->artifact().name(), out.empty() ? "-" : out);
     if (!artifact.ok()) return Fail(artifact.status());

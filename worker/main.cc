@@ -17,7 +17,7 @@
 // Predict, without a daemon (traind's Predict RPC runs this command line;
 // predict_main.h is the contract):
 //   traind-worker --predict MODEL.ckpt [--predict MODEL2.ckpt ...]
-//                 [--data] FILE.csv [--out OUT.csv]
+//                 [--data] FILE.csv [--out OUT.csv] [--device gpu]
 //
 // GPU tasks (resources.device: gpu) train on the CUDA plugin
 // (libtraind_cuda.so beside this executable, or ../lib/traind), loaded only
@@ -82,6 +82,10 @@ int WorkerMain(int argc, char** argv) {
   std::string data_file;
   app.add_option("data_file", data_file, "predict: the CSV file to score (instead of --data)");
   app.add_option("--out", predict.out, "predict: the output CSV (default -: stdout)");
+  std::string predict_device = "cpu";
+  app.add_option("--device", predict_device,
+                 "predict: cpu (default) or gpu (visible CUDA device 0, through the CUDA plugin)")
+      ->check(CLI::IsMember({"cpu", "gpu"}));
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -91,7 +95,8 @@ int WorkerMain(int argc, char** argv) {
 
   if (capabilities) return PrintCapabilities();
   const bool predicting = !predict.models.empty() || app.count("--data") > 0 ||
-                          app.count("--out") > 0 || !data_file.empty();
+                          app.count("--out") > 0 || app.count("--device") > 0 || !data_file.empty();
+  predict.gpu = predict_device == "gpu";
   if (predicting) {
     if (!data_file.empty() && !predict.data.empty()) {
       std::fprintf(stderr, "traind-worker: two CSV files to score: --data %s and %s\n",

@@ -8,8 +8,11 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "worker/engine/fit/artifacts.h"
+#include "worker/engine/model_file.h"
 #include "worker/engine/predict.h"
 #include "worker/exit_code.h"
+#include "worker/gpu_context.h"
+#include "worker/log.h"
 
 namespace traind::worker {
 namespace {
@@ -32,8 +35,20 @@ std::string OneLineError(const std::string& message) {
 }
 
 int RunPredict(const PredictCommand& command) {
+  GpuContext gpu;
   absl::Status status = [&]() -> absl::Status {
-    absl::StatusOr<engine::Predictions> predictions = engine::Predict(command.models, command.data);
+    engine::PredictOptions options;
+    if (command.gpu) {
+      // The backend in the precision the first model trained in.
+      absl::StatusOr<engine::TrainedModel> first = engine::ReadModelFile(command.models[0]);
+      if (!first.ok()) return first.status();
+      absl::Status opened = OpenGpu(first->spec, 0, &gpu);
+      if (!opened.ok()) return opened;
+      options.backend = gpu.backend.get();
+      Log(absl::StrCat("predict on ", gpu.backend->name()));
+    }
+    absl::StatusOr<engine::Predictions> predictions =
+        engine::Predict(command.models, command.data, options);
     if (!predictions.ok()) return predictions.status();
     const std::string csv = predictions->Csv();
     if (command.out.empty() || command.out == "-") return WriteStdout(csv);

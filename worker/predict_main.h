@@ -3,7 +3,7 @@
 // fresh process for its Predict RPC, so it is a stable contract:
 //
 //   traind-worker --predict MODEL.ckpt [--predict MODEL2.ckpt ...]
-//                 [--data] FILE.csv [--out OUT.csv]
+//                 [--data] FILE.csv [--out OUT.csv] [--device gpu]
 //
 // - --predict (repeatable): a model file (model.ckpt, model_file.h). Several
 //   are an ensemble: the mean of their probabilities (class, binary and
@@ -14,6 +14,11 @@
 // - --out: where the predictions go; "-" (the default) is stdout. A file is
 //   written atomically (a temporary file beside it, renamed), so it holds
 //   all the predictions or is left as it was.
+// - --device: "cpu" (the default) or "gpu": the network runs on visible
+//   CUDA device 0 through the CUDA plugin (traind passes it, with
+//   CUDA_VISIBLE_DEVICES naming an idle GPU, for a job whose resources say
+//   gpu). A GPU that cannot be opened is an error (exit 1), not a silent
+//   fall back to the CPU. The preprocessing runs on the CPU either way.
 //
 // Output: the columns of predictions.csv (docs/spec.md, "Predict"): row (the
 // 0-based data row of FILE.csv), label (class targets), then p_<class> /
@@ -36,6 +41,7 @@ struct PredictCommand {
   std::vector<std::string> models;  // --predict, in order
   std::string data;                 // --data
   std::string out = "-";            // --out; "-": stdout
+  bool gpu = false;                 // --device gpu
 };
 
 // Scores command.data and writes the predictions. Returns the exit status

@@ -332,10 +332,14 @@ absl::Status TrainingServiceImpl::RunPredict(const traind::v1::PredictRequest::H
     resp->add_models(m.artifact.name());
   }
   request.argv.insert(request.argv.end(), {"--data", csv_path, "--out", partial});
-  request.env = {"CUDA_VISIBLE_DEVICES=", "OMP_NUM_THREADS=1"};
+  request.env = {"OMP_NUM_THREADS=1"};
   request.log_path = log;
+  const bool want_gpu = job->spec().resources().device() == traind::v1::GPU;
   LogInfo("predict started job=%s models=%s", job->id(), absl::StrJoin(resp->models(), ","));
-  absl::StatusOr<ProcessExit> exit = scheduler_->RunProcess(request, absl::Hours(1));
+  std::string device;
+  absl::StatusOr<ProcessExit> exit =
+      scheduler_->RunProcess(request, absl::Hours(1), want_gpu, &device);
+  resp->set_device(device);
   auto cleanup = [&] {
     std::filesystem::remove(partial, ec);
     std::filesystem::remove(log, ec);
@@ -379,8 +383,8 @@ absl::Status TrainingServiceImpl::RunPredict(const traind::v1::PredictRequest::H
   if (!artifact.ok()) return artifact.status();
   *resp->mutable_artifact() = artifact->artifact;
   resp->set_rows(std::max<int64_t>(rows, 0));
-  LogInfo("predict done job=%s rows=%d artifact=%s", job->id(), resp->rows(),
-          resp->artifact().name());
+  LogInfo("predict done job=%s rows=%d artifact=%s device=%s%s", job->id(), resp->rows(),
+          resp->artifact().name(), device, want_gpu && device == "cpu" ? " (no idle GPU)" : "");
   return absl::OkStatus();
 }
 

@@ -185,8 +185,15 @@ class Scheduler final {
   // launcher, in a fresh process as tasks run, and waits for its exit; after
   // `timeout` it is killed (SIGKILL to its group) and the wait goes on. Its
   // environment is the workers' base environment plus `extra_env`.
+  // With `want_gpu`, and an idle GPU now or within 5 s (one still draining
+  // after a task may come back; the worker has a GPU backend), it
+  // runs on that GPU: CUDA_VISIBLE_DEVICES names it, "--device=gpu" is
+  // appended to argv, the GPU is busy until the process exits and then
+  // drains like a task's. Otherwise (and always without `want_gpu`) it sees
+  // no GPU. `*placed` (if given) receives "gpu <uuid>" or "cpu".
   // (scheduler_deletion.cc)
-  absl::StatusOr<ProcessExit> RunProcess(LaunchRequest request, absl::Duration timeout);
+  absl::StatusOr<ProcessExit> RunProcess(LaunchRequest request, absl::Duration timeout,
+                                         bool want_gpu = false, std::string* placed = nullptr);
   const std::string& worker_path() const { return options_.worker_path; }
   const std::string& state_dir() const { return options_.state_dir; }
   // Bytes under the state directory as last measured (MeasureStateDir runs

@@ -219,6 +219,63 @@ TEST_F(GpuPathTest, AGpuJobTrainsThroughThePluginAsOnTheCpu) {
   EXPECT_EQ(cpu_log.find("gpu ready"), std::string::npos) << cpu_log;
 }
 
+// Predict for a GPU job runs on an idle GPU through the plugin, with the
+// numbers of a CPU predict; while every GPU trains, it runs on the CPU.
+TEST_F(GpuPathTest, PredictForAGpuJobRunsOnAnIdleGpuElseOnTheCpu) {
+  StartDaemon(1);
+  std::vector<JobEvent> events;
+  const Job gpu = Run(GpuSpec(1), &events);
+  ASSERT_EQ(gpu.state(), Job::SUCCEEDED) << gpu.DebugString();
+  const std::string iris = SourceDir() + "/examples/data/iris.csv";
+  const std::string trainctl = BinDir() + "/trainctl --address " + daemon_->address();
+  const std::string model = daemon_->state_dir() + "/jobs/" + gpu.id() + "/task-0/model.ckpt";
+  std::string out, on_cpu;
+  ASSERT_EQ(RunCommand(trainctl + " predict " + gpu.id() + " " + iris + " --task 0 -O " +
+                           dir_.path() + "/gpu.csv 2>&1",
+                       &out),
+            0)
+      << out;
+  EXPECT_NE(out.find("with task-0/model.ckpt on gpu GPU-fake-0"), std::string::npos) << out;
+  ASSERT_EQ(RunCommand("env -u CUDA_VISIBLE_DEVICES OMP_NUM_THREADS=1 " + worker_ + " --predict " +
+                           model + " " + iris + " 2>/dev/null",
+                       &on_cpu),
+            0);
+  EXPECT_EQ(ReadFile(dir_.path() + "/gpu.csv"), on_cpu);
+  // The worker itself, told --device gpu, opens the plugin's device (or
+  // says why not) instead of falling back to the CPU.
+  ASSERT_EQ(RunCommand("CUDA_VISIBLE_DEVICES=GPU-fake-0 " + worker_ + " --predict " + model + " " +
+                           iris + " --device gpu 2>&1 >/dev/null",
+                       &out),
+            0)
+      << out;
+  EXPECT_NE(out.find("predict on cuda stand-in"), std::string::npos) << out;
+  ASSERT_NE(RunCommand("CUDA_VISIBLE_DEVICES= " + worker_ + " --predict " + model + " " + iris +
+                           " --device gpu 2>&1 >/dev/null",
+                       &out),
+            0);
+  EXPECT_NE(out.find("resources.device gpu"), std::string::npos) << out;
+
+  // The only GPU busy with a long job: the predict runs on the CPU.
+  traind::v1::JobSpec long_spec = GpuSpec(1);
+  long_spec.mutable_training()->set_epochs(kLongEpochs * 10);
+  absl::StatusOr<Job> busy = SubmitJob(daemon_->stub(), long_spec);
+  ASSERT_TRUE(busy.ok()) << busy.status();
+  ASSERT_TRUE(WaitFor(busy->id(), [](const Job& j) { return j.tasks(0).epochs_done() >= 1; }));
+  ASSERT_EQ(RunCommand(trainctl + " predict " + gpu.id() + " " + iris + " --task 0 -O " +
+                           dir_.path() + "/cpu.csv 2>&1",
+                       &out),
+            0)
+      << out;
+  EXPECT_NE(out.find("with task-0/model.ckpt on cpu"), std::string::npos) << out;
+  EXPECT_EQ(ReadFile(dir_.path() + "/cpu.csv"), on_cpu);
+  EXPECT_NE(daemon_->Log().find("device=cpu (no idle GPU)"), std::string::npos) << daemon_->Log();
+  traind::v1::CancelJobRequest cancel;
+  cancel.set_job_id(busy->id());
+  traind::v1::Job cancelled;
+  auto ctx = Ctx();
+  EXPECT_TRUE(daemon_->stub()->CancelJob(ctx.get(), cancel, &cancelled).ok());
+}
+
 // The log of rank `rank` of an attempt whose rank 0 logs to `log_path`.
 std::string RankLog(const std::string& log_path, int rank) {
   if (rank == 0) return log_path;
