@@ -3,7 +3,8 @@
 #   - server/ includes nothing under worker/ (the spec language is spec/, the
 #     zygote protocol proto/traind/);
 #   - the engine (worker/engine/) and spec/ include no gRPC and no SQLite;
-#   - traind and trainctl link no CUDA, cuBLAS or NCCL library.
+#   - traind and trainctl link no CUDA, cuBLAS or NCCL library, and no
+#     libonnx (models are read and written by traind-worker only).
 #
 #   tests/layering_check.sh SOURCE_DIR BIN_DIR
 set -euo pipefail
@@ -27,7 +28,8 @@ for exe in traind trainctl; do
     continue
   fi
   if grep -Ei 'libcuda|libcublas|libnccl|libcudart' <<<"$libs"; then fail "$exe links CUDA"; fi
+  if grep -Ei 'libonnx' <<<"$libs"; then fail "$exe links libonnx"; fi
 done
 
 if [[ $failed -ne 0 ]]; then exit 1; fi
-echo "layering: server/ includes nothing under worker/; the engine and spec/ no gRPC or SQLite; traind and trainctl link no CUDA"
+echo "layering: server/ includes nothing under worker/; the engine and spec/ no gRPC or SQLite; traind and trainctl link no CUDA and no libonnx"
