@@ -432,7 +432,19 @@ absl::Status JobStore::Apply(const StoreMutation& m, const std::string& job_id,
       STORE_RETURN_IF_ERROR(st.status());
       st.Bind(1, job_id);
       st.Bind(2, e->sequence());
-      st.BindBlob(3, e->SerializeAsString());
+      if (e->has_epoch()) {
+        // The metrics live once, in the epochs row; the event keeps its key
+        // (ReadEvents puts them back).
+        traind::v1::JobEvent keyed = *e;
+        traind::v1::EpochMetrics* epoch = keyed.mutable_epoch();
+        epoch->clear_train();
+        epoch->clear_val();
+        epoch->clear_batches();
+        epoch->clear_seconds();
+        st.BindBlob(3, keyed.SerializeAsString());
+      } else {
+        st.BindBlob(3, e->SerializeAsString());
+      }
       STORE_RETURN_IF_ERROR(st.Run());
     }
     if (m.delete_job) {
@@ -602,7 +614,22 @@ absl::StatusOr<std::vector<traind::v1::JobEvent>> JobStore::ReadEvents(const std
     absl::StatusOr<bool> row = st.Step();
     if (!row.ok()) return row.status();
     if (!*row) break;
-    st.Message(0, &events.emplace_back());
+    traind::v1::JobEvent& e = events.emplace_back();
+    st.Message(0, &e);
+    if (!e.has_epoch()) continue;
+    // An epoch event's metrics: its epochs row (a database written before
+    // epochs were stored once has them in the event too: the same values).
+    Stmt epoch(db_, stmts_.get(),
+               "SELECT metrics FROM epochs WHERE job_id = ?1 AND task_idx = ?2 AND attempt = ?3 "
+               "AND epoch = ?4");
+    STORE_RETURN_IF_ERROR(epoch.status());
+    epoch.Bind(1, job_id);
+    epoch.Bind(2, e.epoch().task());
+    epoch.Bind(3, e.epoch().attempt());
+    epoch.Bind(4, e.epoch().epoch());
+    absl::StatusOr<bool> found = epoch.Step();
+    if (!found.ok()) return found.status();
+    if (*found) epoch.Message(0, e.mutable_epoch());
   }
   return events;
 }

@@ -2,7 +2,9 @@
 //
 // Tables: jobs, tasks, attempts (one row each), epochs (per-epoch metrics,
 // keyed by job, task, attempt and epoch, written idempotently) and events
-// (the WatchJob log, keyed by job and sequence number).
+// (the WatchJob log, keyed by job and sequence number). An epoch's metrics
+// are stored once, in its epochs row: its event row holds only the key
+// (task, attempt, epoch), and ReadEvents joins the two.
 //
 // Thread-safety: every method may be called from any thread; calls are
 // serialized on one connection.

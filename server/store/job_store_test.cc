@@ -4,6 +4,7 @@
 
 #include <filesystem>
 
+#include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
 #include "tests/testing/temp_dir.h"
 
@@ -116,6 +117,90 @@ TEST_F(JobStoreTest, EpochsAreWrittenOnce) {
   ASSERT_TRUE(epochs.ok());
   ASSERT_EQ(epochs->size(), 1u);
   EXPECT_EQ(epochs->at(0).train().at("loss"), 0.25);
+}
+
+// An epoch's metrics are stored once (its epochs row); its event row keeps
+// only the key, and ReadEvents gives the whole event back. An event row
+// written with its metrics (a store from before) reads the same.
+TEST_F(JobStoreTest, EpochMetricsAreStoredOnceAndEventsReadWhole) {
+  Job job = MakeJob("s1", "x", 2);
+  ASSERT_TRUE(Insert(job).ok());
+  std::vector<traind::v1::EpochMetrics> metrics(3);
+  std::vector<traind::v1::JobEvent> events(4);
+  StoreMutation m;
+  for (int i = 0; i < 3; ++i) {
+    traind::v1::EpochMetrics& e = metrics[i];
+    e.set_task(i % 2);
+    e.set_attempt(1 + i / 2);
+    e.set_epoch(i + 1);
+    (*e.mutable_train())["loss"] = 1.0 / (i + 1);
+    (*e.mutable_val())["accuracy"] = 0.5 + 0.125 * i;
+    (*e.mutable_val())["f1_macro"] = 0.25 * i;
+    e.set_batches(40 * (i + 1));
+    e.set_seconds(0.03125 * (i + 1));
+    events[i].set_job_id("s1");
+    events[i].set_sequence(i + 1);
+    events[i].mutable_time()->set_seconds(1700000000 + i);
+    *events[i].mutable_epoch() = e;
+    m.epochs.push_back(&metrics[i]);
+    m.events.push_back(&events[i]);
+  }
+  events[3].set_job_id("s1");
+  events[3].set_sequence(4);
+  events[3].mutable_job_state()->set_state(Job::SUCCEEDED);
+  events[3].set_last(true);
+  m.events.push_back(&events[3]);
+  ASSERT_TRUE(store_->Apply(m, "s1").ok());
+
+  auto read = store_->ReadEvents("s1", 0, 10);
+  ASSERT_TRUE(read.ok()) << read.status();
+  ASSERT_EQ(read->size(), 4u);
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(read->at(i), events[i]))
+        << read->at(i).DebugString() << " vs " << events[i].DebugString();
+  }
+
+  // On disk: the event rows of epochs hold no metrics.
+  store_.reset();
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open((dir_ + "/traind.db").c_str(), &db), SQLITE_OK);
+  sqlite3_stmt* st = nullptr;
+  ASSERT_EQ(sqlite3_prepare_v2(db, "SELECT seq, event FROM events WHERE job_id = 's1' ORDER BY seq",
+                               -1, &st, nullptr),
+            SQLITE_OK);
+  int rows = 0;
+  while (sqlite3_step(st) == SQLITE_ROW) {
+    traind::v1::JobEvent stored;
+    ASSERT_TRUE(stored.ParseFromArray(sqlite3_column_blob(st, 1), sqlite3_column_bytes(st, 1)));
+    const int i = rows++;
+    if (i == 3) continue;
+    ASSERT_TRUE(stored.has_epoch());
+    EXPECT_EQ(stored.epoch().epoch(), i + 1);
+    EXPECT_EQ(stored.epoch().task(), i % 2);
+    EXPECT_EQ(stored.epoch().attempt(), 1 + i / 2);
+    EXPECT_TRUE(stored.epoch().train().empty());
+    EXPECT_TRUE(stored.epoch().val().empty());
+    EXPECT_EQ(stored.epoch().batches(), 0);
+  }
+  sqlite3_finalize(st);
+  EXPECT_EQ(rows, 4);
+  // An event row with the metrics inside, as an older traind wrote them.
+  traind::v1::JobEvent old = events[0];
+  old.set_sequence(5);
+  const std::string blob = old.SerializeAsString();
+  ASSERT_EQ(sqlite3_prepare_v2(db, "INSERT INTO events (job_id, seq, event) VALUES ('s1', 5, ?1)",
+                               -1, &st, nullptr),
+            SQLITE_OK);
+  sqlite3_bind_blob(st, 1, blob.data(), static_cast<int>(blob.size()), SQLITE_TRANSIENT);
+  ASSERT_EQ(sqlite3_step(st), SQLITE_DONE);
+  sqlite3_finalize(st);
+  sqlite3_close(db);
+  Reopen();
+  auto again = store_->ReadEvents("s1", 4, 10);
+  ASSERT_TRUE(again.ok()) << again.status();
+  ASSERT_EQ(again->size(), 1u);
+  EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(again->at(0), old))
+      << again->at(0).DebugString();
 }
 
 TEST_F(JobStoreTest, EventsReadFromCursorAndDuplicateSequenceRollsBack) {
