@@ -221,6 +221,18 @@ TEST(RenderTest, JobStateEvents) {
   EXPECT_EQ(RenderEvent(event, CvSpec()), "job j1 FAILED: DATA_ERROR: no such column");
 }
 
+TEST(RenderTest, DeviceEvents) {
+  v1::JobEvent event;
+  event.set_job_id("j1");
+  event.set_sequence(17);
+  event.mutable_device()->set_device_id("gpu1");
+  event.mutable_device()->set_state("UNHEALTHY");
+  EXPECT_EQ(RenderEvent(event, CvSpec()), "device gpu1 UNHEALTHY");
+  event.mutable_device()->set_message("memory not released within 60s (2.1 GiB above idle)");
+  EXPECT_EQ(RenderEvent(event, CvSpec()),
+            "device gpu1 UNHEALTHY: memory not released within 60s (2.1 GiB above idle)");
+}
+
 TEST(RenderTest, FailureText) {
   v1::Failure failure;
   EXPECT_EQ(FailureText(failure), "");

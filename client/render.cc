@@ -174,6 +174,14 @@ std::string RenderEvent(const JobEvent& event, const JobSpec& spec) {
       if (!failure.empty()) absl::StrAppend(&line, ": ", failure);
       return line;
     }
+    case JobEvent::kDevice: {
+      // A device the job's tasks ran on changed state (a GPU that did not
+      // drain is UNHEALTHY and no longer used).
+      const auto& d = event.device();
+      std::string line = absl::StrCat("device ", d.device_id(), " ", d.state());
+      if (!d.message().empty()) absl::StrAppend(&line, ": ", d.message());
+      return line;
+    }
     case JobEvent::KIND_NOT_SET:
       break;
   }
