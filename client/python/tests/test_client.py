@@ -6,6 +6,7 @@ import csv
 import os
 import signal
 import statistics
+import time
 import uuid
 
 import grpc
@@ -266,3 +267,252 @@ def test_the_notebook_example_runs(daemon, source_dir, tmp_path):
         assert "no plot" in out.stdout
     else:
         assert plot.stat().st_size > 1000 and plot.read_bytes()[:4] == b"\x89PNG"
+
+
+# -- artifacts, download, predict, delete -------------------------------------
+
+ARTIFACT_EPOCHS = 6
+
+
+@pytest.fixture(scope="module")
+def refit_job(daemon, source_dir):
+    """A finished 2-fold CV job with refit: tasks 0 and 1, and the refit task 2."""
+    with daemon.client() as c:
+        job = c.submit(iris_spec(source_dir), base_dir=source_dir, name=unique("py-refit"),
+                       set={"training.epochs": ARTIFACT_EPOCHS, "cross_validation.folds": 2,
+                            "cross_validation.refit": True})
+        assert job.wait(timeout=120).state == "SUCCEEDED", job.data
+        assert len(job.data["tasks"]) == 3
+        yield job.id
+
+
+def job_dir(daemon, job_id: str) -> str:
+    return os.path.join(daemon.state_dir, "jobs", job_id)
+
+
+def read_bytes(path) -> bytes:
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def table(text: str):
+    """A predictions CSV: its header and its rows by `row`."""
+    rows = list(csv.reader(text.splitlines()))
+    return rows[0], {int(r[0]): r for r in rows[1:]}
+
+
+def predict_files(daemon, job_id: str):
+    directory = os.path.join(job_dir(daemon, job_id), "predict")
+    return sorted(os.listdir(directory)) if os.path.isdir(directory) else []
+
+
+def test_artifacts_and_checked_downloads(daemon, client, refit_job, tmp_path):
+    job = client.job(refit_job)
+    artifacts = job.artifacts()
+    by_name = {a["name"]: a for a in artifacts}
+    assert [a["name"] for a in artifacts] == sorted(by_name)  # by name
+    for name in ("predictions.csv", "model.onnx", "model.ckpt", "task-0/model.ckpt",
+                 "task-0/model.onnx", "task-1/predictions.csv", "task-2/model.onnx"):
+        assert name in by_name, sorted(by_name)
+    assert by_name["predictions.csv"]["kind"] == "PREDICTIONS"
+    assert by_name["predictions.csv"]["task"] == -1
+    assert by_name["task-0/model.ckpt"]["kind"] == "MODEL"
+    assert by_name["task-0/model.ckpt"]["task"] == 0
+    # The job's own model names are the refit task's.
+    assert by_name["model.onnx"]["kind"] == "ONNX_MODEL" and by_name["model.onnx"]["task"] == 2
+    assert client.list_artifacts(refit_job) == artifacts
+
+    # The bytes are those on disk under the state directory.
+    on_disk = {"predictions.csv": "predictions.csv", "task-0/model.ckpt": "task-0/model.ckpt",
+               "task-1/model.onnx": "task-1/model.onnx", "model.onnx": "task-2/model.onnx"}
+    for name, relative in on_disk.items():
+        data = job.download(name)
+        assert isinstance(data, bytes)
+        assert data == read_bytes(os.path.join(job_dir(daemon, refit_job), relative)), name
+        assert len(data) == by_name[name]["size_bytes"] > 0
+    assert client.download(refit_job, "model.onnx") == job.download("task-2/model.onnx")
+
+    # To a file: its path comes back, and nothing else is left beside it.
+    out = tmp_path / "iris.onnx"
+    assert job.download("model.onnx", out) == str(out)
+    assert out.read_bytes() == read_bytes(os.path.join(job_dir(daemon, refit_job),
+                                                       "task-2/model.onnx"))
+    out.write_bytes(b"old")
+    assert job.download("predictions.csv", str(out)) == str(out)  # replaced
+    assert out.read_bytes() == job.download("predictions.csv")
+    # Into a directory: as the name's last part.
+    assert job.download("task-0/model.ckpt", tmp_path) == str(tmp_path / "model.ckpt")
+    assert (tmp_path / "model.ckpt").read_bytes() == job.download("task-0/model.ckpt")
+    assert sorted(os.listdir(tmp_path)) == ["iris.onnx", "model.ckpt"]
+
+    # An unknown name (or one outside the job's directory) is NOT_FOUND and
+    # writes nothing.
+    for name in ("nope.csv", "../../traind.log"):
+        with pytest.raises(traind.NotFoundError) as e:
+            job.download(name, tmp_path / "nope")
+        assert name in e.value.message
+    with pytest.raises(traind.NotFoundError):
+        client.list_artifacts("000000000000")
+    assert sorted(os.listdir(tmp_path)) == ["iris.onnx", "model.ckpt"]
+
+
+def test_fold_models_reproduce_their_out_of_fold_predictions(daemon, client, refit_job,
+                                                             source_dir):
+    job = client.job(refit_job)
+    iris = os.path.join(source_dir, "examples", "data", "iris.csv")
+    by_task = []
+    for task in (0, 1):
+        p = job.predict(iris, task=task)
+        assert isinstance(p, traind.Predictions)
+        assert p.rows == iris_rows(source_dir) == len(p)
+        assert p.models == [f"task-{task}/model.ckpt"] and p.device == "cpu"
+        assert p.artifact.startswith("predict/") and p.path is None
+        assert p.csv.encode() == job.download(p.artifact)
+        header, rows = table(p.csv)
+        oof_header, oof = table(read_bytes(os.path.join(
+            job_dir(daemon, refit_job), f"task-{task}", "predictions.csv")).decode())
+        assert header == oof_header and header[:2] == ["row", "label"]
+        assert len(rows) == p.rows and len(oof) > 50
+        for row, cells in oof.items():
+            mine = rows[row]
+            assert mine[1] == cells[1], (task, row)  # the label
+            for c in range(2, len(cells)):
+                assert float(mine[c]) == pytest.approx(float(cells[c]), abs=1e-5), (task, row)
+        by_task.append(rows)
+
+    # ensemble: the mean of the fold models, the label its argmax.
+    p = job.predict(iris, ensemble=True)
+    assert p.models == ["task-0/model.ckpt", "task-1/model.ckpt"]
+    header, rows = table(p.csv)
+    probabilities = [c for c in range(len(header)) if header[c].startswith("p_")]
+    assert len(probabilities) == 3
+    for row, cells in rows.items():
+        for c in probabilities:
+            want = (float(by_task[0][row][c]) + float(by_task[1][row][c])) / 2
+            assert float(cells[c]) == pytest.approx(want, abs=1e-6), (row, header[c])
+        best = max(probabilities, key=lambda c: float(cells[c]))
+        assert cells[1] == header[best][2:], row
+
+    pd = pytest.importorskip("pandas")
+    frame = p.frame()
+    assert isinstance(frame, pd.DataFrame) and frame.index.name == "row"
+    assert len(frame) == p.rows and list(frame.columns) == header[1:]
+    assert set(frame["label"]) <= {"setosa", "versicolor", "virginica"}
+    assert frame.loc[7, "p_setosa"] == pytest.approx(float(rows[7][header.index("p_setosa")]))
+
+
+def test_predict_sources_give_the_same_predictions(daemon, client, refit_job, source_dir,
+                                                   tmp_path, monkeypatch):
+    job = client.job(refit_job)
+    iris = os.path.join(source_dir, "examples", "data", "iris.csv")
+    uploaded = job.predict(iris)  # the refit model by default
+    assert uploaded.models == ["task-2/model.ckpt"]
+    # Named on the server (inside its data roots), absolute or relative to
+    # the current directory: the same bytes.
+    named = job.predict(iris, server_path=True)
+    assert named.csv == uploaded.csv and named.models == uploaded.models
+    monkeypatch.chdir(source_dir)
+    assert job.predict("examples/data/iris.csv", server_path=True).csv == uploaded.csv
+    # The CSV's content as bytes or str, or an open file.
+    content = read_bytes(iris)
+    assert client.predict(refit_job, content).csv == uploaded.csv
+    assert client.predict(refit_job, content.decode()).csv == uploaded.csv
+    with open(iris, "rb") as f:
+        assert job.predict(f).csv == uploaded.csv
+    # path: saved to a file, as download saves.
+    out = tmp_path / "refit.csv"
+    saved = job.predict(iris, path=out)
+    assert saved.path == str(out) and out.read_text() == uploaded.csv == saved.csv
+    assert saved.rows == uploaded.rows and os.listdir(tmp_path) == ["refit.csv"]
+    with pytest.raises(traind.PermissionDeniedError):
+        job.predict("/etc/passwd", server_path=True)
+
+
+def test_bad_predict_input_is_named_and_stores_nothing(daemon, client, refit_job, tmp_path,
+                                                       monkeypatch):
+    job = client.job(refit_job)
+    bad = tmp_path / "bad.csv"
+    # Line 3 (the second data row) has a word where sepal_width belongs.
+    bad.write_text("sepal_length,sepal_width,petal_length,petal_width\n"
+                   "5.1,3.5,1.4,0.2\n"
+                   "4.9,wide,1.4,0.2\n")
+    before = predict_files(daemon, refit_job)
+    with pytest.raises(traind.InvalidArgumentError) as e:
+        job.predict(str(bad))
+    message = e.value.message
+    assert f"{bad}:3" in message and "sepal_width" in message, message
+    assert daemon.state_dir not in message  # the server's copy is not named
+    # The file name as given, relative or not; content has none of its own.
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(traind.InvalidArgumentError) as e:
+        job.predict("bad.csv", task=1)
+    assert e.value.message.startswith("bad.csv:3") and "sepal_width" in e.value.message
+    with pytest.raises(traind.InvalidArgumentError) as e:
+        job.predict(bad.read_bytes())
+    assert ":3" in e.value.message and "sepal_width" in e.value.message
+    with pytest.raises(traind.InvalidArgumentError) as e:
+        job.predict(str(bad), task=7)
+    assert "has tasks 0 to 2, not 7" in e.value.message
+    with pytest.raises(FileNotFoundError):
+        job.predict(str(tmp_path / "missing.csv"))
+    with pytest.raises(ValueError, match="exclusive"):
+        job.predict(str(bad), task=0, ensemble=True)
+    with pytest.raises(traind.NotFoundError):
+        client.predict("000000000000", str(bad))
+
+    assert predict_files(daemon, refit_job) == before
+    assert os.listdir(tmp_path) == ["bad.csv"]
+
+    class FailsMidway:
+        """A file whose second read fails."""
+        name = "midway.csv"
+        reads = 0
+
+        def read(self, size):
+            self.reads += 1
+            if self.reads > 1:
+                raise OSError("midway.csv: read failed")
+            return b"sepal_length,sepal_width,petal_length,petal_width\n5.1,3.5,1.4,0.2\n"
+
+    # The read error is the caller's; the call is cancelled.
+    started = daemon.log().count("INFO predict started ")
+    with pytest.raises(OSError, match="midway.csv: read failed"):
+        job.predict(FailsMidway())
+    # traind may still score what arrived of the cancelled upload (nothing
+    # here): let that end, so that no worker is running when the daemon stops.
+    cancelled = time.monotonic()
+    while time.monotonic() < cancelled + 10:
+        log = daemon.log()
+        now = log.count("INFO predict started ")
+        ended = log.count("INFO predict done ") + log.count("INFO predict failed ")
+        if now > started and ended == now:
+            break  # it ran, and ended
+        if now == started and time.monotonic() > cancelled + 2:
+            break  # it did not run
+        time.sleep(0.05)
+    assert predict_files(daemon, refit_job) == before
+
+
+def test_delete(daemon, client, source_dir):
+    job = client.submit(iris_spec(source_dir), base_dir=source_dir, name=unique("py-delete"),
+                        set={"training.epochs": 1, "cross_validation.folds": 2})
+    assert job.wait(timeout=60).state == "SUCCEEDED"
+    assert os.path.isdir(job_dir(daemon, job.id))
+    freed = job.delete()
+    assert isinstance(freed, int) and freed > 0
+    with pytest.raises(traind.NotFoundError):
+        client.job(job.id)
+    with pytest.raises(traind.NotFoundError):
+        job.artifacts()
+    with pytest.raises(traind.NotFoundError):
+        job.delete()
+    assert not os.path.exists(job_dir(daemon, job.id))
+
+    # A running job is deleted only with cancel.
+    running = client.submit(iris_spec(source_dir), base_dir=source_dir, name=unique("py-delete"),
+                            set={"training.epochs": 100000})
+    with pytest.raises(traind.FailedPreconditionError):
+        client.delete_job(running.id)
+    assert client.delete_job(running.id, cancel=True) >= 0
+    with pytest.raises(traind.NotFoundError):
+        running.refresh()

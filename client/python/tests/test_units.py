@@ -1,17 +1,20 @@
-"""The client's pure parts: address rules, spec and override encoding, dicts.
-No daemon."""
+"""The client's pure parts: address rules, spec and override encoding, dicts,
+the checked download, atomic files, predict's upload. No daemon."""
 
 from __future__ import annotations
 
+import hashlib
+import io
 import json
 import math
 import os
 import socket
+import stat
 
 import pytest
 
 import traind
-from traind import _address, _spec
+from traind import _address, _artifacts, _spec
 from traind._convert import to_dict
 from traind.v1 import job_pb2, training_service_pb2
 
@@ -134,3 +137,147 @@ def test_frames_from_plain_dicts():
     assert frame.loc[1, "val_accuracy"] == 0.8 and frame.loc[0, "final_train_loss"] == 0.4
     assert result.summary_frame().loc["loss", "std"] == 0.1
     assert isinstance(frame, pd.DataFrame)
+
+
+def chunks_of(data: bytes, size: int = 4, sha256=None, artifact_size=None):
+    """An ArtifactChunk stream as GetArtifact sends it."""
+    artifact = training_service_pb2.Artifact(
+        name="task-0/model.onnx", size_bytes=len(data) if artifact_size is None else artifact_size)
+    pieces = [data[i:i + size] for i in range(0, len(data), size)] or [b""]
+    out = [training_service_pb2.ArtifactChunk(data=p) for p in pieces]
+    out[0].artifact.CopyFrom(artifact)
+    out[-1].sha256 = hashlib.sha256(data).hexdigest() if sha256 is None else sha256
+    return out
+
+
+def test_downloads_are_checked():
+    data = b"0123456789abcdef-"
+    got = []
+    artifact = _artifacts.receive(chunks_of(data), "job1", "task-0/model.onnx", got.append)
+    assert b"".join(got) == data and len(got) == 5
+    assert artifact.name == "task-0/model.onnx" and artifact.size_bytes == len(data)
+    assert _artifacts.receive(chunks_of(b""), "job1", "empty", got.append).size_bytes == 0
+
+    damaged = chunks_of(data)
+    damaged[1].data = b"4567"[::-1]
+    with pytest.raises(traind.DataLossError) as e:
+        _artifacts.receive(damaged, "job1", "task-0/model.onnx", lambda b: None)
+    assert e.value.message.startswith('artifact "task-0/model.onnx" of job job1 arrived damaged: '
+                                      "17 of 17 bytes, SHA-256 ")
+    assert e.value.message.endswith(hashlib.sha256(data).hexdigest())
+    with pytest.raises(traind.DataLossError, match="16 of 17 bytes"):
+        _artifacts.receive(chunks_of(data)[:-1] + [training_service_pb2.ArtifactChunk(
+            sha256=hashlib.sha256(data).hexdigest())], "j", "x", lambda b: None)
+    with pytest.raises(traind.DataLossError, match="17 of 20 bytes"):
+        _artifacts.receive(chunks_of(data, artifact_size=20), "j", "x", lambda b: None)
+    with pytest.raises(traind.DataLossError, match=r"the server's \(none\)"):
+        _artifacts.receive(chunks_of(data, sha256=""), "j", "x", lambda b: None)
+    with pytest.raises(traind.DataLossError, match='"x" of job j arrived damaged: 0 of 0'):
+        _artifacts.receive([], "j", "x", lambda b: None)
+
+
+def test_files_are_written_atomically(tmp_path):
+    out = tmp_path / "model.onnx"
+    assert _artifacts.write_atomically(str(out), lambda f: f.write(b"abc")) == 3
+    assert out.read_bytes() == b"abc"
+    umask = os.umask(0o022)
+    os.umask(umask)
+    assert stat.S_IMODE(out.stat().st_mode) == 0o666 & ~umask  # as open() makes files
+
+    def fail(f):
+        f.write(b"partial")
+        raise traind.DataLossError("damaged")
+
+    with pytest.raises(traind.DataLossError):
+        _artifacts.write_atomically(str(out), fail)
+    assert out.read_bytes() == b"abc" and os.listdir(tmp_path) == ["model.onnx"]
+    def interrupted(f):
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        _artifacts.write_atomically(str(tmp_path / "new"), interrupted)
+    assert os.listdir(tmp_path) == ["model.onnx"]
+    with pytest.raises(FileNotFoundError):
+        _artifacts.write_atomically(str(tmp_path / "no" / "dir"), lambda f: None)
+
+    assert _artifacts.target_path(out, "x.csv") == str(out)
+    assert _artifacts.target_path(tmp_path, "task-0/model.onnx") == str(tmp_path / "model.onnx")
+
+
+def test_predict_upload_sources(tmp_path, monkeypatch):
+    csv_text = "a,b\n1,2\n"
+    path = tmp_path / "new.csv"
+    path.write_text(csv_text)
+    monkeypatch.chdir(tmp_path)
+    for data, name in ((str(path), str(path)), (path, str(path)), ("new.csv", "new.csv"),
+                       (csv_text, ""), (csv_text.encode(), ""), (bytearray(b"a,b\n1,2\n"), "")):
+        data_path, file_name, upload = _artifacts.upload_source(data, server_path=False)
+        assert data_path == "" and file_name == name, data
+        assert upload.read(100) == csv_text.encode() and upload.read(100) == b""
+        upload.close()
+    with open(path) as text_file:  # a text file's str is sent as UTF-8
+        _, file_name, upload = _artifacts.upload_source(text_file, server_path=False)
+        assert file_name == str(path) and upload.read(3) == b"a,b"
+    # No piece is longer than asked for, however many bytes a character takes.
+    upload = _artifacts.Upload(io.StringIO("\u00e9t\u00e9\n" * 1000))
+    pieces = iter(lambda: upload.read(7), b"")
+    sizes = [len(p) for p in pieces]
+    assert max(sizes) == 7 and sum(sizes) == len(("\u00e9t\u00e9\n" * 1000).encode())
+    _, file_name, upload = _artifacts.upload_source(io.BytesIO(b"x\n"), server_path=False)
+    assert file_name == "" and upload.read(10) == b"x\n"
+    with pytest.raises(FileNotFoundError):
+        _artifacts.upload_source("missing.csv", server_path=False)
+    with pytest.raises(TypeError):
+        _artifacts.upload_source(42, server_path=False)
+
+    assert _artifacts.upload_source("data/x.csv", server_path=True) == ("data/x.csv", "", None)
+    assert _artifacts.upload_source(path, server_path=True) == (str(path), "", None)
+    for bad in (b"a,b\n", csv_text, ""):
+        with pytest.raises(TypeError):
+            _artifacts.upload_source(bad, server_path=True)
+
+
+def test_predict_requests_are_a_header_then_1_mib_chunks():
+    header = training_service_pb2.PredictRequest.Header(job_id="j", file_name="big.csv")
+    data = bytes(range(256)) * (10 << 10)  # 2.5 MiB
+    failure = []
+    messages = list(_artifacts.predict_requests(
+        header, _artifacts.Upload(io.BytesIO(data)), failure))
+    assert messages[0].WhichOneof("part") == "header" and messages[0].header == header
+    assert [len(m.csv) for m in messages[1:]] == [1 << 20, 1 << 20, 512 << 10]
+    assert b"".join(m.csv for m in messages[1:]) == data and failure == []
+    # Named on the server: the header alone.
+    assert len(list(_artifacts.predict_requests(header, None, failure))) == 1
+
+    class Broken(io.RawIOBase):
+        def read(self, size=-1):
+            raise OSError("read failed")
+
+    stream = _artifacts.predict_requests(header, _artifacts.Upload(Broken()), failure)
+    next(stream)
+    with pytest.raises(OSError):
+        next(stream)
+    assert [str(e) for e in failure] == ["read failed"]
+
+
+def test_task_and_ensemble_are_exclusive():
+    client = traind.Client("unix:/nonexistent/traind.sock")
+    with pytest.raises(ValueError, match="exclusive"):
+        client.predict("j", b"a\n1\n", task=0, ensemble=True)  # before any call
+
+
+def test_predictions_frame(tmp_path):
+    csv_text = "row,label,p_0,p_1\n0,1,0.25,0.75\n3,0,0.5,0.5\n"
+    p = traind.Predictions("predict/x.csv", rows=2, models=["task-0/model.ckpt"], device="cpu",
+                           csv=csv_text)
+    assert p.csv == csv_text and len(p) == 2 and "rows=2" in repr(p)
+    path = tmp_path / "p.csv"
+    path.write_text(csv_text)
+    assert traind.Predictions("a", 2, [], "cpu", path=str(path)).csv == csv_text
+    pd = pytest.importorskip("pandas")
+    frame = p.frame()
+    assert isinstance(frame, pd.DataFrame) and list(frame.index) == [0, 3]
+    assert list(frame["label"]) == ["1", "0"]  # class names stay strings
+    assert frame.loc[3, "p_1"] == 0.5
+    regression = traind.Predictions("b", 1, [], "cpu", csv="row,y\n0,1.5\n").frame()
+    assert regression.loc[0, "y"] == 1.5

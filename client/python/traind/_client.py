@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Union
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Union
 
 import grpc
 
-from traind import _address, _frames, _spec
+from traind import _address, _artifacts, _frames, _spec
+from traind._artifacts import DataLike, PathLike, Predictions
 from traind._convert import to_dict
 from traind._errors import DeadlineExceededError, TraindError, UnavailableError, error_for
 from traind.v1 import job_pb2, training_service_pb2, training_service_pb2_grpc
@@ -143,6 +144,32 @@ class Job:
         """history() as a pandas DataFrame (needs pandas)."""
         return _frames.history_frame(self.events(timeout))
 
+    def artifacts(self) -> List[Dict[str, Any]]:
+        """The job's files (ListArtifacts), by name: dicts with "name"
+        ("predictions.csv", "task-0/model.onnx", ...), "kind" ("PREDICTIONS",
+        "MODEL", "ONNX_MODEL", "LOG", "CHECKPOINT", "TENSORBOARD", "OTHER"),
+        "task" (-1 for the job's own files), "size_bytes", "modify_time"."""
+        return self._client.list_artifacts(self.id)
+
+    def download(self, name: str, path: Optional[PathLike] = None) -> Union[bytes, str]:
+        """Artifact `name` of the job, its SHA-256 checked: its bytes, or
+        with `path` written to that file and the file's path returned (see
+        Client.download)."""
+        return self._client.download(self.id, name, path)
+
+    def predict(self, data: DataLike, task: Optional[int] = None, ensemble: bool = False,
+                server_path: bool = False, path: Optional[PathLike] = None) -> Predictions:
+        """Scores a CSV with the job's model (see Client.predict)."""
+        return self._client.predict(self.id, data, task=task, ensemble=ensemble,
+                                    server_path=server_path, path=path)
+
+    def delete(self, cancel: bool = False) -> int:
+        """Deletes the job, its events and every artifact (DeleteJob);
+        returns the bytes freed. A job still running is
+        FailedPreconditionError unless `cancel` (its workers are killed at
+        once)."""
+        return self._client.delete_job(self.id, cancel)
+
     def __repr__(self) -> str:
         return f"<traind.Job {self.id} {self.name!r} {self.state}>"
 
@@ -159,8 +186,9 @@ class Client:
       tls_cert + tls_key: a client certificate (mutual TLS). tls_server_name:
       the name to check in the server's certificate.
     timeout: the deadline of every unary call, and the longest a watch waits
-      to (re)connect. Streams get a deadline of stream_timeout per call and
-      are resumed from their cursor when it passes.
+      to (re)connect. Streams get a deadline of stream_timeout per call: a
+      watch is resumed from its cursor when it passes; a download, or a
+      predict's upload and scoring, fails with DeadlineExceededError.
     watch_retries: consecutive broken streams a watch reconnects after before
       it raises (backoff 0.2 s, 0.4 s, ... at most 5 s).
 
@@ -295,9 +323,105 @@ class Client:
         status = response[1] if len(response) >= 2 and response[0] == 0x08 else 0
         return {1: "SERVING", 2: "NOT_SERVING", 3: "SERVICE_UNKNOWN"}.get(status, "UNKNOWN")
 
+    def list_artifacts(self, job_id: str) -> List[Dict[str, Any]]:
+        """The files job `job_id` left (ListArtifacts), as dicts by name (see
+        Job.artifacts). A job with a refit task lists that task's models
+        also as "model.ckpt" and "model.onnx". NotFoundError for an unknown
+        job."""
+        response = self._unary(self._stub.ListArtifacts,
+                               training_service_pb2.ListArtifactsRequest(job_id=job_id))
+        return [to_dict(a) for a in response.artifacts]
+
+    def download(self, job_id: str, name: str,
+                 path: Optional[PathLike] = None) -> Union[bytes, str]:
+        """Artifact `name` of job `job_id` (GetArtifact), streamed in chunks
+        and checked against the size and SHA-256 traind sends (DataLossError
+        naming the artifact when they disagree).
+
+        path None: returns the bytes. Else writes them to `path` (inside it,
+        as the name's last part, when it is a directory) through a temporary
+        file beside it, renamed once complete and checked, so nothing is left
+        when the download fails; returns the file's path. NotFoundError for a
+        name list_artifacts does not list. The call's deadline is
+        stream_timeout."""
+        if path is None:
+            return self._fetch(job_id, name)
+        return self._save(job_id, name, path)
+
+    def predict(self, job_id: str, data: DataLike, task: Optional[int] = None,
+                ensemble: bool = False, server_path: bool = False,
+                path: Optional[PathLike] = None) -> Predictions:
+        """Scores a CSV with job `job_id`'s model (Predict), applying the
+        preprocessing fitted in training, then downloads the predictions
+        (as download does, SHA-256 checked) and returns them as Predictions
+        (.csv, .rows, .models, .device, .artifact, .frame()).
+
+        data: the path of a CSV here, uploaded in 1 MiB chunks (traind's
+          errors name it as given: 'new.csv:3: column "sepal_width" (column
+          2): "wide" is not a number');
+          its content as bytes or as a str with a newline; or a file object
+          opened for reading. With server_path=True: the path of a CSV on the
+          server, inside its data roots (a relative one is relative to the
+          current directory), which is not uploaded.
+        task: the model of that task; ensemble: the mean of the fold models.
+          Default: the refit task's model, else task 0's. Not both
+          (ValueError).
+        path: also save the predictions CSV to this file (written as
+          download writes it; Predictions.path); default: in memory.
+
+        A CSV traind cannot score (a missing column, a cell that is not a
+        number) is InvalidArgumentError naming the file, line and column;
+        nothing is stored for it. The upload and the scoring share one
+        deadline of stream_timeout, the download has its own.
+        """
+        if task is not None and ensemble:
+            raise ValueError("task and ensemble are exclusive: one task's model, or the mean "
+                             "of the fold models")
+        header = training_service_pb2.PredictRequest.Header(job_id=job_id,
+                                                            ensemble=bool(ensemble))
+        if task is not None:
+            header.task = int(task)
+        data_path, file_name, upload = _artifacts.upload_source(data, server_path)
+        header.data_path = data_path
+        header.file_name = file_name
+        if data_path and not os.path.isabs(data_path):
+            header.base_dir = os.getcwd()
+        failure: List[BaseException] = []
+        try:
+            response = self._stub.Predict(
+                _artifacts.predict_requests(header, upload, failure),
+                timeout=self.stream_timeout, metadata=self._metadata)
+        except grpc.RpcError as e:
+            if failure:
+                raise failure[0] from None  # reading the upload failed
+            raise self._error(e, self.stream_timeout) from None
+        finally:
+            if upload is not None:
+                upload.close()
+        name = response.artifact.name
+        csv: Optional[str] = None
+        saved: Optional[str] = None
+        if path is None:
+            csv = self._fetch(job_id, name).decode("utf-8")
+        else:
+            saved = self._save(job_id, name, path)
+        return Predictions(artifact=name, rows=int(response.rows), models=list(response.models),
+                           device=response.device or "cpu", csv=csv, path=saved)
+
+    def delete_job(self, job_id: str, cancel: bool = False) -> int:
+        """Deletes a finished job: its rows, events and every artifact
+        (DeleteJob); returns the bytes of artifacts freed. A job still
+        running is FailedPreconditionError unless `cancel` (it is cancelled
+        first, its workers killed at once). The owner or an admin may delete
+        a job; NotFoundError for an unknown one."""
+        response = self._unary(self._stub.DeleteJob,
+                               training_service_pb2.DeleteJobRequest(job_id=job_id,
+                                                                     cancel=bool(cancel)))
+        return int(response.freed_bytes)
+
     # -- internals -----------------------------------------------------------
 
-    def _error(self, e: grpc.RpcError) -> TraindError:
+    def _error(self, e: grpc.RpcError, timeout: Optional[float] = None) -> TraindError:
         code = e.code() if hasattr(e, "code") else grpc.StatusCode.UNKNOWN
         details = (e.details() if hasattr(e, "details") else None) or ""
         if code == grpc.StatusCode.UNAVAILABLE:
@@ -305,7 +429,8 @@ class Client:
                                     + (f": {details}" if details else ""))
         if code == grpc.StatusCode.DEADLINE_EXCEEDED:
             return DeadlineExceededError(
-                f"no answer from traind at {self.address} within {self.timeout:g}s")
+                f"no answer from traind at {self.address} within "
+                f"{self.timeout if timeout is None else timeout:g}s")
         return error_for(code, details or code.name)
 
     def _unary(self, method, request):
@@ -325,6 +450,28 @@ class Client:
     def _cancel(self, job_id: str, force: bool) -> job_pb2.Job:
         return self._unary(self._stub.CancelJob,
                            training_service_pb2.CancelJobRequest(job_id=job_id, force=force))
+
+    def _fetch(self, job_id: str, name: str) -> bytes:
+        pieces: List[bytes] = []
+        self._download(job_id, name, pieces.append)
+        return b"".join(pieces)
+
+    def _save(self, job_id: str, name: str, path: PathLike) -> str:
+        out = _artifacts.target_path(path, name)
+        _artifacts.write_atomically(out, lambda f: self._download(job_id, name, f.write))
+        return out
+
+    def _download(self, job_id: str, name: str,
+                  write: Callable[[bytes], Any]) -> training_service_pb2.Artifact:
+        request = training_service_pb2.GetArtifactRequest(job_id=job_id, name=name)
+        call = self._stub.GetArtifact(request, timeout=self.stream_timeout,
+                                      metadata=self._metadata)
+        try:
+            return _artifacts.receive(call, job_id, name, write)
+        except grpc.RpcError as e:
+            raise self._error(e, self.stream_timeout) from None
+        finally:
+            call.cancel()  # also when `write` failed mid-stream
 
     def _wait_connected(self, deadline: Optional[float]) -> bool:
         wait = self.timeout if deadline is None else max(0.0, min(self.timeout,

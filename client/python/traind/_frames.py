@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 from typing import Any, Dict, Iterable, List, Mapping
 
 
@@ -73,3 +74,12 @@ def history_frame(events: Iterable[Mapping[str, Any]]):
     rows = history_rows(events)
     columns = None if rows else ["task", "attempt", "epoch", "batches", "seconds"]
     return pd.DataFrame(rows, columns=columns)
+
+
+def predictions_frame(csv_text: str):
+    """A predictions CSV (row, label, p_<class> ... or the targets' columns)
+    as a DataFrame indexed by row; labels stay strings, as the class names
+    of a result are."""
+    pd = _pandas()
+    frame = pd.read_csv(io.StringIO(csv_text), dtype={"label": str})
+    return frame.set_index("row") if "row" in frame.columns else frame
