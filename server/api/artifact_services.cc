@@ -144,14 +144,19 @@ class ArtifactReactor final : public grpc::ServerWriteReactor<traind::v1::Artifa
 // call ends.
 class PredictReactor final : public grpc::ServerReadReactor<traind::v1::PredictRequest> {
  public:
-  PredictReactor(TrainingServiceImpl* service, traind::v1::PredictResponse* resp,
-                 int64_t max_upload)
-      : service_(service), resp_(resp), max_upload_(max_upload) {
+  PredictReactor(TrainingServiceImpl* service, CallbackServerContext* ctx,
+                 traind::v1::PredictResponse* resp, int64_t max_upload)
+      : service_(service), ctx_(ctx), resp_(resp), max_upload_(max_upload) {
     StartRead(&message_);
   }
 
   void OnReadDone(bool ok) override {
-    if (!ok) {  // the client sent everything
+    if (!ok) {  // the client sent everything, or went away
+      if (ctx_->IsCancelled()) {
+        // Part of a file is not scored.
+        Finish(grpc::Status(grpc::StatusCode::CANCELLED, "the upload was cancelled"));
+        return;
+      }
       if (!have_header_) {
         Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                             "header: the first message must be the header"));
@@ -245,6 +250,7 @@ class PredictReactor final : public grpc::ServerReadReactor<traind::v1::PredictR
 
  private:
   TrainingServiceImpl* const service_;
+  CallbackServerContext* const ctx_;
   traind::v1::PredictResponse* const resp_;
   const int64_t max_upload_;
   traind::v1::PredictRequest message_;
@@ -300,7 +306,7 @@ grpc::ServerReadReactor<traind::v1::PredictRequest>* TrainingServiceImpl::Predic
     };
     return new Refused(ToGrpc(caller.status()));
   }
-  return new PredictReactor(this, resp, policy_.limits.max_predict_upload_bytes);
+  return new PredictReactor(this, ctx, resp, policy_.limits.max_predict_upload_bytes);
 }
 
 absl::Status TrainingServiceImpl::RunPredict(const traind::v1::PredictRequest::Header& header,

@@ -67,6 +67,11 @@ void Scheduler::Stop() {
     if (stopping_) return;
     stopping_ = true;  // nothing new is dispatched or accepted
     pids = ranks_.pids();
+    // Side processes (predict) hold no state worth a grace: they end now,
+    // and their callers get UNAVAILABLE (RunProcess).
+    for (const auto& [pid, exit] : side_processes_) {
+      if (!exit.has_value()) launcher_->Signal(pid, SIGKILL);
+    }
   }
   // Running attempts stay RUNNING in the store: the next start recovers
   // them as LOST and runs them again. They get stop_grace to checkpoint.
@@ -79,6 +84,9 @@ void Scheduler::Stop() {
     absl::Time deadline = absl::Now() + options_.stop_grace;
     absl::MutexLock lock(&mu_);
     auto none_left = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      for (const auto& [pid, exit] : side_processes_) {
+        if (!exit.has_value()) return false;
+      }
       return ranks_.empty() && launches_in_flight_ == 0;
     };
     if (!mu_.AwaitWithDeadline(absl::Condition(&none_left), deadline)) {

@@ -191,6 +191,8 @@ class Scheduler final {
   // appended to argv, the GPU is busy until the process exits and then
   // drains like a task's. Otherwise (and always without `want_gpu`) it sees
   // no GPU. `*placed` (if given) receives "gpu <uuid>" or "cpu".
+  // UNAVAILABLE once Stop() has begun: Stop() kills side processes at once
+  // (they hold nothing a grace would save) and waits for their exits.
   // (scheduler_deletion.cc)
   absl::StatusOr<ProcessExit> RunProcess(LaunchRequest request, absl::Duration timeout,
                                          bool want_gpu = false, std::string* placed = nullptr);

@@ -115,6 +115,7 @@ absl::StatusOr<ProcessExit> Scheduler::RunProcess(LaunchRequest request, absl::D
   std::string visible;
   {
     absl::MutexLock lock(&mu_);
+    if (stopping_) return absl::UnavailableError("traind is stopping");
     if (want_gpu && options_.worker_has_gpu_backend) {
       // The dispatch loop marks the GPUs it picked busy only after their
       // launch, with the mutex free meanwhile: pick once no launch is in
@@ -157,6 +158,8 @@ absl::StatusOr<ProcessExit> Scheduler::RunProcess(LaunchRequest request, absl::D
   }
   if (!gpu.empty()) gpus_.MarkBusy(gpu, *pid);
   side_processes_[*pid];
+  // Stop() began while it launched: it ends with the others.
+  if (stopping_) launcher_->Signal(*pid, SIGKILL);
   auto exited = [this, p = *pid]()
                     ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return side_processes_[p].has_value(); };
   if (!mu_.AwaitWithTimeout(absl::Condition(&exited), timeout)) {
@@ -168,6 +171,9 @@ absl::StatusOr<ProcessExit> Scheduler::RunProcess(LaunchRequest request, absl::D
   ProcessExit exit = *side_processes_[*pid];
   side_processes_.erase(*pid);
   gpus_.Release(gpu, clock_->Now());
+  if (stopping_ && exit.signal != 0) {
+    return absl::UnavailableError("traind is stopping: the process was stopped; retry later");
+  }
   return exit;
 }
 

@@ -5,18 +5,24 @@
 // The numbers are checked against what traind wrote at training time (the
 // out-of-fold predictions.csv of each task) and against traind-worker
 // --predict run by hand on the model files.
+#include <sys/stat.h>
+#include <sys/wait.h>
+
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "gtest/gtest.h"
@@ -267,6 +273,76 @@ TEST_F(PredictRpcTest, AnUploadPastTheLimitIsRefused) {
   EXPECT_EQ(Predict(job.id(), SourceDir() + "/examples/data/iris.csv --server-path -O -", &out), 0)
       << out;
   EXPECT_TRUE(PredictFiles(job.id()).size() == 1u);
+}
+
+// A predict the client gives up on midway is not scored: a part of a file
+// never becomes predictions.
+TEST_F(PredictRpcTest, ACancelledUploadIsNotScored) {
+  StartDaemon();
+  const Job job = RunRefitJob();
+  {
+    grpc::ClientContext ctx;
+    traind::v1::PredictResponse resp;
+    auto writer = daemon_->stub()->Predict(&ctx, &resp);
+    traind::v1::PredictRequest header;
+    header.mutable_header()->set_job_id(job.id());
+    header.mutable_header()->set_file_name("cut.csv");
+    ASSERT_TRUE(writer->Write(header));
+    traind::v1::PredictRequest part;
+    part.set_csv("sepal_length,sepal_width,petal_length,petal_width\n5.1,3.5,1.4,0.2\n");
+    ASSERT_TRUE(writer->Write(part));
+    // traind has the header and the rows (a cut on a row boundary) when the
+    // client goes away.
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    ctx.TryCancel();
+    EXPECT_EQ(writer->Finish().error_code(), grpc::StatusCode::CANCELLED);
+  }
+  // Given time to act on what it received, traind scored nothing.
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  EXPECT_EQ(daemon_->Log().find("predict started job=" + job.id()), std::string::npos)
+      << daemon_->Log();
+  EXPECT_TRUE(PredictFiles(job.id()).empty());
+  // The next call scores as always.
+  std::string out;
+  ASSERT_EQ(Predict(job.id(), SourceDir() + "/examples/data/iris.csv -O /dev/null", &out), 0)
+      << out;
+  EXPECT_EQ(PredictFiles(job.id()).size(), 1u);
+}
+
+// SIGTERM while a predict runs: the predict worker is ended at once, the
+// caller gets UNAVAILABLE, nothing of it is left in the job's directory,
+// and traind exits cleanly well within its stop grace.
+TEST_F(PredictRpcTest, AStopDuringAPredictEndsItAndLeavesNothing) {
+  // traind-worker, except that a predict hangs.
+  const std::string worker = dir_.Write(
+      "worker.sh", absl::StrCat("#!/bin/sh\nfor a in \"$@\"; do\n  [ \"$a\" = --predict ] && "
+                                "exec sleep 300\ndone\nexec ",
+                                BinDir(), "/traind-worker \"$@\"\n"));
+  ASSERT_EQ(chmod(worker.c_str(), 0755), 0);
+  StartDaemon({"--worker=" + worker, "--worker-zygote=false", "--stop-grace=20s"});
+  const Job job = RunRefitJob();
+  std::string out;
+  int rc = -1;
+  std::thread call(
+      [&] { rc = Predict(job.id(), SourceDir() + "/examples/data/iris.csv -O /dev/null", &out); });
+  bool started = false;
+  for (int i = 0; i < 200 && !started; ++i) {
+    started = daemon_->Log().find("predict started job=" + job.id()) != std::string::npos;
+    if (!started) std::this_thread::sleep_for(std::chrono::milliseconds(25));
+  }
+  ASSERT_TRUE(started) << daemon_->Log();
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the worker runs
+  const auto t0 = std::chrono::steady_clock::now();
+  const int status = daemon_->Stop();
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  call.join();
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  EXPECT_LT(seconds, 8.0) << "traind took " << seconds << " s to stop";
+  EXPECT_NE(rc, 0) << out;
+  EXPECT_TRUE(absl::StrContains(out, "traind is stopping")) << out;
+  EXPECT_TRUE(PredictFiles(job.id()).empty()) << absl::StrJoin(PredictFiles(job.id()), ", ");
+  EXPECT_NE(daemon_->Log().find("traind stopped"), std::string::npos) << daemon_->Log();
 }
 
 }  // namespace
