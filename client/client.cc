@@ -280,14 +280,52 @@ absl::StatusOr<traind::v1::Artifact> TraindClient::DownloadArtifact(
 
 absl::StatusOr<traind::v1::Artifact> TraindClient::DownloadToFile(const std::string& job_id,
                                                                   const std::string& name,
-                                                                  const std::string& out) {
+                                                                  const std::string& out,
+                                                                  std::string* written_to) {
+  namespace fs = std::filesystem;
+  if (written_to != nullptr) *written_to = out;
   if (out == "-") {
     return DownloadArtifact(job_id, name, [](absl::string_view bytes) {
       std::cout.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
       return std::cout ? absl::OkStatus() : absl::UnavailableError("stdout: write failed");
     });
   }
-  const std::string part = out + ".part";
+  std::error_code ec;
+  fs::path target(out);
+  fs::file_status status = fs::status(target, ec);  // follows symbolic links
+  if (fs::is_directory(status)) {
+    target /= fs::path(name).filename();
+    status = fs::status(target, ec);
+    if (fs::is_directory(status)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(target.string(), ": is a directory; name the file to write"));
+    }
+  }
+  if (written_to != nullptr) *written_to = target.string();
+  if (fs::exists(status) && !fs::is_regular_file(status)) {
+    // A device or a FIFO: it cannot be replaced, only written to.
+    std::ofstream file(target, std::ios::binary);
+    if (!file) {
+      return absl::InvalidArgumentError(absl::StrCat(target.string(), ": ", std::strerror(errno)));
+    }
+    absl::StatusOr<traind::v1::Artifact> artifact =
+        DownloadArtifact(job_id, name, [&file, &target](absl::string_view bytes) {
+          file.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+          return file ? absl::OkStatus()
+                      : absl::InternalError(absl::StrCat(target.string(), ": write failed"));
+        });
+    file.close();
+    if (artifact.ok() && !file) {
+      return absl::InternalError(absl::StrCat(target.string(), ": write failed"));
+    }
+    return artifact;
+  }
+  if (fs::is_symlink(fs::symlink_status(target, ec))) {
+    fs::path resolved = fs::weakly_canonical(target, ec);
+    if (ec) return absl::InvalidArgumentError(absl::StrCat(target.string(), ": ", ec.message()));
+    target = resolved;
+  }
+  const std::string part = target.string() + ".part";
   std::ofstream file(part, std::ios::binary | std::ios::trunc);
   if (!file) return absl::InvalidArgumentError(absl::StrCat(part, ": ", std::strerror(errno)));
   absl::StatusOr<traind::v1::Artifact> artifact =
@@ -296,16 +334,18 @@ absl::StatusOr<traind::v1::Artifact> TraindClient::DownloadToFile(const std::str
         return file ? absl::OkStatus() : absl::InternalError(absl::StrCat(part, ": write failed"));
       });
   file.close();
-  std::error_code ec;
   if (artifact.ok() && !file) {
     artifact = absl::InternalError(absl::StrCat(part, ": write failed"));
   }
   if (!artifact.ok()) {
-    std::filesystem::remove(part, ec);
+    fs::remove(part, ec);
     return artifact;
   }
-  std::filesystem::rename(part, out, ec);
-  if (ec) return absl::InternalError(absl::StrCat(out, ": ", ec.message()));
+  fs::rename(part, target, ec);
+  if (ec) {
+    fs::remove(part, ec);
+    return absl::InternalError(absl::StrCat(target.string(), ": ", ec.message()));
+  }
   return artifact;
 }
 

@@ -75,11 +75,17 @@ class TraindClient final {
   absl::StatusOr<traind::v1::Artifact> DownloadArtifact(
       const std::string& job_id, const std::string& name,
       const std::function<absl::Status(absl::string_view bytes)>& sink);
-  // DownloadArtifact into the file `out` ("-": stdout): written to
-  // OUT.part, renamed to `out` once complete and checked (removed when not).
+  // DownloadArtifact into `out`: "-" is stdout; an existing directory gets
+  // the file NAME's last part inside it; a regular file (or a new name) is
+  // written to TARGET.part beside it and renamed over it once complete and
+  // checked (removed when not), a symbolic link's target being the file
+  // replaced, never the link; anything else (a character device, a FIFO) is
+  // written to in place, as `cp` would. Sets *written_to to the path the
+  // bytes went to.
   absl::StatusOr<traind::v1::Artifact> DownloadToFile(const std::string& job_id,
                                                       const std::string& name,
-                                                      const std::string& out);
+                                                      const std::string& out,
+                                                      std::string* written_to = nullptr);
   absl::StatusOr<traind::v1::DeleteJobResponse> DeleteJob(const std::string& job_id, bool cancel);
   // Predict: sends `header`, then (without header.data_path) the bytes
   // `source` gives until it returns an empty piece (or an error).

@@ -352,15 +352,16 @@ class Commands {
   }
 
   // download JOB NAME [-O FILE]: to FILE (default: NAME's last part, in the
-  // current directory), written beside it and renamed once complete and
-  // checked, or to stdout with -O -.
+  // current directory; inside FILE when it is a directory), written beside
+  // it and renamed once complete and checked, or to stdout with -O -.
   int Download(const std::string& job_id, const std::string& name, std::string out) {
     if (out.empty()) out = std::filesystem::path(name).filename().string();
-    absl::StatusOr<v1::Artifact> artifact = client().DownloadToFile(job_id, name, out);
+    std::string written_to;
+    absl::StatusOr<v1::Artifact> artifact = client().DownloadToFile(job_id, name, out, &written_to);
     if (!artifact.ok()) return Fail(artifact.status());
     if (out != "-") {
-      std::cerr << "trainctl: saved " << name << " of job " << job_id << " to " << out << " ("
-                << FormatBytes(artifact->size_bytes()) << ", SHA-256 checked)" << std::endl;
+      std::cerr << "trainctl: saved " << name << " of job " << job_id << " to " << written_to
+                << " (" << FormatBytes(artifact->size_bytes()) << ", SHA-256 checked)" << std::endl;
     }
     return kExitOk;
   }
@@ -656,7 +657,7 @@ int Main(int argc, char** argv) {
   download
       ->add_option("-O,--out", out_file,
                    "Where to save it (default: NAME's file name in the current directory; "
-                   "- for stdout)")
+                   "into FILE when it is a directory; - for stdout)")
       ->type_name("FILE");
   bool cancel_first = false;
   CLI::App* delete_cmd =

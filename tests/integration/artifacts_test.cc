@@ -464,5 +464,50 @@ TEST_F(ArtifactsTest, TrainctlListsDownloadsAndDeletes) {
   EXPECT_EQ(RunCommand(trainctl + " get " + job.id() + " 2>&1", &out), 1) << out;
 }
 
+// -O names a directory, a symbolic link or a FIFO: the file lands inside the
+// directory, the link's target is replaced (the link stays a link), and the
+// FIFO is written to (never replaced by a regular file, as /dev/null must not
+// be either).
+TEST_F(ArtifactsTest, TrainctlDownloadWritesIntoDirectoriesLinksAndFifos) {
+  StartDaemon();
+  const Job job = RunRefitJob(*daemon_, 2);
+  const std::string trainctl = BinDir() + "/trainctl --address " + daemon_->address();
+  const std::string expected = ReadBytes(JobDirOf(job.id()) + "/task-0/predictions.csv");
+  ASSERT_FALSE(expected.empty());
+  const std::string download = trainctl + " download " + job.id() + " task-0/predictions.csv -O ";
+  std::string out;
+
+  const std::string into = dir_.path() + "/into";
+  fs::create_directory(into);
+  ASSERT_EQ(RunCommand(download + into + " 2>&1", &out), 0) << out;
+  EXPECT_EQ(ReadBytes(into + "/predictions.csv"), expected);
+  EXPECT_NE(out.find("to " + into + "/predictions.csv"), std::string::npos) << out;
+  fs::create_directory(into + "/sub");
+  fs::create_directory(into + "/sub/predictions.csv");
+  EXPECT_EQ(RunCommand(download + into + "/sub 2>&1", &out), 2) << out;  // bad argument
+  EXPECT_NE(out.find(into + "/sub/predictions.csv: is a directory"), std::string::npos) << out;
+
+  const std::string real = dir_.path() + "/real.csv";
+  const std::string link = dir_.path() + "/link.csv";
+  { std::ofstream(real) << "old\n"; }
+  fs::create_symlink(real, link);
+  ASSERT_EQ(RunCommand(download + link + " 2>&1", &out), 0) << out;
+  EXPECT_TRUE(fs::is_symlink(fs::symlink_status(link)));
+  EXPECT_EQ(ReadBytes(real), expected);
+  EXPECT_FALSE(fs::exists(real + ".part"));
+  EXPECT_FALSE(fs::exists(link + ".part"));
+
+  const std::string fifo = dir_.path() + "/fifo";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  std::string received;
+  std::thread reader([&] { received = ReadBytes(fifo); });
+  const int rc = RunCommand(download + fifo + " 2>&1", &out);
+  reader.join();
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_EQ(received, expected);
+  EXPECT_TRUE(fs::is_fifo(fs::status(fifo)));
+  EXPECT_FALSE(fs::exists(fifo + ".part"));
+}
+
 }  // namespace
 }  // namespace traind::testing

@@ -304,7 +304,10 @@ TEST_F(PredictRpcTest, ACancelledUploadIsNotScored) {
   EXPECT_TRUE(PredictFiles(job.id()).empty());
   // The next call scores as always.
   std::string out;
-  ASSERT_EQ(Predict(job.id(), SourceDir() + "/examples/data/iris.csv -O /dev/null", &out), 0)
+  ASSERT_EQ(
+      Predict(job.id(), SourceDir() + "/examples/data/iris.csv -O " + dir_.path() + "/scored.csv",
+              &out),
+      0)
       << out;
   EXPECT_EQ(PredictFiles(job.id()).size(), 1u);
 }
@@ -323,8 +326,10 @@ TEST_F(PredictRpcTest, AStopDuringAPredictEndsItAndLeavesNothing) {
   const Job job = RunRefitJob();
   std::string out;
   int rc = -1;
-  std::thread call(
-      [&] { rc = Predict(job.id(), SourceDir() + "/examples/data/iris.csv -O /dev/null", &out); });
+  std::thread call([&] {
+    rc = Predict(job.id(),
+                 SourceDir() + "/examples/data/iris.csv -O " + dir_.path() + "/scored.csv", &out);
+  });
   bool started = false;
   for (int i = 0; i < 200 && !started; ++i) {
     started = daemon_->Log().find("predict started job=" + job.id()) != std::string::npos;

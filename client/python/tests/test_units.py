@@ -10,6 +10,7 @@ import math
 import os
 import socket
 import stat
+import threading
 
 import pytest
 
@@ -202,6 +203,29 @@ def test_files_are_written_atomically(tmp_path):
 
     assert _artifacts.target_path(out, "x.csv") == str(out)
     assert _artifacts.target_path(tmp_path, "task-0/model.onnx") == str(tmp_path / "model.onnx")
+
+
+def test_links_fifos_and_directories_are_not_replaced(tmp_path):
+    real, link = tmp_path / "real.csv", tmp_path / "link.csv"
+    real.write_bytes(b"old")
+    link.symlink_to(real)
+    _artifacts.write_atomically(str(link), lambda f: f.write(b"new"))
+    assert link.is_symlink() and real.read_bytes() == b"new"
+    assert sorted(os.listdir(tmp_path)) == ["link.csv", "real.csv"]
+
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    received = []
+    reader = threading.Thread(target=lambda: received.append(fifo.read_bytes()))
+    reader.start()
+    _artifacts.write_atomically(str(fifo), lambda f: f.write(b"through the pipe"))
+    reader.join()
+    assert received == [b"through the pipe"] and stat.S_ISFIFO(os.stat(fifo).st_mode)
+    assert sorted(os.listdir(tmp_path)) == ["fifo", "link.csv", "real.csv"]
+
+    (tmp_path / "dir").mkdir()
+    with pytest.raises(IsADirectoryError, match="is a directory"):
+        _artifacts.write_atomically(str(tmp_path / "dir"), lambda f: None)
 
 
 def test_predict_upload_sources(tmp_path, monkeypatch):

@@ -8,10 +8,12 @@ chunks.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import io
 import os
 import secrets
+import stat
 from typing import IO, Any, Callable, Iterable, Iterator, List, Optional, Tuple, TypeVar, Union
 
 from traind import _frames
@@ -68,7 +70,20 @@ def write_atomically(path: str, fill: Callable[[IO[bytes]], T]) -> T:
     """Calls fill(file) on a new file beside `path` (PATH.<random>.part) and
     renames it to `path` once fill returned and the bytes are on disk;
     removes it when anything fails, so `path` is either what it was or
-    complete. Returns what fill returned."""
+    complete. A symbolic link's target is the file replaced (the link stays);
+    a path that is neither a regular file nor new (a character device such as
+    /dev/null, a FIFO) is written to in place, as it cannot be replaced.
+    Returns what fill returned."""
+    try:
+        mode: Optional[int] = os.stat(path).st_mode  # follows symbolic links
+    except FileNotFoundError:
+        mode = None
+    if mode is not None and stat.S_ISDIR(mode):
+        raise IsADirectoryError(errno.EISDIR, "is a directory; name the file to write", path)
+    if mode is not None and not stat.S_ISREG(mode):
+        with open(path, "wb") as f:
+            return fill(f)
+    path = os.path.realpath(path) if os.path.islink(path) else path
     part = f"{path}.{secrets.token_hex(4)}.part"
     fd = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)  # mode as open()'s
     try:

@@ -341,7 +341,9 @@ class Client:
         path None: returns the bytes. Else writes them to `path` (inside it,
         as the name's last part, when it is a directory) through a temporary
         file beside it, renamed once complete and checked, so nothing is left
-        when the download fails; returns the file's path. NotFoundError for a
+        when the download fails (a symbolic link's target is replaced, the
+        link kept; a FIFO or device is written to in place); returns the
+        file's path. NotFoundError for a
         name list_artifacts does not list. The call's deadline is
         stream_timeout."""
         if path is None:
