@@ -25,6 +25,8 @@
 #include "spec/loader.h"
 #include "spec/validation.h"
 #include "worker/engine/data/csv.h"
+#include "worker/engine/data/dataset.h"
+#include "worker/engine/status.h"
 
 namespace traind {
 namespace {
@@ -262,6 +264,18 @@ TEST(FuzzTest, ValidationAgainstMutatedDataNamesTheFileOrSucceeds) {
     }
     absl::Status s = engine::ValidateJobSpec(*spec, engine::ValidationContext());
     ++runs;
+    // Submit's one pass (SummarizeDataset) agrees with what the worker loads.
+    absl::StatusOr<engine::Dataset> loaded = engine::LoadDataset(*spec);
+    absl::StatusOr<engine::DatasetSummary> summary = engine::SummarizeDataset(*spec);
+    if (loaded.ok()) {
+      ASSERT_TRUE(summary.ok()) << summary.status();
+      ASSERT_EQ(summary->rows, loaded->rows);
+      ASSERT_EQ(summary->columns, loaded->columns);
+      ASSERT_EQ(summary->features, loaded->features);
+      ASSERT_EQ(summary->ModelOutputs(), loaded->ModelOutputs());
+    } else if (engine::FailureKindOf(loaded.status()) == engine::FailureKind::kInvalidSpec) {
+      ASSERT_FALSE(summary.ok() && summary->classes_known) << loaded.status();
+    }
     if (s.ok()) {
       ++valid;
       continue;

@@ -16,7 +16,6 @@
 #include "worker/engine/data/csv.h"
 #include "worker/engine/data/dataset.h"
 #include "worker/engine/data/split.h"
-#include "worker/engine/data/task_rows.h"
 #include "worker/engine/status.h"
 
 namespace traind::engine {
@@ -46,11 +45,13 @@ int LastDense(const traind::v1::ModelSpec& model) {
   return last;
 }
 
-// Checks that need the loaded data.
-absl::Status CheckAgainstData(const JobSpec& spec, const Dataset& data) {
+// Checks that need the data's summary. What it does not know (classes or
+// groups past its budget) is left to the worker.
+absl::Status CheckAgainstData(const JobSpec& spec, const DatasetSummary& data) {
   const int last = LastDense(spec.model());
   const int64_t units = spec.model().layers(last).dense().units();
-  const int64_t needed = data.ModelOutputs();
+  const int64_t needed = data.ModelOutputs();  // -1: classes not known
+  if (needed < 0) return absl::OkStatus();
   const std::string units_path = absl::StrCat("model.layers[", last, "].dense.units");
   switch (data.target) {
     case TargetKind::kClasses:
@@ -101,15 +102,14 @@ absl::Status CheckAgainstData(const JobSpec& spec, const Dataset& data) {
   }
   if (spec.has_cross_validation()) {
     const auto& cv = spec.cross_validation();
-    const int64_t rows = data.validation_start >= 0 ? data.validation_start : data.rows;
+    const int64_t rows = data.rows;
     if (cv.folds() > rows) {
       return Err("cross_validation.folds",
                  absl::StrCat(cv.folds(), " folds, but ", spec.data().path(), " has only ", rows,
                               " rows"));
     }
-    if (!cv.group_column().empty()) {
-      const int64_t groups =
-          data.groups.empty() ? 0 : *std::max_element(data.groups.begin(), data.groups.end()) + 1;
+    if (!cv.group_column().empty() && data.groups_known) {
+      const int64_t groups = static_cast<int64_t>(data.group_rows.size());
       if (cv.folds() > groups) {
         return Err("cross_validation.folds",
                    absl::StrCat(cv.folds(), " folds, but group_column \"", cv.group_column(),
@@ -123,27 +123,43 @@ absl::Status CheckAgainstData(const JobSpec& spec, const Dataset& data) {
   return absl::OkStatus();
 }
 
-// The fewest rows a task of `spec` trains on. Every fold of plain and
+// The fewest rows a task of `spec` trains on, by the worker's splitting
+// rules (split.h) on the summary's counts. Every fold of plain and
 // stratified k-fold holds at most ceil(rows / folds) rows (their sizes
 // differ by at most one), in every repeat; group k-fold (no repeats) and a
 // holdout are split once here, as the worker splits them; a validation file
-// and the refit task train on every row of data.path.
-absl::StatusOr<int64_t> MinTrainRows(const JobSpec& spec, const Dataset& data) {
+// and the refit task train on every row of data.path. Where the summary does
+// not know the classes or groups, the even split is taken.
+int64_t MinTrainRows(const JobSpec& spec, const DatasetSummary& data) {
   const TaskPlan plan = PlanTasks(spec);
-  const int64_t rows = data.validation_start >= 0 ? data.validation_start : data.rows;
+  const int64_t rows = data.rows;
   if (!HasValidation(spec) || !spec.cross_validation().validation_path().empty()) return rows;
   const auto& cv = spec.cross_validation();
+  const bool shuffle = !cv.has_shuffle() || cv.shuffle();
   if (cv.validation_fraction() > 0) {  // one task
-    TRAIND_ASSIGN_OR_RETURN(FoldRows split, RowsForTask(spec, data, 0));
-    return static_cast<int64_t>(split.train.size());
-  }
-  if (!cv.group_column().empty()) {  // one split (no repeats), with the job's seed as is
-    const bool shuffle = !cv.has_shuffle() || cv.shuffle();
-    size_t largest = 0;
-    for (const auto& fold : GroupKFold(data.groups, plan.folds, shuffle, spec.seed())) {
-      largest = std::max(largest, fold.size());
+    const bool class_target =
+        data.target == TargetKind::kClasses || data.target == TargetKind::kBinary;
+    const bool stratified = class_target && cv.group_column().empty() &&
+                            (!cv.has_stratified() || cv.stratified()) && data.classes_known;
+    int64_t val = 0;
+    if (stratified) {
+      for (int64_t n : data.class_rows) val += HoldoutTake(n, cv.validation_fraction(), true);
+    } else {
+      val = HoldoutTake(rows, cv.validation_fraction(), false);
     }
-    return rows - static_cast<int64_t>(largest);
+    return rows - val;
+  }
+  if (!cv.group_column().empty() && data.groups_known) {
+    // One split (no repeats), with the job's seed as is.
+    const std::vector<int> fold_of =
+        GroupKFoldAssignment(data.group_rows, plan.folds, shuffle, spec.seed());
+    std::vector<int64_t> fold_rows(static_cast<size_t>(plan.folds), 0);
+    for (size_t g = 0; g < fold_of.size(); ++g) {
+      fold_rows[static_cast<size_t>(fold_of[g])] += data.group_rows[g];
+    }
+    const int64_t largest =
+        fold_rows.empty() ? 0 : *std::max_element(fold_rows.begin(), fold_rows.end());
+    return rows - largest;
   }
   return rows - (rows + plan.folds - 1) / plan.folds;
 }
@@ -195,7 +211,9 @@ absl::Status ValidateJobSpec(const JobSpec& spec, const ValidationContext& conte
     TRAIND_RETURN_IF_ERROR(CheckReadable(spec.cross_validation().validation_path(),
                                          "cross_validation.validation_path"));
   }
-  absl::StatusOr<Dataset> data = LoadDataset(spec);
+  // One pass over the file, holding no rows (SummarizeDataset): submit's
+  // memory does not grow with the data.
+  absl::StatusOr<DatasetSummary> data = SummarizeDataset(spec);
   if (!data.ok()) {
     // A spec error (a column that is not there) is the submitter's; a problem
     // in the rows fails the task with DATA_ERROR when the worker loads them.
@@ -207,11 +225,10 @@ absl::Status ValidateJobSpec(const JobSpec& spec, const ValidationContext& conte
   TRAIND_RETURN_IF_ERROR(CheckAgainstData(spec, *data));
   if (shape != nullptr) {
     shape->features = data->features;
-    const bool val_file = data->validation_start >= 0;
-    shape->rows = val_file ? data->validation_start : data->rows;
-    shape->validation_rows = val_file ? data->rows - data->validation_start : 0;
+    shape->rows = data->rows;
+    shape->validation_rows = data->validation_rows;
     shape->columns = data->columns;
-    TRAIND_ASSIGN_OR_RETURN(shape->min_train_rows, MinTrainRows(spec, *data));
+    shape->min_train_rows = MinTrainRows(spec, *data);
     const auto& layers = spec.model().layers();
     for (int i = layers.size() - 1; i >= 0; --i) {
       if (layers[i].has_dense()) {

@@ -2,13 +2,21 @@
 // task layout; the memory estimate.
 #include "spec/validation.h"
 
+#include <algorithm>
+#include <cstdint>
+#include <random>
 #include <string>
+#include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "spec/memory_estimate.h"
 #include "spec/task_plan.h"
+#include "worker/engine/data/dataset.h"
+#include "worker/engine/data/task_rows.h"
 #include "worker/engine/status.h"
+#include "worker/engine/testing/temp_file.h"
 
 namespace traind::engine {
 namespace {
@@ -72,6 +80,77 @@ TEST(ValidateJobSpecTest, ReportsTheDataSize) {
   EXPECT_EQ(shape.rows, 150);
   EXPECT_EQ(shape.validation_rows, 150);
   EXPECT_EQ(shape.min_train_rows, 150);
+}
+
+// min_train_rows comes from one pass over the file (no rows held); it is
+// what the worker's own split (RowsForTask on the loaded data) gives the
+// smallest task, for holdouts (stratified or not) and group k-fold (shuffled
+// or not, several seeds) on imbalanced classes and uneven groups.
+TEST(ValidateJobSpecTest, MinTrainRowsIsWhatTheWorkersSplitGives) {
+  std::string csv = "x,g,y\n";
+  std::mt19937 rng(3);
+  for (int r = 0; r < 997; ++r) {
+    const int group = static_cast<int>(rng() % 23) * static_cast<int>(rng() % 3);  // uneven
+    const int label = rng() % 10 < 7 ? 0 : (rng() % 2 ? 1 : 2);                    // imbalanced
+    csv += absl::StrCat(r % 17, ",", "g", group, ",", label, "\n");
+  }
+  testing::TempFile file(csv);
+  JobSpec base = Iris();
+  base.mutable_data()->set_path(file.path());
+  base.mutable_data()->set_label("y");
+  base.mutable_data()->add_ignore("g");  // a feature only where it is not the group column
+  std::vector<JobSpec> specs;
+  for (double fraction : {0.1, 0.25, 0.333}) {
+    for (bool stratified : {true, false}) {
+      JobSpec spec = base;
+      spec.mutable_cross_validation()->Clear();
+      spec.mutable_cross_validation()->set_validation_fraction(fraction);
+      spec.mutable_cross_validation()->set_stratified(stratified);
+      specs.push_back(spec);
+    }
+  }
+  for (uint64_t seed : {1u, 2u, 99u}) {
+    for (bool shuffle : {true, false}) {
+      for (int folds : {2, 3, 5}) {
+        JobSpec spec = base;
+        spec.mutable_data()->clear_ignore();
+        spec.set_seed(seed);
+        spec.mutable_cross_validation()->set_folds(folds);
+        spec.mutable_cross_validation()->set_group_column("g");
+        spec.mutable_cross_validation()->set_shuffle(shuffle);
+        specs.push_back(spec);
+      }
+    }
+  }
+  JobSpec stratified_kfold = base;
+  stratified_kfold.mutable_cross_validation()->set_folds(6);
+  specs.push_back(stratified_kfold);
+  for (const JobSpec& spec : specs) {
+    ValidatedShape shape;
+    absl::Status s = ValidateJobSpec(spec, ValidationContext(), &shape);
+    ASSERT_TRUE(s.ok()) << s << spec.cross_validation().DebugString();
+    absl::StatusOr<Dataset> data = LoadDataset(spec);
+    ASSERT_TRUE(data.ok()) << data.status();
+    size_t fewest = SIZE_MAX;
+    for (int task = 0; task < PlanTasks(spec).total; ++task) {
+      absl::StatusOr<FoldRows> rows = RowsForTask(spec, *data, task);
+      ASSERT_TRUE(rows.ok()) << rows.status();
+      fewest = std::min(fewest, rows->train.size());
+    }
+    EXPECT_EQ(shape.min_train_rows, static_cast<int64_t>(fewest))
+        << spec.cross_validation().DebugString();
+    EXPECT_EQ(shape.rows, 997);
+  }
+  // Folds beyond the groups the file has, and a binary target of 3 classes:
+  // named at submit from the same pass.
+  JobSpec groups = specs.back();
+  groups.mutable_data()->clear_ignore();
+  groups.mutable_cross_validation()->set_group_column("g");
+  groups.mutable_cross_validation()->set_folds(100);
+  EXPECT_THAT(Error(groups), ::testing::HasSubstr("100 folds, but group_column \"g\" has only"));
+  JobSpec units = base;
+  units.mutable_model()->mutable_layers(1)->mutable_dense()->set_units(4);
+  EXPECT_THAT(Error(units), ::testing::HasSubstr("but data.label \"y\" has 3 classes"));
 }
 
 TEST(ValidateJobSpecTest, RejectsWithTheFieldPath) {

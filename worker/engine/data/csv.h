@@ -3,6 +3,7 @@
 #define TRAIND_WORKER_ENGINE_DATA_CSV_H_
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -30,6 +31,38 @@ struct CsvTable {
   std::vector<int64_t> lines;                  // 1-based line number in the file of each row
 };
 
+// CsvReader reads a file in pieces of this size (a record longer than a
+// piece is read in more).
+inline constexpr size_t kCsvReadBytes = size_t{1} << 20;
+
+// A CSV file read record by record, holding only the record being read (so
+// its memory does not grow with the file): the rules of ReadCsv below.
+class CsvReader {
+ public:
+  // Opens the file (OpenRegularFile) and reads its header row.
+  static absl::StatusOr<CsvReader> Open(const std::string& path, char delimiter = ',');
+  // As Open, on text in memory; `path` is used in messages only.
+  static absl::StatusOr<CsvReader> FromText(std::string text, const std::string& path,
+                                            char delimiter = ',');
+  CsvReader(CsvReader&&) noexcept;
+  CsvReader& operator=(CsvReader&&) noexcept;
+  ~CsvReader();
+
+  const std::string& path() const;
+  const std::vector<std::string>& header() const { return header_; }
+  // The next data row into `*row` (header().size() fields) and its 1-based
+  // line; false at the end of the file.
+  absl::StatusOr<bool> Next(std::vector<std::string>* row, int64_t* line);
+
+ private:
+  class Parser;
+  explicit CsvReader(std::unique_ptr<Parser> parser);
+  static absl::StatusOr<CsvReader> Start(std::unique_ptr<Parser> parser);
+
+  std::unique_ptr<Parser> parser_;
+  std::vector<std::string> header_;
+};
+
 // Reads a whole CSV file whose first record is the header.
 //
 // RFC 4180: a field may be quoted ("..."); in a quoted field `""` is a quote,
@@ -46,7 +79,7 @@ struct CsvTable {
 // ("<path>: cannot open: <strerror>"), it is not a regular file
 // (OpenRegularFile), a field is not UTF-8 ("<path>:<line>: column 3 is not
 // valid UTF-8 (byte 0xff at offset 1 of the field); save the file as UTF-8")
-// or too long ("<path>:<line>: column 3 holds 10485760 bytes; a field may
+// or too long ("<path>:<line>: column 3 holds more than 65536 bytes; a field may
 // hold at most 65536"), it holds no header row, a row's field
 // count differs from the header's ("<path>:<line>: row has 3 fields, the
 // header has 5"), a quoted field is never closed or is followed by something

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -148,7 +149,8 @@ TEST(ReadCsvTest, AFieldOverTheLimitIsADataError) {
   ASSERT_FALSE(table.ok());
   EXPECT_EQ(FailureKindOf(table.status()), FailureKind::kDataError);
   EXPECT_EQ(table.status().message(),
-            absl::StrCat(big.path(), ":3: column 2 holds 10485760 bytes; a field may hold at most ",
+            absl::StrCat(big.path(),
+                         ":3: column 2 holds more than 65536 bytes; a field may hold at most ",
                          kMaxCsvFieldBytes));
 }
 
@@ -170,6 +172,80 @@ TEST(ReadCsvTest, OnlyRegularFilesAreRead) {
   ASSERT_FALSE(table.ok());
   EXPECT_EQ(table.status().message(),
             dir + ": is a directory, not a regular file (data must be a regular file)");
+}
+
+// The file is read in pieces: records, quoted fields, CRLF pairs and the BOM
+// that straddle a piece's end read as they do from the whole text in memory
+// (ParseCsv, one buffer), errors included, with the same line numbers.
+TEST(ReadCsvTest, AFileReadInPiecesReadsAsTheWholeText) {
+  std::mt19937 rng(7);
+  for (int round = 0; round < 4; ++round) {
+    std::string text = round % 2 == 0 ? "\xEF\xBB\xBF" : "";
+    text += "id,note,value\r\n";
+    int64_t n = 0;
+    while (text.size() < (size_t{3} << 20) + 17 * round) {
+      const int kind = static_cast<int>(rng() % 5);
+      std::string note;
+      if (kind == 0) note = "\"" + std::string(rng() % 3000, 'q') + "\"\"x\r\ny\"";
+      if (kind == 1) note = std::string(rng() % 200, 'p');
+      if (kind == 2) note = "\"a,b\nc\"";
+      text += absl::StrCat(n++, ",", note, ",", rng() % 1000, rng() % 2 ? "\r\n" : "\n");
+      if (kind == 3) text += "\n";  // a blank line
+    }
+    if (round == 3) text += "bad,\"open\n";  // an unterminated quote at the end
+    TempFile file(text);
+    absl::StatusOr<CsvTable> piecewise = ReadCsv(file.path());
+    absl::StatusOr<CsvTable> whole = ParseCsv(text, file.path());
+    ASSERT_EQ(piecewise.ok(), whole.ok()) << piecewise.status() << whole.status();
+    if (!whole.ok()) {
+      EXPECT_EQ(piecewise.status(), whole.status());
+      EXPECT_THAT(std::string(whole.status().message()), HasSubstr("unterminated quoted field"));
+      continue;
+    }
+    EXPECT_EQ(piecewise->header, whole->header);
+    EXPECT_EQ(piecewise->header[0], "id");
+    ASSERT_EQ(piecewise->rows.size(), static_cast<size_t>(n));
+    EXPECT_EQ(piecewise->rows, whole->rows);
+    EXPECT_EQ(piecewise->lines, whole->lines);
+  }
+}
+
+// A tricky record at every offset across the first piece's end.
+TEST(ReadCsvTest, ARecordAcrossThePieceEndAtEveryOffset) {
+  const std::string tricky = "x,\"a\r\nb\"\"c\nd\",1\r\n";
+  for (size_t k = 0; k <= tricky.size() + 2; ++k) {
+    std::string text = "id,note,value\n";
+    const std::string filler = "f,p,0\n";
+    while (text.size() + filler.size() <= kCsvReadBytes - k) text += filler;
+    text += std::string(kCsvReadBytes - k - text.size(), '\n');  // blank lines up to the offset
+    text += tricky + "y,\"e\r\n\",2\r\n";
+    TempFile file(text);
+    absl::StatusOr<CsvTable> piecewise = ReadCsv(file.path());
+    absl::StatusOr<CsvTable> whole = ParseCsv(text, file.path());
+    ASSERT_TRUE(piecewise.ok() && whole.ok()) << k << piecewise.status() << whole.status();
+    ASSERT_GE(whole->rows.size(), 2u);
+    EXPECT_THAT(whole->rows[whole->rows.size() - 2], ElementsAre("x", "a\r\nb\"c\nd", "1"));
+    EXPECT_EQ(piecewise->rows, whole->rows) << k;
+    EXPECT_EQ(piecewise->lines, whole->lines) << k;
+  }
+}
+
+// CsvReader holds one record, not the file.
+TEST(ReadCsvTest, CsvReaderStreamsRecords) {
+  TempFile file("a,b\n1,\"x\ny\"\n\n2,3\n");
+  absl::StatusOr<CsvReader> reader = CsvReader::Open(file.path());
+  ASSERT_TRUE(reader.ok()) << reader.status();
+  EXPECT_THAT(reader->header(), ElementsAre("a", "b"));
+  std::vector<std::string> row;
+  int64_t line = 0;
+  ASSERT_TRUE(*reader->Next(&row, &line));
+  EXPECT_THAT(row, ElementsAre("1", "x\ny"));
+  EXPECT_EQ(line, 2);
+  ASSERT_TRUE(*reader->Next(&row, &line));
+  EXPECT_THAT(row, ElementsAre("2", "3"));
+  EXPECT_EQ(line, 5);
+  EXPECT_FALSE(*reader->Next(&row, &line));
+  EXPECT_FALSE(*reader->Next(&row, &line));
 }
 
 }  // namespace

@@ -5,7 +5,9 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <optional>
 #include <string_view>
+#include <unordered_map>
 #include <utility>
 
 #include "absl/strings/ascii.h"
@@ -43,25 +45,120 @@ const char* ParseFeature(std::string_view s, float* value) {
 
 namespace {
 
-// Index of `name` in `header`, or an InvalidSpecError for `field`.
-absl::StatusOr<size_t> Column(const CsvTable& table, const std::string& name,
-                              const std::string& field) {
-  size_t found = table.header.size();
+// Index of `name` in `header` (of the file `path`), or an InvalidSpecError
+// for `field`.
+absl::StatusOr<size_t> Column(const std::vector<std::string>& header, const std::string& path,
+                              const std::string& name, const std::string& field) {
+  size_t found = header.size();
   int count = 0;
-  for (size_t c = 0; c < table.header.size(); ++c) {
-    if (table.header[c] == name) {
+  for (size_t c = 0; c < header.size(); ++c) {
+    if (header[c] == name) {
       if (count++ == 0) found = c;
     }
   }
   if (count == 0) {
     return InvalidSpecError(absl::StrFormat("%s: column \"%s\" not found in %s; columns: %s", field,
-                                            name, table.path, JoinForMessage(table.header)));
+                                            name, path, JoinForMessage(header)));
   }
   if (count > 1) {
-    return InvalidSpecError(absl::StrFormat("%s: column \"%s\" appears %d times in %s", field, name,
-                                            count, table.path));
+    return InvalidSpecError(
+        absl::StrFormat("%s: column \"%s\" appears %d times in %s", field, name, count, path));
   }
   return found;
+}
+
+// The columns a spec reads, as indices into data.path's header, and where
+// each is in the validation file's.
+struct SpecColumns {
+  std::vector<std::string> target_names;
+  std::vector<size_t> target_cols;
+  int64_t group_col = -1;
+  std::vector<size_t> numeric_cols, categorical_cols;
+  std::vector<std::string> numeric_names;
+  std::vector<size_t> val_map;  // [header.size()] column in the validation file (needed ones)
+};
+
+// Resolves the spec's columns against the headers (val_header: null without
+// a validation file). Errors as LoadDataset's.
+absl::StatusOr<SpecColumns> ResolveColumns(const JobSpec& spec,
+                                           const std::vector<std::string>& header,
+                                           const std::vector<std::string>* val_header) {
+  const traind::v1::DataSpec& d = spec.data();
+  SpecColumns cols;
+  if (!d.label().empty()) {
+    cols.target_names.push_back(d.label());
+  } else {
+    cols.target_names.assign(d.labels().begin(), d.labels().end());
+  }
+  for (size_t i = 0; i < cols.target_names.size(); ++i) {
+    const std::string field =
+        d.label().empty() ? absl::StrCat("data.labels[", i, "]") : std::string("data.label");
+    TRAIND_ASSIGN_OR_RETURN(size_t c, Column(header, d.path(), cols.target_names[i], field));
+    cols.target_cols.push_back(c);
+  }
+  const std::string group_name =
+      spec.has_cross_validation() ? spec.cross_validation().group_column() : "";
+  if (!group_name.empty()) {
+    TRAIND_ASSIGN_OR_RETURN(size_t c,
+                            Column(header, d.path(), group_name, "cross_validation.group_column"));
+    cols.group_col = static_cast<int64_t>(c);
+  }
+  std::vector<std::string> feature_list;
+  if (d.features_size() > 0) {
+    feature_list.assign(d.features().begin(), d.features().end());
+  } else {
+    for (const std::string& h : header) {
+      if (std::find(cols.target_names.begin(), cols.target_names.end(), h) !=
+          cols.target_names.end()) {
+        continue;
+      }
+      if (h == group_name) continue;
+      if (std::find(d.ignore().begin(), d.ignore().end(), h) != d.ignore().end()) continue;
+      feature_list.push_back(h);
+    }
+  }
+  for (int i = 0; i < d.ignore_size(); ++i) {
+    TRAIND_RETURN_IF_ERROR(
+        Column(header, d.path(), d.ignore(i), absl::StrCat("data.ignore[", i, "]")).status());
+  }
+  for (size_t i = 0; i < feature_list.size(); ++i) {
+    const std::string field = d.features_size() > 0 ? absl::StrCat("data.features[", i, "]")
+                                                    : std::string("data.features");
+    TRAIND_ASSIGN_OR_RETURN(size_t c, Column(header, d.path(), feature_list[i], field));
+    if (std::find(cols.target_cols.begin(), cols.target_cols.end(), c) != cols.target_cols.end()) {
+      return InvalidSpecError(
+          absl::StrFormat("%s: \"%s\" is a label column", field, feature_list[i]));
+    }
+    if (std::find(d.categorical().begin(), d.categorical().end(), feature_list[i]) ==
+        d.categorical().end()) {
+      cols.numeric_cols.push_back(c);
+      cols.numeric_names.push_back(feature_list[i]);
+    }
+  }
+  for (int i = 0; i < d.categorical_size(); ++i) {
+    TRAIND_ASSIGN_OR_RETURN(size_t c, Column(header, d.path(), d.categorical(i),
+                                             absl::StrCat("data.categorical[", i, "]")));
+    cols.categorical_cols.push_back(c);
+  }
+  if (cols.numeric_cols.empty() && cols.categorical_cols.empty()) {
+    return DataError(absl::StrFormat("%s: no feature columns besides the label", d.path()));
+  }
+  // Map each column of the validation file by name.
+  cols.val_map.assign(header.size(), 0);
+  if (val_header != nullptr) {
+    auto has = [](const std::vector<size_t>& v, size_t c) {
+      return std::find(v.begin(), v.end(), c) != v.end();
+    };
+    for (size_t c = 0; c < header.size(); ++c) {
+      const bool needed = has(cols.numeric_cols, c) || has(cols.categorical_cols, c) ||
+                          has(cols.target_cols, c) || static_cast<int64_t>(c) == cols.group_col;
+      if (!needed) continue;
+      TRAIND_ASSIGN_OR_RETURN(
+          cols.val_map[c], Column(*val_header, spec.cross_validation().validation_path(), header[c],
+                                  "cross_validation.validation_path"));
+    }
+  }
+  return cols;
 }
 
 // The rows of the main file followed by those of the validation file, with
@@ -110,83 +207,21 @@ absl::StatusOr<Dataset> LoadDataset(const JobSpec& spec) {
   }
   const TargetKind target = TargetKindOf(spec);
 
-  // Target, group and feature columns (indices into table.header).
-  std::vector<std::string> target_names;
-  if (!d.label().empty()) {
-    target_names.push_back(d.label());
-  } else {
-    target_names.assign(d.labels().begin(), d.labels().end());
-  }
-  std::vector<size_t> target_cols;
-  for (size_t i = 0; i < target_names.size(); ++i) {
-    const std::string field =
-        d.label().empty() ? absl::StrCat("data.labels[", i, "]") : std::string("data.label");
-    TRAIND_ASSIGN_OR_RETURN(size_t c, Column(table, target_names[i], field));
-    target_cols.push_back(c);
-  }
-  const std::string group_name =
-      spec.has_cross_validation() ? spec.cross_validation().group_column() : "";
-  int64_t group_col = -1;
-  if (!group_name.empty()) {
-    TRAIND_ASSIGN_OR_RETURN(size_t c, Column(table, group_name, "cross_validation.group_column"));
-    group_col = static_cast<int64_t>(c);
-  }
-  std::vector<std::string> feature_list;
-  if (d.features_size() > 0) {
-    feature_list.assign(d.features().begin(), d.features().end());
-  } else {
-    for (const std::string& h : table.header) {
-      if (std::find(target_names.begin(), target_names.end(), h) != target_names.end()) continue;
-      if (h == group_name) continue;
-      if (std::find(d.ignore().begin(), d.ignore().end(), h) != d.ignore().end()) continue;
-      feature_list.push_back(h);
-    }
-  }
-  for (int i = 0; i < d.ignore_size(); ++i) {
-    TRAIND_RETURN_IF_ERROR(
-        Column(table, d.ignore(i), absl::StrCat("data.ignore[", i, "]")).status());
-  }
-  std::vector<size_t> numeric_cols, categorical_cols;
+  TRAIND_ASSIGN_OR_RETURN(
+      SpecColumns cols,
+      ResolveColumns(spec, table.header, has_val_file ? &val_table.header : nullptr));
+  const std::vector<std::string>& target_names = cols.target_names;
+  const std::vector<size_t>& target_cols = cols.target_cols;
+  const int64_t group_col = cols.group_col;
+  const std::vector<size_t>& numeric_cols = cols.numeric_cols;
+  const std::vector<size_t>& categorical_cols = cols.categorical_cols;
+  const std::vector<size_t>& val_map = cols.val_map;
   Dataset data;
-  for (size_t i = 0; i < feature_list.size(); ++i) {
-    const std::string field = d.features_size() > 0 ? absl::StrCat("data.features[", i, "]")
-                                                    : std::string("data.features");
-    TRAIND_ASSIGN_OR_RETURN(size_t c, Column(table, feature_list[i], field));
-    if (std::find(target_cols.begin(), target_cols.end(), c) != target_cols.end()) {
-      return InvalidSpecError(
-          absl::StrFormat("%s: \"%s\" is a label column", field, feature_list[i]));
-    }
-    if (std::find(d.categorical().begin(), d.categorical().end(), feature_list[i]) ==
-        d.categorical().end()) {
-      numeric_cols.push_back(c);
-      data.feature_names.push_back(feature_list[i]);
-    }
-  }
+  data.feature_names = cols.numeric_names;
   for (int i = 0; i < d.categorical_size(); ++i) {
-    TRAIND_ASSIGN_OR_RETURN(
-        size_t c, Column(table, d.categorical(i), absl::StrCat("data.categorical[", i, "]")));
-    categorical_cols.push_back(c);
     CategoricalColumn column;
     column.name = d.categorical(i);
     data.categorical.push_back(std::move(column));
-  }
-  if (numeric_cols.empty() && categorical_cols.empty()) {
-    return DataError(absl::StrFormat("%s: no feature columns besides the label", d.path()));
-  }
-  // Map each column of the validation file by name.
-  std::vector<size_t> val_map(table.header.size(), 0);
-  if (has_val_file) {
-    for (size_t c = 0; c < table.header.size(); ++c) {
-      const bool needed =
-          std::find(numeric_cols.begin(), numeric_cols.end(), c) != numeric_cols.end() ||
-          std::find(categorical_cols.begin(), categorical_cols.end(), c) !=
-              categorical_cols.end() ||
-          std::find(target_cols.begin(), target_cols.end(), c) != target_cols.end() ||
-          static_cast<int64_t>(c) == group_col;
-      if (!needed) continue;
-      TRAIND_ASSIGN_OR_RETURN(
-          val_map[c], Column(val_table, table.header[c], "cross_validation.validation_path"));
-    }
   }
   std::vector<Rows> rows;
   for (size_t r = 0; r < table.rows.size(); ++r) rows.push_back({&table, r});
@@ -306,6 +341,110 @@ absl::StatusOr<Dataset> LoadDataset(const JobSpec& spec) {
     }
   }
   return data;
+}
+
+int64_t DatasetSummary::ModelOutputs() const {
+  switch (target) {
+    case TargetKind::kClasses:
+      return classes_known ? static_cast<int64_t>(class_rows.size()) : -1;
+    case TargetKind::kBinary:
+      return 1;
+    default:
+      return target_columns;
+  }
+}
+
+absl::StatusOr<DatasetSummary> SummarizeDataset(const JobSpec& spec) {
+  const traind::v1::DataSpec& d = spec.data();
+  if (d.path().empty()) return InvalidSpecError("data.path: required");
+  if (d.label().empty() && d.labels_size() == 0) return InvalidSpecError("data.label: required");
+  const char delimiter = d.delimiter().empty() ? ',' : d.delimiter()[0];
+  TRAIND_ASSIGN_OR_RETURN(CsvReader main, CsvReader::Open(d.path(), delimiter));
+  std::optional<CsvReader> val;
+  const bool has_val_file =
+      spec.has_cross_validation() && !spec.cross_validation().validation_path().empty();
+  if (has_val_file) {
+    TRAIND_ASSIGN_OR_RETURN(CsvReader reader,
+                            CsvReader::Open(spec.cross_validation().validation_path(), delimiter));
+    val.emplace(std::move(reader));
+  }
+  TRAIND_ASSIGN_OR_RETURN(SpecColumns cols,
+                          ResolveColumns(spec, main.header(), val ? &val->header() : nullptr));
+  DatasetSummary summary;
+  summary.columns = static_cast<int64_t>(main.header().size());
+  summary.features = static_cast<int64_t>(cols.numeric_cols.size());
+  summary.target = TargetKindOf(spec);
+  summary.target_columns = static_cast<int64_t>(cols.target_cols.size());
+  const bool class_target =
+      summary.target == TargetKind::kClasses || summary.target == TargetKind::kBinary;
+  if (class_target && cols.target_cols.size() != 1) {
+    return InvalidSpecError("data.label: required");
+  }
+  // Distinct values and their rows, while they fit the budget.
+  std::unordered_map<std::string, int64_t> labels;
+  std::map<std::string, int64_t> groups;
+  size_t distinct_bytes = 0;
+  constexpr size_t kEntryBytes = 64;  // a node's overhead, roughly
+  bool labels_fit = class_target, groups_fit = cols.group_col >= 0;
+  auto count = [&](auto& values, bool& fits, const std::string& value) {
+    if (!fits) return;
+    auto it = values.find(value);
+    if (it != values.end()) {
+      ++it->second;
+      return;
+    }
+    distinct_bytes += value.size() + kEntryBytes;
+    if (distinct_bytes > kSummaryDistinctBytes) {
+      fits = false;
+      values.clear();
+      return;
+    }
+    values.emplace(value, 1);
+  };
+  std::vector<std::string> row;
+  int64_t line = 0;
+  for (CsvReader* reader : {&main, val ? &*val : nullptr}) {
+    if (reader == nullptr) continue;
+    const bool is_val = reader != &main;
+    int64_t& rows = is_val ? summary.validation_rows : summary.rows;
+    while (true) {
+      TRAIND_ASSIGN_OR_RETURN(bool found, reader->Next(&row, &line));
+      if (!found) break;
+      ++rows;
+      auto cell = [&](size_t c) -> const std::string& { return row[is_val ? cols.val_map[c] : c]; };
+      if (class_target) {
+        const std::string& v = cell(cols.target_cols[0]);
+        if (v.empty()) {
+          const size_t fc = is_val ? cols.val_map[cols.target_cols[0]] : cols.target_cols[0];
+          return DataError(
+              absl::StrFormat("%s:%d: column %s (column %d): empty label", reader->path(), line,
+                              QuoteForMessage(main.header()[cols.target_cols[0]]), fc + 1));
+        }
+        count(labels, labels_fit, v);
+      }
+      if (cols.group_col >= 0) count(groups, groups_fit, cell(static_cast<size_t>(cols.group_col)));
+    }
+  }
+  if (summary.rows == 0) return DataError(absl::StrCat(d.path(), ": no data rows"));
+  if (labels_fit) {
+    std::vector<std::string> values;
+    values.reserve(labels.size());
+    for (const auto& [value, n] : labels) values.push_back(value);
+    const LabelEncoding encoding = EncodeLabels(values);  // the classes' order
+    for (const std::string& c : encoding.classes) summary.class_rows.push_back(labels[c]);
+    summary.classes_known = true;
+    if (summary.target == TargetKind::kBinary && summary.class_rows.size() != 2) {
+      return InvalidSpecError(absl::StrFormat(
+          "data.label: column \"%s\" has %d classes, but sigmoid_binary_cross_entropy on "
+          "data.label needs exactly 2 (data.labels for multi-label targets)",
+          d.label(), summary.class_rows.size()));
+    }
+  }
+  if (groups_fit) {
+    for (const auto& [value, n] : groups) summary.group_rows.push_back(n);
+    summary.groups_known = true;
+  }
+  return summary;
 }
 
 }  // namespace traind::engine

@@ -66,6 +66,38 @@ absl::StatusOr<Dataset> LoadDataset(const traind::v1::JobSpec& spec);
 // Class labels in data.label, every other column a numeric feature.
 absl::StatusOr<Dataset> LoadDataset(const traind::v1::DataSpec& spec);
 
+// What submit checks of a job's data, read in one pass without holding the
+// rows: memory is one record plus the distinct label and group values, at
+// most kSummaryDistinctBytes of them (past that, what needs them is unknown
+// and left to the worker, which loads the whole file).
+inline constexpr size_t kSummaryDistinctBytes = size_t{16} << 20;
+
+struct DatasetSummary {
+  int64_t columns = 0;          // columns of data.path's header
+  int64_t rows = 0;             // data rows of data.path
+  int64_t validation_rows = 0;  // data rows of cross_validation.validation_path
+  int64_t features = 0;         // numeric feature columns
+  TargetKind target = TargetKind::kClasses;
+  int64_t target_columns = 0;  // data.labels' columns (multi-label, regression), or 1
+  // Classes and binary targets: rows per class (of both files), in the
+  // classes' order (EncodeLabels); empty when not known.
+  std::vector<int64_t> class_rows;
+  bool classes_known = false;
+  // Group column: rows per group (of both files), by group code (values
+  // ascending, as LoadDataset codes them); empty when not known.
+  std::vector<int64_t> group_rows;
+  bool groups_known = false;
+
+  // As Dataset::ModelOutputs; -1 when the classes are not known.
+  int64_t ModelOutputs() const;
+};
+
+// Reads what DatasetSummary holds from spec.data() (and validation_path),
+// with the column rules and the spec errors of LoadDataset, the file's
+// framing errors (CSV structure, UTF-8, field size) and an empty label cell;
+// cell values are not parsed (the worker reports those with line and column).
+absl::StatusOr<DatasetSummary> SummarizeDataset(const traind::v1::JobSpec& spec);
+
 // Parses a feature (or regression target) cell as a finite float32.
 // Surrounding spaces/tabs and a leading '+' are accepted; "nan", "inf" and
 // values beyond float32's range are not. On failure returns what is wrong

@@ -65,29 +65,58 @@ std::vector<std::vector<int64_t>> StratifiedKFold(const std::vector<int32_t>& la
   return result;
 }
 
-std::vector<std::vector<int64_t>> GroupKFold(const std::vector<int32_t>& groups, int folds,
-                                             bool shuffle, uint64_t seed) {
-  std::map<int32_t, std::vector<int64_t>> members;
-  for (size_t i = 0; i < groups.size(); ++i) members[groups[i]].push_back(static_cast<int64_t>(i));
-  if (folds < 1 || folds > static_cast<int>(members.size())) return {};
-  std::vector<const std::vector<int64_t>*> order;
-  for (const auto& [code, rows] : members) order.push_back(&rows);
+std::vector<int> GroupKFoldAssignment(const std::vector<int64_t>& group_sizes, int folds,
+                                      bool shuffle, uint64_t seed) {
+  if (folds < 1 || folds > static_cast<int>(group_sizes.size())) return {};
+  std::vector<int32_t> order(group_sizes.size());
+  for (size_t g = 0; g < order.size(); ++g) order[g] = static_cast<int32_t>(g);
   if (shuffle) {
     Rng rng(DeriveSeed(seed, kSplitStream));
     Shuffle(order.data(), order.size(), rng);
   }
   std::stable_sort(order.begin(), order.end(),
-                   [](const auto* a, const auto* b) { return a->size() > b->size(); });
-  std::vector<std::vector<int64_t>> result(static_cast<size_t>(folds));
-  for (const std::vector<int64_t>* rows : order) {
+                   [&](int32_t a, int32_t b) { return group_sizes[a] > group_sizes[b]; });
+  std::vector<int> fold_of(group_sizes.size(), 0);
+  std::vector<int64_t> fold_rows(static_cast<size_t>(folds), 0);
+  for (int32_t g : order) {
     size_t smallest = 0;
-    for (size_t k = 1; k < result.size(); ++k) {
-      if (result[k].size() < result[smallest].size()) smallest = k;
+    for (size_t k = 1; k < fold_rows.size(); ++k) {
+      if (fold_rows[k] < fold_rows[smallest]) smallest = k;
     }
-    result[smallest].insert(result[smallest].end(), rows->begin(), rows->end());
+    fold_of[static_cast<size_t>(g)] = static_cast<int>(smallest);
+    fold_rows[smallest] += group_sizes[static_cast<size_t>(g)];
   }
-  for (std::vector<int64_t>& fold : result) std::sort(fold.begin(), fold.end());
+  return fold_of;
+}
+
+std::vector<std::vector<int64_t>> GroupKFold(const std::vector<int32_t>& groups, int folds,
+                                             bool shuffle, uint64_t seed) {
+  // Dense codes 0..G-1 of the groups present, in ascending order of their code.
+  std::map<int32_t, int32_t> dense;
+  for (int32_t g : groups) dense.emplace(g, 0);
+  std::vector<int64_t> sizes;
+  for (auto& [code, index] : dense) {
+    index = static_cast<int32_t>(sizes.size());
+    sizes.push_back(0);
+  }
+  for (int32_t g : groups) ++sizes[static_cast<size_t>(dense[g])];
+  const std::vector<int> fold_of = GroupKFoldAssignment(sizes, folds, shuffle, seed);
+  if (fold_of.empty()) return {};
+  std::vector<std::vector<int64_t>> result(static_cast<size_t>(folds));
+  for (size_t i = 0; i < groups.size(); ++i) {
+    result[static_cast<size_t>(fold_of[static_cast<size_t>(dense[groups[i]])])].push_back(
+        static_cast<int64_t>(i));
+  }
   return result;
+}
+
+int64_t HoldoutTake(int64_t count, double fraction, bool stratified) {
+  if (stratified) {
+    return std::min(static_cast<int64_t>(std::llround(fraction * static_cast<double>(count))),
+                    count);
+  }
+  const int64_t n = static_cast<int64_t>(std::ceil(fraction * static_cast<double>(count)));
+  return std::max<int64_t>(1, std::min<int64_t>(n, count - 1));
 }
 
 std::vector<int64_t> HoldoutRows(int64_t rows, const std::vector<int32_t>* labels, double fraction,
@@ -101,16 +130,14 @@ std::vector<int64_t> HoldoutRows(int64_t rows, const std::vector<int32_t>* label
   if (labels == nullptr) {
     std::vector<int64_t> all(static_cast<size_t>(rows));
     for (int64_t i = 0; i < rows; ++i) all[static_cast<size_t>(i)] = i;
-    int64_t n = static_cast<int64_t>(std::ceil(fraction * static_cast<double>(rows)));
-    n = std::max<int64_t>(1, std::min<int64_t>(n, rows - 1));
+    const int64_t n = HoldoutTake(rows, fraction, /*stratified=*/false);
     take(std::move(all), n);
   } else {
     std::map<int32_t, std::vector<int64_t>> by_class;
     for (int64_t i = 0; i < rows; ++i) by_class[(*labels)[static_cast<size_t>(i)]].push_back(i);
     for (auto& [label, members] : by_class) {
-      const int64_t count = static_cast<int64_t>(members.size());
-      int64_t n = static_cast<int64_t>(std::llround(fraction * static_cast<double>(count)));
-      n = std::min(n, count);
+      const int64_t n =
+          HoldoutTake(static_cast<int64_t>(members.size()), fraction, /*stratified=*/true);
       take(std::move(members), n);
     }
   }

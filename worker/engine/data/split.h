@@ -36,6 +36,17 @@ std::vector<std::vector<int64_t>> StratifiedKFold(const std::vector<int32_t>& la
 std::vector<std::vector<int64_t>> GroupKFold(const std::vector<int32_t>& groups, int folds,
                                              bool shuffle, uint64_t seed);
 
+// The fold each group goes to, by GroupKFold's rule, from the groups' sizes
+// (group_sizes[code]): what GroupKFold assigns, without the rows. Empty
+// when folds < 1 or folds > the number of groups.
+std::vector<int> GroupKFoldAssignment(const std::vector<int64_t>& group_sizes, int folds,
+                                      bool shuffle, uint64_t seed);
+
+// How many of `count` rows a holdout validates on: unstratified (count: every
+// row) ceil(fraction · count) clamped to [1, count - 1]; stratified (count:
+// one class's rows) round(fraction · count), at most count.
+int64_t HoldoutTake(int64_t count, double fraction, bool stratified);
+
 // Holdout: the validation rows, about `fraction` of them (ceil(fraction ·
 // rows), at least 1, at most rows - 1). With labels (stratified), each class
 // contributes round(fraction · its count) rows. Rows are drawn shuffled by
