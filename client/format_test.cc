@@ -354,6 +354,11 @@ TEST(RenderTest, DevicesAndInfo) {
   EXPECT_THAT(text, HasSubstr("version:         0.1.0\n"));
   EXPECT_THAT(text, HasSubstr("listen:          unix:/tmp/t.sock\n"));
   EXPECT_THAT(text, HasSubstr("started:         -\n"));
+  EXPECT_THAT(text, HasSubstr("store:           writable\n"));
+  info.set_store_error("traind.db: database or disk is full");
+  EXPECT_THAT(RenderServerInfo(info),
+              HasSubstr("store:           NOT WRITABLE (new jobs are refused): traind.db: "
+                        "database or disk is full\n"));
 }
 
 }  // namespace

@@ -408,6 +408,10 @@ std::string RenderServerInfo(const traind::v1::ServerInfo& info) {
   fields.AddRow({"started:", Time(info.start_time())});
   fields.AddRow({"state_dir:", info.state_dir()});
   fields.AddRow({"state_dir_size:", FormatBytes(info.state_dir_bytes())});
+  fields.AddRow(
+      {"store:", info.store_error().empty()
+                     ? "writable"
+                     : absl::StrCat("NOT WRITABLE (new jobs are refused): ", info.store_error())});
   fields.AddRow({"listen:", absl::StrJoin(info.listen_addresses(), ", ")});
   fields.AddRow({"http:", info.http_url().empty() ? "off" : info.http_url()});
   fields.AddRow({"cpu_slots:", absl::StrCat(info.cpu_slots())});

@@ -495,8 +495,16 @@ int Run(ServerConfig flags) {
     ho.listen = http_listen;
     ho.tls = flags.tls;
     ho.max_connections = flags.http_max_connections;
-    http = std::make_unique<HttpServer>(ho, &reads, policy.authenticator, &sessions, &metrics,
-                                        [&draining] { return !draining.load(); });
+    http = std::make_unique<HttpServer>(
+        ho, &reads, policy.authenticator, &sessions, &metrics,
+        [&draining, &scheduler]() -> absl::Status {
+          if (draining.load()) {
+            return absl::UnavailableError("stopping");
+          }
+          absl::Status store = scheduler.StoreStatus();
+          if (store.ok()) return store;
+          return absl::UnavailableError(absl::StrCat("store degraded: ", store.message()));
+        });
     absl::StatusOr<std::string> url = http->Start();
     if (!url.ok() && !flags.http_listen.has_value()) {
       LogWarning("%s; the HTTP side door is off (set http_listen / --http-listen)",

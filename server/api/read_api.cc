@@ -124,6 +124,9 @@ traind::v1::ServerInfo ReadApi::GetServerInfo() {
       TimeUtil::MicrosecondsToTimestamp(absl::ToUnixMicros(description_.start_time));
   resp.set_state_dir(description_.state_dir);
   resp.set_state_dir_bytes(scheduler_->state_dir_bytes());
+  if (absl::Status store = scheduler_->StoreStatus(); !store.ok()) {
+    resp.set_store_error(std::string(store.message()));
+  }
   {
     // Between BuildAndStart and SetListenAddresses (microseconds at start
     // up) the ports of ":0" addresses are not known yet: wait for them.

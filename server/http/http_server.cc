@@ -308,7 +308,7 @@ class SseStream final : public EventSubscriber {
 
 HttpServer::HttpServer(HttpOptions options, ReadApi* reads,
                        std::shared_ptr<const Authenticator> auth, SessionStore* sessions,
-                       ServerMetrics* metrics, std::function<bool()> ready)
+                       ServerMetrics* metrics, std::function<absl::Status()> ready)
     : options_(std::move(options)),
       reads_(reads),
       auth_(std::move(auth)),
@@ -465,10 +465,11 @@ void HttpServer::Route() {
     Reply(res, 200, "ok\n", "text/plain");
   });
   s.Get("/readyz", [this](const httplib::Request&, httplib::Response& res) {
-    if (!stopping_ && ready_()) {
+    const absl::Status ready = stopping_ ? absl::UnavailableError("stopping") : ready_();
+    if (ready.ok()) {
       Reply(res, 200, "ready\n", "text/plain");
     } else {
-      Reply(res, 503, "stopping\n", "text/plain");
+      Reply(res, 503, absl::StrCat(ready.message(), "\n"), "text/plain");
     }
   });
   s.Get("/metrics", [this](const httplib::Request& req, httplib::Response& res) {

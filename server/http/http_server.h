@@ -89,9 +89,10 @@ class JsonCache {
 
 class HttpServer final {
  public:
-  // Everything given must outlive the server. `ready` answers /readyz.
+  // Everything given must outlive the server. `ready` answers /readyz: OK,
+  // or why traind takes no new work now (the body of the 503).
   HttpServer(HttpOptions options, ReadApi* reads, std::shared_ptr<const Authenticator> auth,
-             SessionStore* sessions, ServerMetrics* metrics, std::function<bool()> ready);
+             SessionStore* sessions, ServerMetrics* metrics, std::function<absl::Status()> ready);
   ~HttpServer();
   HttpServer(const HttpServer&) = delete;
   HttpServer& operator=(const HttpServer&) = delete;
@@ -117,7 +118,7 @@ class HttpServer final {
   const std::shared_ptr<const Authenticator> auth_;
   SessionStore* const sessions_;
   ServerMetrics* const metrics_;
-  const std::function<bool()> ready_;
+  const std::function<absl::Status()> ready_;
   std::unique_ptr<httplib::Server> server_;
   std::thread thread_;
   std::atomic<bool> stopping_{false};

@@ -251,6 +251,13 @@ std::string ServerMetrics::Scrape() {
     families.push_back(std::move(tasks));
   }
 
+  prometheus::MetricFamily writable = GaugeFamily(
+      "traind_store_writable",
+      "1 while the job store takes writes; 0 while it cannot (a full disk): new jobs are "
+      "refused and changes wait until there is space.");
+  AddGauge(&writable, {}, scheduler->StoreStatus().ok() ? 1 : 0);
+  families.push_back(std::move(writable));
+
   const SchedulerStats stats = scheduler->Stats();
   prometheus::MetricFamily slots = GaugeFamily("traind_cpu_slots", "CPU task slots.");
   AddGauge(&slots, {}, cpu_slots_);

@@ -39,7 +39,7 @@ Scheduler::Scheduler(SchedulerOptions options, JobStore* store, Launcher* launch
             if (options_.on_store_commit) options_.on_store_commit(absl::Now() - start);
             return s;
           },
-          &hub_),
+          &hub_, nullptr, options_.store_retry_interval),
       gpus_(options_.gpu_probe, options_.gpu),
       last_loop_(clock_->Now()) {
   launcher_->SetExitCallback([this](const ProcessExit& e) { OnExit(e); });
@@ -98,7 +98,11 @@ void Scheduler::Stop() {
   if (loop_.joinable()) loop_.join();
   // No exit reaches this scheduler after it is gone.
   launcher_->SetExitCallback(nullptr);
-  writer_.WaitAll();
+  // While the store is degraded, what it cannot take is dropped (the next
+  // start recovers from the last commit): nothing waits for space any longer,
+  // not even the replies of the RPCs still in flight.
+  writer_.GiveUpWhenDegraded();
+  writer_.WaitAllUnlessDegraded();
 }
 
 void Scheduler::Loop() {
@@ -106,7 +110,8 @@ void Scheduler::Loop() {
   while (!loop_exit_) {
     last_loop_ = clock_->Now();
     if (gpus_.AnyDraining()) RefreshGpusLocked(false);
-    if (!stopping_) DispatchLocked();
+    // Nothing new starts while the store cannot record it.
+    if (!stopping_ && writer_.Degraded().ok()) DispatchLocked();
     EnforceDeadlinesLocked();
     if (!merges_.empty()) {  // from exits that came during a launch
       mu_.Unlock();
@@ -134,15 +139,28 @@ JobChange Scheduler::ChangeLocked(LiveJob& lj) {
                    [this, &lj]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return NewEventLocked(lj); });
 }
 
-void Scheduler::CommitLocked(LiveJob& lj, StoreMutation& m) {
+uint64_t Scheduler::CommitLocked(LiveJob& lj, StoreMutation& m) {
   std::vector<JobEvent> events(std::make_move_iterator(pending_events_.begin()),
                                std::make_move_iterator(pending_events_.end()));
   pending_events_.clear();
-  writer_.Enqueue(m, lj.job.id(), std::move(events));
+  return writer_.Enqueue(m, lj.job.id(), std::move(events));
 }
 
 absl::StatusOr<Job> Scheduler::Submit(const JobSpec& spec, const SubmitOptions& options) {
-  StoredOnReturn stored(&writer_);
+  uint64_t ticket = 0;
+  absl::StatusOr<Job> job = SubmitUnstored(spec, options, &ticket);
+  if (ticket == 0) return job;
+  // A job is acknowledged only once it is stored, however long that takes.
+  writer_.WaitStored(ticket);
+  if (writer_.Dropped(ticket)) {
+    return absl::UnavailableError(
+        absl::StrCat("traind stopped before it could record job ", job->id(), ": submit it again"));
+  }
+  return job;
+}
+
+absl::StatusOr<Job> Scheduler::SubmitUnstored(const JobSpec& spec, const SubmitOptions& options,
+                                              uint64_t* ticket) {
   auto lj = std::make_unique<LiveJob>();
   Job& job = lj->job;
   job.set_id(NewJobId());
@@ -165,6 +183,11 @@ absl::StatusOr<Job> Scheduler::Submit(const JobSpec& spec, const SubmitOptions& 
     LogInfo("job resubmitted job=%s idempotency_key=%s", (*existing)->id(),
             options.idempotency_key);
     return **std::move(existing);
+  }
+  if (absl::Status degraded = writer_.Degraded(); !degraded.ok()) {
+    return absl::UnavailableError(absl::StrCat(
+        "traind cannot record new jobs now (its store cannot be written: ", degraded.message(),
+        "); jobs already stored go on as space allows and reads are served; retry later"));
   }
   absl::MutexLock lock(&mu_);
   if (stopping_) return absl::UnavailableError("traind is shutting down");
@@ -191,7 +214,7 @@ absl::StatusOr<Job> Scheduler::Submit(const JobSpec& spec, const SubmitOptions& 
   change.SetJobState(Job::QUEUED);
   change.mutation().new_job = true;
   change.mutation().idempotency_key = options.idempotency_key;
-  CommitLocked(*lj, change);
+  *ticket = CommitLocked(*lj, change);
   for (int i = 0; i < tasks; ++i) EnqueueLocked(*lj, i);
   LogInfo("job submitted job=%s name=%s owner=%s priority=%d tasks=%d", job.id(), spec.name(),
           options.owner, spec.priority(), tasks);
@@ -228,7 +251,7 @@ absl::StatusOr<std::optional<Job>> Scheduler::FindSubmittedLocked(const std::str
     absl::MutexLock lock(&mu_);
     if (stopping_) return absl::UnavailableError("traind is shutting down");
   }
-  writer_.WaitAll();  // the last submit's insert among it
+  writer_.WaitAllUnlessDegraded();  // the last submit's insert among it
   absl::StatusOr<std::optional<std::string>> id = store_->FindByIdempotencyKey(owner, key);
   if (!id.ok()) return id.status();
   if (!id->has_value()) return std::nullopt;
@@ -280,9 +303,10 @@ std::optional<Job> Scheduler::GetJobInMemory(const std::string& job_id) {
 
 absl::StatusOr<Job> Scheduler::GetJob(const std::string& job_id) {
   if (std::optional<Job> job = GetJobInMemory(job_id); job.has_value()) return *std::move(job);
-  writer_.WaitAll();  // a job that just ended may still be on its way to the store
+  // A job that just ended may still be on its way to the store.
+  const bool stored = writer_.WaitAllUnlessDegraded();
   absl::StatusOr<Job> job = store_->LoadJob(job_id);
-  if (job.ok()) {
+  if (job.ok() && stored) {
     absl::MutexLock lock(&mu_);
     // Only a finished job is read from the store: cache it (unless it came
     // back to life in between, which a finished job never does).
@@ -308,7 +332,7 @@ absl::StatusOr<traind::v1::ListJobsResponse> Scheduler::ListJobs(
   absl::StatusOr<JobListFilter> f = ParseListJobsRequest(req);
   if (!f.ok()) return f.status();
   std::vector<int64_t> seqs;
-  writer_.WaitAll();
+  writer_.WaitAllUnlessDegraded();
   absl::StatusOr<std::vector<Job>> jobs = store_->ListJobs(*f, &seqs);
   if (!jobs.ok()) return jobs.status();
   traind::v1::ListJobsResponse resp;
@@ -345,7 +369,7 @@ absl::StatusOr<Job> Scheduler::Cancel(const std::string& job_id, bool force) {
     }
   }
   // Not live: finished (cancelling it changes nothing) or unknown.
-  writer_.WaitAll();
+  writer_.WaitAllUnlessDegraded();
   return store_->LoadJob(job_id);
 }
 
@@ -366,7 +390,7 @@ absl::Status Scheduler::JobEventsState(const std::string& job_id, int64_t* last_
       return absl::OkStatus();
     }
   }
-  writer_.WaitAll();
+  writer_.WaitAllUnlessDegraded();
   absl::StatusOr<Job> job = store_->LoadJob(job_id);
   if (!job.ok()) return job.status();
   absl::StatusOr<int64_t> last = store_->LastEventSequence(job_id);

@@ -96,6 +96,8 @@ struct SchedulerOptions {
   // Called on the store writer's thread with the time of every store
   // transaction (metrics); must not block.
   std::function<void(absl::Duration)> on_store_commit;
+  // How often a store write that found the disk full is tried again.
+  absl::Duration store_retry_interval = absl::Seconds(1);
   GpuPoolOptions gpu;
 };
 
@@ -253,10 +255,16 @@ class Scheduler final {
   EventHub* hub() { return &hub_; }
   // The store, once every change made so far is in it (changes are written
   // by the StoreWriter's thread).
+  // While the store is degraded: the store as it is (the last change it
+  // took); live jobs are read from memory.
   JobStore* store() {
-    writer_.WaitAll();
+    writer_.WaitAllUnlessDegraded();
     return store_;
   }
+  // OK, or why the store cannot be written now (RESOURCE_EXHAUSTED: the
+  // disk is full). Meanwhile new jobs are refused, nothing new starts, and
+  // changes wait in order; writes are retried every second.
+  absl::Status StoreStatus() { return writer_.Degraded(); }
 
  private:
   struct LiveJob {
@@ -327,9 +335,10 @@ class Scheduler final {
   // Hands `m` plus the pending events to the writer, which stores them and
   // then publishes the events. On a store error the daemon cannot keep its
   // promises: it logs and aborts.
-  void CommitLocked(LiveJob& lj, StoreMutation& m) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void CommitLocked(LiveJob& lj, JobChange& change) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    CommitLocked(lj, change.mutation());
+  // Queues the change for the store; returns its ticket.
+  uint64_t CommitLocked(LiveJob& lj, StoreMutation& m) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  uint64_t CommitLocked(LiveJob& lj, JobChange& change) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return CommitLocked(lj, change.mutation());
   }
   traind::v1::Job ViewLocked(const LiveJob& lj) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool DependenciesDoneLocked(const LiveJob& lj, int task) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -337,11 +346,13 @@ class Scheduler final {
 
   // Declared first in a public method that may change jobs: when the method
   // returns (its locks released), waits until those changes are stored, so
-  // that what it answered is durable.
+  // that what it answered is durable. While the store is degraded (a full
+  // disk) it does not wait: the changes are in effect and stored, in order,
+  // once there is space.
   class StoredOnReturn {
    public:
     explicit StoredOnReturn(StoreWriter* writer) : writer_(writer) {}
-    ~StoredOnReturn() { writer_->WaitAll(); }
+    ~StoredOnReturn() { writer_->WaitAllUnlessDegraded(); }
     StoredOnReturn(const StoredOnReturn&) = delete;
     StoredOnReturn& operator=(const StoredOnReturn&) = delete;
 
@@ -360,6 +371,9 @@ class Scheduler final {
   // Makes Submit's idempotency-key lookup (a store read, done without mu_)
   // and the insert one step.
   absl::Mutex submit_mu_ ABSL_ACQUIRED_BEFORE(mu_);
+  // Submit without waiting for the store; *ticket: the new job's (0: none).
+  absl::StatusOr<traind::v1::Job> SubmitUnstored(const traind::v1::JobSpec& spec,
+                                                 const SubmitOptions& options, uint64_t* ticket);
   absl::StatusOr<std::optional<traind::v1::Job>> FindSubmittedLocked(const std::string& owner,
                                                                      const std::string& key)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(submit_mu_);

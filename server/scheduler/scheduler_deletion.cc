@@ -69,7 +69,7 @@ absl::StatusOr<int64_t> Scheduler::Delete(const std::string& job_id, bool cancel
     absl::MutexLock lock(&mu_);
     deleting_.erase(job_id);
   };
-  writer_.WaitAll();
+  writer_.WaitAllUnlessDegraded();
   absl::StatusOr<bool> has = store_->HasJob(job_id);
   if (!has.ok() || !*has) {
     done();
@@ -83,16 +83,34 @@ absl::StatusOr<int64_t> Scheduler::Delete(const std::string& job_id, bool cancel
     done();
     return bytes.status();
   }
+  // A full disk (the store degraded): the store cannot forget the job
+  // before there is space, so its files go first. A kill before the store
+  // forgets it then leaves a job without files (delete it again).
+  const bool degraded = !writer_.Degraded().ok();
+  if (degraded) {
+    if (absl::Status s = RemoveAside(options_.state_dir, job_id); !s.ok()) {
+      LogWarning("job delete job=%s: its files stay until the next start: %s", job_id, s.message());
+    }
+    LogInfo("job files removed job=%s bytes=%d: the store is degraded, it forgets the job next",
+            job_id, *bytes);
+  }
   StoreMutation m;
   m.delete_job = true;
-  writer_.WaitStored(writer_.Enqueue(m, job_id, {}));
+  const uint64_t ticket = writer_.Enqueue(m, job_id, {});
+  writer_.WaitStored(ticket);
+  if (writer_.Dropped(ticket)) {
+    done();
+    return absl::UnavailableError(absl::StrCat("traind stopped before its store could forget job ",
+                                               job_id, ": delete it again"));
+  }
   {
     absl::MutexLock lock(&mu_);
     finished_.erase(job_id);
     auto pos = std::find(finished_order_.begin(), finished_order_.end(), job_id);
     if (pos != finished_order_.end()) finished_order_.erase(pos);
   }
-  if (absl::Status s = RemoveAside(options_.state_dir, job_id); !s.ok()) {
+  if (absl::Status s = degraded ? absl::OkStatus() : RemoveAside(options_.state_dir, job_id);
+      !s.ok()) {
     LogWarning("job deleted job=%s, but its files stay until the next start: %s", job_id,
                s.message());
   }
@@ -179,7 +197,7 @@ absl::StatusOr<ProcessExit> Scheduler::RunProcess(LaunchRequest request, absl::D
 
 int Scheduler::ApplyRetention(const RetentionPolicy& policy) {
   if (!policy.enabled()) return 0;
-  writer_.WaitAll();
+  if (!writer_.WaitAllUnlessDegraded()) return 0;  // again once the store is written
   absl::StatusOr<std::vector<FinishedJob>> finished = store_->FinishedJobs();
   if (!finished.ok()) {
     LogWarning("retention skipped: %s", finished.status().message());

@@ -7,8 +7,8 @@
 
 namespace traind::server {
 
-StoreWriter::StoreWriter(ApplyFn apply, EventHub* hub, FailFn fail)
-    : apply_(std::move(apply)), hub_(hub), fail_(std::move(fail)) {
+StoreWriter::StoreWriter(ApplyFn apply, EventHub* hub, FailFn fail, absl::Duration retry_interval)
+    : apply_(std::move(apply)), hub_(hub), fail_(std::move(fail)), retry_interval_(retry_interval) {
   thread_ = std::thread([this] { Run(); });
 }
 
@@ -69,6 +69,37 @@ uint64_t StoreWriter::last_ticket() {
   return next_ticket_ - 1;
 }
 
+absl::Status StoreWriter::Degraded() {
+  absl::MutexLock lock(&mu_);
+  return degraded_;
+}
+
+bool StoreWriter::WaitStoredUnlessDegraded(uint64_t ticket) {
+  absl::MutexLock lock(&mu_);
+  auto done = [this, ticket]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return stored_ >= ticket || !degraded_.ok();
+  };
+  mu_.Await(absl::Condition(&done));
+  return stored_ >= ticket && !DroppedLocked(ticket);
+}
+
+bool StoreWriter::Dropped(uint64_t ticket) {
+  absl::MutexLock lock(&mu_);
+  return DroppedLocked(ticket);
+}
+
+bool StoreWriter::DroppedLocked(uint64_t ticket) const {
+  for (const auto& [first, last] : dropped_) {
+    if (ticket >= first && ticket <= last) return true;
+  }
+  return false;
+}
+
+void StoreWriter::GiveUpWhenDegraded() {
+  absl::MutexLock lock(&mu_);
+  give_up_ = true;
+}
+
 void StoreWriter::Run() {
   absl::MutexLock lock(&mu_);
   for (;;) {
@@ -78,9 +109,23 @@ void StoreWriter::Run() {
     Pending p = std::move(queue_.front());
     queue_.pop_front();
     mu_.Unlock();
-    Write(p);
+    const bool stored = Write(p);
     mu_.Lock();
-    written_ = p.ticket;
+    if (stored) {
+      written_ = p.ticket;
+    } else {
+      // Stopping while degraded: this change and all after it are lost to
+      // the store, as after a kill. Their waiters are released (traind is
+      // stopping; Dropped() tells them).
+      const size_t lost = 1 + queue_.size();
+      queue_.clear();
+      written_ = next_ticket_ - 1;
+      dropped_.emplace_back(p.ticket, written_);
+      LogError(
+          "store write given up while stopping: %d changes not stored (%s); the next start "
+          "recovers from the last committed state",
+          lost, degraded_.message());
+    }
     std::vector<std::function<void()>> done;
     while (!waiters_.empty() && waiters_.begin()->first <= written_) {
       done.push_back(std::move(waiters_.begin()->second));
@@ -93,11 +138,11 @@ void StoreWriter::Run() {
     }
     // Only now: WaitStored returns after the replies that waited on the
     // same tickets have run.
-    stored_ = p.ticket;
+    stored_ = written_;
   }
 }
 
-void StoreWriter::Write(const Pending& p) {
+bool StoreWriter::Write(const Pending& p) {
   StoreMutation m;
   if (p.job.has_value()) m.job = &*p.job;
   m.new_job = p.new_job;
@@ -106,16 +151,38 @@ void StoreWriter::Write(const Pending& p) {
   for (const traind::v1::Task& t : p.tasks) m.tasks.push_back(&t);
   for (const traind::v1::EpochMetrics& e : p.epochs) m.epochs.push_back(&e);
   for (const traind::v1::JobEvent& e : p.events) m.events.push_back(&e);
-  absl::Status s = apply_(m, p.job_id);
-  if (!s.ok()) {
-    if (fail_ != nullptr) {
-      fail_(p.job_id, s);
-      return;  // (a test's): nothing of it is published
+  for (;;) {
+    absl::Status s = apply_(m, p.job_id);
+    if (s.ok()) break;
+    if (!absl::IsResourceExhausted(s) && !absl::IsUnavailable(s)) {
+      if (fail_ != nullptr) {
+        fail_(p.job_id, s);
+        return true;  // (a test's): nothing of it is published
+      }
+      LogError("store write failed job=%s: %s", p.job_id, s.ToString());
+      std::abort();
     }
-    LogError("store write failed job=%s: %s", p.job_id, s.ToString());
-    std::abort();
+    absl::MutexLock lock(&mu_);
+    if (degraded_.ok()) {
+      LogError(
+          "store degraded job=%s: %s; new jobs are refused and changes wait in order, "
+          "retrying every %s",
+          p.job_id, s.message(), absl::FormatDuration(retry_interval_));
+    }
+    degraded_ = s;
+    if (exit_ || give_up_) return false;
+    auto stop = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return exit_ || give_up_; };
+    mu_.AwaitWithTimeout(absl::Condition(&stop), retry_interval_);
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    if (!degraded_.ok()) {
+      LogInfo("store recovered job=%s: changes are stored again", p.job_id);
+      degraded_ = absl::OkStatus();
+    }
   }
   for (const traind::v1::JobEvent& e : p.events) hub_->Publish(e);
+  return true;
 }
 
 }  // namespace traind::server

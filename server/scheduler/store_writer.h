@@ -21,11 +21,13 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "server/scheduler/event_hub.h"
 #include "server/store/job_store.h"
 #include "traind/v1/job.pb.h"
@@ -36,13 +38,21 @@ class StoreWriter final {
  public:
   // Applies one mutation of job `job_id` (JobStore::Apply in traind).
   using ApplyFn = std::function<absl::Status(const StoreMutation& m, const std::string& job_id)>;
-  // Called when a write fails. traind cannot keep its promises then (nothing
-  // lost): the default logs and aborts, and the next start recovers from
-  // the last committed state.
+  // Called when a write fails for good (an error other than the transient
+  // ones below). traind cannot keep its promises then (nothing lost): the
+  // default logs and aborts, and the next start recovers from the last
+  // committed state.
   using FailFn = std::function<void(const std::string& job_id, const absl::Status& status)>;
 
-  StoreWriter(ApplyFn apply, EventHub* hub, FailFn fail = nullptr);
-  // Writes what is queued, then stops.
+  // A write that fails with RESOURCE_EXHAUSTED (the disk is full) or
+  // UNAVAILABLE (an I/O error) is tried again every `retry_interval` until
+  // it is stored, the writer degraded meanwhile (Degraded()); what comes
+  // after it waits in the queue, in order.
+  StoreWriter(ApplyFn apply, EventHub* hub, FailFn fail = nullptr,
+              absl::Duration retry_interval = absl::Seconds(1));
+  // Writes what is queued, then stops. While degraded it tries once more
+  // and then drops what is left (logged): the next start recovers from the
+  // last committed state, as after a kill.
   ~StoreWriter();
   StoreWriter(const StoreWriter&) = delete;
   StoreWriter& operator=(const StoreWriter&) = delete;
@@ -64,6 +74,21 @@ class StoreWriter final {
   // The last ticket handed out (0: none yet).
   uint64_t last_ticket();
 
+  // OK, or the error of the write being retried: while it is not OK nothing
+  // queued is stored (reads of the store see the last write that was).
+  absl::Status Degraded();
+  // WaitStored that returns early once the writer is degraded: true if
+  // `ticket` is stored. For reads, which serve what is stored rather than
+  // wait for space.
+  bool WaitStoredUnlessDegraded(uint64_t ticket);
+  bool WaitAllUnlessDegraded() { return WaitStoredUnlessDegraded(last_ticket()); }
+  // Whether `ticket` was dropped by a stop while degraded (never stored).
+  bool Dropped(uint64_t ticket);
+  // traind is stopping: from now on a write that cannot be stored for a
+  // transient reason is tried once and dropped, with what is queued behind
+  // it, so that nothing waits for space any longer (the waiters are let go).
+  void GiveUpWhenDegraded();
+
  private:
   // A mutation that owns what it points to.
   struct Pending {
@@ -78,11 +103,14 @@ class StoreWriter final {
     std::vector<traind::v1::JobEvent> events;
   };
   void Run();
-  void Write(const Pending& p);
+  // Stores `p` and publishes its events, retrying transient errors; false
+  // if the writer stopped while degraded (nothing of it stored).
+  bool Write(const Pending& p);
 
   const ApplyFn apply_;
   EventHub* const hub_;
   const FailFn fail_;
+  const absl::Duration retry_interval_;
   absl::Mutex mu_;
   std::deque<Pending> queue_ ABSL_GUARDED_BY(mu_);
   uint64_t next_ticket_ ABSL_GUARDED_BY(mu_) = 1;
@@ -92,6 +120,11 @@ class StoreWriter final {
   uint64_t stored_ ABSL_GUARDED_BY(mu_) = 0;
   std::multimap<uint64_t, std::function<void()>> waiters_ ABSL_GUARDED_BY(mu_);
   bool exit_ ABSL_GUARDED_BY(mu_) = false;
+  bool give_up_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Status degraded_ ABSL_GUARDED_BY(mu_);
+  // The tickets dropped while giving up, as [first, last] ranges.
+  std::vector<std::pair<uint64_t, uint64_t>> dropped_ ABSL_GUARDED_BY(mu_);
+  bool DroppedLocked(uint64_t ticket) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::thread thread_;
 };
 

@@ -6,6 +6,7 @@
 
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
 #include "gtest/gtest.h"
 
 namespace traind::server {
@@ -20,6 +21,10 @@ class FakeStore {
     if (hold_) release_.WaitForNotification();
     absl::MutexLock lock(&mu_);
     if (fail_) return absl::DataLossError("disk full");
+    if (full_) {
+      ++full_tries_;
+      return absl::ResourceExhaustedError("database or disk is full");
+    }
     std::string row = job_id;
     if (m.job != nullptr) {
       row += " job:" + m.job->id() + (m.new_job ? "+new" : "");
@@ -47,6 +52,15 @@ class FakeStore {
     return false;
   }
 
+  void SetFull(bool full) {
+    absl::MutexLock lock(&mu_);
+    full_ = full;
+  }
+  int full_tries() {
+    absl::MutexLock lock(&mu_);
+    return full_tries_;
+  }
+
   bool hold_ = false;
   bool fail_ = false;
   absl::Notification release_;
@@ -55,6 +69,8 @@ class FakeStore {
   absl::Mutex mu_;
   std::vector<std::string> rows_;
   std::vector<int64_t> stored_sequences_;
+  bool full_ = false;
+  int full_tries_ = 0;
 };
 
 // Checks, when an event is published, that it was stored before.
@@ -172,6 +188,103 @@ TEST(StoreWriterTest, AFailedWriteIsReportedAndNotPublished) {
   EXPECT_EQ(failed_message, "disk full");
   EXPECT_TRUE(sub.sequences.empty());
   hub.Unsubscribe("f", &sub);
+}
+
+// Waits (bounded) until the writer says it is degraded.
+absl::Status AwaitDegraded(StoreWriter* writer) {
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  absl::Status s;
+  while ((s = writer->Degraded()).ok() && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  return s;
+}
+
+TEST(StoreWriterTest, AWriteThatFindsTheDiskFullIsRetriedUntilItIsStored) {
+  FakeStore store;
+  store.SetFull(true);
+  EventHub hub;
+  CheckingSubscriber sub(&store);
+  hub.Subscribe("d", &sub);
+  StoreWriter writer(ApplyTo(&store), &hub, nullptr, absl::Milliseconds(5));
+  const uint64_t t1 = writer.Enqueue({}, "d", {Event("d", 1)});
+  const uint64_t t2 = writer.Enqueue({}, "d", {Event("d", 2)});
+  std::atomic<bool> replied{false};
+  writer.WhenStored(t2, [&] { replied = true; });
+  const absl::Status degraded = AwaitDegraded(&writer);
+  EXPECT_EQ(degraded.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(degraded.message(), "database or disk is full");
+  // Reads do not wait for space; nothing is stored, published or replied.
+  EXPECT_FALSE(writer.WaitStoredUnlessDegraded(t1));
+  while (store.full_tries() < 3) absl::SleepFor(absl::Milliseconds(1));  // it keeps trying
+  EXPECT_TRUE(store.rows().empty());
+  EXPECT_TRUE(sub.sequences.empty());
+  EXPECT_FALSE(replied.load());
+  EXPECT_FALSE(writer.Dropped(t1));
+
+  store.SetFull(false);  // space returns
+  writer.WaitStored(t2);
+  EXPECT_TRUE(writer.Degraded().ok());
+  EXPECT_TRUE(writer.WaitStoredUnlessDegraded(t2));
+  EXPECT_EQ(store.rows(), (std::vector<std::string>{"d event:1", "d event:2"}));
+  EXPECT_EQ(sub.sequences, (std::vector<int64_t>{1, 2}));
+  EXPECT_FALSE(sub.published_before_stored);
+  EXPECT_TRUE(replied.load());
+  EXPECT_FALSE(writer.Dropped(t2));
+  hub.Unsubscribe("d", &sub);
+}
+
+TEST(StoreWriterTest, StoppingWhileDegradedDropsWhatIsQueued) {
+  FakeStore store;
+  store.SetFull(true);
+  EventHub hub;
+  CheckingSubscriber sub(&store);
+  hub.Subscribe("s", &sub);
+  std::atomic<int> released{0};
+  std::atomic<bool> reported_dropped{false};
+  const absl::Time start = absl::Now();
+  {
+    // A retry interval far longer than the test: the stop must not wait it out.
+    StoreWriter writer(ApplyTo(&store), &hub, nullptr, absl::Hours(1));
+    writer.Enqueue({}, "s", {Event("s", 1)});
+    writer.Enqueue({}, "s", {Event("s", 2)});
+    const uint64_t t3 = writer.Enqueue({}, "s", {Event("s", 3)});
+    writer.WhenStored(t3, [&] {
+      ++released;
+      reported_dropped = writer.Dropped(t3);
+    });
+    ASSERT_FALSE(AwaitDegraded(&writer).ok());
+  }
+  EXPECT_LT(absl::Now() - start, absl::Minutes(1));
+  EXPECT_EQ(released.load(), 1);  // waiters are let go, told it was dropped
+  EXPECT_TRUE(reported_dropped.load());
+  EXPECT_GE(store.full_tries(), 2);  // once more at the stop
+  EXPECT_TRUE(store.rows().empty());
+  EXPECT_TRUE(sub.sequences.empty());
+  hub.Unsubscribe("s", &sub);
+}
+
+TEST(StoreWriterTest, GivingUpWhileDegradedLetsEveryWaiterGoAndDropsLaterWritesAtOnce) {
+  FakeStore store;
+  store.SetFull(true);
+  EventHub hub;
+  StoreWriter writer(ApplyTo(&store), &hub, nullptr, absl::Hours(1));
+  const uint64_t t1 = writer.Enqueue({}, "g", {Event("g", 1)});
+  ASSERT_FALSE(AwaitDegraded(&writer).ok());
+  writer.GiveUpWhenDegraded();
+  writer.WaitStored(t1);  // returns: dropped
+  EXPECT_TRUE(writer.Dropped(t1));
+  const uint64_t t2 = writer.Enqueue({}, "g", {Event("g", 2)});
+  writer.WaitStored(t2);  // tried once, dropped
+  EXPECT_TRUE(writer.Dropped(t2));
+  EXPECT_TRUE(store.rows().empty());
+  // With space again, a write after the give-up is stored.
+  store.SetFull(false);
+  const uint64_t t3 = writer.Enqueue({}, "g", {Event("g", 3)});
+  writer.WaitStored(t3);
+  EXPECT_FALSE(writer.Dropped(t3));
+  EXPECT_EQ(store.rows(), (std::vector<std::string>{"g event:3"}));
+  EXPECT_TRUE(writer.Degraded().ok());
 }
 
 }  // namespace

@@ -100,6 +100,22 @@ std::string DbPath(sqlite3* db) {
   return path != nullptr && *path != '\0' ? path : "job store";
 }
 
+// An SQLite error as a status whose code says whether trying again can help:
+// a full disk (SQLITE_FULL) is RESOURCE_EXHAUSTED and an I/O error
+// UNAVAILABLE, both transient (the StoreWriter retries them); anything else
+// is INTERNAL. `what` names the call.
+absl::Status SqliteStatus(sqlite3* db, int rc, const char* what, const std::string& msg) {
+  switch (rc & 0xff) {  // the primary code of an extended one
+    case SQLITE_FULL:
+      return absl::ResourceExhaustedError(absl::StrCat(
+          DbPath(db), ": ", what, ": ", msg, " (free space on the state directory's file system)"));
+    case SQLITE_IOERR:
+      return absl::UnavailableError(absl::StrCat(DbPath(db), ": ", what, ": ", msg));
+    default:
+      return absl::InternalError(absl::StrCat(DbPath(db), ": ", what, ": ", msg));
+  }
+}
+
 // A prepared statement: taken from the cache (reset and returned to it on
 // destruction), or, while the cached one is in use, prepared for this use
 // and finalized on destruction.
@@ -134,8 +150,7 @@ class Stmt {
 
   absl::Status status() const {
     if (rc_ == SQLITE_OK) return absl::OkStatus();
-    return absl::InternalError(
-        absl::StrCat(DbPath(db_), ": sqlite prepare: ", sqlite3_errmsg(db_)));
+    return SqliteStatus(db_, rc_, "sqlite prepare", sqlite3_errmsg(db_));
   }
   void Bind(int i, int64_t v) { sqlite3_bind_int64(stmt_, i, v); }
   void Bind(int i, const std::string& v) {
@@ -165,7 +180,7 @@ class Stmt {
     int rc = sqlite3_step(stmt_);
     if (rc == SQLITE_ROW) return true;
     if (rc == SQLITE_DONE) return false;
-    return absl::InternalError(absl::StrCat(DbPath(db_), ": sqlite step: ", sqlite3_errmsg(db_)));
+    return SqliteStatus(db_, rc, "sqlite step", sqlite3_errmsg(db_));
   }
   absl::Status Run() {
     absl::StatusOr<bool> r = Step();
@@ -325,10 +340,10 @@ absl::Status JobStore::Migrate() {
 
 absl::Status JobStore::Exec(const char* sql) {
   char* err = nullptr;
-  if (sqlite3_exec(db_, sql, nullptr, nullptr, &err) != SQLITE_OK) {
-    std::string msg = err ? err : "unknown error";
+  if (int rc = sqlite3_exec(db_, sql, nullptr, nullptr, &err); rc != SQLITE_OK) {
+    std::string msg = err ? err : sqlite3_errstr(rc);
     sqlite3_free(err);
-    return absl::InternalError(absl::StrCat(DbPath(db_), ": sqlite: ", msg));
+    return SqliteStatus(db_, rc, "sqlite", msg);
   }
   return absl::OkStatus();
 }
@@ -461,11 +476,11 @@ absl::Status JobStore::Apply(const StoreMutation& m, const std::string& job_id,
     return absl::OkStatus();
   };
   absl::Status s = body();
-  if (!s.ok()) {
-    Exec("ROLLBACK").IgnoreError();
-    return s;
-  }
-  return Exec("COMMIT");
+  if (s.ok()) s = Exec("COMMIT");
+  // A failed COMMIT (a full disk) may leave the transaction open: end it,
+  // so that the mutation can be applied again as a whole.
+  if (!s.ok() && !sqlite3_get_autocommit(db_)) Exec("ROLLBACK").IgnoreError();
+  return s;
 }
 
 absl::StatusOr<Job> JobStore::LoadJobLocked(const std::string& job_id) {

@@ -444,6 +444,7 @@ TEST_F(HttpTest, MetricsPassPromtoolAndCountWhatHappened) {
   EXPECT_EQ(samples["traind_cpu_slots"], 2);
   EXPECT_EQ(samples["traind_cpu_slots_busy"], 0);
   EXPECT_GT(samples["traind_store_commit_seconds_count"], 0);
+  EXPECT_EQ(samples["traind_store_writable"], 1);
   EXPECT_EQ(samples.count("traind_build_info{version=\"" TRAIND_TEST_VERSION "\"}"), 1u);
   for (const auto& [name, value] : samples) {
     EXPECT_EQ(name.find(job.id()), std::string::npos) << "no job ids as labels: " << name;

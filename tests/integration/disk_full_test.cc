@@ -1,0 +1,166 @@
+// traind on a state directory whose disk fills up while a job trains: a
+// tmpfs of its own (mounted in a mount namespace of the test process, which
+// traind and its workers inherit, so nothing outlives the test).
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <sys/mount.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "gtest/gtest.h"
+#include "tests/integration/daemon.h"
+#include "tests/testing/temp_dir.h"
+
+namespace traind::testing {
+namespace {
+
+using traind::v1::Job;
+using traind::v1::JobEvent;
+
+std::string MountSmallTmpfs(const std::string& dir, int64_t bytes) {
+  if (unshare(CLONE_NEWNS) != 0 && unshare(CLONE_NEWUSER | CLONE_NEWNS) != 0) {
+    return absl::StrCat("no mount namespace: ", strerror(errno));
+  }
+  if (mount("none", "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) {
+    return absl::StrCat("cannot make mounts private: ", strerror(errno));
+  }
+  const std::string options = absl::StrCat("size=", bytes, ",mode=0700");
+  if (mount("tmpfs", dir.c_str(), "tmpfs", 0, options.c_str()) != 0) {
+    return absl::StrCat("cannot mount tmpfs: ", strerror(errno));
+  }
+  return "";
+}
+
+// Fills the file system of `path` to the last byte.
+bool FillUp(const std::string& path) {
+  const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  if (fd < 0) return false;
+  const std::string block(64 * 1024, 'x');
+  while (write(fd, block.data(), block.size()) > 0) {
+  }
+  while (write(fd, "x", 1) == 1) {
+  }
+  close(fd);
+  return true;
+}
+
+traind::v1::ServerInfo Info(Daemon* d) {
+  traind::v1::ServerInfo info;
+  auto ctx = Ctx();
+  EXPECT_TRUE(d->stub()->GetServerInfo(ctx.get(), traind::v1::GetServerInfoRequest(), &info).ok());
+  return info;
+}
+
+// Polls GetServerInfo until the store is (not) writable; its store_error.
+std::string AwaitStore(Daemon* d, bool writable) {
+  std::string error;
+  for (int i = 0; i < 3000; ++i) {
+    error = Info(d).store_error();
+    if (error.empty() == writable) break;
+    usleep(10000);
+  }
+  return error;
+}
+
+TEST(DiskFullTest, TraindServesReadsRefusesNewJobsStopsInItsGraceAndLosesNothing) {
+  TempDir dir;
+  const std::string state = dir.path() + "/state";
+  std::filesystem::create_directories(state);
+  if (std::string why = MountSmallTmpfs(state, 32 << 20); !why.empty()) {
+    GTEST_SKIP() << "needs a tmpfs of its own: " << why;
+  }
+  // (traind's log is on that disk too: lines written while it is full are lost.)
+  const std::vector<std::string> args = {"--cpu-slots=1", "--stop-grace=5"};
+  auto daemon = std::make_unique<Daemon>(state, args);
+  ASSERT_TRUE(daemon->Start()) << daemon->Log();
+  // Slow epochs (batches of 4 rows): the job trains through the test.
+  traind::v1::JobSpec spec = IrisExampleSpec(2, 100000);
+  spec.mutable_training()->set_batch_size(4);
+  absl::StatusOr<Job> job = SubmitJob(daemon->stub(), spec);
+  ASSERT_TRUE(job.ok()) << job.status();
+  for (int i = 0; i < 3000 && GetJob(daemon->stub(), job->id()).tasks(0).epochs_done() < 3; ++i) {
+    usleep(10000);
+  }
+  ASSERT_GE(GetJob(daemon->stub(), job->id()).tasks(0).epochs_done(), 3);
+
+  // The disk fills: the worker's next reports find no space.
+  ASSERT_TRUE(FillUp(state + "/filler"));
+  const std::string error = AwaitStore(daemon.get(), false);
+  ASSERT_FALSE(error.empty()) << daemon->Log();
+  EXPECT_TRUE(absl::StrContains(error, "disk is full")) << error;
+  EXPECT_TRUE(absl::StrContains(error, "traind.db")) << error;
+  // New jobs are refused, saying why; reads are served.
+  absl::StatusOr<Job> refused = SubmitJob(daemon->stub(), IrisExampleSpec(2, 2));
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kUnavailable) << refused.status();
+  EXPECT_TRUE(absl::StrContains(refused.status().message(), "cannot record new jobs"))
+      << refused.status();
+  EXPECT_EQ(GetJob(daemon->stub(), job->id()).state(), Job::RUNNING);
+  traind::v1::ListJobsResponse list;
+  {
+    auto ctx = Ctx();
+    ASSERT_TRUE(daemon->stub()->ListJobs(ctx.get(), traind::v1::ListJobsRequest(), &list).ok());
+  }
+  EXPECT_EQ(list.jobs_size(), 1);
+
+  // Space returns: traind stores what waited and takes jobs again.
+  std::filesystem::remove(state + "/filler");
+  EXPECT_EQ(AwaitStore(daemon.get(), true), "");
+  absl::StatusOr<Job> second = SubmitJob(daemon->stub(), IrisExampleSpec(2, 2));
+  EXPECT_TRUE(second.ok()) << second.status();
+
+  // Full again, and traind is stopped while it is: it ends within its grace
+  // (what it could not store is dropped, as after a kill).
+  ASSERT_TRUE(FillUp(state + "/filler"));
+  ASSERT_FALSE(AwaitStore(daemon.get(), false).empty());
+  const absl::Time stop = absl::Now();
+  const int status = daemon->Stop(SIGTERM);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  EXPECT_LT(absl::Now() - stop, absl::Seconds(5 + 3));
+
+  // The next start (with space again) has everything that was stored: the
+  // job, its epochs in order with no gap, the second job.
+  std::filesystem::remove(state + "/filler");
+  daemon = std::make_unique<Daemon>(state, args);
+  ASSERT_TRUE(daemon->Start()) << daemon->Log();
+  EXPECT_EQ(Info(daemon.get()).store_error(), "");
+  Job resumed = GetJob(daemon->stub(), job->id());
+  EXPECT_GE(resumed.tasks(0).epochs_done(), 3);
+  {
+    traind::v1::CancelJobRequest cancel;
+    cancel.set_job_id(job->id());
+    cancel.set_force(true);
+    Job cancelled;
+    auto ctx = Ctx();
+    ASSERT_TRUE(daemon->stub()->CancelJob(ctx.get(), cancel, &cancelled).ok());
+  }
+  std::vector<JobEvent> events;
+  ASSERT_TRUE(WatchAll(daemon->stub(), job->id(), 0, &events, 60).ok());
+  std::map<int, int> last_epoch;  // per attempt of task 0
+  for (size_t i = 0; i < events.size(); ++i) {
+    EXPECT_EQ(events[i].sequence(), static_cast<int64_t>(i + 1));
+    if (!events[i].has_epoch() || events[i].epoch().task() != 0) continue;
+    const int attempt = events[i].epoch().attempt();
+    const int epoch = events[i].epoch().epoch();
+    if (last_epoch.count(attempt) > 0) {
+      EXPECT_EQ(epoch, last_epoch[attempt] + 1);
+    }
+    last_epoch[attempt] = epoch;
+  }
+  EXPECT_GE(last_epoch[1], 3);
+  EXPECT_EQ(GetJob(daemon->stub(), second->id()).id(), second->id());
+  daemon->Stop();
+  daemon.reset();
+  umount2(state.c_str(), MNT_DETACH);
+}
+
+}  // namespace
+}  // namespace traind::testing
