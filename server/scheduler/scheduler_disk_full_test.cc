@@ -1,9 +1,6 @@
 // The scheduler on a state directory whose file system fills up: a real
 // SQLite store on a 4 MiB tmpfs (mounted in a mount namespace of the test's
 // own, so nothing outlives the test process).
-#include <errno.h>
-#include <fcntl.h>
-#include <sched.h>
 #include <sys/mount.h>
 #include <unistd.h>
 
@@ -22,6 +19,7 @@
 #include "server/store/job_store.h"
 #include "server/testing/fake_launcher.h"
 #include "server/testing/test_scheduler.h"
+#include "tests/testing/full_disk.h"
 #include "tests/testing/temp_dir.h"
 
 namespace traind::server {
@@ -31,38 +29,8 @@ using traind::v1::Job;
 using traind::v1::JobEvent;
 using traind::v1::Task;
 
-// Mounts a tmpfs of `bytes` at `dir` in a mount namespace of this process
-// (as root, or in a user namespace of its own). Empty: mounted; else why not.
-std::string MountSmallTmpfs(const std::string& dir, int64_t bytes) {
-  if (unshare(CLONE_NEWNS) != 0 && unshare(CLONE_NEWUSER | CLONE_NEWNS) != 0) {
-    return absl::StrCat("no mount namespace: ", strerror(errno));
-  }
-  if (mount("none", "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) {
-    return absl::StrCat("cannot make mounts private: ", strerror(errno));
-  }
-  const std::string options = absl::StrCat("size=", bytes, ",mode=0700");
-  if (mount("tmpfs", dir.c_str(), "tmpfs", 0, options.c_str()) != 0) {
-    return absl::StrCat("cannot mount tmpfs: ", strerror(errno));
-  }
-  return "";
-}
-
-// Writes to `path` until the file system is full; returns the bytes written.
-int64_t FillUp(const std::string& path) {
-  const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-  if (fd < 0) return -1;
-  const std::string block(64 * 1024, 'x');
-  int64_t total = 0;
-  for (;;) {
-    const ssize_t n = write(fd, block.data(), block.size());
-    if (n <= 0) break;
-    total += n;
-  }
-  // What is left: byte by byte, so that not even a small page fits.
-  while (write(fd, "x", 1) == 1) ++total;
-  close(fd);
-  return total;
-}
+using ::traind::testing::FillUp;
+using ::traind::testing::MountSmallTmpfs;
 
 traind::v1::EpochMetrics Epoch(int e) {
   traind::v1::EpochMetrics m;

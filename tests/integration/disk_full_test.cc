@@ -1,9 +1,6 @@
 // traind on a state directory whose disk fills up while a job trains: a
 // tmpfs of its own (mounted in a mount namespace of the test process, which
 // traind and its workers inherit, so nothing outlives the test).
-#include <errno.h>
-#include <fcntl.h>
-#include <sched.h>
 #include <sys/mount.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -18,6 +15,7 @@
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "tests/integration/daemon.h"
+#include "tests/testing/full_disk.h"
 #include "tests/testing/temp_dir.h"
 
 namespace traind::testing {
@@ -25,33 +23,6 @@ namespace {
 
 using traind::v1::Job;
 using traind::v1::JobEvent;
-
-std::string MountSmallTmpfs(const std::string& dir, int64_t bytes) {
-  if (unshare(CLONE_NEWNS) != 0 && unshare(CLONE_NEWUSER | CLONE_NEWNS) != 0) {
-    return absl::StrCat("no mount namespace: ", strerror(errno));
-  }
-  if (mount("none", "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) {
-    return absl::StrCat("cannot make mounts private: ", strerror(errno));
-  }
-  const std::string options = absl::StrCat("size=", bytes, ",mode=0700");
-  if (mount("tmpfs", dir.c_str(), "tmpfs", 0, options.c_str()) != 0) {
-    return absl::StrCat("cannot mount tmpfs: ", strerror(errno));
-  }
-  return "";
-}
-
-// Fills the file system of `path` to the last byte.
-bool FillUp(const std::string& path) {
-  const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-  if (fd < 0) return false;
-  const std::string block(64 * 1024, 'x');
-  while (write(fd, block.data(), block.size()) > 0) {
-  }
-  while (write(fd, "x", 1) == 1) {
-  }
-  close(fd);
-  return true;
-}
 
 traind::v1::ServerInfo Info(Daemon* d) {
   traind::v1::ServerInfo info;
@@ -93,7 +64,7 @@ TEST(DiskFullTest, TraindServesReadsRefusesNewJobsStopsInItsGraceAndLosesNothing
   ASSERT_GE(GetJob(daemon->stub(), job->id()).tasks(0).epochs_done(), 3);
 
   // The disk fills: the worker's next reports find no space.
-  ASSERT_TRUE(FillUp(state + "/filler"));
+  ASSERT_GT(FillUp(state + "/filler"), 0);
   const std::string error = AwaitStore(daemon.get(), false);
   ASSERT_FALSE(error.empty()) << daemon->Log();
   EXPECT_TRUE(absl::StrContains(error, "disk is full")) << error;
@@ -119,7 +90,7 @@ TEST(DiskFullTest, TraindServesReadsRefusesNewJobsStopsInItsGraceAndLosesNothing
 
   // Full again, and traind is stopped while it is: it ends within its grace
   // (what it could not store is dropped, as after a kill).
-  ASSERT_TRUE(FillUp(state + "/filler"));
+  ASSERT_GT(FillUp(state + "/filler"), 0);
   ASSERT_FALSE(AwaitStore(daemon.get(), false).empty());
   const absl::Time stop = absl::Now();
   const int status = daemon->Stop(SIGTERM);

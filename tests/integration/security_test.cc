@@ -819,7 +819,7 @@ TEST_F(ConfinementTest, OversizedAndMalformedRequestsAreRefusedAndNothingIsStore
   for (const char* method :
        {"/traind.v1.TrainingService/GetJob", "/traind.v1.TrainingService/WatchJob",
         "/traind.v1.TrainingService/CancelJob"}) {
-    for (const std::string bytes : {garbage, std::string("\x0a\x05")}) {
+    for (const std::string& bytes : {garbage, std::string("\x0a\x05")}) {
       grpc::Status st = RawUnaryCall(daemon_->channel(), method, bytes);
       EXPECT_EQ(st.error_code(), grpc::StatusCode::UNIMPLEMENTED)
           << method << ": " << st.error_message();

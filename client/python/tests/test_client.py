@@ -76,7 +76,8 @@ def test_submit_path_watch_wait_result(client, source_dir, monkeypatch):
     assert list(history[history.task == 0].epoch) == list(range(1, epochs + 1))
     last = [e["epoch"] for e in events if "epoch" in e and e["epoch"]["task"] == 1][-1]
     row = history[(history.task == 1) & (history.epoch == epochs)].iloc[0]
-    assert row["val_loss"] == last["val"]["loss"] and row["train_accuracy"] == last["train"]["accuracy"]
+    assert row["val_loss"] == last["val"]["loss"]
+    assert row["train_accuracy"] == last["train"]["accuracy"]
 
 
 def test_text_dict_and_path_give_the_same_spec(client, source_dir):
