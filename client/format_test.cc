@@ -285,6 +285,41 @@ TEST(RenderTest, Job) {
   EXPECT_THAT(text, HasSubstr("\n\nFOLD  BEST_EPOCH"));
 }
 
+TEST(RenderTest, SearchTrialsBestFirstThenTheBestTrialsFolds) {
+  v1::JobResult r;
+  auto trial = [&](int i, const char* lr, v1::TrialResult::State state, double mean, int rank) {
+    v1::TrialResult* t = r.add_trials();
+    t->set_trial(i);
+    (*t->mutable_params())["optimizer.adam.learning_rate"] = lr;
+    t->set_state(state);
+    t->set_epochs_run(60);
+    if (state == v1::TrialResult::SUCCEEDED) {
+      (*t->mutable_val())["accuracy"].set_mean(mean);
+      (*t->mutable_val())["accuracy"].set_std(0.01);
+      t->set_score(mean);
+    }
+    t->set_rank(rank);
+  };
+  trial(0, "0.1", v1::TrialResult::FAILED, 0, 0);
+  trial(1, "0.01", v1::TrialResult::SUCCEEDED, 0.9, 2);
+  trial(2, "0.001", v1::TrialResult::SUCCEEDED, 0.95, 1);
+  r.set_best_trial(2);
+  const std::string text = RenderResult(r);
+  EXPECT_THAT(text, HasSubstr("RANK  TRIAL  STATE      EPOCHS  optimizer.adam.learning_rate  "
+                              "VAL_ACCURACY\n"));
+  // Best first; a trial without a score last.
+  const size_t best = text.find("   1      2  SUCCEEDED");
+  const size_t second = text.find("   2      1  SUCCEEDED");
+  const size_t failed = text.find("   -      0  FAILED");
+  ASSERT_NE(best, std::string::npos) << text;
+  ASSERT_NE(second, std::string::npos) << text;
+  ASSERT_NE(failed, std::string::npos) << text;
+  EXPECT_LT(best, second);
+  EXPECT_LT(second, failed);
+  EXPECT_THAT(text, HasSubstr("0.9500 ± 0.0100"));
+  EXPECT_THAT(text, HasSubstr("best trial: 2 (its score is optimistic"));
+}
+
 TEST(RenderTest, JobListAndState) {
   v1::ListJobsResponse response;
   v1::Job* job = response.add_jobs();

@@ -1,6 +1,7 @@
 #include "client/render.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -9,6 +10,7 @@
 #include "absl/strings/str_join.h"
 #include "client/format.h"
 #include "google/protobuf/util/json_util.h"
+#include "spec/search.h"
 #include "yaml-cpp/yaml.h"
 
 namespace traind::client {
@@ -41,6 +43,15 @@ std::string MetricList(const google::protobuf::Map<std::string, double>& map) {
 }
 
 std::string TaskWord(const JobSpec& spec) { return spec.has_cross_validation() ? "fold" : "task"; }
+
+// "fold 3"; in a search "trial 1 fold 0" (task 3 of 2-fold trials), or
+// "refit of the best trial".
+std::string TaskLabel(const JobSpec& spec, int task) {
+  if (!spec.has_search()) return absl::StrCat(TaskWord(spec), " ", task);
+  const engine::SearchTask where = engine::LocateSearchTask(spec, task);
+  if (where.trial < 0) return "refit of the best trial";
+  return absl::StrCat("trial ", where.trial, " fold ", where.spec_task);
+}
 
 std::string Upper(std::string s) {
   for (char& c : s) {
@@ -131,11 +142,10 @@ std::string RenderSubmitted(const Job& job) {
 }
 
 std::string RenderEvent(const JobEvent& event, const JobSpec& spec) {
-  const std::string word = TaskWord(spec);
   switch (event.kind_case()) {
     case JobEvent::kEpoch: {
       const auto& e = event.epoch();
-      std::string line = absl::StrCat(word, " ", e.task());
+      std::string line = TaskLabel(spec, e.task());
       if (e.attempt() > 1) absl::StrAppend(&line, " attempt ", e.attempt());
       absl::StrAppend(&line, "  epoch ", e.epoch());
       if (spec.training().epochs() > 0) {
@@ -150,7 +160,7 @@ std::string RenderEvent(const JobEvent& event, const JobSpec& spec) {
     }
     case JobEvent::kTaskState: {
       const auto& t = event.task_state();
-      std::string line = absl::StrCat(word, " ", t.task(), " ", TaskStateName(t.state()));
+      std::string line = absl::StrCat(TaskLabel(spec, t.task()), " ", TaskStateName(t.state()));
       std::vector<std::string> details;
       if (t.attempt() > 0) details.push_back(absl::StrCat("attempt ", t.attempt()));
       if (t.pid() > 0) details.push_back(absl::StrCat("pid ", t.pid()));
@@ -242,7 +252,74 @@ std::string RenderTrainOnlyResult(const JobResult& result) {
 
 }  // namespace
 
+namespace {
+
+std::string TrialStateName(traind::v1::TrialResult::State s) {
+  std::string name = traind::v1::TrialResult::State_Name(s);
+  return name == "STATE_UNSPECIFIED" ? "-" : name;
+}
+
+// A search's trials, best first (scikit-learn's cv_results_ as a table).
+std::string RenderTrials(const JobResult& result) {
+  std::vector<const traind::v1::TrialResult*> trials;
+  for (const auto& t : result.trials()) trials.push_back(&t);
+  std::stable_sort(trials.begin(), trials.end(), [](const auto* a, const auto* b) {
+    const int ra = a->rank() > 0 ? a->rank() : INT32_MAX;
+    const int rb = b->rank() > 0 ? b->rank() : INT32_MAX;
+    return ra < rb;
+  });
+  std::vector<std::string> params, names;
+  for (const auto* t : trials) {
+    for (const auto& [path, value] : t->params()) {
+      if (std::find(params.begin(), params.end(), path) == params.end()) params.push_back(path);
+    }
+    for (const auto& [name, s] : t->val()) {
+      if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
+    }
+  }
+  std::sort(params.begin(), params.end());
+  names = OrderMetricNames(std::move(names));
+  std::vector<std::string> headers = {"RANK", "TRIAL", "STATE", "EPOCHS"};
+  for (const auto& p : params) headers.push_back(p);
+  for (const auto& n : names) headers.push_back("VAL_" + Upper(n));
+  Table table(headers);
+  for (size_t c = 0; c < 4; ++c) table.SetAlign(c, c == 2 ? Align::kLeft : Align::kRight);
+  for (const auto* t : trials) {
+    std::vector<std::string> row = {t->rank() > 0 ? absl::StrCat(t->rank()) : "-",
+                                    absl::StrCat(t->trial()), TrialStateName(t->state()),
+                                    absl::StrCat(t->epochs_run())};
+    for (const auto& p : params) {
+      auto it = t->params().find(p);
+      row.push_back(it == t->params().end() ? "-" : it->second);
+    }
+    for (const auto& n : names) {
+      auto it = t->val().find(n);
+      row.push_back(it == t->val().end() ? "-"
+                                         : absl::StrCat(FormatMetric(it->second.mean()), " ± ",
+                                                        FormatMetric(it->second.std())));
+    }
+    table.AddRow(std::move(row));
+  }
+  std::string out = table.Render();
+  if (result.best_trial() >= 0) {
+    absl::StrAppend(&out, "best trial: ", result.best_trial(),
+                    " (its score is optimistic: it was chosen on these folds; nested "
+                    "cross-validation estimates it without bias)\nits folds:\n");
+  }
+  return out;
+}
+
+}  // namespace
+
 std::string RenderResult(const JobResult& result) {
+  if (!result.trials().empty()) {
+    std::string folds = result.folds().empty() ? "" : RenderResult([&] {
+      JobResult best = result;
+      best.clear_trials();
+      return best;
+    }());
+    return RenderTrials(result) + folds;
+  }
   if (result.folds().empty()) return "";
   bool any_val = false;
   for (const auto& fold : result.folds()) any_val = any_val || !fold.val().empty();

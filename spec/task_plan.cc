@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "spec/checks.h"
+#include "spec/search.h"
 
 namespace traind::engine {
 
@@ -18,6 +19,12 @@ TaskPlan PlanTasks(const JobSpec& spec) {
   }
   plan.refit = cv.refit();
   plan.fold_tasks = plan.folds * plan.repeats;
+  plan.tasks_per_trial = plan.fold_tasks;
+  if (spec.has_search()) {
+    plan.trials = static_cast<int>(SearchTrials(spec));
+    plan.refit = spec.search().refit_best();
+    plan.fold_tasks = plan.trials * plan.tasks_per_trial;
+  }
   plan.total = plan.fold_tasks + (plan.refit ? 1 : 0);
   return plan;
 }

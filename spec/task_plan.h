@@ -16,12 +16,18 @@ namespace traind::engine {
 // (validation_fraction) or a validation file is one fold task (folds = 1);
 // a spec without cross_validation is one task on all rows (folds = 1,
 // fold_tasks = 1, no validation).
+//
+// A search (spec.search, spec/search.h): every trial has the base spec's
+// tasks_per_trial fold tasks, trial after trial (fold_tasks = trials ·
+// tasks_per_trial); refit is search.refit_best, the refit of the best trial.
 struct TaskPlan {
   int folds = 1;
   int repeats = 1;
   bool refit = false;
   int fold_tasks = 1;
   int total = 1;  // fold_tasks + (refit ? 1 : 0)
+  int trials = 1;
+  int tasks_per_trial = 1;
 };
 // REQUIRES: CheckTrainingSpec(spec) is ok.
 TaskPlan PlanTasks(const traind::v1::JobSpec& spec);

@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "spec/checks.h"
+#include "spec/search.h"
 #include "spec/task_plan.h"
 #include "worker/engine/data/csv.h"
 #include "worker/engine/data/dataset.h"
@@ -164,10 +165,8 @@ int64_t MinTrainRows(const JobSpec& spec, const DatasetSummary& data) {
   return rows - (rows + plan.folds - 1) / plan.folds;
 }
 
-}  // namespace
-
-absl::Status ValidateJobSpec(const JobSpec& spec, const ValidationContext& context,
-                             ValidatedShape* shape) {
+// What needs no data, of one spec (a trial's, in a search).
+absl::Status CheckWithoutData(const JobSpec& spec, const ValidationContext& context) {
   if (spec.name().size() > 200) return Err("name", "longer than 200 characters");
 
   // Everything that does not need the data first: cheap, and the errors a
@@ -204,6 +203,51 @@ absl::Status ValidateJobSpec(const JobSpec& spec, const ValidationContext& conte
     default:
       return Err("resources.device", "unknown device");
   }
+  return absl::OkStatus();
+}
+
+// A trial's error, naming the trial and its values.
+absl::Status TrialError(const Trial& trial, const absl::Status& s) {
+  std::string values;
+  for (const auto& [path, value] : trial.params) {
+    absl::StrAppend(&values, values.empty() ? "" : ", ", path, " = ", value);
+  }
+  return InvalidSpecError(
+      absl::StrCat("search: trial ", trial.index, " (", values, "): ", s.message()));
+}
+
+}  // namespace
+
+absl::Status ValidateJobSpec(const JobSpec& spec, const ValidationContext& context,
+                             ValidatedShape* shape) {
+  // A search: the base spec, the search section, then every trial's spec.
+  std::vector<Trial> trials;
+  if (spec.has_search()) {
+    JobSpec base = spec;
+    base.clear_search();
+    TRAIND_RETURN_IF_ERROR(CheckWithoutData(base, context));
+    TRAIND_RETURN_IF_ERROR(CheckSearchSpec(spec));
+    absl::StatusOr<ResolvedMetrics> metrics = ResolveSpecMetrics(base);
+    if (!metrics.ok()) return metrics.status();
+    absl::StatusOr<Monitor> score =
+        ResolveMonitor(spec.search().metric(), spec.search().mode(), *metrics, "search.metric");
+    if (!score.ok()) return score.status();
+    if (!score->val) {
+      return Err("search.metric",
+                 absl::StrCat(spec.search().metric(), ": trials are scored on a val.* metric"));
+    }
+    const int64_t n = SearchTrials(spec);
+    for (int i = 0; i < n; ++i) {
+      absl::StatusOr<Trial> trial = MakeTrial(spec, i);
+      if (!trial.ok()) return trial.status();
+      if (absl::Status s = CheckWithoutData(trial->spec, context); !s.ok()) {
+        return TrialError(*trial, s);
+      }
+      trials.push_back(*std::move(trial));
+    }
+  } else {
+    TRAIND_RETURN_IF_ERROR(CheckWithoutData(spec, context));
+  }
 
   // Now the data.
   TRAIND_RETURN_IF_ERROR(CheckReadable(spec.data().path(), "data.path"));
@@ -222,7 +266,12 @@ absl::Status ValidateJobSpec(const JobSpec& spec, const ValidationContext& conte
     }
     return absl::OkStatus();
   }
-  TRAIND_RETURN_IF_ERROR(CheckAgainstData(spec, *data));
+  if (trials.empty()) {
+    TRAIND_RETURN_IF_ERROR(CheckAgainstData(spec, *data));
+  }
+  for (const Trial& trial : trials) {
+    if (absl::Status s = CheckAgainstData(trial.spec, *data); !s.ok()) return TrialError(trial, s);
+  }
   if (shape != nullptr) {
     shape->features = data->features;
     shape->rows = data->rows;

@@ -400,5 +400,33 @@ TEST(ValidateJobSpecTest, PrecisionOnTheGpuIsNotTheCpusConcern) {
   EXPECT_EQ(ValidateWith(spec, false, 1).message(), "training.precision: unknown value 9");
 }
 
+// A search is checked trial by trial at submit: a value that makes an
+// invalid spec names the trial and its values; one that does not fit the
+// data (a last layer of the wrong width) too; the score must be a computed
+// val.* metric.
+TEST(ValidateJobSpecTest, EveryTrialOfASearchIsValidated) {
+  JobSpec spec = Iris();
+  auto* dim = spec.mutable_search()->add_space();
+  dim->set_path("model.layers[0].dense.units");
+  dim->mutable_values()->add_values()->set_number_value(8);
+  dim->mutable_values()->add_values()->set_number_value(0);
+  spec.mutable_search()->mutable_sampler()->mutable_grid();
+  EXPECT_EQ(Error(spec),
+            "search: trial 1 (model.layers[0].dense.units = 0): model.layers[0].dense.units: "
+            "must be positive, got 0");
+  dim->mutable_values()->mutable_values(1)->set_number_value(16);
+  EXPECT_EQ(Error(spec), "");
+  dim->set_path("model.layers[1].dense.units");  // the output layer: 3 classes
+  EXPECT_THAT(Error(spec), ::testing::StartsWith("search: trial 0 (model.layers[1].dense.units = "
+                                                 "8): model.layers[1].dense.units: "));
+  dim->set_path("model.layers[0].dense.units");
+  spec.mutable_search()->set_metric("val.f1_macro");
+  EXPECT_THAT(Error(spec), ::testing::HasSubstr("search.metric: val.f1_macro is not computed"));
+  spec.mutable_search()->set_metric("train.loss");
+  EXPECT_EQ(Error(spec), "search.metric: train.loss: trials are scored on a val.* metric");
+  spec.mutable_search()->set_metric("val.accuracy");
+  EXPECT_EQ(Error(spec), "");
+}
+
 }  // namespace
 }  // namespace traind::engine

@@ -84,9 +84,11 @@ int RunTaskUnderDaemon(const TaskRunOptions& o) {
                         world_size, assignment.rank(), assignment.world_size())));
   }
   const traind::v1::JobSpec& spec = assignment.spec();
+  // The task of `spec` (in a search: of the trial's spec) this one runs.
+  const int spec_task = assignment.has_spec_task() ? assignment.spec_task() : task;
   absl::StatusOr<engine::Dataset> data = engine::LoadDataset(spec);
   if (!data.ok()) return fail(data.status());
-  absl::StatusOr<engine::FoldRows> split = engine::RowsForTask(spec, *data, task);
+  absl::StatusOr<engine::FoldRows> split = engine::RowsForTask(spec, *data, spec_task);
   if (!split.ok()) return fail(split.status());
   const engine::FoldRows& rows = *split;
 
@@ -132,7 +134,7 @@ int RunTaskUnderDaemon(const TaskRunOptions& o) {
   options.communicator = gpu.communicator.get();  // null: one rank
   reporter.TrainingStarted();
   absl::StatusOr<traind::v1::FoldResult> result =
-      engine::Fit(spec, *data, rows, task, options, &observer);
+      engine::Fit(spec, *data, rows, spec_task, options, &observer);
   if (!result.ok()) return fail(result.status());
   if (rank != 0) {
     // Rank 0 reports the result; the attempt succeeds when every rank exits 0.

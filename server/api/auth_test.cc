@@ -260,6 +260,16 @@ TEST(PolicyTest, BatchesAndTasksAreLimited) {
   EXPECT_EQ(CheckSpecLimits(holdout, limits).message(),
             "spec.cross_validation: 1 folds × 1 repeats + refit = 2 tasks, more than this traind "
             "allows (1, limits.max_tasks)");
+  // A search: trials × fold tasks (+ the refit of the best trial).
+  traind::v1::JobSpec search = spec;
+  search.mutable_cross_validation()->set_folds(3);
+  search.mutable_search()->mutable_sampler()->mutable_random()->set_trials(3);
+  limits.max_tasks = 9;
+  EXPECT_TRUE(CheckSpecLimits(search, limits).ok());
+  search.mutable_search()->set_refit_best(true);
+  EXPECT_EQ(CheckSpecLimits(search, limits).message(),
+            "spec.search: 3 trials × 3 fold tasks + refit_best = 10 tasks, more than this traind "
+            "allows (9, limits.max_tasks)");
 }
 
 // What validation learned of the data: rows, columns, and the epochs

@@ -11,6 +11,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "spec/search.h"
 
 namespace traind::server {
 namespace {
@@ -118,6 +119,17 @@ absl::Status CheckSpecLimits(const traind::v1::JobSpec& spec, const LimitsConfig
           "spec.cross_validation: ", folds, " folds × ", repeats, " repeats",
           cv.refit() ? " + refit" : "", " = ", tasks, " tasks, more than this traind allows (",
           limits.max_tasks, ", limits.max_tasks)"));
+    }
+    if (spec.has_search()) {
+      const int64_t trials = std::max<int64_t>(1, engine::SearchTrials(spec));
+      const bool refit = spec.search().refit_best();
+      const int64_t all = trials * folds * repeats + (refit ? 1 : 0);
+      if (all > limits.max_tasks) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "spec.search: ", trials, " trials × ", folds * repeats, " fold tasks",
+            refit ? " + refit_best" : "", " = ", all, " tasks, more than this traind allows (",
+            limits.max_tasks, ", limits.max_tasks)"));
+      }
     }
   }
   return absl::OkStatus();

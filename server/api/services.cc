@@ -2,6 +2,7 @@
 
 #include <openssl/evp.h>
 
+#include <algorithm>
 #include <atomic>
 #include <deque>
 #include <filesystem>
@@ -20,6 +21,7 @@
 #include "server/log.h"
 #include "server/store/job_files.h"
 #include "spec/memory_estimate.h"
+#include "spec/search.h"
 #include "spec/submitted_spec.h"
 #include "spec/validation.h"
 
@@ -292,6 +294,15 @@ absl::Status TrainingServiceImpl::ValidateAndSubmit(const traind::v1::SubmitJobR
   SubmitOptions options;
   if (spec.resources().device() == traind::v1::GPU) {
     options.gpu_memory_bytes = engine::EstimateMemoryBytes(spec, shape.features, shape.outputs);
+    // A search: the largest of its trials (layers and batches may differ).
+    const int64_t trials = engine::SearchTrials(spec);
+    for (int i = 0; i < trials; ++i) {
+      absl::StatusOr<engine::Trial> trial = engine::MakeTrial(spec, i);
+      if (!trial.ok()) return trial.status();
+      options.gpu_memory_bytes =
+          std::max(options.gpu_memory_bytes,
+                   engine::EstimateMemoryBytes(trial->spec, shape.features, shape.outputs));
+    }
   }
   options.owner = caller.name;
   options.idempotency_key = req.idempotency_key();

@@ -22,7 +22,7 @@ void DispatchQueue::DescribeWaiting(traind::v1::Job* view, const JobConditions& 
       Task::WaitReason why = Task::RESOURCES;
       if (!c.dependencies_done(e.task)) {
         why = Task::DEPENDENCY;
-      } else if (c.at_job_limit) {
+      } else if (c.at_job_limit || (c.at_trial_limit && c.at_trial_limit(e.task))) {
         why = Task::JOB_LIMIT;
       } else if (c.devices_draining) {
         why = Task::DEVICE_DRAINING;

@@ -47,6 +47,9 @@ class DispatchQueue final {
     std::function<bool(int task)> dependencies_done;
     // The job already runs resources.max_parallel_tasks tasks.
     bool at_job_limit = false;
+    // A search: the task's trial may not start (search.max_concurrent_trials
+    // other trials run). Absent: no limit. Also JOB_LIMIT.
+    std::function<bool(int task)> at_trial_limit;
     // GPU jobs: some GPU is draining.
     bool devices_draining = false;
   };

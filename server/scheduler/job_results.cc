@@ -9,6 +9,8 @@
 
 #include "absl/strings/numbers.h"
 #include "server/log.h"
+#include "spec/checks.h"
+#include "spec/search.h"
 #include "spec/task_plan.h"
 #include "spec/validation.h"
 
@@ -17,7 +19,140 @@ namespace traind::server {
 using traind::v1::Job;
 using traind::v1::Task;
 
+namespace {
+
+void Summarize(const std::map<std::string, std::vector<double>>& values,
+               google::protobuf::Map<std::string, traind::v1::MetricSummary>* out) {
+  out->clear();
+  for (const auto& [name, vs] : values) {
+    double mean = 0;
+    for (double v : vs) mean += v;
+    mean /= vs.size();
+    double var = 0;
+    for (double v : vs) var += (v - mean) * (v - mean);
+    var /= vs.size();
+    traind::v1::MetricSummary& s = (*out)[name];
+    s.set_mean(mean);
+    s.set_std(std::sqrt(var));
+  }
+}
+
+using traind::v1::TrialResult;
+
+// A search: each trial's state, metrics over its folds, score and rank; the
+// best trial's folds are the job's folds and summary.
+void AggregateSearch(Job* job) {
+  traind::v1::JobResult* r = job->mutable_result();
+  const traind::v1::JobSpec& spec = job->spec();
+  traind::v1::JobSpec base = spec;
+  base.clear_search();
+  // The score's metric and direction (validated at submit).
+  std::string key = "loss";
+  bool maximize = false;
+  if (absl::StatusOr<engine::ResolvedMetrics> metrics = engine::ResolveSpecMetrics(base);
+      metrics.ok()) {
+    absl::StatusOr<engine::Monitor> m = engine::ResolveMonitor(
+        spec.search().metric(), spec.search().mode(), *metrics, "search.metric");
+    if (m.ok()) {
+      key = m->key();
+      maximize = m->maximize;
+    }
+  }
+  std::vector<int> scored;
+  for (TrialResult& tr : *r->mutable_trials()) {
+    std::map<std::string, std::vector<double>> values;
+    int succeeded = 0, failed = 0, cancelled = 0, active = 0, epochs = 0;
+    tr.clear_val_folds();
+    for (int k = 0; k < tr.tasks(); ++k) {
+      const Task& t = job->tasks(tr.first_task() + k);
+      switch (t.state()) {
+        case Task::SUCCEEDED:
+          ++succeeded;
+          epochs += t.result().epochs_run();
+          for (const auto& [name, v] : t.result().val()) {
+            values[name].push_back(v);
+            (*tr.mutable_val_folds())[name].add_values(v);
+          }
+          if (!t.result().selection().empty()) r->set_selection(t.result().selection());
+          break;
+        case Task::FAILED:
+          ++failed;
+          epochs += t.epochs_done();
+          break;
+        case Task::CANCELLED:
+          ++cancelled;
+          epochs += t.epochs_done();
+          break;
+        case Task::STARTING:
+        case Task::RUNNING:
+          ++active;
+          epochs += t.epochs_done();
+          break;
+        default:
+          break;
+      }
+    }
+    Summarize(values, tr.mutable_val());
+    tr.set_epochs_run(epochs);
+    if (failed > 0) {
+      tr.set_state(TrialResult::FAILED);
+    } else if (succeeded == tr.tasks()) {
+      tr.set_state(TrialResult::SUCCEEDED);
+    } else if (cancelled > 0 && active == 0 && succeeded + cancelled == tr.tasks()) {
+      tr.set_state(TrialResult::CANCELLED);
+    } else if (active > 0 || succeeded > 0) {
+      tr.set_state(TrialResult::RUNNING);
+    } else {
+      tr.set_state(TrialResult::QUEUED);
+    }
+    tr.set_rank(0);
+    tr.set_score(0);
+    auto it = tr.val().find(key);
+    if (tr.state() == TrialResult::SUCCEEDED && it != tr.val().end()) {
+      tr.set_score(it->second.mean());
+      scored.push_back(tr.trial());
+    }
+  }
+  // Rank 1 = best; ties share the lower rank (scikit-learn's rank_test_score).
+  r->set_best_trial(-1);
+  for (int i : scored) {
+    const double s = r->trials(i).score();
+    int better = 0;
+    for (int j : scored) {
+      const double o = r->trials(j).score();
+      better += maximize ? o > s : o < s;
+    }
+    r->mutable_trials(i)->set_rank(better + 1);
+    if (better == 0 && r->best_trial() < 0) r->set_best_trial(i);
+  }
+  // The job's folds and summary: the best trial's.
+  r->clear_folds();
+  r->clear_val();
+  r->clear_refit();
+  std::map<std::string, std::vector<double>> best_values;
+  for (const Task& t : job->tasks()) {
+    if (t.state() != Task::SUCCEEDED) continue;
+    if (engine::IsRefitTask(spec, t.index())) {
+      *r->mutable_refit() = t.result();
+      continue;
+    }
+    if (r->best_trial() < 0 || engine::LocateSearchTask(spec, t.index()).trial != r->best_trial()) {
+      continue;
+    }
+    *r->add_folds() = t.result();
+    for (const auto& [name, v] : t.result().val()) best_values[name].push_back(v);
+  }
+  Summarize(best_values, r->mutable_val());
+}
+
+}  // namespace
+
 void AggregateFoldResults(Job* job) {
+  if (job->spec().has_search()) {
+    if (job->result().selection().empty()) job->mutable_result()->set_selection("val.loss (min)");
+    AggregateSearch(job);
+    return;
+  }
   traind::v1::JobResult* r = job->mutable_result();
   r->clear_folds();
   r->clear_val();
@@ -34,17 +169,7 @@ void AggregateFoldResults(Job* job) {
     if (!t.result().selection().empty()) r->set_selection(t.result().selection());
     for (const auto& [name, v] : t.result().val()) values[name].push_back(v);
   }
-  for (const auto& [name, vs] : values) {
-    double mean = 0;
-    for (double v : vs) mean += v;
-    mean /= vs.size();
-    double var = 0;
-    for (double v : vs) var += (v - mean) * (v - mean);
-    var /= vs.size();
-    traind::v1::MetricSummary& s = (*r->mutable_val())[name];
-    s.set_mean(mean);
-    s.set_std(std::sqrt(var));
-  }
+  Summarize(values, r->mutable_val());
 }
 
 std::optional<PredictionsMerge> PlanPredictionsMerge(const Job& job, const std::string& state_dir) {

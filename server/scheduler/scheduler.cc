@@ -9,6 +9,7 @@
 #include "server/scheduler/attempt_secrets.h"
 #include "server/scheduler/list_jobs_query.h"
 #include "server/scheduler/retry_policy.h"
+#include "spec/search.h"
 #include "spec/task_plan.h"
 #include "spec/validation.h"
 
@@ -175,6 +176,27 @@ absl::StatusOr<Job> Scheduler::SubmitUnstored(const JobSpec& spec, const SubmitO
     t->set_state(Task::QUEUED);
     t->set_epochs_total(spec.training().epochs());
   }
+  if (spec.has_search()) {
+    // The trials' values, once (validated at submit: every trial is valid).
+    const engine::TaskPlan plan = engine::PlanTasks(spec);
+    job.mutable_result()->set_best_trial(-1);
+    for (int i = 0; i < plan.trials; ++i) {
+      absl::StatusOr<engine::Trial> trial = engine::MakeTrial(spec, i);
+      if (!trial.ok()) return trial.status();
+      traind::v1::TrialResult* tr = job.mutable_result()->add_trials();
+      tr->set_trial(i);
+      tr->set_state(traind::v1::TrialResult::QUEUED);
+      tr->set_first_task(i * plan.tasks_per_trial);
+      tr->set_tasks(plan.tasks_per_trial);
+      for (const auto& [path, value] : trial->params) (*tr->mutable_params())[path] = value;
+      if (trial->spec.training().epochs() != spec.training().epochs()) {  // a searched field
+        for (int k = 0; k < plan.tasks_per_trial; ++k) {
+          job.mutable_tasks(i * plan.tasks_per_trial + k)
+              ->set_epochs_total(trial->spec.training().epochs());
+        }
+      }
+    }
+  }
   absl::MutexLock submit_lock(&submit_mu_);
   absl::StatusOr<std::optional<Job>> existing =
       FindSubmittedLocked(options.owner, options.idempotency_key);
@@ -224,9 +246,31 @@ absl::StatusOr<Job> Scheduler::SubmitUnstored(const JobSpec& spec, const SubmitO
   return view;
 }
 
+bool Scheduler::AtTrialLimitLocked(const LiveJob& lj, int task) {
+  const traind::v1::JobSpec& spec = lj.job.spec();
+  if (!spec.has_search() || spec.search().max_concurrent_trials() <= 0) return false;
+  const int per_trial = engine::PlanTasks(spec).tasks_per_trial;
+  const int trials = static_cast<int>(lj.job.result().trials_size());
+  const int trial = task / per_trial;
+  if (trial >= trials) return false;  // the refit of the best trial
+  std::set<int> running;
+  for (const auto& [t, attempt] : lj.attempts) {
+    if (t / per_trial < trials) running.insert(t / per_trial);
+  }
+  return running.count(trial) == 0 &&
+         static_cast<int>(running.size()) >= spec.search().max_concurrent_trials();
+}
+
 bool Scheduler::DependenciesDoneLocked(const LiveJob& lj, int task) {
   // The refit task trains on all rows once every fold has succeeded.
   if (!engine::IsRefitTask(lj.job.spec(), task)) return true;
+  if (lj.job.spec().has_search()) {
+    // The refit of the best trial: once every trial has ended, one with a score.
+    for (const Task& t : lj.job.tasks()) {
+      if (t.index() != task && !IsTerminal(t.state())) return false;
+    }
+    return lj.job.result().best_trial() >= 0;
+  }
   for (const Task& t : lj.job.tasks()) {
     if (t.index() != task && t.state() != Task::SUCCEEDED) return false;
   }
@@ -286,6 +330,8 @@ Job Scheduler::ViewLocked(const LiveJob& lj) {
       return DependenciesDoneLocked(lj, task);
     };
     c.at_job_limit = cap > 0 && static_cast<int>(lj.attempts.size()) >= cap;
+    c.at_trial_limit = [this, &lj](int task)
+                           ABSL_NO_THREAD_SAFETY_ANALYSIS { return AtTrialLimitLocked(lj, task); };
     c.devices_draining = view.spec().resources().device() == traind::v1::GPU && gpus_.AnyDraining();
     queue_.DescribeWaiting(&view, c);
   }
@@ -545,6 +591,7 @@ void Scheduler::FinishAttemptLocked(LiveJob& lj, int task, const Failure* failur
   }
   JobChange change = ChangeLocked(lj);
   change.WriteJob();
+  int failed_trial = -1;
   if (failure == nullptr) {
     *t->mutable_result() = *la.result;
     t->clear_failure();
@@ -588,7 +635,11 @@ void Scheduler::FinishAttemptLocked(LiveJob& lj, int task, const Failure* failur
         *change.SetTaskState(task, Task::FAILED, la.number, la.pid)->mutable_failure() = *failure;
         LogWarning("task failed job=%s task=%d attempt=%d pid=%d reason=%s: %s", job.id(), task,
                    la.number, la.pid, ReasonName(failure->reason()), failure->message());
-        if (!job.has_failure()) {
+        if (job.spec().has_search() && !engine::IsRefitTask(job.spec(), task)) {
+          // In a search, a task that fails ends its trial, not the job.
+          failed_trial = engine::LocateSearchTask(job.spec(), task).trial;
+          AggregateFoldResults(&job);
+        } else if (!job.has_failure()) {
           *job.mutable_failure() = *failure;
           job.mutable_failure()->set_message(absl::StrCat("fold ", task, ": ", failure->message()));
         }
@@ -596,6 +647,21 @@ void Scheduler::FinishAttemptLocked(LiveJob& lj, int task, const Failure* failur
     }
   }
   CommitLocked(lj, change);
+  if (failed_trial >= 0) {
+    const int per_trial = engine::PlanTasks(job.spec()).tasks_per_trial;
+    LogWarning("trial failed job=%s trial=%d: its other tasks are stopped", job.id(), failed_trial);
+    StopTasksLocked(lj, false, [&](int i) { return i / per_trial == failed_trial; });
+    // Every trial failed: so does the job.
+    bool any_left = false;
+    for (const traind::v1::TrialResult& tr : job.result().trials()) {
+      any_left = any_left || tr.state() != traind::v1::TrialResult::FAILED;
+    }
+    if (!any_left && !job.has_failure()) {
+      *job.mutable_failure() = *failure;
+      job.mutable_failure()->set_message(absl::StrCat("every trial failed; the last, trial ",
+                                                      failed_trial, ": ", failure->message()));
+    }
+  }
   // One fold that cannot succeed fails the job: stop the others.
   if (job.has_failure()) StopTasksLocked(lj, false);
   MaybeFinishJobLocked(lj);
@@ -609,6 +675,8 @@ void Scheduler::MaybeFinishJobLocked(LiveJob& lj) {
   }
   bool all_ok = true;
   for (const Task& t : job.tasks()) all_ok = all_ok && t.state() == Task::SUCCEEDED;
+  // A search succeeds with its failed trials (their other tasks cancelled).
+  if (job.spec().has_search()) all_ok = job.state() != Job::CANCELLING;
   const Job::State final_state = job.has_failure() ? Job::FAILED
                                  : all_ok          ? Job::SUCCEEDED
                                                    : Job::CANCELLED;

@@ -313,7 +313,10 @@ class Scheduler final {
   // decides what happens next to the task and the job.
   void FinishAttemptLocked(LiveJob& lj, int task, const traind::v1::Failure* failure)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void StopTasksLocked(LiveJob& lj, bool force) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Stops the job's tasks (those `which` selects, when given): queued ones
+  // are cancelled, running ones signalled.
+  void StopTasksLocked(LiveJob& lj, bool force, const std::function<bool(int)>& which = nullptr)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Ends the job once every task has ended. A job that succeeded with
   // predictions to merge waits in merges_ (see FinishMerges).
   void MaybeFinishJobLocked(LiveJob& lj) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -342,6 +345,8 @@ class Scheduler final {
   }
   traind::v1::Job ViewLocked(const LiveJob& lj) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool DependenciesDoneLocked(const LiveJob& lj, int task) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A search's task whose trial would pass search.max_concurrent_trials.
+  bool AtTrialLimitLocked(const LiveJob& lj, int task) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   google::protobuf::Timestamp NowProto();
 
   // Declared first in a public method that may change jobs: when the method

@@ -35,6 +35,7 @@ void Scheduler::DispatchLocked() {
     const int cap = lj.job.spec().resources().max_parallel_tasks();
     if (cap > 0 && static_cast<int>(lj.attempts.size()) >= cap) continue;  // stays queued
     if (!DependenciesDoneLocked(lj, task)) continue;
+    if (AtTrialLimitLocked(lj, task)) continue;  // stays queued
     std::vector<int> gpus;
     if (lj.job.spec().resources().device() == traind::v1::GPU) {
       if (!gpus_refreshed) {
@@ -268,10 +269,11 @@ void Scheduler::EnforceDeadlinesLocked() {
   }
 }
 
-void Scheduler::StopTasksLocked(LiveJob& lj, bool force) {
+void Scheduler::StopTasksLocked(LiveJob& lj, bool force, const std::function<bool(int)>& which) {
   JobChange change = ChangeLocked(lj);
   bool changed = false;
   for (int i = 0; i < lj.job.tasks_size(); ++i) {
+    if (which && !which(i)) continue;
     const Task& t = lj.job.tasks(i);
     // A task being launched has an attempt: it is stopped below.
     if (t.state() != Task::QUEUED || lj.attempts.count(i) != 0) continue;
@@ -281,6 +283,7 @@ void Scheduler::StopTasksLocked(LiveJob& lj, bool force) {
   }
   if (changed) CommitLocked(lj, change);
   for (auto& [task, la] : lj.attempts) {
+    if (which && !which(task)) continue;
     if (force) {
       la.Signal(launcher_, SIGKILL);
       la.kill_at.reset();

@@ -7,6 +7,7 @@
 #include "server/log.h"
 #include "server/scheduler/attempt_secrets.h"
 #include "server/scheduler/scheduler.h"
+#include "spec/search.h"
 
 namespace traind::server {
 
@@ -51,8 +52,27 @@ absl::StatusOr<traind::v1::TaskAssignment> Scheduler::GetTask(
   a.set_job_id(job.id());
   a.set_task(c.task());
   a.set_attempt(c.attempt());
-  *a.mutable_spec() = job.spec();
-  a.set_fold(job.spec().has_cross_validation() ? c.task() : -1);
+  int spec_task = c.task();
+  if (job.spec().has_search()) {
+    // A trial's task: the trial's spec, and the task within it.
+    const engine::SearchTask where = engine::LocateSearchTask(job.spec(), c.task());
+    if (where.trial >= 0) {
+      absl::StatusOr<engine::Trial> trial = engine::MakeTrial(job.spec(), where.trial);
+      if (!trial.ok()) return trial.status();
+      *a.mutable_spec() = std::move(trial->spec);
+      spec_task = where.spec_task;
+    } else {
+      absl::StatusOr<std::pair<traind::v1::JobSpec, int>> refit =
+          engine::RefitBestSpec(job.spec(), job.result().best_trial());
+      if (!refit.ok()) return refit.status();
+      *a.mutable_spec() = std::move(refit->first);
+      spec_task = refit->second;
+    }
+  } else {
+    *a.mutable_spec() = job.spec();
+  }
+  a.set_spec_task(spec_task);
+  a.set_fold(job.spec().has_cross_validation() ? spec_task : -1);
   a.set_rank(c.rank());
   a.set_world_size(static_cast<int>(la->rank_pids.size()));
   const std::filesystem::path job_dir =

@@ -22,6 +22,7 @@
 
 #include "gtest/gtest.h"
 #include "spec/loader.h"
+#include "spec/memory_estimate.h"
 #include "tests/integration/daemon.h"
 #include "worker/engine/backend/backend.h"
 #include "worker/engine/backend/cuda/cuda_plugin.h"
@@ -217,6 +218,34 @@ TEST_F(GpuPathTest, AGpuJobTrainsThroughThePluginAsOnTheCpu) {
   }
   const std::string cpu_log = ReadFile(cpu.tasks(0).attempts(0).log_path());
   EXPECT_EQ(cpu_log.find("gpu ready"), std::string::npos) << cpu_log;
+}
+
+// A search places its GPU tasks by the largest trial's memory estimate (a
+// trial may have wider layers or larger batches than the base spec).
+TEST_F(GpuPathTest, ASearchIsPlacedByItsLargestTrialsMemoryEstimate) {
+  StartDaemon(1);
+  traind::v1::JobSpec spec = GpuSpec(1);
+  spec.mutable_cross_validation()->set_folds(2);
+  spec.mutable_training()->set_epochs(1);
+  auto* dim = spec.mutable_search()->add_space();
+  dim->set_path("model.layers[0].dense.units");
+  dim->mutable_values()->add_values()->set_number_value(4);
+  dim->mutable_values()->add_values()->set_number_value(4096);
+  spec.mutable_search()->mutable_sampler()->mutable_grid();
+  absl::StatusOr<Job> job = SubmitJob(daemon_->stub(), spec);
+  ASSERT_TRUE(job.ok()) << job.status();
+  traind::v1::JobSpec wide = spec;
+  wide.clear_search();
+  wide.mutable_model()->mutable_layers(0)->mutable_dense()->set_units(4096);
+  traind::v1::JobSpec narrow = wide;
+  narrow.mutable_model()->mutable_layers(0)->mutable_dense()->set_units(4);
+  // iris: 4 features, 3 classes.
+  const int64_t wide_bytes = engine::EstimateMemoryBytes(wide, 4, 3);
+  EXPECT_GT(wide_bytes, engine::EstimateMemoryBytes(narrow, 4, 3));
+  EXPECT_EQ(job->gpu_memory_bytes(), wide_bytes);
+  std::vector<JobEvent> events;
+  ASSERT_TRUE(WatchAll(daemon_->stub(), job->id(), 0, &events, 240).ok());
+  EXPECT_EQ(GetJob(daemon_->stub(), job->id()).state(), Job::SUCCEEDED);
 }
 
 // Predict for a GPU job runs on an idle GPU through the plugin, with the

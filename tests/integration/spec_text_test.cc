@@ -95,9 +95,11 @@ TEST_F(SpecTextTest, UnmodifiedExamplesAreAccepted) {
     EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(job.spec(), *expected))
         << path << "\n"
         << job.spec().DebugString();
-    // Tasks: folds x repeats, plus the refit task.
+    // Tasks: folds x repeats, plus the refit task; a search has them per
+    // trial (the example's grid: 2 x 2), plus the refit of the best trial.
     const auto& cv = expected->cross_validation();
-    const int tasks = cv.folds() * std::max(cv.repeats(), 1) + (cv.refit() ? 1 : 0);
+    int tasks = cv.folds() * std::max(cv.repeats(), 1) + (cv.refit() ? 1 : 0);
+    if (expected->has_search()) tasks = 4 * cv.folds() + (expected->search().refit_best() ? 1 : 0);
     EXPECT_EQ(job.tasks_size(), tasks) << path;
   }
   EXPECT_EQ(JobCount(), static_cast<int>(examples.size()));

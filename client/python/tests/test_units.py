@@ -140,6 +140,28 @@ def test_frames_from_plain_dicts():
     assert isinstance(frame, pd.DataFrame)
 
 
+def test_trials_frame_best_first_with_cv_results_names():
+    pytest.importorskip("pandas")
+    result = traind.Result({"trials": [
+        {"trial": 0, "rank": 0, "state": "FAILED", "params": {"optimizer.adam.learning_rate": "1"},
+         "val": {}, "val_folds": {}},
+        {"trial": 1, "rank": 2, "state": "SUCCEEDED", "score": 0.85, "epochs_run": 4,
+         "params": {"optimizer.adam.learning_rate": "0.01"},
+         "val": {"accuracy": {"mean": 0.85, "std": 0.05}},
+         "val_folds": {"accuracy": {"values": [0.8, 0.9]}}},
+        {"trial": 2, "rank": 1, "state": "SUCCEEDED", "score": 0.925, "epochs_run": 4,
+         "params": {"optimizer.adam.learning_rate": "0.001"},
+         "val": {"accuracy": {"mean": 0.925, "std": 0.025}},
+         "val_folds": {"accuracy": {"values": [0.9, 0.95]}}}]})
+    frame = result.trials_frame()
+    assert list(frame.index) == [2, 1, 0]
+    assert frame.loc[2, "param_optimizer.adam.learning_rate"] == "0.001"
+    assert frame.loc[1, "mean_val_accuracy"] == 0.85 and frame.loc[1, "std_val_accuracy"] == 0.05
+    assert frame.loc[2, "split1_val_accuracy"] == 0.95
+    assert frame.loc[0, "state"] == "FAILED"
+    assert traind.Result({}).trials_frame().empty
+
+
 def chunks_of(data: bytes, size: int = 4, sha256=None, artifact_size=None):
     """An ArtifactChunk stream as GetArtifact sends it."""
     artifact = training_service_pb2.Artifact(

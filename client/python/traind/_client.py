@@ -33,6 +33,12 @@ class Result(dict):
         """Mean and std over folds of each validation metric (DataFrame)."""
         return _frames.summary_frame(self)
 
+    def trials_frame(self):
+        """A search's trials (DataFrame indexed by trial, best first): rank,
+        state, score, epochs_run, param_<path>, mean_val_<metric>,
+        std_val_<metric>, split<k>_val_<metric>. Empty without a search."""
+        return _frames.trials_frame(self)
+
 
 class Devices(list):
     """ListDevices: a list of device dicts ("id", "kind", "state", ...);

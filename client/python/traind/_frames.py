@@ -44,6 +44,37 @@ def folds_frame(result: Mapping[str, Any]):
     return frame.set_index("fold")
 
 
+def trial_rows(result: Mapping[str, Any]) -> List[Dict[str, Any]]:
+    """A search's trials, one row each, best first (rank 1 first; trials
+    without a score last, by trial): trial, rank, state, score, epochs_run,
+    then param_<path> (the value as JSON text), then mean_val_<metric> and
+    std_val_<metric>, then split<k>_val_<metric> per fold (scikit-learn's
+    cv_results_ names)."""
+    rows = []
+    for t in result.get("trials", []):
+        row: Dict[str, Any] = {"trial": t.get("trial", 0), "rank": t.get("rank", 0),
+                               "state": t.get("state"), "score": t.get("score"),
+                               "epochs_run": t.get("epochs_run", 0)}
+        for path, value in sorted(t.get("params", {}).items()):
+            row["param_" + path] = value
+        for metric, s in sorted(t.get("val", {}).items()):
+            row["mean_val_" + metric] = s.get("mean")
+            row["std_val_" + metric] = s.get("std")
+        for metric, folds in sorted(t.get("val_folds", {}).items()):
+            for k, v in enumerate(folds.get("values", [])):
+                row["split%d_val_%s" % (k, metric)] = v
+        rows.append(row)
+    rows.sort(key=lambda r: (r["rank"] if r["rank"] else float("inf"), r["trial"]))
+    return rows
+
+
+def trials_frame(result: Mapping[str, Any]):
+    pd = _pandas()
+    rows = trial_rows(result)
+    columns = list(rows[0].keys()) if rows else ["trial", "rank", "state", "score", "epochs_run"]
+    return pd.DataFrame(rows, columns=columns).set_index("trial")
+
+
 def summary_frame(result: Mapping[str, Any]):
     pd = _pandas()
     val = result.get("val", {})
