@@ -118,6 +118,10 @@ absl::Status CheckSearchSpec(const JobSpec& spec) {
   }
   if (!traind::v1::Mode_IsValid(s.mode())) return Err("search.mode", "unknown value");
   if (s.has_asha()) {
+    if (spec.training().validate_every() > 1) {
+      return Err("search.asha",
+                 "needs the metric at every epoch (training.validate_every: 1 or absent)");
+    }
     if (s.asha().grace_epochs() < 0) {
       return Err("search.asha.grace_epochs",
                  absl::StrCat("must be >= 1, got ", s.asha().grace_epochs()));

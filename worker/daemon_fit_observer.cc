@@ -10,13 +10,17 @@ namespace traind::worker {
 
 absl::Status DaemonFitObserver::OnEpochEnd(const traind::v1::EpochMetrics& metrics) {
   reporter_->NotifyProgress();
+  if (pause_after_ > 0 && metrics.epoch() >= pause_after_ && !paused_) {
+    paused_ = true;
+    Log(absl::StrCat("pausing after epoch ", metrics.epoch(), ": its trial waits at a rung"));
+  }
   if (!reports_epochs_) return absl::OkStatus();
   return reporter_->Add(metrics);
 }
 
 bool DaemonFitObserver::StopRequested() {
   reporter_->NotifyProgress();
-  return client_->StopRequested() || StopSignalReceived();
+  return paused_ || client_->StopRequested() || StopSignalReceived();
 }
 
 void DaemonFitObserver::OnResume(int32_t completed_epochs) {

@@ -32,11 +32,16 @@ class DaemonFitObserver final : public engine::FitObserver {
   bool StopRequested() override;
   void OnResume(int32_t completed_epochs) override;
   void OnWarning(absl::string_view message) override;
+  // ASHA: stop (as on a stop request: the checkpoint of that epoch is
+  // written) once epoch `epoch` has ended; 0: never.
+  void PauseAfter(int32_t epoch) { pause_after_ = epoch; }
 
  private:
   DaemonClient* const client_;
   EpochReporter* const reporter_;
   const bool reports_epochs_;  // rank 0
+  int32_t pause_after_ = 0;
+  bool paused_ = false;
 };
 
 }  // namespace traind::worker

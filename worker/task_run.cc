@@ -86,6 +86,7 @@ int RunTaskUnderDaemon(const TaskRunOptions& o) {
   const traind::v1::JobSpec& spec = assignment.spec();
   // The task of `spec` (in a search: of the trial's spec) this one runs.
   const int spec_task = assignment.has_spec_task() ? assignment.spec_task() : task;
+  observer.PauseAfter(assignment.pause_after_epoch());
   absl::StatusOr<engine::Dataset> data = engine::LoadDataset(spec);
   if (!data.ok()) return fail(data.status());
   absl::StatusOr<engine::FoldRows> split = engine::RowsForTask(spec, *data, spec_task);

@@ -243,7 +243,7 @@ std::string ServerMetrics::Scrape() {
     }
     families.push_back(std::move(jobs));
     prometheus::MetricFamily tasks = GaugeFamily("traind_tasks", "Tasks in the store, by state.");
-    for (int s = Task::QUEUED; s <= Task::CANCELLED; ++s) {
+    for (int s = Task::QUEUED; s <= Task::PRUNED; ++s) {
       auto it = counts->tasks.find(s);
       AddGauge(&tasks, {{"state", LabelValue(Task::State_Name(static_cast<Task::State>(s)))}},
                it == counts->tasks.end() ? 0 : static_cast<double>(it->second));

@@ -38,6 +38,8 @@ struct LiveAttempt {
   bool launching = false;
   int last_epoch = 0;
   bool stop_requested = false;
+  // ASHA: the worker stops after this epoch (TaskAssignment.pause_after_epoch).
+  int pause_after = 0;
   std::optional<absl::Time> kill_at;
   std::optional<traind::v1::FoldResult> result;
   std::optional<traind::v1::Failure> failure;

@@ -20,7 +20,9 @@ void DispatchQueue::DescribeWaiting(traind::v1::Job* view, const JobConditions& 
         view->tasks(e.task).state() == Task::QUEUED) {
       Task* t = view->mutable_tasks(e.task);
       Task::WaitReason why = Task::RESOURCES;
-      if (!c.dependencies_done(e.task)) {
+      if (c.at_rung && c.at_rung(e.task)) {
+        why = Task::RUNG;
+      } else if (!c.dependencies_done(e.task)) {
         why = Task::DEPENDENCY;
       } else if (c.at_job_limit || (c.at_trial_limit && c.at_trial_limit(e.task))) {
         why = Task::JOB_LIMIT;

@@ -50,6 +50,8 @@ class DispatchQueue final {
     // A search: the task's trial may not start (search.max_concurrent_trials
     // other trials run). Absent: no limit. Also JOB_LIMIT.
     std::function<bool(int task)> at_trial_limit;
+    // ASHA: the task waits at a rung for its trial's decision. Absent: never.
+    std::function<bool(int task)> at_rung;
     // GPU jobs: some GPU is draining.
     bool devices_draining = false;
   };

@@ -61,7 +61,7 @@ void AggregateSearch(Job* job) {
   std::vector<int> scored;
   for (TrialResult& tr : *r->mutable_trials()) {
     std::map<std::string, std::vector<double>> values;
-    int succeeded = 0, failed = 0, cancelled = 0, active = 0, epochs = 0;
+    int succeeded = 0, failed = 0, cancelled = 0, pruned = 0, active = 0, epochs = 0;
     tr.clear_val_folds();
     for (int k = 0; k < tr.tasks(); ++k) {
       const Task& t = job->tasks(tr.first_task() + k);
@@ -83,6 +83,10 @@ void AggregateSearch(Job* job) {
           ++cancelled;
           epochs += t.epochs_done();
           break;
+        case Task::PRUNED:
+          ++pruned;
+          epochs += t.epochs_done();
+          break;
         case Task::STARTING:
         case Task::RUNNING:
           ++active;
@@ -96,6 +100,8 @@ void AggregateSearch(Job* job) {
     tr.set_epochs_run(epochs);
     if (failed > 0) {
       tr.set_state(TrialResult::FAILED);
+    } else if (pruned > 0) {
+      tr.set_state(TrialResult::PRUNED);
     } else if (succeeded == tr.tasks()) {
       tr.set_state(TrialResult::SUCCEEDED);
     } else if (cancelled > 0 && active == 0 && succeeded + cancelled == tr.tasks()) {

@@ -197,6 +197,7 @@ absl::StatusOr<Job> Scheduler::SubmitUnstored(const JobSpec& spec, const SubmitO
       }
     }
   }
+  lj->asha = AshaRungs::ForJob(spec);
   absl::MutexLock submit_lock(&submit_mu_);
   absl::StatusOr<std::optional<Job>> existing =
       FindSubmittedLocked(options.owner, options.idempotency_key);
@@ -246,6 +247,51 @@ absl::StatusOr<Job> Scheduler::SubmitUnstored(const JobSpec& spec, const SubmitO
   return view;
 }
 
+bool Scheduler::AtRungLocked(const LiveJob& lj, int task) {
+  if (!lj.asha.has_value()) return false;
+  const engine::SearchTask where = engine::LocateSearchTask(lj.job.spec(), task);
+  return where.trial >= 0 && lj.asha->WaitsAtRung(where.trial, lj.job.tasks(task).epochs_done());
+}
+
+void Scheduler::PruneTrialLocked(LiveJob& lj, int trial) {
+  const int per_trial = engine::PlanTasks(lj.job.spec()).tasks_per_trial;
+  StopTasksLocked(
+      lj, false, [&](int i) { return i / per_trial == trial; }, Task::PRUNED);
+  JobChange change = ChangeLocked(lj);
+  change.WriteJob();
+  AggregateFoldResults(&lj.job);
+  CommitLocked(lj, change);
+}
+
+void Scheduler::RecordRungLocked(LiveJob& lj, int task, const traind::v1::EpochMetrics& m, bool act,
+                                 std::optional<double> final_value) {
+  if (!lj.asha.has_value()) return;
+  const engine::SearchTask where = engine::LocateSearchTask(lj.job.spec(), task);
+  if (where.trial < 0) return;
+  std::vector<std::pair<int, double>> reports;  // (epoch, value)
+  if (final_value.has_value()) {
+    // A fold that ended before a rung (early stopping) stands at its score.
+    for (int r : lj.asha->rungs()) {
+      if (r > m.epoch()) reports.emplace_back(r, *final_value);
+    }
+  } else {
+    auto it = m.val().find(lj.asha->key());
+    if (it == m.val().end()) return;
+    reports.emplace_back(m.epoch(), it->second);
+  }
+  for (const auto& [epoch, value] : reports) {
+    const AshaRungs::Decision d = lj.asha->Record(where.trial, where.spec_task, epoch, value);
+    if (d == AshaRungs::Decision::kNone || !act) continue;
+    if (d == AshaRungs::Decision::kPrune) {
+      LogInfo("trial pruned job=%s trial=%d rung=%d", lj.job.id(), where.trial, epoch);
+      PruneTrialLocked(lj, where.trial);
+      return;
+    }
+    LogInfo("trial promoted job=%s trial=%d rung=%d", lj.job.id(), where.trial, epoch);
+    wake_ = true;  // its folds waiting at the rung go on
+  }
+}
+
 bool Scheduler::AtTrialLimitLocked(const LiveJob& lj, int task) {
   const traind::v1::JobSpec& spec = lj.job.spec();
   if (!spec.has_search() || spec.search().max_concurrent_trials() <= 0) return false;
@@ -262,6 +308,7 @@ bool Scheduler::AtTrialLimitLocked(const LiveJob& lj, int task) {
 }
 
 bool Scheduler::DependenciesDoneLocked(const LiveJob& lj, int task) {
+  if (AtRungLocked(lj, task)) return false;
   // The refit task trains on all rows once every fold has succeeded.
   if (!engine::IsRefitTask(lj.job.spec(), task)) return true;
   if (lj.job.spec().has_search()) {
@@ -332,6 +379,8 @@ Job Scheduler::ViewLocked(const LiveJob& lj) {
     c.at_job_limit = cap > 0 && static_cast<int>(lj.attempts.size()) >= cap;
     c.at_trial_limit = [this, &lj](int task)
                            ABSL_NO_THREAD_SAFETY_ANALYSIS { return AtTrialLimitLocked(lj, task); };
+    c.at_rung = [this, &lj](int task)
+                    ABSL_NO_THREAD_SAFETY_ANALYSIS { return AtRungLocked(lj, task); };
     c.devices_draining = view.spec().resources().device() == traind::v1::GPU && gpus_.AnyDraining();
     queue_.DescribeWaiting(&view, c);
   }
@@ -589,6 +638,22 @@ void Scheduler::FinishAttemptLocked(LiveJob& lj, int task, const Failure* failur
   for (auto& waiter : la.rendezvous_waiters) {
     waiter(absl::AbortedError("the attempt ended before rank 0 posted its id"));
   }
+  const engine::SearchTask where =
+      job.spec().has_search() ? engine::LocateSearchTask(job.spec(), task) : engine::SearchTask();
+  if (failure != nullptr && lj.asha.has_value() && where.trial >= 0 &&
+      failure->reason() == Failure::CANCELLED && !la.stop_requested && la.pause_after > 0 &&
+      la.last_epoch >= la.pause_after && job.state() == Job::RUNNING && !job.has_failure()) {
+    // ASHA: the fold stopped at its rung (checkpointed); it goes on once
+    // its trial is promoted there (AtRungLocked holds it until then).
+    JobChange change = ChangeLocked(lj);
+    change.WriteJob();
+    change.SetTaskState(task, Task::QUEUED, la.number, la.pid);
+    EnqueueLocked(lj, task);
+    CommitLocked(lj, change);
+    LogInfo("task paused job=%s task=%d attempt=%d epoch=%d: at a rung", job.id(), task, la.number,
+            la.last_epoch);
+    return;
+  }
   JobChange change = ChangeLocked(lj);
   change.WriteJob();
   int failed_trial = -1;
@@ -625,8 +690,12 @@ void Scheduler::FinishAttemptLocked(LiveJob& lj, int task, const Failure* failur
                    la.number, la.pid, ReasonName(failure->reason()), failure->message());
         break;
       case RetryDecision::kCancel:
-        *change.SetTaskState(task, Task::CANCELLED, la.number, la.pid)->mutable_failure() =
-            *failure;
+        *change
+             .SetTaskState(task,
+                           lj.asha.has_value() && lj.asha->Pruned(where.trial) ? Task::PRUNED
+                                                                               : Task::CANCELLED,
+                           la.number, la.pid)
+             ->mutable_failure() = *failure;
         LogInfo("task cancelled job=%s task=%d attempt=%d pid=%d", job.id(), task, la.number,
                 la.pid);
         break;
@@ -647,6 +716,15 @@ void Scheduler::FinishAttemptLocked(LiveJob& lj, int task, const Failure* failur
     }
   }
   CommitLocked(lj, change);
+  if (failure == nullptr && lj.asha.has_value() && where.trial >= 0) {
+    // A fold that ended before the later rungs counts at its score there.
+    auto it = t->result().val().find(lj.asha->key());
+    if (it != t->result().val().end()) {
+      traind::v1::EpochMetrics at;
+      at.set_epoch(la.last_epoch);
+      RecordRungLocked(lj, task, at, true, it->second);
+    }
+  }
   if (failed_trial >= 0) {
     const int per_trial = engine::PlanTasks(job.spec()).tasks_per_trial;
     LogWarning("trial failed job=%s trial=%d: its other tasks are stopped", job.id(), failed_trial);
@@ -670,12 +748,31 @@ void Scheduler::FinishAttemptLocked(LiveJob& lj, int task, const Failure* failur
 void Scheduler::MaybeFinishJobLocked(LiveJob& lj) {
   Job& job = lj.job;
   if (IsTerminal(job.state()) || lj.finishing) return;
+  if (job.spec().has_search() && job.result().best_trial() < 0 && !job.has_failure() &&
+      job.state() != Job::CANCELLING) {
+    // Every trial ended, none with a score: the search failed.
+    bool trials_ended = true;
+    const Failure* first = nullptr;
+    for (const Task& t : job.tasks()) {
+      if (engine::IsRefitTask(job.spec(), t.index())) continue;
+      trials_ended = trials_ended && IsTerminal(t.state());
+      if (first == nullptr && t.has_failure()) first = &t.failure();
+    }
+    if (trials_ended) {
+      Failure f = first != nullptr ? *first : Failure();
+      if (first == nullptr) f.set_reason(Failure::CANCELLED);
+      f.set_message(absl::StrCat("no trial succeeded",
+                                 first != nullptr ? ": " + first->message() : std::string()));
+      *job.mutable_failure() = f;
+      StopTasksLocked(lj, false);
+    }
+  }
   for (const Task& t : job.tasks()) {
     if (!IsTerminal(t.state())) return;
   }
   bool all_ok = true;
   for (const Task& t : job.tasks()) all_ok = all_ok && t.state() == Task::SUCCEEDED;
-  // A search succeeds with its failed trials (their other tasks cancelled).
+  // A search succeeds with its failed and pruned trials, given a best one.
   if (job.spec().has_search()) all_ok = job.state() != Job::CANCELLING;
   const Job::State final_state = job.has_failure() ? Job::FAILED
                                  : all_ok          ? Job::SUCCEEDED

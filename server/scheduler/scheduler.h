@@ -41,6 +41,7 @@
 #include "server/devices/gpu_pool.h"
 #include "server/launch/launcher.h"
 #include "server/launch/worker_environment.h"
+#include "server/scheduler/asha.h"
 #include "server/scheduler/attempt_tracker.h"
 #include "server/scheduler/clock.h"
 #include "server/scheduler/dispatch_queue.h"
@@ -276,6 +277,8 @@ class Scheduler final {
     std::map<int, std::set<int>> oom_gpus;
     // Every task succeeded; the job ends once its predictions are merged.
     bool finishing = false;
+    // A search with asha: the rungs and their decisions.
+    std::optional<AshaRungs> asha;
   };
   // An attempt being launched: prepared under the mutex, started without it.
   struct LaunchPlan {
@@ -315,7 +318,8 @@ class Scheduler final {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Stops the job's tasks (those `which` selects, when given): queued ones
   // are cancelled, running ones signalled.
-  void StopTasksLocked(LiveJob& lj, bool force, const std::function<bool(int)>& which = nullptr)
+  void StopTasksLocked(LiveJob& lj, bool force, const std::function<bool(int)>& which = nullptr,
+                       traind::v1::Task::State queued_end = traind::v1::Task::CANCELLED)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Ends the job once every task has ended. A job that succeeded with
   // predictions to merge waits in merges_ (see FinishMerges).
@@ -345,6 +349,16 @@ class Scheduler final {
   }
   traind::v1::Job ViewLocked(const LiveJob& lj) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool DependenciesDoneLocked(const LiveJob& lj, int task) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // ASHA: `m` (an epoch of task `task`, or with `final_value` set, the end
+  // of a fold at that value for every rung after m.epoch()) for the rungs;
+  // `act`: prune or wake on a decision (not while recovering).
+  void RecordRungLocked(LiveJob& lj, int task, const traind::v1::EpochMetrics& m, bool act,
+                        std::optional<double> final_value = std::nullopt)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Stops the tasks of a pruned trial (PRUNED).
+  void PruneTrialLocked(LiveJob& lj, int trial) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // ASHA: a fold of a trial that waits for its trial's decision at a rung.
+  bool AtRungLocked(const LiveJob& lj, int task) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A search's task whose trial would pass search.max_concurrent_trials.
   bool AtTrialLimitLocked(const LiveJob& lj, int task) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   google::protobuf::Timestamp NowProto();

@@ -269,7 +269,8 @@ void Scheduler::EnforceDeadlinesLocked() {
   }
 }
 
-void Scheduler::StopTasksLocked(LiveJob& lj, bool force, const std::function<bool(int)>& which) {
+void Scheduler::StopTasksLocked(LiveJob& lj, bool force, const std::function<bool(int)>& which,
+                                Task::State queued_end) {
   JobChange change = ChangeLocked(lj);
   bool changed = false;
   for (int i = 0; i < lj.job.tasks_size(); ++i) {
@@ -278,7 +279,7 @@ void Scheduler::StopTasksLocked(LiveJob& lj, bool force, const std::function<boo
     // A task being launched has an attempt: it is stopped below.
     if (t.state() != Task::QUEUED || lj.attempts.count(i) != 0) continue;
     queue_.Remove(lj.job.id(), i);
-    change.SetTaskState(i, Task::CANCELLED, t.attempts_size());
+    change.SetTaskState(i, queued_end, t.attempts_size());
     changed = true;
   }
   if (changed) CommitLocked(lj, change);

@@ -4,6 +4,7 @@
 #include <memory>
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "server/scheduler/scheduler.h"
@@ -203,6 +204,174 @@ TEST_F(SchedulerSearchTest, TiesShareTheLowerRankAndEveryTrialFailingFailsTheJob
   EXPECT_EQ(failed->failure().message(),
             "every trial failed; the last, trial 2: the loss became NaN at epoch 1");
   EXPECT_EQ(failed->tasks(6).state(), Task::CANCELLED);  // no refit
+}
+
+traind::v1::JobSpec AshaSpec() {
+  traind::v1::JobSpec spec = SearchSpec();
+  spec.mutable_training()->set_epochs(10);
+  spec.mutable_search()->set_refit_best(true);
+  spec.mutable_search()->mutable_asha()->set_grace_epochs(1);
+  spec.mutable_search()->mutable_asha()->set_reduction_factor(3);  // rungs 1, 3, 9
+  return spec;
+}
+
+class SchedulerAshaTest : public SchedulerSearchTest {
+ protected:
+  // Launch n: checks the task and where it pauses, resumes after `from`
+  // (a checkpoint), reports epochs from + 1 .. to at `accuracy`, then pauses
+  // there (stops as on request), or finishes when `finish`.
+  void Attempt(size_t n, int task, int pause_after, int from, int to, double accuracy,
+               bool finish = false) {
+    SCOPED_TRACE(absl::StrCat("launch ", n, " task ", task));
+    traind::v1::TaskAssignment a = Assignment(n);
+    ASSERT_EQ(a.task(), task);
+    EXPECT_EQ(a.pause_after_epoch(), pause_after);
+    const traind::v1::AttemptCredentials c = CredentialsOf(launcher_->launched()[n]);
+    if (from > 0) {
+      traind::v1::ReportEventRequest resumed;
+      *resumed.mutable_credentials() = c;
+      resumed.mutable_resumed()->set_completed_epochs(from);
+      ASSERT_TRUE(scheduler_->ReportEvent(resumed).ok());
+    }
+    for (int e = from + 1; e <= to; ++e) {
+      traind::v1::EpochMetrics m;
+      m.set_epoch(e);
+      (*m.mutable_val())["accuracy"] = accuracy;
+      ASSERT_TRUE(scheduler_->ReportEpoch(c, m).ok());
+    }
+    if (finish) {
+      traind::v1::ReportEventRequest finished;
+      *finished.mutable_credentials() = c;
+      finished.mutable_finished()->mutable_result()->set_best_epoch(to);
+      finished.mutable_finished()->mutable_result()->set_epochs_run(to);
+      (*finished.mutable_finished()->mutable_result()->mutable_val())["accuracy"] = accuracy;
+      ASSERT_TRUE(scheduler_->ReportEvent(finished).ok());
+      launcher_->Exit(launcher_->launched()[n].pid, 0);
+      return;
+    }
+    Stopped(n);
+  }
+  // The worker of launch n stopped on request (a pause, or a prune's stop).
+  void Stopped(size_t n) {
+    traind::v1::ReportEventRequest stopped;
+    *stopped.mutable_credentials() = CredentialsOf(launcher_->launched()[n]);
+    stopped.mutable_failed()->mutable_failure()->set_reason(Failure::CANCELLED);
+    stopped.mutable_failed()->mutable_failure()->set_message("stopped on request");
+    ASSERT_TRUE(scheduler_->ReportEvent(stopped).ok());
+    launcher_->Exit(launcher_->launched()[n].pid, 1);
+  }
+};
+
+// Rungs at epochs 1, 3 and 9; fold-means (val.accuracy) of trial 0: 0.6,
+// trial 1: 0.5, trial 2: 0.8. Folds pause at each rung until their trial's
+// other fold gets there; trial 1 (0.5 < the 66.7th percentile of {0.6})
+// is pruned at rung 1; trial 2 (0.8 against {0.6, 0.5}: cutoff ≈ 0.567) goes
+// on; the refit trains the best.
+TEST_F(SchedulerAshaTest, FoldsPauseAtRungsPoorTrialsArePrunedTheRestResume) {
+  absl::StatusOr<Job> job = scheduler_->Submit(AshaSpec());
+  ASSERT_TRUE(job.ok()) << job.status();
+  Attempt(0, 0, 1, 0, 1, 0.6);  // trial 0 fold 0 waits at rung 1
+  absl::StatusOr<Job> view = scheduler_->GetJob(job->id());
+  ASSERT_TRUE(view.ok());
+  EXPECT_EQ(view->tasks(0).state(), Task::QUEUED);
+  EXPECT_EQ(view->tasks(0).wait_reason(), Task::RUNG);
+  Attempt(1, 1, 1, 0, 1, 0.6);  // trial 0 promoted at rung 1
+  Attempt(2, 0, 3, 1, 3, 0.6);  // resumed after epoch 1, to rung 3
+  Attempt(3, 1, 3, 1, 3, 0.6);
+  Attempt(4, 0, 9, 3, 9, 0.6);
+  Attempt(5, 1, 9, 3, 9, 0.6);
+  Attempt(6, 0, 0, 9, 10, 0.6, /*finish=*/true);  // no rung left
+  Attempt(7, 1, 0, 9, 10, 0.6, /*finish=*/true);
+  Attempt(8, 2, 1, 0, 1, 0.5);  // trial 1 fold 0 waits at rung 1
+  // Trial 1's fold 1 completes the rung: pruned; the waiting fold ends PRUNED,
+  // the running one is stopped and ends PRUNED too.
+  {
+    traind::v1::TaskAssignment a = Assignment(9);
+    ASSERT_EQ(a.task(), 3);
+    traind::v1::EpochMetrics m;
+    m.set_epoch(1);
+    (*m.mutable_val())["accuracy"] = 0.5;
+    absl::StatusOr<bool> stop = scheduler_->ReportEpoch(CredentialsOf(launcher_->launched()[9]), m);
+    ASSERT_TRUE(stop.ok());
+    view = scheduler_->GetJob(job->id());
+    ASSERT_TRUE(view.ok());
+    EXPECT_EQ(view->tasks(2).state(), Task::PRUNED);
+    Stopped(9);
+  }
+  Attempt(10, 4, 1, 0, 1, 0.8);
+  Attempt(11, 5, 1, 0, 1, 0.8);  // promoted at rung 1
+  Attempt(12, 4, 3, 1, 3, 0.8);
+  Attempt(13, 5, 3, 1, 3, 0.8);  // promoted at rung 3 (against {0.6})
+  Attempt(14, 4, 9, 3, 9, 0.8);
+  Attempt(15, 5, 9, 3, 9, 0.8);
+  Attempt(16, 4, 0, 9, 10, 0.8, true);
+  Attempt(17, 5, 0, 9, 10, 0.8, true);
+  // The refit of the best trial (2).
+  traind::v1::TaskAssignment refit = Assignment(18);
+  EXPECT_EQ(refit.task(), 6);
+  EXPECT_EQ(refit.spec().optimizer().adam().learning_rate(), 0.001);
+  EXPECT_EQ(refit.pause_after_epoch(), 0);
+  Succeed(18, 0);
+
+  absl::StatusOr<Job> done = scheduler_->GetJob(job->id());
+  ASSERT_TRUE(done.ok());
+  EXPECT_EQ(done->state(), Job::SUCCEEDED) << done->failure().DebugString();
+  EXPECT_EQ(done->tasks(3).state(), Task::PRUNED);
+  const traind::v1::JobResult& r = done->result();
+  EXPECT_EQ(r.trials(0).state(), TrialResult::SUCCEEDED);
+  EXPECT_EQ(r.trials(1).state(), TrialResult::PRUNED);
+  EXPECT_EQ(r.trials(1).rank(), 0);
+  EXPECT_EQ(r.trials(1).epochs_run(), 2);  // one epoch per fold
+  EXPECT_EQ(r.trials(2).state(), TrialResult::SUCCEEDED);
+  EXPECT_EQ(r.trials(2).rank(), 1);
+  EXPECT_EQ(r.trials(0).rank(), 2);
+  EXPECT_EQ(r.best_trial(), 2);
+  // Every fold that went on was resumed from its rung: 4 attempts each.
+  EXPECT_EQ(done->tasks(0).attempts_size(), 4);
+  EXPECT_EQ(done->tasks(2).attempts_size(), 1);
+}
+
+// A restart in the middle: the rungs' decisions are rebuilt from the stored
+// epochs, so a fold waiting at a rung still waits and the next decision
+// compares with what was recorded before the restart.
+TEST_F(SchedulerAshaTest, ARestartRebuildsTheRungsFromTheStoredEpochs) {
+  absl::StatusOr<Job> job = scheduler_->Submit(AshaSpec());
+  ASSERT_TRUE(job.ok()) << job.status();
+  Attempt(0, 0, 1, 0, 1, 0.6);
+  Attempt(1, 1, 1, 0, 1, 0.6);  // trial 0 promoted at rung 1 with 0.6
+  Attempt(2, 0, 3, 1, 3, 0.6);  // trial 0 fold 0 waits at rung 3
+  // A new scheduler on the same store.
+  scheduler_.reset();
+  launcher_ = std::make_unique<FakeLauncher>();
+  SchedulerOptions o = TestSchedulerOptions(dir_.path());
+  o.cpu_slots = 1;
+  scheduler_ = std::make_unique<Scheduler>(o, store_.get(), launcher_.get());
+  ASSERT_TRUE(scheduler_->Recover().ok());
+  scheduler_->Start();
+  absl::StatusOr<Job> view = scheduler_->GetJob(job->id());
+  ASSERT_TRUE(view.ok());
+  EXPECT_EQ(view->tasks(0).wait_reason(), Task::RUNG);
+  // Fold 1 goes first (fold 0 waits for it at rung 3), from its rung-1 checkpoint.
+  Attempt(0, 1, 3, 1, 3, 0.6);  // trial 0 promoted at rung 3
+  Attempt(1, 0, 9, 3, 9, 0.6);
+  Attempt(2, 1, 9, 3, 9, 0.6);
+  Attempt(3, 0, 0, 9, 10, 0.6, true);
+  Attempt(4, 1, 0, 9, 10, 0.6, true);
+  Attempt(5, 2, 1, 0, 1, 0.5);
+  {
+    // 0.5 against the 0.6 recorded before the restart: pruned.
+    traind::v1::TaskAssignment a = Assignment(6);
+    ASSERT_EQ(a.task(), 3);
+    traind::v1::EpochMetrics m;
+    m.set_epoch(1);
+    (*m.mutable_val())["accuracy"] = 0.5;
+    ASSERT_TRUE(scheduler_->ReportEpoch(CredentialsOf(launcher_->launched()[6]), m).ok());
+    Stopped(6);
+  }
+  view = scheduler_->GetJob(job->id());
+  ASSERT_TRUE(view.ok());
+  EXPECT_EQ(view->tasks(2).state(), Task::PRUNED);
+  EXPECT_EQ(view->tasks(3).state(), Task::PRUNED);
 }
 
 TEST(SchedulerSearchLimitTest, AtMostMaxConcurrentTrialsRunAtOnce) {

@@ -61,6 +61,10 @@ absl::StatusOr<traind::v1::TaskAssignment> Scheduler::GetTask(
       if (!trial.ok()) return trial.status();
       *a.mutable_spec() = std::move(trial->spec);
       spec_task = where.spec_task;
+      if ((*lj)->asha.has_value()) {
+        la->pause_after = (*lj)->asha->PauseAfter(where.trial);
+        a.set_pause_after_epoch(la->pause_after);
+      }
     } else {
       absl::StatusOr<std::pair<traind::v1::JobSpec, int>> refit =
           engine::RefitBestSpec(job.spec(), job.result().best_trial());
@@ -123,6 +127,7 @@ absl::StatusOr<bool> Scheduler::ReportEpochs(
     change.mutation().epochs.push_back(&m);
   }
   CommitLocked(lj, change);
+  for (const traind::v1::EpochMetrics& m : accepted) RecordRungLocked(lj, c.task(), m, true);
   return stop;
 }
 

@@ -47,6 +47,9 @@ constexpr Transition<Task::State> kTaskTransitions[] = {
     {Task::RUNNING, Task::SUCCEEDED},
     {Task::RUNNING, Task::FAILED},
     {Task::RUNNING, Task::CANCELLED},
+    {Task::QUEUED, Task::PRUNED},  // ASHA stopped its trial (a fold paused at a rung)
+    {Task::STARTING, Task::PRUNED},
+    {Task::RUNNING, Task::PRUNED},
 };
 
 template <typename State, size_t N>
@@ -64,7 +67,7 @@ bool IsTerminal(Job::State s) {
 }
 
 bool IsTerminal(Task::State s) {
-  return s == Task::SUCCEEDED || s == Task::FAILED || s == Task::CANCELLED;
+  return s == Task::SUCCEEDED || s == Task::FAILED || s == Task::CANCELLED || s == Task::PRUNED;
 }
 
 bool IsAllowedTransition(Job::State from, Job::State to) {

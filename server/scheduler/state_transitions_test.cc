@@ -54,6 +54,10 @@ TEST(StateTransitionsTest, TaskTable) {
       {Task::RUNNING, Task::SUCCEEDED},
       {Task::RUNNING, Task::FAILED},
       {Task::RUNNING, Task::CANCELLED},
+      // ASHA pruned the task's trial (a fold waiting at a rung is QUEUED).
+      {Task::QUEUED, Task::PRUNED},
+      {Task::STARTING, Task::PRUNED},
+      {Task::RUNNING, Task::PRUNED},
   };
   for (int from = Task::State_MIN; from <= Task::State_MAX; ++from) {
     for (int to = Task::State_MIN; to <= Task::State_MAX; ++to) {

@@ -192,5 +192,73 @@ TEST(SearchJobTest, ADaemonKilledMidSearchResumesWithoutRerunningOrRepeating) {
   EXPECT_EQ(done.result().best_trial(), again.result().best_trial());
 }
 
+// ASHA through the real workers: every fold of a one-trial search pauses at
+// each rung (checkpoint, exit) and resumes from there when its trial is
+// promoted; the result equals the uninterrupted run to the bit. With a grid
+// of poor and good learning rates, the trials ASHA prunes end PRUNED after
+// fewer epochs and the best trial is the one of the exhaustive search.
+TEST(SearchJobTest, AshaPausesFoldsAtRungsAndResumesThemAsIfUninterrupted) {
+  TempDir dir;
+  Daemon daemon(dir.path() + "/state", {"--cpu-slots=2"});
+  ASSERT_TRUE(daemon.Start()) << daemon.Log();
+  traind::v1::JobSpec spec = SearchSpec();
+  spec.mutable_search()->clear_space();
+  auto* dim = spec.mutable_search()->add_space();
+  dim->set_path("optimizer.adam.learning_rate");
+  dim->mutable_values()->add_values()->set_number_value(0.03);
+  spec.mutable_search()->set_refit_best(false);
+  const Job plain = RunToEnd(&daemon, spec);
+  ASSERT_EQ(plain.state(), Job::SUCCEEDED);
+  spec.mutable_search()->mutable_asha()->set_grace_epochs(2);  // rungs 2, 6, 18
+  const Job asha = RunToEnd(&daemon, spec);
+  ASSERT_EQ(asha.state(), Job::SUCCEEDED) << asha.failure().DebugString();
+  for (int k = 0; k < 3; ++k) {
+    SCOPED_TRACE(absl::StrCat("fold ", k));
+    EXPECT_EQ(asha.tasks(k).attempts_size(), 4);  // paused at 2, 6 and 18
+    const traind::v1::FoldResult& a = asha.tasks(k).result();
+    const traind::v1::FoldResult& b = plain.tasks(k).result();
+    EXPECT_EQ(a.best_epoch(), b.best_epoch());
+    EXPECT_EQ(a.epochs_run(), b.epochs_run());
+    for (const auto& [name, v] : b.val()) EXPECT_EQ(a.val().at(name), v) << name;
+    for (const auto& [name, v] : b.final_train()) EXPECT_EQ(a.final_train().at(name), v) << name;
+  }
+  EXPECT_EQ(asha.result().trials(0).score(), plain.result().trials(0).score());
+
+  // Four trials, two of them with learning rates too small to learn in 30
+  // epochs: pruned at the first rungs, fewer epochs in all.
+  traind::v1::JobSpec grid = SearchSpec();
+  grid.mutable_search()->clear_space();
+  dim = grid.mutable_search()->add_space();
+  dim->set_path("optimizer.adam.learning_rate");
+  for (double lr : {0.03, 0.00001, 0.01, 0.000001}) {
+    dim->mutable_values()->add_values()->set_number_value(lr);
+  }
+  grid.mutable_search()->set_refit_best(false);
+  const Job exhaustive = RunToEnd(&daemon, grid);
+  ASSERT_EQ(exhaustive.state(), Job::SUCCEEDED);
+  grid.mutable_search()->mutable_asha()->set_grace_epochs(2);
+  const Job pruned = RunToEnd(&daemon, grid);
+  ASSERT_EQ(pruned.state(), Job::SUCCEEDED) << pruned.failure().DebugString();
+  int epochs_all = 0, epochs_asha = 0, pruned_trials = 0;
+  for (int i = 0; i < 4; ++i) {
+    epochs_all += exhaustive.result().trials(i).epochs_run();
+    epochs_asha += pruned.result().trials(i).epochs_run();
+    const TrialResult& t = pruned.result().trials(i);
+    if (t.state() == TrialResult::PRUNED) {
+      ++pruned_trials;
+      for (int k = 0; k < 3; ++k) {
+        EXPECT_EQ(pruned.tasks(t.first_task() + k).state(), traind::v1::Task::PRUNED);
+      }
+    } else {
+      // A trial that ran to the end has the exhaustive search's folds.
+      EXPECT_EQ(t.state(), TrialResult::SUCCEEDED);
+      EXPECT_EQ(t.score(), exhaustive.result().trials(i).score()) << "trial " << i;
+    }
+  }
+  EXPECT_GE(pruned_trials, 1);
+  EXPECT_LT(epochs_asha, epochs_all);
+  EXPECT_EQ(pruned.result().best_trial(), exhaustive.result().best_trial());
+}
+
 }  // namespace
 }  // namespace traind::testing

@@ -96,10 +96,18 @@ TEST_F(SpecTextTest, UnmodifiedExamplesAreAccepted) {
         << path << "\n"
         << job.spec().DebugString();
     // Tasks: folds x repeats, plus the refit task; a search has them per
-    // trial (the example's grid: 2 x 2), plus the refit of the best trial.
+    // trial (a grid: the product of its lists), plus the refit of the best.
     const auto& cv = expected->cross_validation();
     int tasks = cv.folds() * std::max(cv.repeats(), 1) + (cv.refit() ? 1 : 0);
-    if (expected->has_search()) tasks = 4 * cv.folds() + (expected->search().refit_best() ? 1 : 0);
+    if (expected->has_search()) {
+      const traind::v1::SearchSpec& s = expected->search();
+      int trials = s.sampler().random().trials();
+      if (s.sampler().has_grid()) {
+        trials = 1;
+        for (const auto& d : s.space()) trials *= d.values().values_size();
+      }
+      tasks = trials * cv.folds() * std::max(cv.repeats(), 1) + (s.refit_best() ? 1 : 0);
+    }
     EXPECT_EQ(job.tasks_size(), tasks) << path;
   }
   EXPECT_EQ(JobCount(), static_cast<int>(examples.size()));
