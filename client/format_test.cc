@@ -285,6 +285,35 @@ TEST(RenderTest, Job) {
   EXPECT_THAT(text, HasSubstr("\n\nFOLD  BEST_EPOCH"));
 }
 
+TEST(RenderTest, SearchEventsNameTheTrialAndTheFoldAndARungPause) {
+  v1::JobSpec spec;
+  spec.mutable_cross_validation()->set_folds(2);
+  auto* dim = spec.mutable_search()->add_space();
+  dim->set_path("training.batch_size");
+  dim->mutable_values()->add_values()->set_number_value(16);
+  dim->mutable_values()->add_values()->set_number_value(32);
+  spec.mutable_search()->mutable_sampler()->mutable_grid();
+  spec.mutable_search()->set_refit_best(true);
+  v1::JobEvent e;
+  v1::TaskStateChange* t = e.mutable_task_state();
+  t->set_task(3);
+  t->set_state(v1::Task::QUEUED);
+  t->set_attempt(1);
+  t->set_pid(42);
+  t->set_rung_epoch(3);
+  EXPECT_EQ(RenderEvent(e, spec),
+            "trial 1 fold 1 QUEUED (attempt 1, pid 42): paused at the rung of epoch 3 until its "
+            "trial's other folds get there");
+  t->set_task(4);
+  t->set_state(v1::Task::RUNNING);
+  t->set_rung_epoch(0);
+  EXPECT_EQ(RenderEvent(e, spec), "refit of the best trial RUNNING (attempt 1, pid 42)");
+  v1::JobEvent epoch;
+  epoch.mutable_epoch()->set_task(2);
+  epoch.mutable_epoch()->set_epoch(5);
+  EXPECT_THAT(RenderEvent(epoch, spec), ::testing::StartsWith("trial 1 fold 0  epoch 5"));
+}
+
 TEST(RenderTest, SearchTrialsBestFirstThenTheBestTrialsFolds) {
   v1::JobResult r;
   auto trial = [&](int i, const char* lr, v1::TrialResult::State state, double mean, int rank) {

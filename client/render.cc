@@ -169,6 +169,10 @@ std::string RenderEvent(const JobEvent& event, const JobSpec& spec) {
       }
       std::string failure = FailureText(t.failure());
       if (!failure.empty()) absl::StrAppend(&line, ": ", failure);
+      if (t.rung_epoch() > 0) {
+        absl::StrAppend(&line, ": paused at the rung of epoch ", t.rung_epoch(),
+                        " until its trial's other folds get there");
+      }
       if (t.has_result()) {
         absl::StrAppend(&line, "  best epoch ", t.result().best_epoch());
         if (!t.result().val().empty()) {

@@ -647,7 +647,7 @@ void Scheduler::FinishAttemptLocked(LiveJob& lj, int task, const Failure* failur
     // its trial is promoted there (AtRungLocked holds it until then).
     JobChange change = ChangeLocked(lj);
     change.WriteJob();
-    change.SetTaskState(task, Task::QUEUED, la.number, la.pid);
+    change.SetTaskState(task, Task::QUEUED, la.number, la.pid)->set_rung_epoch(la.last_epoch);
     EnqueueLocked(lj, task);
     CommitLocked(lj, change);
     LogInfo("task paused job=%s task=%d attempt=%d epoch=%d: at a rung", job.id(), task, la.number,

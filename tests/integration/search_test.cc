@@ -20,6 +20,7 @@ namespace {
 
 using traind::v1::Job;
 using traind::v1::JobEvent;
+using traind::v1::Task;
 using traind::v1::TrialResult;
 
 traind::v1::JobSpec SearchSpec() {
@@ -258,6 +259,63 @@ TEST(SearchJobTest, AshaPausesFoldsAtRungsAndResumesThemAsIfUninterrupted) {
   EXPECT_GE(pruned_trials, 1);
   EXPECT_LT(epochs_asha, epochs_all);
   EXPECT_EQ(pruned.result().best_trial(), exhaustive.result().best_trial());
+}
+
+// kill -9 of traind while an ASHA search has folds waiting at a rung: the
+// next start rebuilds the rungs from the stored epochs, the waiting folds
+// still wait for their trial, and the search ends as an uninterrupted one
+// (same pruned trials, same scores, same best trial), no epoch of an attempt
+// reported twice.
+TEST(SearchJobTest, AshaSurvivesAKillWithFoldsWaitingAtARung) {
+  TempDir dir;
+  const std::string state = dir.path() + "/state";
+  const std::vector<std::string> args = {"--cpu-slots=1"};
+  auto daemon = std::make_unique<Daemon>(state, args);
+  ASSERT_TRUE(daemon->Start()) << daemon->Log();
+  traind::v1::JobSpec spec = SearchSpec();
+  spec.mutable_search()->clear_space();
+  auto* dim = spec.mutable_search()->add_space();
+  dim->set_path("optimizer.adam.learning_rate");
+  for (double lr : {0.03, 0.00001, 0.01}) dim->mutable_values()->add_values()->set_number_value(lr);
+  spec.mutable_search()->set_refit_best(false);
+  spec.mutable_search()->mutable_asha()->set_grace_epochs(2);  // rungs 2, 6, 18
+  const Job uninterrupted = RunToEnd(daemon.get(), spec);
+  ASSERT_EQ(uninterrupted.state(), Job::SUCCEEDED);
+
+  absl::StatusOr<Job> job = SubmitJob(daemon->stub(), spec);
+  ASSERT_TRUE(job.ok()) << job.status();
+  bool waiting = false;
+  for (int i = 0; i < 20000 && !waiting; ++i) {
+    const Job j = GetJob(daemon->stub(), job->id());
+    for (int t = 3; t < 6; ++t) waiting = waiting || j.tasks(t).wait_reason() == Task::RUNG;
+    if (!waiting) usleep(1000);
+  }
+  ASSERT_TRUE(waiting) << "no fold of trial 1 was seen waiting at a rung";
+  ASSERT_EQ(daemon->Stop(SIGKILL) & 0x7f, SIGKILL);
+  daemon = std::make_unique<Daemon>(state, args);
+  ASSERT_TRUE(daemon->Start()) << daemon->Log();
+  std::vector<JobEvent> events;
+  ASSERT_TRUE(WatchAll(daemon->stub(), job->id(), 0, &events, 300).ok());
+  const Job done = GetJob(daemon->stub(), job->id());
+  ASSERT_EQ(done.state(), Job::SUCCEEDED) << done.failure().DebugString();
+  for (int i = 0; i < 3; ++i) {
+    SCOPED_TRACE(absl::StrCat("trial ", i));
+    EXPECT_EQ(done.result().trials(i).state(), uninterrupted.result().trials(i).state());
+    EXPECT_EQ(done.result().trials(i).score(), uninterrupted.result().trials(i).score());
+    EXPECT_EQ(done.result().trials(i).epochs_run(), uninterrupted.result().trials(i).epochs_run());
+  }
+  EXPECT_EQ(done.result().best_trial(), uninterrupted.result().best_trial());
+  std::map<std::pair<int, int>, int> last;
+  for (const JobEvent& e : events) {
+    if (e.has_task_state() && e.task_state().resumed_epochs() > 0) {
+      last[{e.task_state().task(), e.task_state().attempt()}] = e.task_state().resumed_epochs();
+    }
+    if (!e.has_epoch()) continue;
+    const std::pair<int, int> key = {e.epoch().task(), e.epoch().attempt()};
+    const int expected = last.count(key) ? last[key] + 1 : 1;
+    EXPECT_EQ(e.epoch().epoch(), expected) << "task " << key.first << " attempt " << key.second;
+    last[key] = e.epoch().epoch();
+  }
 }
 
 }  // namespace
