@@ -400,7 +400,7 @@ TEST_F(HttpTest, ALiveStreamGetsEventsAsTheyHappen) {
         }
         return true;
       });
-  ASSERT_TRUE(r);
+  ASSERT_TRUE(r) << httplib::to_string(r.error()) << " after " << chunks << " chunks: " << body;
   EXPECT_TRUE(cancelled);
   EXPECT_TRUE(saw_epoch_while_running);
   EXPECT_GT(chunks, 1);
