@@ -116,6 +116,18 @@ TEST_F(SchedulerSearchTest, AFailedTrialEndsAloneTheBestIsRankedAndRefit) {
   EXPECT_EQ(a.spec().optimizer().adam().learning_rate(), 0.01);
   EXPECT_EQ(a.spec_task(), 0);
   EXPECT_EQ(a.fold(), 0);
+  {
+    // Its worker starts: the trials table says trial 1 runs, trial 0 failed.
+    traind::v1::ReportEventRequest started;
+    *started.mutable_credentials() = CredentialsOf(launcher_->launched()[1]);
+    started.mutable_started();
+    ASSERT_TRUE(scheduler_->ReportEvent(started).ok());
+    absl::StatusOr<Job> view = scheduler_->GetJob(job->id());
+    ASSERT_TRUE(view.ok());
+    EXPECT_EQ(view->result().trials(0).state(), TrialResult::FAILED);
+    EXPECT_EQ(view->result().trials(1).state(), TrialResult::RUNNING);
+    EXPECT_EQ(view->result().trials(2).state(), TrialResult::QUEUED);
+  }
   Succeed(1, 0.8);
   a = Assignment(2);
   EXPECT_EQ(a.task(), 3);  // trial 1, fold 1

@@ -153,6 +153,8 @@ absl::StatusOr<bool> Scheduler::ReportEvent(const traind::v1::ReportEventRequest
         JobChange change = ChangeLocked(lj);
         change.WriteJob();
         change.SetTaskState(task, Task::RUNNING, la->number, la->pid);
+        // A search's trials table: this task's trial runs now.
+        if (lj.job.spec().has_search()) AggregateFoldResults(&lj.job);
         CommitLocked(lj, change);
       }
       break;
