@@ -252,6 +252,20 @@ absl::StatusOr<Trial> MakeTrial(const JobSpec& spec, int index) {
   return trial;
 }
 
+SearchScore SearchScoreOf(const JobSpec& spec) {
+  SearchScore score;
+  JobSpec base = spec;
+  base.clear_search();
+  absl::StatusOr<ResolvedMetrics> metrics = ResolveSpecMetrics(base);
+  if (!metrics.ok()) return score;
+  absl::StatusOr<Monitor> m =
+      ResolveMonitor(spec.search().metric(), spec.search().mode(), *metrics, "search.metric");
+  if (!m.ok()) return score;
+  score.key = m->key();
+  score.maximize = m->maximize;
+  return score;
+}
+
 SearchTask LocateSearchTask(const JobSpec& spec, int task) {
   JobSpec base = spec;
   base.clear_search();

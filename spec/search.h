@@ -51,6 +51,15 @@ struct Trial {
 // REQUIRES: CheckSearchSpec(spec) is ok, 0 <= index < SearchTrials(spec).
 absl::StatusOr<Trial> MakeTrial(const traind::v1::JobSpec& spec, int index);
 
+// The metric trials are scored on: search.metric and search.mode resolved
+// against the base spec's metrics as at submit (val.loss, min, when they do
+// not resolve: the spec was not validated).
+struct SearchScore {
+  std::string key = "loss";  // the val.* metric's name ("accuracy")
+  bool maximize = false;
+};
+SearchScore SearchScoreOf(const traind::v1::JobSpec& spec);
+
 // Where a task of a search job belongs. REQUIRES: spec.has_search().
 struct SearchTask {
   int trial = -1;     // -1: the refit of the best trial

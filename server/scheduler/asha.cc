@@ -4,7 +4,7 @@
 #include <cmath>
 #include <utility>
 
-#include "spec/checks.h"
+#include "spec/search.h"
 #include "spec/task_plan.h"
 
 namespace traind::server {
@@ -32,21 +32,8 @@ std::optional<AshaRungs> AshaRungs::ForJob(const traind::v1::JobSpec& spec, std:
 }
 
 std::optional<AshaRungs> AshaRungs::ForJob(const traind::v1::JobSpec& spec) {
-  if (!spec.has_search() || !spec.search().has_asha()) return std::nullopt;
-  traind::v1::JobSpec base = spec;
-  base.clear_search();
-  std::string key = "loss";
-  bool maximize = false;
-  if (absl::StatusOr<engine::ResolvedMetrics> metrics = engine::ResolveSpecMetrics(base);
-      metrics.ok()) {
-    absl::StatusOr<engine::Monitor> m = engine::ResolveMonitor(
-        spec.search().metric(), spec.search().mode(), *metrics, "search.metric");
-    if (m.ok()) {
-      key = m->key();
-      maximize = m->maximize;
-    }
-  }
-  return ForJob(spec, std::move(key), maximize);
+  engine::SearchScore score = engine::SearchScoreOf(spec);
+  return ForJob(spec, std::move(score.key), score.maximize);
 }
 
 AshaRungs::AshaRungs(std::vector<int> rungs, int trials, int folds, int reduction_factor,

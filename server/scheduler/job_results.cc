@@ -9,7 +9,6 @@
 
 #include "absl/strings/numbers.h"
 #include "server/log.h"
-#include "spec/checks.h"
 #include "spec/search.h"
 #include "spec/task_plan.h"
 #include "spec/validation.h"
@@ -44,20 +43,9 @@ using traind::v1::TrialResult;
 void AggregateSearch(Job* job) {
   traind::v1::JobResult* r = job->mutable_result();
   const traind::v1::JobSpec& spec = job->spec();
-  traind::v1::JobSpec base = spec;
-  base.clear_search();
-  // The score's metric and direction (validated at submit).
-  std::string key = "loss";
-  bool maximize = false;
-  if (absl::StatusOr<engine::ResolvedMetrics> metrics = engine::ResolveSpecMetrics(base);
-      metrics.ok()) {
-    absl::StatusOr<engine::Monitor> m = engine::ResolveMonitor(
-        spec.search().metric(), spec.search().mode(), *metrics, "search.metric");
-    if (m.ok()) {
-      key = m->key();
-      maximize = m->maximize;
-    }
-  }
+  const engine::SearchScore score = engine::SearchScoreOf(spec);
+  const std::string& key = score.key;
+  const bool maximize = score.maximize;
   std::vector<int> scored;
   for (TrialResult& tr : *r->mutable_trials()) {
     std::map<std::string, std::vector<double>> values;

@@ -390,6 +390,9 @@ class Scheduler final {
   // Makes Submit's idempotency-key lookup (a store read, done without mu_)
   // and the insert one step.
   absl::Mutex submit_mu_ ABSL_ACQUIRED_BEFORE(mu_);
+  // A new search job's trials table (and ASHA's rungs); a no-op without a
+  // search. Before the job is shared: no lock.
+  static absl::Status InitSearch(LiveJob* lj);
   // Submit without waiting for the store; *ticket: the new job's (0: none).
   absl::StatusOr<traind::v1::Job> SubmitUnstored(const traind::v1::JobSpec& spec,
                                                  const SubmitOptions& options, uint64_t* ticket);

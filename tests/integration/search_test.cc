@@ -41,6 +41,28 @@ Job RunToEnd(Daemon* d, const traind::v1::JobSpec& spec) {
   return GetJob(d->stub(), job->id());
 }
 
+// Per (task, attempt): every epoch once, in order, from the first or from
+// the one after the attempt's resume. Returns each (task, attempt)'s last
+// epoch; `resumed` (optional) gets the epochs each resumed attempt resumed
+// after.
+std::map<std::pair<int, int>, int> ExpectEpochsOncePerAttempt(
+    const std::vector<JobEvent>& events, std::map<std::pair<int, int>, int>* resumed = nullptr) {
+  std::map<std::pair<int, int>, int> last;
+  for (const JobEvent& e : events) {
+    if (e.has_task_state() && e.task_state().resumed_epochs() > 0) {
+      const std::pair<int, int> key = {e.task_state().task(), e.task_state().attempt()};
+      last[key] = e.task_state().resumed_epochs();
+      if (resumed != nullptr) (*resumed)[key] = last[key];
+    }
+    if (!e.has_epoch()) continue;
+    const std::pair<int, int> key = {e.epoch().task(), e.epoch().attempt()};
+    const int expected = last.count(key) ? last[key] + 1 : 1;
+    EXPECT_EQ(e.epoch().epoch(), expected) << "task " << key.first << " attempt " << key.second;
+    last[key] = e.epoch().epoch();
+  }
+  return last;
+}
+
 // Without ASHA a search adds nothing but bookkeeping: each trial's folds are
 // exactly those of a CV job of the trial's spec with the same seed. Trials
 // are ranked on their fold-mean val.accuracy (ties share the lower rank), and
@@ -163,21 +185,9 @@ TEST(SearchJobTest, ADaemonKilledMidSearchResumesWithoutRerunningOrRepeating) {
   ASSERT_EQ(done.tasks(3).attempts_size(), 2);
   // Per (task, attempt) every epoch once, in order; attempt 2 of task 3
   // goes on after its checkpoint (epoch 200 or later).
-  std::map<std::pair<int, int>, int> last;
-  int resumed = 0;
-  for (const JobEvent& e : events) {
-    if (e.has_task_state() && e.task_state().task() == 3 && e.task_state().attempt() == 2 &&
-        e.task_state().resumed_epochs() > 0) {
-      resumed = e.task_state().resumed_epochs();
-      last[{3, 2}] = resumed;
-    }
-    if (!e.has_epoch()) continue;
-    const std::pair<int, int> key = {e.epoch().task(), e.epoch().attempt()};
-    const int expected = last.count(key) ? last[key] + 1 : 1;
-    EXPECT_EQ(e.epoch().epoch(), expected) << "task " << key.first << " attempt " << key.second;
-    last[key] = e.epoch().epoch();
-  }
-  EXPECT_GE(resumed, 200);
+  std::map<std::pair<int, int>, int> resumed;
+  std::map<std::pair<int, int>, int> last = ExpectEpochsOncePerAttempt(events, &resumed);
+  EXPECT_GE(resumed[std::make_pair(3, 2)], 200);
   for (int t = 0; t < done.tasks_size() - 1; ++t) {
     const int a = done.tasks(t).attempts_size();
     EXPECT_EQ(last[std::make_pair(t, a)], 3000) << "task " << t;
@@ -305,17 +315,7 @@ TEST(SearchJobTest, AshaSurvivesAKillWithFoldsWaitingAtARung) {
     EXPECT_EQ(done.result().trials(i).epochs_run(), uninterrupted.result().trials(i).epochs_run());
   }
   EXPECT_EQ(done.result().best_trial(), uninterrupted.result().best_trial());
-  std::map<std::pair<int, int>, int> last;
-  for (const JobEvent& e : events) {
-    if (e.has_task_state() && e.task_state().resumed_epochs() > 0) {
-      last[{e.task_state().task(), e.task_state().attempt()}] = e.task_state().resumed_epochs();
-    }
-    if (!e.has_epoch()) continue;
-    const std::pair<int, int> key = {e.epoch().task(), e.epoch().attempt()};
-    const int expected = last.count(key) ? last[key] + 1 : 1;
-    EXPECT_EQ(e.epoch().epoch(), expected) << "task " << key.first << " attempt " << key.second;
-    last[key] = e.epoch().epoch();
-  }
+  ExpectEpochsOncePerAttempt(events);
 }
 
 }  // namespace
