@@ -267,14 +267,12 @@ SearchScore SearchScoreOf(const JobSpec& spec) {
 }
 
 SearchTask LocateSearchTask(const JobSpec& spec, int task) {
-  JobSpec base = spec;
-  base.clear_search();
-  const int per_trial = PlanTasks(base).fold_tasks;
-  const int64_t trials = SearchTrials(spec);
+  // No copy of the spec: the dispatch loop asks this for every queued task.
+  const TaskPlan plan = PlanTasks(spec);
   SearchTask where;
-  if (task >= trials * per_trial) return where;  // the refit of the best trial
-  where.trial = task / per_trial;
-  where.spec_task = task % per_trial;
+  if (task >= plan.fold_tasks) return where;  // the refit of the best trial
+  where.trial = task / plan.tasks_per_trial;
+  where.spec_task = task % plan.tasks_per_trial;
   return where;
 }
 
