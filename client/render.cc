@@ -164,6 +164,7 @@ std::string RenderEvent(const JobEvent& event, const JobSpec& spec) {
       std::vector<std::string> details;
       if (t.attempt() > 0) details.push_back(absl::StrCat("attempt ", t.attempt()));
       if (t.pid() > 0) details.push_back(absl::StrCat("pid ", t.pid()));
+      if (t.slurm_job_id() > 0) details.push_back(absl::StrCat("slurm job ", t.slurm_job_id()));
       if (!details.empty()) {
         absl::StrAppend(&line, " (", absl::StrJoin(details, ", "), ")");
       }
@@ -397,9 +398,15 @@ std::string RenderJob(const Job& job) {
       std::string pid = "-";
       if (!task.attempts().empty() && task.attempts().rbegin()->pid() > 0) {
         pid = absl::StrCat(task.attempts().rbegin()->pid());
+      } else if (!task.attempts().empty() && task.attempts().rbegin()->slurm_job_id() > 0) {
+        pid = absl::StrCat("slurm:", task.attempts().rbegin()->slurm_job_id());
       }
       std::string wait = "-";
-      if (task.state() == Task::QUEUED) {
+      if (!task.wait_detail().empty()) {
+        // Started, but waiting in the cluster's queue.
+        wait =
+            absl::StrCat(Task::WaitReason_Name(task.wait_reason()), " (", task.wait_detail(), ")");
+      } else if (task.state() == Task::QUEUED) {
         std::vector<std::string> parts;
         if (task.wait_reason() != Task::WAIT_REASON_UNSPECIFIED) {
           parts.push_back(Task::WaitReason_Name(task.wait_reason()));

@@ -31,8 +31,9 @@ runtime_pkgs=(
 # What only the tests need: promtool (Prometheus) checks /metrics; the
 # dashboard is tested in Debian's chromium, driven by playwright-core (npm);
 # the exported ONNX models run in ONNX Runtime (onnxruntime-node, npm).
-# tmux hosts trainctl's live view in a real terminal.
-test_pkgs=(prometheus chromium tmux iproute2)
+# tmux hosts trainctl's live view in a real terminal. The Slurm launcher is
+# tested on a single-node Slurm (tests/slurm/start.sh, no systemd).
+test_pkgs=(prometheus chromium tmux iproute2 slurmctld slurmd slurm-client munge)
 
 pkgs=("${build_pkgs[@]}")
 if [[ "${1:-}" == "--runtime" ]]; then

@@ -232,7 +232,20 @@ absl::Status ParseConfig(const std::string& text, const std::string& source, Ser
       {"max_finished_jobs", int32(&c.retention.max_finished_jobs, 0)},
       {"interval", dur(&c.retention.interval)},
   };
+  std::map<std::string, Handler> slurm = {
+      {"partition", str(&c.slurm.partition)},
+      {"account", str(&c.slurm.account)},
+      {"qos", str(&c.slurm.qos)},
+      {"extra_sbatch_args", list(&c.slurm.extra_sbatch_args)},
+      {"shared_dir", str(&c.slurm.shared_dir)},
+      {"worker_address", str(&c.slurm.worker_address)},
+      {"gpus_per_node", int32(&c.slurm.gpus_per_node, 0)},
+      {"signal_before_limit", dur(&c.slurm.signal_before_limit)},
+      {"poll_interval", dur(&c.slurm.poll_interval)},
+  };
   std::map<std::string, Handler> top = {
+      {"launcher", str(&c.launcher)},
+      {"slurm", [&](const YAML::Node& n, const std::string& k) { return r.Map(n, k, slurm); }},
       {"state_dir", str(&c.state_dir)},
       {"listen", list(&c.listen)},
       {"cpu_slots", int32(&c.cpu_slots, 0)},
@@ -370,6 +383,29 @@ absl::Status ValidateConfig(const ServerConfig& c) {
           absl::StrCat("http_listen: ", a,
                        " is not a loopback address: serving it needs TLS (tls.cert and tls.key), "
                        "or an explicit insecure: true / --insecure"));
+    }
+  }
+  if (c.launcher != "local" && c.launcher != "slurm") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("launcher: \"", c.launcher, "\" is not local or slurm"));
+  }
+  if (c.launcher == "slurm") {
+    if (c.slurm.shared_dir.empty() || c.slurm.shared_dir[0] != '/') {
+      return absl::InvalidArgumentError(
+          "slurm.shared_dir: launcher: slurm needs an absolute directory every node sees");
+    }
+    if (c.slurm.worker_address.empty() || IsUnixAddress(c.slurm.worker_address) ||
+        c.slurm.worker_address.find(':') == std::string::npos) {
+      return absl::InvalidArgumentError(
+          "slurm.worker_address: launcher: slurm needs the HOST:PORT workers call back on");
+    }
+    if (!IsLoopbackAddress(c.slurm.worker_address) && !c.tls.enabled() && !c.insecure) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("slurm.worker_address: ", c.slurm.worker_address,
+                       " is not loopback: set tls (cert and key) or insecure: true"));
+    }
+    if (c.slurm.poll_interval < absl::Seconds(1)) {
+      return absl::InvalidArgumentError("slurm.poll_interval: at least 1s");
     }
   }
   if (c.http_max_connections < 4) {

@@ -64,6 +64,28 @@ struct RetentionConfig {
   absl::Duration interval = absl::Minutes(10);
 };
 
+// launcher: slurm — every task attempt is a Slurm job (docs/operations.md
+// "traind in front of a Slurm cluster").
+struct SlurmConfig {
+  std::string partition;                       // sbatch --partition (empty: the cluster's default)
+  std::string account;                         // --account
+  std::string qos;                             // --qos
+  std::vector<std::string> extra_sbatch_args;  // appended to every sbatch
+  // A directory every node sees at the same path (required): batch scripts,
+  // exit records, and the jobs' logs, checkpoints and artifacts
+  // (<shared_dir>/jobs, which <state_dir>/jobs links to).
+  std::string shared_dir;
+  // HOST:PORT workers call back on (required); traind's WorkerService
+  // listens there, with TLS when tls is set.
+  std::string worker_address;
+  // GPUs a node offers: the most one task may ask for (0: no GPU jobs).
+  int gpus_per_node = 0;
+  // Slurm sends SIGUSR2 this long before a time limit (--signal=B:USR2@...).
+  absl::Duration signal_before_limit = absl::Seconds(120);
+  // The shortest spacing of the batched squeue (max(this, 5 × its last time)).
+  absl::Duration poll_interval = absl::Seconds(5);
+};
+
 inline constexpr char kDefaultHttpListen[] = "127.0.0.1:7071";
 
 struct ServerConfig {
@@ -125,6 +147,10 @@ struct ServerConfig {
   int http_max_connections = 512;
   LimitsConfig limits;
   RetentionConfig retention;
+  // Where task attempts run: "local" (worker processes on this machine) or
+  // "slurm" (each attempt a Slurm job; `slurm` says how).
+  std::string launcher = "local";
+  SlurmConfig slurm;
 };
 
 // Reads the YAML file at `path` and sets every key it holds in `*config`

@@ -58,9 +58,11 @@
 #include "server/devices/device_probe.h"
 #include "server/http/http_server.h"
 #include "server/launch/local_launcher.h"
+#include "server/launch/slurm_launcher.h"
 #include "server/launch/worker_environment.h"
 #include "server/log.h"
 #include "server/metrics/server_metrics.h"
+#include "server/scheduler/attempt_secrets.h"
 #include "server/scheduler/scheduler.h"
 #include "server/store/job_store.h"
 
@@ -219,6 +221,66 @@ std::optional<std::string> ReadFile(const std::string& path, std::string* error)
 }
 
 // TLS credentials for TCP listeners (mutual TLS when client_ca is set).
+// launcher: slurm: the jobs' files live in <shared_dir>/jobs, where every
+// node sees them; <state_dir>/jobs links there.
+absl::Status LinkSharedJobsDir(const std::string& state_dir, const std::string& shared_dir,
+                               mode_t dir_mode) {
+  const fs::path target = fs::path(shared_dir) / "jobs";
+  const fs::path link = fs::path(state_dir) / "jobs";
+  std::error_code ec;
+  fs::create_directories(target, ec);
+  if (ec) return absl::FailedPreconditionError(absl::StrCat(target.string(), ": ", ec.message()));
+  chmod(shared_dir.c_str(), dir_mode);
+  chmod(target.c_str(), dir_mode);
+  if (fs::is_symlink(link, ec)) {
+    const fs::path points = fs::read_symlink(link, ec);
+    if (points == target) return absl::OkStatus();
+    return absl::FailedPreconditionError(absl::StrCat(link.string(), " links to ", points.string(),
+                                                      ", not to slurm.shared_dir's ",
+                                                      target.string(), ": fix or remove the link"));
+  }
+  if (fs::is_directory(link, ec)) {
+    if (!fs::is_empty(link, ec)) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(link.string(), " holds jobs' files, but with launcher: slurm they live in ",
+                       target.string(), ": move them there (mv ", link.string(), "/* ",
+                       target.string(), "/) and remove ", link.string()));
+    }
+    fs::remove(link, ec);
+  }
+  fs::create_directory_symlink(target, link, ec);
+  if (ec) return absl::FailedPreconditionError(absl::StrCat(link.string(), ": ", ec.message()));
+  return absl::OkStatus();
+}
+
+// The key attempt secrets are derived from (<state_dir>/attempt.key, made
+// once): a restarted traind knows the secrets of workers that outlived it.
+absl::StatusOr<std::string> LoadAttemptKey(const std::string& state_dir) {
+  const std::string path = (fs::path(state_dir) / "attempt.key").string();
+  std::string error;
+  if (access(path.c_str(), F_OK) == 0) {
+    std::optional<std::string> key = ReadFile(path, &error);
+    if (!key || key->size() < 32) {
+      return absl::DataLossError(absl::StrCat(path, ": ", key ? "shorter than 32 bytes" : error,
+                                              " (remove it: running Slurm jobs are then retried)"));
+    }
+    return *key;
+  }
+  const std::string key = RandomBytes(32);
+  const std::string tmp = path + ".tmp";
+  const int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0 || write(fd, key.data(), key.size()) != static_cast<ssize_t>(key.size()) ||
+      fsync(fd) != 0) {
+    if (fd >= 0) close(fd);
+    return absl::InternalError(absl::StrCat(tmp, ": ", strerror(errno)));
+  }
+  close(fd);
+  if (rename(tmp.c_str(), path.c_str()) != 0) {
+    return absl::InternalError(absl::StrCat(path, ": ", strerror(errno)));
+  }
+  return key;
+}
+
 std::shared_ptr<grpc::ServerCredentials> TlsCredentials(const TlsConfig& tls, std::string* error) {
   std::optional<std::string> cert = ReadFile(tls.cert, error);
   if (!cert) return nullptr;
@@ -318,8 +380,21 @@ int Run(ServerConfig flags) {
   }
 
   std::vector<std::string> listen = flags.listen;
+  const bool slurm = flags.launcher == "slurm";
   const std::string worker_address =
-      absl::StrCat("unix:", (fs::path(state_dir) / "worker.sock").string());
+      slurm ? flags.slurm.worker_address
+            : absl::StrCat("unix:", (fs::path(state_dir) / "worker.sock").string());
+  if (slurm) {
+    if (absl::Status s = LinkSharedJobsDir(state_dir, flags.slurm.shared_dir, dir_mode); !s.ok()) {
+      LogError("slurm.shared_dir: %s", s.message());
+      return 1;
+    }
+  }
+  absl::StatusOr<std::string> attempt_key = LoadAttemptKey(state_dir);
+  if (!attempt_key.ok()) {
+    LogError("%s", attempt_key.status().message());
+    return 1;
+  }
 
   const std::string db_path = (fs::path(state_dir) / "traind.db").string();
   absl::StatusOr<std::unique_ptr<JobStore>> store = OpenCheckedStore(db_path, flags.store_check);
@@ -338,7 +413,14 @@ int Run(ServerConfig flags) {
   so.state_dir = state_dir;
   so.worker_path = worker_path;
   so.worker_address = worker_address;
-  so.cpu_slots = flags.cpu_slots > 0 ? flags.cpu_slots : std::max(1, cpu.cores);
+  so.attempt_key = *attempt_key;
+  // With Slurm the cluster places tasks: cpu_slots (default 1000) bounds the
+  // attempts handed to it at once.
+  so.cpu_slots = flags.cpu_slots > 0 ? flags.cpu_slots : slurm ? 1000 : std::max(1, cpu.cores);
+  if (slurm) {
+    so.worker_jobs_dir = (fs::path(flags.slurm.shared_dir) / "jobs").string();
+    so.cluster_gpus_per_task = flags.slurm.gpus_per_node;
+  }
   so.worker_threads = flags.worker_threads;
   so.max_restarts = flags.max_restarts;
   so.cancel_grace = flags.cancel_grace;
@@ -382,8 +464,15 @@ int Run(ServerConfig flags) {
   LogInfo("worker backends=%s cpu_bf16=%s", absl::StrJoin(*backends, ","),
           so.worker_cpu_bf16 ? "true" : "false");
 
+  if (slurm && flags.tls.enabled()) {
+    // Workers trust the daemon's certificate on the worker address.
+    so.worker_env.push_back(
+        absl::StrCat("TRAIND_SERVER_CA=", fs::absolute(flags.tls.cert).string()));
+  }
   LocalLauncherOptions lo;
-  if (flags.worker_zygote) {
+  // With Slurm, the local launcher runs only side processes (predict): no
+  // zygote, and it collects only its own children.
+  if (flags.worker_zygote && !slurm) {
     lo.zygote_worker = worker_path;
     // The OpenMP runtime reads its settings once, when the zygote loads it:
     // the workers' thread count is set here (and again by each worker).
@@ -391,14 +480,36 @@ int Run(ServerConfig flags) {
     lo.zygote_env.push_back(absl::StrCat("OMP_NUM_THREADS=", so.worker_threads));
   }
   LocalLauncher launcher(lo);
-  if (flags.worker_zygote) {
+  if (flags.worker_zygote && !slurm) {
     if (absl::Status s = launcher.StartZygote(); !s.ok()) {
       LogWarning("worker zygote not started (workers are spawned one by one): %s", s.message());
     } else if (launcher.zygote_pid() > 0) {
       LogInfo("worker zygote started pid=%d", launcher.zygote_pid());
     }
   }
-  Scheduler scheduler(so, store->get(), &launcher);
+  std::unique_ptr<SlurmLauncher> slurm_launcher;
+  if (slurm) {
+    SlurmOptions sl;
+    sl.partition = flags.slurm.partition;
+    sl.account = flags.slurm.account;
+    sl.qos = flags.slurm.qos;
+    sl.extra_sbatch_args = flags.slurm.extra_sbatch_args;
+    sl.shared_dir = flags.slurm.shared_dir;
+    sl.worker_address = flags.slurm.worker_address;
+    sl.signal_before_limit = flags.slurm.signal_before_limit;
+    sl.poll_interval = flags.slurm.poll_interval;
+    slurm_launcher = std::make_unique<SlurmLauncher>(sl);
+    if (absl::Status s = slurm_launcher->Init(); !s.ok()) {
+      LogError("%s", s.message());
+      return 1;
+    }
+    LogInfo("launcher slurm shared_dir=%s worker_address=%s partition=%s", sl.shared_dir,
+            sl.worker_address, sl.partition.empty() ? "(default)" : sl.partition);
+  }
+  Scheduler scheduler(
+      so, store->get(),
+      slurm ? static_cast<Launcher*>(slurm_launcher.get()) : static_cast<Launcher*>(&launcher),
+      &launcher);
   metrics.Attach(&scheduler);
   absl::Cleanup detach_metrics = [&metrics] { metrics.Detach(); };
   if (absl::Status s = scheduler.Recover(); !s.ok()) {
@@ -408,21 +519,34 @@ int Run(ServerConfig flags) {
   scheduler.RecoverDeletions();
   scheduler.MeasureStateDir();
 
-  // Internal service for workers.
+  // Internal service for workers: a unix socket, or (Slurm) the TCP address
+  // workers on other nodes call back on, with TLS when configured (no client
+  // certificate: each attempt's secret authenticates it).
   if (absl::Status s = ClaimUnixSocket(worker_address); !s.ok()) {
     LogError("%s", s.message());
     return 1;
   }
+  std::shared_ptr<grpc::ServerCredentials> worker_credentials = grpc::InsecureServerCredentials();
+  if (slurm && flags.tls.enabled()) {
+    TlsConfig server_only = flags.tls;
+    server_only.client_ca.clear();
+    std::string error;
+    worker_credentials = TlsCredentials(server_only, &error);
+    if (!worker_credentials) {
+      LogError("tls: %s", error);
+      return 1;
+    }
+  }
   WorkerServiceImpl worker_service(&scheduler);
   grpc::ServerBuilder wb;
-  wb.AddListeningPort(worker_address, grpc::InsecureServerCredentials());
+  wb.AddListeningPort(worker_address, worker_credentials);
   wb.RegisterService(&worker_service);
   std::unique_ptr<grpc::Server> worker_server = wb.BuildAndStart();
   if (!worker_server) {
     LogError("cannot listen on %s (internal worker service)", worker_address);
     return 1;
   }
-  chmod(worker_address.substr(5).c_str(), 0600);
+  if (!slurm) chmod(worker_address.substr(5).c_str(), 0600);
 
   // Public API.
   grpc::EnableDefaultHealthCheckService(true);
@@ -663,6 +787,25 @@ int main(int argc, char** argv) {
   opt("--max-rows", f.limits.max_rows, "limits.max_rows: rows of a data file (default 100000000)");
   opt("--max-columns", f.limits.max_columns,
       "limits.max_columns: columns of a data file (default 100000)");
+  opt("--launcher", f.launcher,
+      "launcher: where task attempts run, local (default) or slurm (each attempt a Slurm job)");
+  opt("--slurm-partition", f.slurm.partition, "slurm.partition: sbatch --partition");
+  opt("--slurm-account", f.slurm.account, "slurm.account: sbatch --account");
+  opt("--slurm-qos", f.slurm.qos, "slurm.qos: sbatch --qos");
+  opt("--slurm-sbatch-arg", f.slurm.extra_sbatch_args,
+      "slurm.extra_sbatch_args: appended to every sbatch; repeatable; replaces the config's list");
+  opt("--slurm-shared-dir", f.slurm.shared_dir,
+      "slurm.shared_dir: a directory every node sees (scripts, exit records, the jobs' files)");
+  opt("--slurm-worker-address", f.slurm.worker_address,
+      "slurm.worker_address: HOST:PORT workers call back on (traind listens there)");
+  opt("--slurm-gpus-per-node", f.slurm.gpus_per_node,
+      "slurm.gpus_per_node: GPUs a node offers, the most a task may ask for (default 0)")
+      ->check(CLI::Range(0, 1024));
+  std::string slurm_poll_interval, slurm_signal_before_limit;
+  opt("--slurm-poll-interval", slurm_poll_interval,
+      "slurm.poll_interval: shortest spacing of the batched squeue (default 5s)");
+  opt("--slurm-signal-before-limit", slurm_signal_before_limit,
+      "slurm.signal_before_limit: SIGUSR2 this long before a time limit (default 120s)");
   app.set_version_flag("--version", TRAIND_VERSION);
   try {
     app.parse(argc, argv);
@@ -706,6 +849,27 @@ int main(int argc, char** argv) {
   if (given_flag("--tokens-file")) config.tokens_file = f.tokens_file;
   if (given_flag("--insecure")) config.insecure = f.insecure;
   if (given_flag("--http-listen")) config.http_listen = http_listen;
+  if (given_flag("--launcher")) config.launcher = f.launcher;
+  if (given_flag("--slurm-partition")) config.slurm.partition = f.slurm.partition;
+  if (given_flag("--slurm-account")) config.slurm.account = f.slurm.account;
+  if (given_flag("--slurm-qos")) config.slurm.qos = f.slurm.qos;
+  if (given_flag("--slurm-sbatch-arg")) config.slurm.extra_sbatch_args = f.slurm.extra_sbatch_args;
+  if (given_flag("--slurm-shared-dir")) config.slurm.shared_dir = f.slurm.shared_dir;
+  if (given_flag("--slurm-worker-address")) config.slurm.worker_address = f.slurm.worker_address;
+  if (given_flag("--slurm-gpus-per-node")) config.slurm.gpus_per_node = f.slurm.gpus_per_node;
+  for (auto [flag, text, into] :
+       {std::tuple<const char*, std::string*, absl::Duration*>{
+            "--slurm-poll-interval", &slurm_poll_interval, &config.slurm.poll_interval},
+        {"--slurm-signal-before-limit", &slurm_signal_before_limit,
+         &config.slurm.signal_before_limit}}) {
+    if (!given_flag(flag)) continue;
+    absl::StatusOr<absl::Duration> d = traind::server::ParseDurationText(*text);
+    if (!d.ok()) {
+      traind::server::LogError("%s: %s", flag, d.status().message());
+      return 2;
+    }
+    *into = *d;
+  }
   if (given_flag("--http-max-connections")) {
     config.http_max_connections = f.http_max_connections;
   }

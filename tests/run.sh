@@ -5,8 +5,13 @@
 #   ./tests/run.sh -R Daemon    only tests whose name matches (ctest -R)
 #
 # Build directory: build/ (or $BUILD_DIR). GPU tests skip where no GPU is found.
+# Slurm: tests/slurm/start.sh brings up a single-node Slurm (or finds one that
+# works) before ctest; then the Slurm tests fail rather than skip without it.
+# Where it cannot (not root, no apt), they skip. Slurm is stopped on exit only
+# when start.sh started it (its marker: $TRAIND_SLURM_DIR/started).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+root=$(pwd)
 
 ./deploy/install-deps.sh --tests
 # playwright-core for the dashboard's browser test (from npm, pinned by its
@@ -27,6 +32,24 @@ build_dir=${BUILD_DIR:-build}
 jobs=$(nproc)
 cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTRAIND_BUILD_TESTS=ON
 cmake --build "$build_dir" -j "$jobs"
+
+# Slurm for the Slurm launcher's tests. start.sh leaves its marker when it
+# started a daemon (even if it then failed): only then is Slurm stopped on
+# exit; a Slurm that was already running is left running.
+export TRAIND_SLURM_DIR=${TRAIND_SLURM_DIR:-/tmp/traind-slurm}
+stop_slurm() {
+  local rc=$?
+  "$root/tests/slurm/stop.sh" || echo "run.sh: warning: tests/slurm/stop.sh failed" >&2
+  exit "$rc"
+}
+if tests/slurm/start.sh; then
+  export TRAIND_REQUIRE_SLURM=1
+else
+  echo "run.sh: warning: Slurm could not be started (reason above): the Slurm tests will skip" >&2
+fi
+if [[ -f "$TRAIND_SLURM_DIR/started" ]]; then
+  trap stop_slurm EXIT
+fi
 
 cd "$build_dir"
 ctest --output-on-failure --timeout 600 -j "$jobs" "$@"

@@ -1,6 +1,9 @@
 #include "worker/daemon_client.h"
 
 #include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
 #include <thread>
 #include <utility>
 
@@ -31,8 +34,18 @@ struct DaemonClient::Rpc {
 std::unique_ptr<DaemonClient> DaemonClient::Create(const std::string& server,
                                                    traind::v1::AttemptCredentials credentials) {
   auto rpc = std::make_unique<Rpc>();
-  rpc->stub = traind::v1::WorkerService::NewStub(
-      grpc::CreateChannel(server, grpc::InsecureChannelCredentials()));
+  // A daemon on TCP with TLS (launcher: slurm) names the certificate to
+  // trust in TRAIND_SERVER_CA (a PEM file); a unix socket needs none.
+  std::shared_ptr<grpc::ChannelCredentials> channel = grpc::InsecureChannelCredentials();
+  if (const char* ca = std::getenv("TRAIND_SERVER_CA"); ca != nullptr && *ca != '\0') {
+    std::ifstream in(ca);
+    std::stringstream pem;
+    pem << in.rdbuf();
+    grpc::SslCredentialsOptions tls;
+    tls.pem_root_certs = pem.str();
+    channel = grpc::SslCredentials(tls);
+  }
+  rpc->stub = traind::v1::WorkerService::NewStub(grpc::CreateChannel(server, channel));
   return std::unique_ptr<DaemonClient>(new DaemonClient(std::move(rpc), std::move(credentials)));
 }
 

@@ -12,7 +12,12 @@ namespace {
 std::atomic<bool> stop_signal_received{false};
 static_assert(std::atomic<bool>::is_always_lock_free, "the stop flag must be async-signal-safe");
 
-extern "C" void OnStopSignal(int) { stop_signal_received.store(true, std::memory_order_relaxed); }
+std::atomic<bool> preempt_signal_received{false};
+
+extern "C" void OnStopSignal(int sig) {
+  if (sig == SIGUSR2) preempt_signal_received.store(true, std::memory_order_relaxed);
+  stop_signal_received.store(true, std::memory_order_relaxed);
+}
 
 }  // namespace
 
@@ -22,9 +27,12 @@ void InstallStopSignalHandlers() {
   sigemptyset(&sa.sa_mask);
   sigaction(SIGTERM, &sa, nullptr);
   sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGUSR2, &sa, nullptr);
   signal(SIGPIPE, SIG_IGN);
 }
 
 bool StopSignalReceived() { return stop_signal_received.load(std::memory_order_relaxed); }
+
+bool PreemptSignalReceived() { return preempt_signal_received.load(std::memory_order_relaxed); }
 
 }  // namespace traind::worker

@@ -1,8 +1,12 @@
 // SIGTERM and SIGINT ask a worker to stop: Fit notices at the next batch,
 // checkpoints the last completed epoch and the task ends CANCELLED.
+// SIGUSR2 (Slurm sends it ahead of a time limit or a preemption:
+// sbatch --signal=B:USR2@...) stops it the same way, and the attempt ends
+// PREEMPTED: its task goes on in a new attempt from that checkpoint. (USR2,
+// not USR1: NCCL has used SIGUSR1.)
 //
-// The one piece of mutable process state the worker keeps: a lock-free flag
-// that the signal handler sets (the only thing it does) and the training
+// The one piece of mutable process state the worker keeps: lock-free flags
+// that the signal handlers set (the only thing they do) and the training
 // thread polls.
 #ifndef TRAIND_WORKER_STOP_SIGNAL_H_
 #define TRAIND_WORKER_STOP_SIGNAL_H_
@@ -14,8 +18,10 @@ namespace traind::worker {
 // the main thread.
 void InstallStopSignalHandlers();
 
-// True once SIGTERM or SIGINT has been received. Any thread.
+// True once SIGTERM, SIGINT or SIGUSR2 has been received. Any thread.
 bool StopSignalReceived();
+// True once SIGUSR2 has been received. Any thread.
+bool PreemptSignalReceived();
 
 }  // namespace traind::worker
 

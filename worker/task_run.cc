@@ -24,6 +24,7 @@
 #include "worker/exit_code.h"
 #include "worker/gpu_context.h"
 #include "worker/log.h"
+#include "worker/stop_signal.h"
 #include "worker/task_failure.h"
 
 namespace traind::worker {
@@ -71,6 +72,11 @@ int RunTaskUnderDaemon(const TaskRunOptions& o) {
     Failure* f = req.mutable_failed()->mutable_failure();
     f->set_reason(ReasonOf(s));
     f->set_message(std::string(s.message()));
+    if (f->reason() == Failure::CANCELLED && PreemptSignalReceived()) {
+      f->set_reason(Failure::PREEMPTED);
+      f->set_message(absl::StrCat("stopped by SIGUSR2 (Slurm: a time limit ahead or a ",
+                                  "preemption) after a checkpoint: ", s.message()));
+    }
     Log(absl::StrCat("task failed ", where, " reason=", Failure::Reason_Name(f->reason()), ": ",
                      s.message()));
     absl::Status rs = client.ReportEvent(req);

@@ -292,6 +292,19 @@ absl::Status TrainingServiceImpl::ValidateAndSubmit(const traind::v1::SubmitJobR
   if (!valid.ok()) return absl::InvalidArgumentError(absl::StrCat("spec.", valid.message()));
   if (absl::Status s = CheckDataLimits(spec, shape, policy_.limits); !s.ok()) return s;
   SubmitOptions options;
+  {
+    // The worker's host memory: the model's (largest trial's), the table it
+    // holds (parsed values, the folds' copies) and the process itself.
+    int64_t model = engine::EstimateMemoryBytes(spec, shape.features, shape.outputs);
+    for (int64_t i = 0; i < engine::SearchTrials(spec); ++i) {
+      absl::StatusOr<engine::Trial> trial = engine::MakeTrial(spec, i);
+      if (!trial.ok()) return trial.status();
+      model =
+          std::max(model, engine::EstimateMemoryBytes(trial->spec, shape.features, shape.outputs));
+    }
+    const int64_t cells = (shape.rows + shape.validation_rows) * (shape.features + shape.outputs);
+    options.host_memory_bytes = model + 24 * cells + (int64_t{256} << 20);
+  }
   if (spec.resources().device() == traind::v1::GPU) {
     options.gpu_memory_bytes = engine::EstimateMemoryBytes(spec, shape.features, shape.outputs);
     // A search: the largest of its trials (layers and batches may differ).

@@ -328,12 +328,28 @@ void LocalLauncher::ReapLoop() {
     }
     // Collect every child that has ended (re-parented strays included, so
     // none is left a zombie), then sleep until a pidfd reports the next.
-    for (;;) {
+    // Without a zygote only the launcher's own children are collected
+    // (others in this process, e.g. a RunCommand's, are waited for by
+    // their owners).
+    std::vector<int> own;
+    if (!zygote_enabled_) {
+      absl::MutexLock lock(&mu_);
+      for (const auto& [pid, fd] : children_) own.push_back(pid);
+    }
+    for (size_t next = 0;;) {
       int status = 0;
-      pid_t pid = waitpid(-1, &status, WNOHANG);
+      pid_t pid = 0;
+      if (zygote_enabled_) {
+        pid = waitpid(-1, &status, WNOHANG);
+      } else {
+        while (next < own.size() && (pid = waitpid(own[next], &status, WNOHANG)) == 0) ++next;
+        if (next >= own.size()) break;
+        ++next;
+      }
       if (pid == 0) break;
       if (pid < 0) {
         if (errno == EINTR) continue;
+        if (!zygote_enabled_) continue;  // not ours any more
         break;  // ECHILD: none has ended (a child started since is tracked)
       }
       ProcessExit exit;

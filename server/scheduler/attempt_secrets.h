@@ -15,6 +15,12 @@ namespace traind::server {
 std::string NewJobId();
 // 32 random hex digits (128 bits from getrandom).
 std::string NewAttemptSecret();
+// `bytes` random bytes (getrandom).
+std::string RandomBytes(int bytes);
+// The secret of an attempt: 32 hex digits of HMAC-SHA256(key, job, task,
+// attempt). Whoever holds `key` (the daemon, across restarts) knows every
+// attempt's secret; a worker knows only its own.
+std::string AttemptSecret(absl::string_view key, absl::string_view job_id, int task, int attempt);
 // Whether a worker's `presented` secret is the attempt's `expected` one,
 // compared in constant time (api/auth.h's ConstantTimeEquals).
 bool SecretMatches(absl::string_view expected, absl::string_view presented);

@@ -69,7 +69,9 @@ std::optional<std::string> LiveAttempt::MissedHeartbeat(absl::Time now,
   for (size_t r = 0; r < rank_pids.size(); ++r) {
     unkilled = unkilled || (rank_alive[r] && !rank_killed[r]);
   }
-  if (!unkilled || stop_requested || now - last_seen <= timeout) return std::nullopt;
+  if (!unkilled || stop_requested || queued_remotely || now - last_seen <= timeout) {
+    return std::nullopt;
+  }
   return absl::StrCat("no heartbeat from the worker for ", absl::FormatDuration(now - last_seen),
                       "; killed");
 }
@@ -136,7 +138,12 @@ void LiveAttempt::ExplainRankExit(int rank, const ProcessExit& exit, Launcher* l
 Failure LiveAttempt::Outcome(const ProcessExit& exit) const {
   const ProcessExit last = last_exit.value_or(exit);
   Failure f;
-  if (failure.has_value()) {
+  if (last.failure.has_value() && !stop_requested &&
+      (!failure.has_value() || failure->reason() == Failure::CANCELLED)) {
+    // The launcher knows why (a Slurm job cancelled outside traind, a node
+    // failure, ...): the worker's own "cancelled" was only what it saw.
+    f = *last.failure;
+  } else if (failure.has_value()) {
     f = *failure;
   } else if (stop_requested) {
     f.set_reason(Failure::CANCELLED);

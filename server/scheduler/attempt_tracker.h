@@ -37,6 +37,7 @@ struct LiveAttempt {
   // calls wait until the launch is recorded.
   bool launching = false;
   int last_epoch = 0;
+  int trained_epochs = 0;  // epochs this attempt reported
   bool stop_requested = false;
   // ASHA: the worker stops after this epoch (TaskAssignment.pause_after_epoch).
   int pause_after = 0;
@@ -44,6 +45,11 @@ struct LiveAttempt {
   std::optional<traind::v1::FoldResult> result;
   std::optional<traind::v1::Failure> failure;
   absl::Time last_seen;
+  // A remote launcher's: the attempt waits in the cluster's queue (no
+  // heartbeat is due meanwhile), and why.
+  bool queued_remotely = false;
+  traind::v1::Task::WaitReason remote_wait = traind::v1::Task::WAIT_REASON_UNSPECIFIED;
+  std::string remote_wait_detail;
   std::vector<int> gpus;  // GPU tasks: the GPUs it holds (gpus[r] for rank r)
   // One process per rank (one rank unless a multi-GPU task).
   std::vector<int> rank_pids;
@@ -116,6 +122,11 @@ class AttemptTracker final {
   // Removes and returns the process's rank; nothing for an unknown pid.
   std::optional<RankRef> Take(int pid);
   bool Has(int pid) const { return by_pid_.count(pid) != 0; }
+  std::optional<RankRef> Find(int pid) const {
+    auto it = by_pid_.find(pid);
+    if (it == by_pid_.end()) return std::nullopt;
+    return it->second;
+  }
   bool empty() const { return by_pid_.empty(); }
   std::vector<int> pids() const;
 

@@ -1,9 +1,12 @@
 #include "server/scheduler/recovery.h"
 
+#include <signal.h>
+
 #include <algorithm>
 #include <cstdint>
 
 #include "server/log.h"
+#include "server/scheduler/attempt_secrets.h"
 #include "server/scheduler/scheduler.h"
 
 namespace traind::server {
@@ -13,11 +16,13 @@ using traind::v1::Failure;
 using traind::v1::Job;
 using traind::v1::Task;
 
-int RequeueLostAttempts(Job* job, const google::protobuf::Timestamp& now, JobChange* change) {
+int RequeueLostAttempts(Job* job, const google::protobuf::Timestamp& now, JobChange* change,
+                        const std::function<bool(int)>& adopted) {
   int requeued = 0;
   for (int i = 0; i < job->tasks_size(); ++i) {
     Task* t = job->mutable_tasks(i);
     if (t->state() != Task::STARTING && t->state() != Task::RUNNING) continue;
+    if (adopted && adopted(i)) continue;
     Attempt* a = t->mutable_attempts(t->attempts_size() - 1);
     *a->mutable_end_time() = now;
     a->mutable_failure()->set_reason(Failure::LOST);
@@ -26,6 +31,52 @@ int RequeueLostAttempts(Job* job, const google::protobuf::Timestamp& now, JobCha
     ++requeued;
   }
   return requeued;
+}
+
+int Scheduler::AdoptRemoteAttemptsLocked(LiveJob& lj) {
+  int adopted = 0;
+  const Job& job = lj.job;
+  for (int i = 0; i < job.tasks_size(); ++i) {
+    const Task& t = job.tasks(i);
+    if (t.state() != Task::STARTING && t.state() != Task::RUNNING) continue;
+    if (t.attempts_size() == 0) continue;
+    const Attempt& a = t.attempts(t.attempts_size() - 1);
+    if (a.slurm_job_id() <= 0 || a.has_end_time()) continue;
+    const int handle = static_cast<int>(a.slurm_job_id());
+    if (absl::Status s = launcher_->Adopt(handle, job.id()); !s.ok()) {
+      LogWarning("task not adopted job=%s task=%d attempt=%d slurm_job=%d: %s", job.id(), i,
+                 a.number(), handle, s.message());
+      continue;
+    }
+    if (job.spec().resources().device() == traind::v1::GPU && job.spec().resources().count() > 1) {
+      // Several ranks in one Slurm job: not adopted (their ranks' handles
+      // were this launcher's own); the job is cancelled and the task runs
+      // again from its last checkpoint (LOST).
+      launcher_->Signal(handle, SIGKILL);
+      LogWarning(
+          "task not adopted job=%s task=%d attempt=%d slurm_job=%d: a multi-GPU attempt "
+          "is cancelled and run again",
+          job.id(), i, a.number(), handle);
+      continue;
+    }
+    LiveAttempt& la = lj.attempts[i];
+    la.number = a.number();
+    la.secret = AttemptSecret(attempt_key_, job.id(), i, a.number());
+    la.pid = handle;
+    la.AddRank(handle);
+    la.last_epoch = t.epochs_done();
+    // Its worker reported its result before traind stopped (stored then).
+    if (t.has_result()) la.result = t.result();
+    la.last_seen = clock_->Now();
+    // Until the cluster says it runs (or its worker calls): no heartbeat due.
+    la.queued_remotely = true;
+    ranks_.Add(handle, {job.id(), i, 0});
+    ++running_;
+    ++adopted;
+    LogInfo("task adopted job=%s task=%d attempt=%d slurm_job=%d epochs_done=%d", job.id(), i,
+            a.number(), handle, t.epochs_done());
+  }
+  return adopted;
 }
 
 absl::Status Scheduler::Recover() {
@@ -61,6 +112,7 @@ absl::Status Scheduler::Recover() {
               g.last.used_bytes);
     }
     int requeued = 0;
+    int adopted = 0;
     for (size_t j = 0; j < jobs->size(); ++j) {
       auto lj = std::make_unique<LiveJob>();
       lj->job = std::move((*jobs)[j]);
@@ -78,9 +130,11 @@ absl::Status Scheduler::Recover() {
           RecordRungLocked(*lj, e.task_state().task(), at, /*act=*/false, it->second);
         }
       }
+      if (launcher_->remote()) adopted += AdoptRemoteAttemptsLocked(*lj);
       JobChange change = ChangeLocked(*lj);
       change.WriteJob();
-      requeued += RequeueLostAttempts(&lj->job, NowProto(), &change);
+      requeued += RequeueLostAttempts(&lj->job, NowProto(), &change,
+                                      [&lj](int task) { return lj->attempts.count(task) != 0; });
       lj->order = next_order_++;
       for (int i = 0; i < lj->job.tasks_size(); ++i) {
         if (lj->job.tasks(i).state() == Task::QUEUED) EnqueueLocked(*lj, i);
@@ -101,7 +155,8 @@ absl::Status Scheduler::Recover() {
       MaybeFinishJobLocked(ref);
       EraseIfEndedLocked(id);
     }
-    LogInfo("store recovered jobs=%d tasks_requeued=%d", static_cast<int>(jobs_.size()), requeued);
+    LogInfo("store recovered jobs=%d tasks_requeued=%d tasks_adopted=%d",
+            static_cast<int>(jobs_.size()), requeued, adopted);
   }
   FinishMerges();
   return absl::OkStatus();

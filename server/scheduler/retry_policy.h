@@ -4,9 +4,12 @@
 // Crashes and hangs (WORKER_CRASHED, TIMEOUT) may not happen again: retried
 // up to max_restarts times per task. Out of memory on GPUs is retried only
 // where the placement would differ (enough usable GPUs this task has not run
-// out of memory on). What a retry cannot fix (INVALID_SPEC, DATA_ERROR,
-// DIVERGED, DEVICE_ERROR, ...) is not retried, and nothing is retried once
-// the job is stopping (cancelled, or failed by another task).
+// out of memory on). A preempted attempt (PREEMPTED: Slurm's SIGUSR2 before
+// a time limit or a preemption; the worker checkpointed) goes on in a new
+// attempt whenever it trained an epoch, without using up a retry; one that
+// made no progress counts as a transient failure. What a retry cannot fix (INVALID_SPEC,
+// DATA_ERROR, DIVERGED, DEVICE_ERROR, ...) is not retried, and nothing is retried once the job is
+// stopping (cancelled, or failed by another task).
 //
 // Thread-safety: pure functions.
 #ifndef TRAIND_SERVER_SCHEDULER_RETRY_POLICY_H_
@@ -30,6 +33,8 @@ struct FailedAttempt {
   bool on_gpus = false;
   int gpus_elsewhere = 0;
   int gpus_needed = 0;
+  // PREEMPTED: the attempt reported at least one epoch.
+  bool made_progress = false;
 };
 
 // Reasons a retry may fix.

@@ -87,6 +87,24 @@ TEST(RetryPolicyTest, GpuOutOfMemoryByGpusElsewhere) {
   }
 }
 
+// Preempted (SIGUSR2 before a time limit; checkpointed): goes on without
+// using a retry while it makes progress; one that trained nothing counts
+// as a transient failure (the caller adds it to transient_failures).
+TEST(RetryPolicyTest, PreemptedGoesOnWhileItMakesProgress) {
+  FailedAttempt a;
+  a.reason = Failure::PREEMPTED;
+  a.made_progress = true;
+  a.transient_failures = 50;
+  EXPECT_EQ(DecideRetry(a, 0), kRetry);
+  a.made_progress = false;
+  a.transient_failures = 1;
+  EXPECT_EQ(DecideRetry(a, 0), kFail);
+  EXPECT_EQ(DecideRetry(a, 1), kRetry);
+  a.made_progress = true;
+  a.job_running = false;  // cancelled or failed meanwhile
+  EXPECT_EQ(DecideRetry(a, 2), kFail);
+}
+
 TEST(RetryPolicyTest, NoRestartsAllowed) {
   FailedAttempt a;
   a.reason = Failure::WORKER_CRASHED;

@@ -28,11 +28,14 @@ std::string ReasonName(Failure::Reason r) { return Failure::Reason_Name(r); }
 
 }  // namespace
 
-Scheduler::Scheduler(SchedulerOptions options, JobStore* store, Launcher* launcher)
+Scheduler::Scheduler(SchedulerOptions options, JobStore* store, Launcher* launcher,
+                     Launcher* side_launcher)
     : options_(std::move(options)),
       clock_(options_.clock != nullptr ? options_.clock : SystemClock::Get()),
       store_(store),
       launcher_(launcher),
+      side_launcher_(side_launcher != nullptr ? side_launcher : launcher),
+      attempt_key_(options_.attempt_key.empty() ? RandomBytes(32) : options_.attempt_key),
       writer_(
           [this, store](const StoreMutation& m, const std::string& job_id) {
             const absl::Time start = absl::Now();
@@ -44,6 +47,10 @@ Scheduler::Scheduler(SchedulerOptions options, JobStore* store, Launcher* launch
       gpus_(options_.gpu_probe, options_.gpu),
       last_loop_(clock_->Now()) {
   launcher_->SetExitCallback([this](const ProcessExit& e) { OnExit(e); });
+  launcher_->SetStatusCallback([this](const LaunchStatus& s) { OnLaunchStatus(s); });
+  if (side_launcher_ != launcher_) {
+    side_launcher_->SetExitCallback([this](const ProcessExit& e) { OnSideExit(e); });
+  }
 }
 
 Scheduler::~Scheduler() { Stop(); }
@@ -67,11 +74,13 @@ void Scheduler::Stop() {
     absl::MutexLock lock(&mu_);
     if (stopping_) return;
     stopping_ = true;  // nothing new is dispatched or accepted
-    pids = ranks_.pids();
+    // A remote launcher's workers run on without traind: the next start
+    // adopts them (Recover).
+    if (!launcher_->remote()) pids = ranks_.pids();
     // Side processes (predict) hold no state worth a grace: they end now,
     // and their callers get UNAVAILABLE (RunProcess).
     for (const auto& [pid, exit] : side_processes_) {
-      if (!exit.has_value()) launcher_->Signal(pid, SIGKILL);
+      if (!exit.has_value()) side_launcher_->Signal(pid, SIGKILL);
     }
   }
   // Running attempts stay RUNNING in the store: the next start recovers
@@ -88,10 +97,12 @@ void Scheduler::Stop() {
       for (const auto& [pid, exit] : side_processes_) {
         if (!exit.has_value()) return false;
       }
-      return ranks_.empty() && launches_in_flight_ == 0;
+      return (ranks_.empty() || launcher_->remote()) && launches_in_flight_ == 0;
     };
     if (!mu_.AwaitWithDeadline(absl::Condition(&none_left), deadline)) {
-      for (int pid : ranks_.pids()) launcher_->Signal(pid, SIGKILL);
+      if (!launcher_->remote()) {
+        for (int pid : ranks_.pids()) launcher_->Signal(pid, SIGKILL);
+      }
       mu_.AwaitWithTimeout(absl::Condition(&none_left), options_.stop_grace);
     }
     loop_exit_ = true;
@@ -99,6 +110,8 @@ void Scheduler::Stop() {
   if (loop_.joinable()) loop_.join();
   // No exit reaches this scheduler after it is gone.
   launcher_->SetExitCallback(nullptr);
+  launcher_->SetStatusCallback(nullptr);
+  if (side_launcher_ != launcher_) side_launcher_->SetExitCallback(nullptr);
   // While the store is degraded, what it cannot take is dropped (the next
   // start recovers from the last commit): nothing waits for space any longer,
   // not even the replies of the RPCs still in flight.
@@ -136,8 +149,9 @@ JobEvent* Scheduler::NewEventLocked(LiveJob& lj) {
 }
 
 JobChange Scheduler::ChangeLocked(LiveJob& lj) {
-  return JobChange(&lj.job,
-                   [this, &lj]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return NewEventLocked(lj); });
+  return JobChange(
+      &lj.job, [this, &lj]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return NewEventLocked(lj); },
+      launcher_->remote());
 }
 
 uint64_t Scheduler::CommitLocked(LiveJob& lj, StoreMutation& m) {
@@ -169,6 +183,7 @@ absl::StatusOr<Job> Scheduler::SubmitUnstored(const JobSpec& spec, const SubmitO
   *job.mutable_create_time() = NowProto();
   job.set_owner(options.owner);
   job.set_gpu_memory_bytes(options.gpu_memory_bytes);
+  job.set_host_memory_bytes(options.host_memory_bytes);
   const int tasks = engine::TaskCount(spec);
   for (int i = 0; i < tasks; ++i) {
     Task* t = job.add_tasks();
@@ -193,7 +208,14 @@ absl::StatusOr<Job> Scheduler::SubmitUnstored(const JobSpec& spec, const SubmitO
   }
   absl::MutexLock lock(&mu_);
   if (stopping_) return absl::UnavailableError("traind is shutting down");
-  if (spec.resources().device() == traind::v1::GPU) {
+  if (spec.resources().device() == traind::v1::GPU && launcher_->remote()) {
+    if (spec.resources().count() > options_.cluster_gpus_per_task) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("spec.resources.count: ", spec.resources().count(),
+                       " GPUs per task, but the cluster's nodes have ",
+                       options_.cluster_gpus_per_task, " (slurm.gpus_per_node)"));
+    }
+  } else if (spec.resources().device() == traind::v1::GPU) {
     const int usable = options_.worker_has_gpu_backend ? gpus_.Usable() : 0;
     if (spec.resources().count() > usable) {
       return absl::InvalidArgumentError(
@@ -302,6 +324,12 @@ Job Scheduler::ViewLocked(const LiveJob& lj) {
                     ABSL_NO_THREAD_SAFETY_ANALYSIS { return AtRungLocked(lj, task); };
     c.devices_draining = view.spec().resources().device() == traind::v1::GPU && gpus_.AnyDraining();
     queue_.DescribeWaiting(&view, c);
+    // Started, but waiting in the cluster's queue (a remote launcher's).
+    for (const auto& [task, la] : lj.attempts) {
+      if (!la.queued_remotely) continue;
+      view.mutable_tasks(task)->set_wait_reason(la.remote_wait);
+      view.mutable_tasks(task)->set_wait_detail(la.remote_wait_detail);
+    }
   }
   return view;
 }
@@ -421,6 +449,13 @@ std::vector<GpuPool::Gpu> Scheduler::Gpus(std::string* unavailable) {
 }
 
 int Scheduler::UsableGpus(std::string* why) {
+  if (launcher_->remote()) {
+    // The cluster's GPUs, as many as a node has.
+    if (why != nullptr && options_.cluster_gpus_per_task == 0) {
+      *why = "the cluster has no GPUs (slurm.gpus_per_node is 0)";
+    }
+    return options_.cluster_gpus_per_task;
+  }
   absl::MutexLock lock(&mu_);
   std::string reason;
   int usable = gpus_.Usable();
@@ -515,6 +550,41 @@ void Scheduler::OnExit(const ProcessExit& exit) {
   FinishMerges();
 }
 
+void Scheduler::OnSideExit(const ProcessExit& exit) {
+  absl::MutexLock lock(&mu_);
+  auto known = [this, &exit]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return launches_in_flight_ == 0 || side_processes_.count(exit.pid) > 0;
+  };
+  mu_.Await(absl::Condition(&known));
+  if (auto side = side_processes_.find(exit.pid); side != side_processes_.end()) {
+    side->second = exit;
+  }
+}
+
+void Scheduler::OnLaunchStatus(const LaunchStatus& status) {
+  absl::MutexLock lock(&mu_);
+  auto known = [this, &status]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return launches_in_flight_ == 0 || ranks_.Has(status.pid);
+  };
+  mu_.Await(absl::Condition(&known));
+  std::optional<AttemptTracker::RankRef> ref = ranks_.Find(status.pid);
+  if (!ref.has_value()) return;
+  auto jit = jobs_.find(ref->job_id);
+  if (jit == jobs_.end()) return;
+  auto ait = jit->second->attempts.find(ref->task);
+  if (ait == jit->second->attempts.end()) return;
+  LiveAttempt& la = ait->second;
+  la.queued_remotely = status.pending;
+  la.remote_wait = status.pending ? status.reason : Task::WAIT_REASON_UNSPECIFIED;
+  la.remote_wait_detail = status.pending ? status.detail : "";
+  // The heartbeat deadline counts from the start in the cluster.
+  la.last_seen = clock_->Now();
+  if (status.pending) {
+    LogInfo("task waits in the cluster job=%s task=%d attempt=%d: %s", ref->job_id, ref->task,
+            la.number, status.detail);
+  }
+}
+
 void Scheduler::OnExitLocked(const ProcessExit& exit, const AttemptTracker::RankRef& ref) {
   wake_ = true;
   auto jit = jobs_.find(ref.job_id);
@@ -584,11 +654,15 @@ void Scheduler::FinishAttemptLocked(LiveJob& lj, int task, const Failure* failur
     LogInfo("task succeeded job=%s task=%d attempt=%d pid=%d", job.id(), task, la.number, la.pid);
   } else {
     *a->mutable_failure() = *failure;
+    t->clear_result();  // one a remote attempt reported before it failed
     FailedAttempt fa;
     fa.reason = failure->reason();
     for (const Attempt& prev : t->attempts()) {
       fa.transient_failures += IsTransient(prev.failure().reason());
     }
+    // A preempted attempt that trained nothing counts as a transient failure.
+    fa.made_progress = la.trained_epochs > 0;
+    if (failure->reason() == Failure::PREEMPTED && !fa.made_progress) ++fa.transient_failures;
     fa.job_running = job.state() == Job::RUNNING && !job.has_failure();
     // Out of memory on GPUs: a retry avoids the GPUs this task ran out of
     // memory on.

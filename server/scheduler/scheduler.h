@@ -100,6 +100,17 @@ struct SchedulerOptions {
   // How often a store write that found the disk full is tried again.
   absl::Duration store_retry_interval = absl::Seconds(1);
   GpuPoolOptions gpu;
+  // A remote launcher (Slurm): the most GPUs one task may ask for (a node's).
+  // GPU jobs are then placed by the cluster, not on this machine's GPUs.
+  int cluster_gpus_per_task = 0;
+  // Where workers find the jobs' directories (TaskAssignment.artifacts_dir,
+  // logs): <state_dir>/jobs unless set (launcher: slurm: <shared_dir>/jobs,
+  // which <state_dir>/jobs links to).
+  std::string worker_jobs_dir;
+  // The key attempt secrets are derived from (HMAC-SHA256 of job, task and
+  // attempt), so that a restarted traind knows the secrets of workers that
+  // outlived it (a remote launcher's). Random when empty.
+  std::string attempt_key;
 };
 
 // Which finished jobs Scheduler::ApplyRetention deletes.
@@ -124,6 +135,8 @@ struct SubmitOptions {
   int max_queued_jobs = 0;
   // GPU jobs: the engine's memory estimate for one task on one GPU.
   int64_t gpu_memory_bytes = 0;
+  // What one task's worker needs on its host (Job.host_memory_bytes).
+  int64_t host_memory_bytes = 0;
 };
 
 struct SchedulerStats {
@@ -134,8 +147,11 @@ struct SchedulerStats {
 
 class Scheduler final {
  public:
-  // `store` and `launcher` must outlive the scheduler.
-  Scheduler(SchedulerOptions options, JobStore* store, Launcher* launcher);
+  // `store` and `launcher` must outlive the scheduler. Processes that are
+  // not tasks (RunProcess) go through `side_launcher` when given (a local
+  // one beside a remote `launcher`).
+  Scheduler(SchedulerOptions options, JobStore* store, Launcher* launcher,
+            Launcher* side_launcher = nullptr);
   ~Scheduler();  // Stop()s
   Scheduler(const Scheduler&) = delete;
   Scheduler& operator=(const Scheduler&) = delete;
@@ -299,6 +315,13 @@ class Scheduler final {
   void DispatchLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void EnforceDeadlinesLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void OnExit(const ProcessExit& exit);
+  // Recover: tracks the job's attempts a remote launcher still runs; returns
+  // how many. (recovery.cc)
+  int AdoptRemoteAttemptsLocked(LiveJob& lj) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A side process's exit, from a side launcher of its own.
+  void OnSideExit(const ProcessExit& exit);
+  // A remote launcher's news of a launch (pending in its queue, started).
+  void OnLaunchStatus(const LaunchStatus& status);
   void OnExitLocked(const ProcessExit& exit, const AttemptTracker::RankRef& ref)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Registers the attempt (launching) and builds its requests.
@@ -383,6 +406,8 @@ class Scheduler final {
   Clock* const clock_;
   JobStore* const store_;
   Launcher* const launcher_;
+  Launcher* const side_launcher_;  // launcher_ unless the scheduler was given one
+  std::string attempt_key_;        // options_.attempt_key, or a random one
   EventHub hub_;
   // After hub_: it publishes there until it is destroyed.
   StoreWriter writer_;

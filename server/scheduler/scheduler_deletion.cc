@@ -167,7 +167,7 @@ absl::StatusOr<ProcessExit> Scheduler::RunProcess(LaunchRequest request, absl::D
     if (!absl::StartsWith(e, "CUDA_VISIBLE_DEVICES=")) env.push_back(std::move(e));
   }
   request.env = std::move(env);
-  absl::StatusOr<int> pid = launcher_->Launch(request);
+  absl::StatusOr<int> pid = side_launcher_->Launch(request);
   absl::MutexLock lock(&mu_);
   --launches_in_flight_;
   if (!pid.ok()) {
@@ -177,13 +177,13 @@ absl::StatusOr<ProcessExit> Scheduler::RunProcess(LaunchRequest request, absl::D
   if (!gpu.empty()) gpus_.MarkBusy(gpu, *pid);
   side_processes_[*pid];
   // Stop() began while it launched: it ends with the others.
-  if (stopping_) launcher_->Signal(*pid, SIGKILL);
+  if (stopping_) side_launcher_->Signal(*pid, SIGKILL);
   auto exited = [this, p = *pid]()
                     ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return side_processes_[p].has_value(); };
   if (!mu_.AwaitWithTimeout(absl::Condition(&exited), timeout)) {
     LogWarning("process pid=%d (%s) ran past %s: killed", *pid, request.argv[0],
                absl::FormatDuration(timeout));
-    launcher_->Signal(*pid, SIGKILL);
+    side_launcher_->Signal(*pid, SIGKILL);
     mu_.Await(absl::Condition(&exited));
   }
   ProcessExit exit = *side_processes_[*pid];

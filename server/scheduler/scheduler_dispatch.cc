@@ -37,7 +37,10 @@ void Scheduler::DispatchLocked() {
     if (!DependenciesDoneLocked(lj, task)) continue;
     if (AtTrialLimitLocked(lj, task)) continue;  // stays queued
     std::vector<int> gpus;
-    if (lj.job.spec().resources().device() == traind::v1::GPU) {
+    if (launcher_->remote()) {
+      // The cluster places it; cpu_slots bounds the tasks handed to it.
+      if (running_ >= options_.cpu_slots) continue;
+    } else if (lj.job.spec().resources().device() == traind::v1::GPU) {
       if (!gpus_refreshed) {
         gpus_refreshed = true;
         RefreshGpusLocked(true);  // current free memory (frees the mutex meanwhile)
@@ -78,16 +81,26 @@ Scheduler::LaunchPlan Scheduler::PlanLaunchLocked(LiveJob& lj, int task,
   plan.dir = dir.string();
   plan.attempt.set_number(number);
   *plan.attempt.mutable_start_time() = NowProto();
-  plan.attempt.set_log_path((dir / absl::StrCat("attempt-", number, ".log")).string());
+  // Paths the workers see (a remote launcher's see the shared directory).
+  const std::filesystem::path worker_dir = options_.worker_jobs_dir.empty()
+                                               ? dir
+                                               : std::filesystem::path(options_.worker_jobs_dir) /
+                                                     job.id() / absl::StrCat("task-", task);
+  plan.attempt.set_log_path((worker_dir / absl::StrCat("attempt-", number, ".log")).string());
 
   LiveAttempt la;
   la.number = number;
-  la.secret = NewAttemptSecret();
+  la.secret = AttemptSecret(attempt_key_, job.id(), task, number);
   la.launching = true;
   la.gpus = gpus;
   la.last_seen = clock_->Now();
   // A multi-GPU task runs one process (rank) per GPU; everything else one.
-  const int world = gpus.size() > 1 ? static_cast<int>(gpus.size()) : 1;
+  // (A cluster's GPU task: the GPUs it asks the cluster for.)
+  const bool remote_gpu_task =
+      launcher_->remote() && job.spec().resources().device() == traind::v1::GPU;
+  const int world = remote_gpu_task   ? std::max(1, job.spec().resources().count())
+                    : gpus.size() > 1 ? static_cast<int>(gpus.size())
+                                      : 1;
   for (int g : gpus) plan.gpu_uuids.push_back(gpus_.gpus()[g].last.uuid);
   // CPU tasks see no GPU. The ranks of a GPU task all see the task's GPUs,
   // in rank order, and rank r trains on the r-th: NCCL needs the peers
@@ -95,6 +108,7 @@ Scheduler::LaunchPlan Scheduler::PlanLaunchLocked(LiveJob& lj, int task,
   // only its own GPU visible, each falls back to host shared memory).
   // Other tasks' GPUs stay invisible.
   const std::string visible = absl::StrJoin(plan.gpu_uuids, ",");
+  const bool remote_gpus = remote_gpu_task;
   for (int rank = 0; rank < world; ++rank) {
     LaunchRequest& req = plan.ranks.emplace_back();
     req.argv = {options_.worker_path, absl::StrCat("--server=", options_.worker_address),
@@ -106,11 +120,20 @@ Scheduler::LaunchPlan Scheduler::PlanLaunchLocked(LiveJob& lj, int task,
     }
     req.env = {absl::StrCat("TRAIND_WORKER_SECRET=", la.secret),
                absl::StrCat("OMP_NUM_THREADS=", options_.worker_threads),
-               absl::StrCat("CUDA_VISIBLE_DEVICES=", visible), "CUDA_DEVICE_ORDER=PCI_BUS_ID"};
+               "CUDA_DEVICE_ORDER=PCI_BUS_ID"};
+    // A cluster's GPU job sees the GPUs the cluster gave it.
+    if (!remote_gpus) req.env.push_back(absl::StrCat("CUDA_VISIBLE_DEVICES=", visible));
     req.env.insert(req.env.end(), options_.worker_env.begin(), options_.worker_env.end());
-    req.log_path = rank == 0
-                       ? plan.attempt.log_path()
-                       : (dir / absl::StrCat("attempt-", number, ".rank-", rank, ".log")).string();
+    req.log_path =
+        rank == 0
+            ? plan.attempt.log_path()
+            : (worker_dir / absl::StrCat("attempt-", number, ".rank-", rank, ".log")).string();
+    req.name = job.id();
+    req.cpus = options_.worker_threads;
+    req.memory_bytes = job.host_memory_bytes();
+    req.gpus = remote_gpus ? job.spec().resources().count() : 0;
+    // Higher priorities first: a lower one waits behind them (nice > 0).
+    req.nice = std::max(0, -job.spec().priority());
   }
   lj.attempts[task] = std::move(la);
   return plan;
@@ -125,6 +148,16 @@ Scheduler::LaunchOutcome Scheduler::RunLaunch(const LaunchPlan& plan) {
     return out;
   }
   out.attempted = true;
+  if (plan.ranks.size() > 1 && launcher_->launches_ranks_together()) {
+    // One unit (a Slurm job of N tasks): all ranks or none.
+    absl::StatusOr<std::vector<int>> handles = launcher_->LaunchRanks(plan.ranks);
+    if (handles.ok()) {
+      out.pids = *std::move(handles);
+    } else {
+      out.status = handles.status();
+    }
+    return out;
+  }
   for (size_t rank = 0; rank < plan.ranks.size(); ++rank) {
     absl::StatusOr<int> pid = launcher_->Launch(plan.ranks[rank]);
     if (!pid.ok()) {
@@ -163,7 +196,7 @@ void Scheduler::RecordLaunchLocked(const LaunchPlan& plan, const LaunchOutcome& 
     const int pid = outcome.pids[rank];
     la.AddRank(pid);
     ranks_.Add(pid, {job.id(), task, static_cast<int>(rank)});
-    if (world > 1) a->add_rank_pids(pid);
+    if (world > 1 && !launcher_->remote()) a->add_rank_pids(pid);
   }
   if (!outcome.status.ok()) {
     // Some ranks run: stop them; the attempt ends when they have exited.
@@ -178,7 +211,11 @@ void Scheduler::RecordLaunchLocked(const LaunchPlan& plan, const LaunchOutcome& 
   const int pid0 = la.rank_pids[0];
   la.pid = pid0;
   la.last_seen = clock_->Now();
-  a->set_pid(pid0);
+  if (launcher_->remote()) {
+    a->set_slurm_job_id(pid0);
+  } else {
+    a->set_pid(pid0);
+  }
   if (la.gpus.empty()) {
     ++running_;
   } else {
@@ -198,7 +235,8 @@ void Scheduler::RecordLaunchLocked(const LaunchPlan& plan, const LaunchOutcome& 
   change.WriteJob();
   change.SetTaskState(task, Task::STARTING, a->number(), pid0);
   CommitLocked(lj, change);
-  LogInfo("task started job=%s task=%d attempt=%d pid=%d%s%s", job.id(), task, a->number(), pid0,
+  LogInfo("task started job=%s task=%d attempt=%d %s=%d%s%s", job.id(), task, a->number(),
+          launcher_->remote() ? "slurm_job" : "pid", pid0,
           world > 1 ? absl::StrCat(" ranks=", world) : "",
           plan.gpu_uuids.empty() ? "" : absl::StrCat(" gpus=", absl::StrJoin(plan.gpu_uuids, ",")));
   // Stopped while it launched (StopTasksLocked had no process to signal):

@@ -32,6 +32,7 @@ absl::StatusOr<Scheduler::LiveJob*> Scheduler::AuthLocked(const traind::v1::Atte
         c.rank() < static_cast<int>(ait->second.rank_pids.size()) &&
         SecretMatches(ait->second.secret, c.secret())) {
       ait->second.last_seen = clock_->Now();
+      ait->second.queued_remotely = false;  // it runs (a cluster's queue may say so later)
       *attempt = &ait->second;
       return it->second.get();
     }
@@ -80,7 +81,9 @@ absl::StatusOr<traind::v1::TaskAssignment> Scheduler::GetTask(
   a.set_rank(c.rank());
   a.set_world_size(static_cast<int>(la->rank_pids.size()));
   const std::filesystem::path job_dir =
-      std::filesystem::path(options_.state_dir) / "jobs" / job.id();
+      (options_.worker_jobs_dir.empty() ? std::filesystem::path(options_.state_dir) / "jobs"
+                                        : std::filesystem::path(options_.worker_jobs_dir)) /
+      job.id();
   const std::string task_dir = absl::StrCat("task-", c.task());
   a.set_artifacts_dir((job_dir / task_dir).string());
   // One run directory per task, side by side, so that `tensorboard --logdir
@@ -116,6 +119,7 @@ absl::StatusOr<bool> Scheduler::ReportEpochs(
     m.set_task(c.task());
     m.set_attempt(c.attempt());
     la->last_epoch = m.epoch();
+    ++la->trained_epochs;
   }
   if (accepted.empty()) return stop;
   lj.job.mutable_tasks(c.task())->set_epochs_done(la->last_epoch);
@@ -183,6 +187,15 @@ absl::StatusOr<bool> Scheduler::ReportEvent(const traind::v1::ReportEventRequest
     case traind::v1::ReportEventRequest::kFinished:
       la->result = req.finished().result();
       la->result->set_fold(task);
+      if (launcher_->remote()) {
+        // Stored before it is acknowledged: a worker that outlives traind
+        // exits once its result is acknowledged, and the next traind adopts
+        // the attempt with it (Recover).
+        *lj.job.mutable_tasks(task)->mutable_result() = *la->result;
+        JobChange change = ChangeLocked(lj);
+        change.WriteTask(task);
+        CommitLocked(lj, change);
+      }
       break;
     case traind::v1::ReportEventRequest::kFailed: {
       const int rank = req.credentials().rank();

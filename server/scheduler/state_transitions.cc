@@ -78,7 +78,8 @@ bool IsAllowedTransition(Task::State from, Task::State to) {
   return Allowed(kTaskTransitions, from, to);
 }
 
-JobChange::JobChange(Job* job, NewEvent new_event) : job_(job), new_event_(std::move(new_event)) {}
+JobChange::JobChange(Job* job, NewEvent new_event, bool slurm_jobs)
+    : job_(job), new_event_(std::move(new_event)), slurm_jobs_(slurm_jobs) {}
 
 traind::v1::JobStateChange* JobChange::SetJobState(Job::State to) {
   if (!IsAllowedTransition(job_->state(), to)) {
@@ -109,7 +110,11 @@ traind::v1::TaskStateChange* JobChange::TaskEvent(int task, int attempt, int pid
   e->set_task(task);
   e->set_attempt(attempt);
   e->set_state(job_->tasks(task).state());
-  if (pid != 0) e->set_pid(pid);
+  if (pid != 0 && slurm_jobs_) {
+    e->set_slurm_job_id(pid);
+  } else if (pid != 0) {
+    e->set_pid(pid);
+  }
   return e;
 }
 

@@ -38,7 +38,9 @@ class JobChange {
   // `new_event` returns a new event of the job (sequence and time set);
   // it must stay valid until the commit.
   using NewEvent = std::function<traind::v1::JobEvent*()>;
-  JobChange(traind::v1::Job* job, NewEvent new_event);
+  // `slurm_jobs`: the launcher's handles (the pids passed below) are Slurm
+  // job ids: events carry them as slurm_job_id.
+  JobChange(traind::v1::Job* job, NewEvent new_event, bool slurm_jobs = false);
   JobChange(const JobChange&) = delete;
   JobChange& operator=(const JobChange&) = delete;
 
@@ -62,6 +64,7 @@ class JobChange {
  private:
   traind::v1::Job* const job_;
   const NewEvent new_event_;
+  const bool slurm_jobs_;
   StoreMutation mutation_;
 };
 
