@@ -285,6 +285,35 @@ TEST(RenderTest, Job) {
   EXPECT_THAT(text, HasSubstr("\n\nFOLD  BEST_EPOCH"));
 }
 
+// launcher: slurm: the attempt's Slurm job in place of a pid, and a task
+// waiting in Slurm's queue says so in Slurm's words.
+TEST(RenderTest, SlurmJobsAndTheirPendingReasons) {
+  v1::Job job;
+  job.set_id("j1");
+  *job.mutable_spec() = CvSpec();
+  job.set_state(v1::Job::RUNNING);
+  auto* held = job.add_tasks();
+  held->set_index(0);
+  held->set_state(v1::Task::STARTING);
+  held->add_attempts()->set_slurm_job_id(42);
+  held->set_wait_reason(v1::Task::HELD);
+  held->set_wait_detail("Slurm job 42 pending: JobHeldUser");
+  EXPECT_THAT(RenderJob(job),
+              HasSubstr("   0  STARTING  1         0       slurm:42  HELD (Slurm job 42 pending: "
+                        "JobHeldUser)\n"));
+  v1::JobEvent e;
+  e.mutable_task_state()->set_task(0);
+  e.mutable_task_state()->set_attempt(1);
+  e.mutable_task_state()->set_state(v1::Task::STARTING);
+  e.mutable_task_state()->set_slurm_job_id(42);
+  EXPECT_THAT(RenderEvent(e, job.spec()), HasSubstr("fold 0 STARTING (attempt 1, slurm job 42)"));
+  v1::ServerInfo info;
+  info.set_launcher("slurm (shared_dir /shared, workers call back on head:7072)");
+  EXPECT_THAT(RenderServerInfo(info),
+              HasSubstr("launcher:        slurm (shared_dir /shared, workers call back on "
+                        "head:7072)\n"));
+}
+
 TEST(RenderTest, SearchEventsNameTheTrialAndTheFoldAndARungPause) {
   v1::JobSpec spec;
   spec.mutable_cross_validation()->set_folds(2);

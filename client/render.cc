@@ -502,6 +502,7 @@ std::string RenderServerInfo(const traind::v1::ServerInfo& info) {
                      : absl::StrCat("NOT WRITABLE (new jobs are refused): ", info.store_error())});
   fields.AddRow({"listen:", absl::StrJoin(info.listen_addresses(), ", ")});
   fields.AddRow({"http:", info.http_url().empty() ? "off" : info.http_url()});
+  if (!info.launcher().empty()) fields.AddRow({"launcher:", info.launcher()});
   fields.AddRow({"cpu_slots:", absl::StrCat(info.cpu_slots())});
   fields.AddRow({"worker_threads:", absl::StrCat(info.worker_threads())});
   fields.AddRow({"jobs_active:", absl::StrCat(info.jobs_active())});

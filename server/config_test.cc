@@ -221,6 +221,75 @@ TEST(ConfigTest, Retention) {
   EXPECT_NE(s.message().find("max_agee"), std::string::npos) << s;
 }
 
+TEST(ConfigTest, SlurmLauncher) {
+  ServerConfig c;
+  c.state_dir = "/tmp/s";
+  c.listen = {"unix:/tmp/s/traind.sock"};
+  EXPECT_EQ(c.launcher, "local");
+  EXPECT_EQ(c.slurm.poll_interval, absl::Seconds(5));
+  EXPECT_EQ(c.slurm.signal_before_limit, absl::Seconds(120));
+  absl::Status s = ParseConfig(
+      "launcher: slurm\n"
+      "slurm:\n"
+      "  partition: gpu\n"
+      "  account: ml\n"
+      "  qos: high\n"
+      "  extra_sbatch_args: [--time=04:00:00, --constraint=a100]\n"
+      "  shared_dir: /shared/traind\n"
+      "  worker_address: 127.0.0.1:7072\n"
+      "  gpus_per_node: 8\n"
+      "  signal_before_limit: 3m\n"
+      "  poll_interval: 10s\n",
+      "t.yaml", &c);
+  ASSERT_TRUE(s.ok()) << s;
+  EXPECT_EQ(c.launcher, "slurm");
+  EXPECT_EQ(c.slurm.partition, "gpu");
+  EXPECT_EQ(c.slurm.account, "ml");
+  EXPECT_EQ(c.slurm.qos, "high");
+  EXPECT_EQ(c.slurm.extra_sbatch_args,
+            (std::vector<std::string>{"--time=04:00:00", "--constraint=a100"}));
+  EXPECT_EQ(c.slurm.shared_dir, "/shared/traind");
+  EXPECT_EQ(c.slurm.worker_address, "127.0.0.1:7072");
+  EXPECT_EQ(c.slurm.gpus_per_node, 8);
+  EXPECT_EQ(c.slurm.signal_before_limit, absl::Minutes(3));
+  EXPECT_EQ(c.slurm.poll_interval, absl::Seconds(10));
+  EXPECT_TRUE(ValidateConfig(c).ok()) << ValidateConfig(c);
+
+  // What launcher: slurm cannot do without, each named.
+  struct Bad {
+    const char* yaml;
+    const char* says;
+  };
+  for (const Bad& b : {
+           Bad{"launcher: pbs\n", "launcher: \"pbs\" is not local or slurm"},
+           Bad{"launcher: slurm\nslurm: {worker_address: 127.0.0.1:1}\n", "slurm.shared_dir"},
+           Bad{"launcher: slurm\nslurm: {shared_dir: rel, worker_address: 127.0.0.1:1}\n",
+               "slurm.shared_dir"},
+           Bad{"launcher: slurm\nslurm: {shared_dir: /s}\n", "slurm.worker_address"},
+           Bad{"launcher: slurm\nslurm: {shared_dir: /s, worker_address: unix:/x}\n",
+               "slurm.worker_address"},
+           Bad{"launcher: slurm\nslurm: {shared_dir: /s, worker_address: 10.0.0.5:7072}\n",
+               "is not loopback: set tls"},
+           Bad{"launcher: slurm\nslurm: {shared_dir: /s, worker_address: 127.0.0.1:1, "
+               "poll_interval: 100ms}\n",
+               "slurm.poll_interval"},
+       }) {
+    ServerConfig bad;
+    bad.state_dir = "/tmp/s";
+    bad.listen = {"unix:/tmp/s/traind.sock"};
+    ASSERT_TRUE(ParseConfig(b.yaml, "t.yaml", &bad).ok()) << b.yaml;
+    absl::Status v = ValidateConfig(bad);
+    EXPECT_FALSE(v.ok()) << b.yaml;
+    EXPECT_NE(v.message().find(b.says), std::string::npos) << b.yaml << ": " << v;
+  }
+  // A wrong key inside slurm: named with file and line.
+  ServerConfig typo;
+  s = ParseConfig("launcher: slurm\nslurm:\n  partiton: gpu\n", "t.yaml", &typo);
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("partiton"), std::string::npos) << s;
+  EXPECT_NE(s.message().find("t.yaml:3"), std::string::npos) << s;
+}
+
 // The annotated example config is valid as shipped.
 TEST(ConfigTest, ExampleConfigLoads) {
   ServerConfig c;

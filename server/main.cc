@@ -559,6 +559,10 @@ int Run(ServerConfig flags) {
   desc.start_time = start_time;
   const std::string http_listen = flags.http_listen.value_or(kDefaultHttpListen);
   desc.http_pending = !http_listen.empty() && http_listen != "off";
+  if (slurm) {
+    desc.launcher = absl::StrCat("slurm (shared_dir ", flags.slurm.shared_dir,
+                                 ", workers call back on ", flags.slurm.worker_address, ")");
+  }
   ReadApi reads(&scheduler, desc);
   SessionStore sessions;
   AccessPolicy policy;

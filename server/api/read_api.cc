@@ -123,6 +123,7 @@ traind::v1::ServerInfo ReadApi::GetServerInfo() {
   *resp.mutable_start_time() =
       TimeUtil::MicrosecondsToTimestamp(absl::ToUnixMicros(description_.start_time));
   resp.set_state_dir(description_.state_dir);
+  resp.set_launcher(description_.launcher);
   resp.set_state_dir_bytes(scheduler_->state_dir_bytes());
   if (absl::Status store = scheduler_->StoreStatus(); !store.ok()) {
     resp.set_store_error(std::string(store.message()));

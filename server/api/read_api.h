@@ -31,6 +31,8 @@ struct ServerDescription {
   // The HTTP side door is being started: GetServerInfo waits (up to 2 s)
   // for SetListenAddresses, which main calls once http_url is known too.
   bool http_pending = false;
+  // ServerInfo.launcher.
+  std::string launcher = "local";
 };
 
 class ReadApi final {

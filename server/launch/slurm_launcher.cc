@@ -242,6 +242,15 @@ void SlurmLauncher::SendSignals(std::vector<PendingSignal> signals) {
 }
 
 std::vector<ProcessExit> SlurmLauncher::CollectExits() {
+  // One read of the directory: only the records there are opened.
+  std::set<std::string> present;
+  {
+    std::error_code ec;
+    for (const auto& entry : fs::directory_iterator(exits_dir_, ec)) {
+      present.insert(entry.path().string());
+    }
+  }
+  if (present.empty()) return {};
   struct Look {
     int handle;
     int slurm_id;
@@ -260,6 +269,7 @@ std::vector<ProcessExit> SlurmLauncher::CollectExits() {
     const int id = look.slurm_id;
     const bool by_traind = look.by_traind;
     const std::string& path = look.path;
+    if (present.count(path) == 0) continue;
     std::ifstream in(path);
     if (!in) continue;
     std::stringstream text;
