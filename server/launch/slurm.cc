@@ -180,6 +180,11 @@ std::vector<std::string> SbatchArgv(const SlurmOptions& o, const LaunchRequest& 
   return argv;
 }
 
+bool SbatchNeverReachedSlurm(absl::string_view error) {
+  return absl::StrContains(error, "Unable to contact slurm controller") &&
+         absl::StrContains(error, "connect failure");
+}
+
 absl::StatusOr<int> ParseSbatchJobId(absl::string_view out) {
   absl::string_view line = absl::StripAsciiWhitespace(out);
   // The last line: sbatch may print warnings first.

@@ -71,6 +71,11 @@ std::string SlurmRanksBatchScript(const std::vector<LaunchRequest>& ranks,
 std::vector<std::string> SbatchArgv(const SlurmOptions& options, const LaunchRequest& request,
                                     const std::string& script, int ranks = 1);
 
+// Whether sbatch's error says it never reached the controller (a
+// connection refused or not made), so that submitting again cannot make a
+// second job. A timeout is not such an error: the job may have been taken.
+bool SbatchNeverReachedSlurm(absl::string_view error);
+
 // The job id from `sbatch --parsable` output ("123" or "123;cluster").
 absl::StatusOr<int> ParseSbatchJobId(absl::string_view out);
 

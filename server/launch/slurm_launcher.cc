@@ -134,6 +134,16 @@ absl::StatusOr<int> SlurmLauncher::Submit(const std::string& name, const std::st
   std::vector<std::string> argv = argv_without_script;
   argv.back() = script;
   absl::StatusOr<CommandResult> r = RunCommand(argv, kCommandTimeout);
+  // A controller that cannot be reached (restarting, failing over) got
+  // nothing: tried again, twice, after 1 s and 3 s. (Not a timeout: the
+  // job may have been taken.)
+  for (absl::Duration wait : {absl::Seconds(1), absl::Seconds(3)}) {
+    if (!r.ok() || r->exit_code == 0 || !SbatchNeverReachedSlurm(CommandError(argv, *r))) break;
+    LogWarning("slurm sbatch name=%s: %s; again in %s", name, CommandError(argv, *r),
+               absl::FormatDuration(wait));
+    absl::SleepFor(wait);
+    r = RunCommand(argv, kCommandTimeout);
+  }
   // Slurm keeps its own copy of the script: this one (it holds the
   // attempt's secret) is not needed any more.
   unlink(script.c_str());

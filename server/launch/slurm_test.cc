@@ -107,6 +107,16 @@ TEST(ParseSbatchJobIdTest, ReadsTheIdWithOrWithoutACluster) {
   EXPECT_FALSE(ParseSbatchJobId("").ok());
 }
 
+TEST(ParseSbatchJobIdTest, OnlyAControllerNeverReachedIsTriedAgain) {
+  EXPECT_TRUE(SbatchNeverReachedSlurm(
+      "sbatch: error: Batch job submission failed: Unable to contact slurm controller (connect "
+      "failure)"));
+  EXPECT_FALSE(SbatchNeverReachedSlurm(
+      "sbatch: error: Batch job submission failed: Socket timed out on send/recv operation"));
+  EXPECT_FALSE(SbatchNeverReachedSlurm(
+      "sbatch: error: Batch job submission failed: Invalid partition name specified"));
+}
+
 TEST(SqueueTest, OneBatchedQueryAndItsOutput) {
   SlurmOptions o;
   const std::vector<std::string> argv = SqueueArgv(o, {"aaa", "bbb"});
