@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
@@ -149,7 +150,9 @@ absl::StatusOr<int> SlurmLauncher::Submit(const std::string& name, const std::st
   unlink(script.c_str());
   if (!r.ok()) return r.status();
   if (r->exit_code != 0) {
-    return absl::UnavailableError(absl::StrCat("sbatch: ", CommandError(argv, *r)));
+    std::string why = CommandError(argv, *r);
+    if (!absl::StartsWith(why, "sbatch")) why = absl::StrCat("sbatch: ", why);
+    return absl::UnavailableError(why);
   }
   return ParseSbatchJobId(r->out);
 }
