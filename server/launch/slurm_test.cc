@@ -56,7 +56,7 @@ TEST(SbatchArgvTest, AsksForTheTasksResourcesAndTheSignalBeforeTheLimit) {
   const std::vector<std::string> argv = SbatchArgv(o, r, "/shared/traind/slurm/scripts/x.sh");
   EXPECT_EQ(argv.front(), "sbatch");
   EXPECT_EQ(argv.back(), "/shared/traind/slurm/scripts/x.sh");
-  for (const std::string& want :
+  for (const char* want :
        {"--parsable", "--job-name=0123456789ab",
         "--output=/shared/traind/jobs/0123456789ab/task-2/attempt-1.log", "--open-mode=append",
         "--chdir=/shared/traind", "--export=NONE", "--no-requeue", "--cpus-per-task=4",
@@ -76,7 +76,7 @@ TEST(SbatchArgvTest, AMultiGpuAttemptIsOneJobOfOneTaskPerRankOnOneNode) {
   r.gpus = 4;
   r.memory_bytes = int64_t{1} << 30;
   const std::vector<std::string> argv = SbatchArgv(o, r, "/s/x.sh", 4);
-  for (const std::string& want :
+  for (const char* want :
        {"--nodes=1", "--ntasks=4", "--cpus-per-task=2", "--gres=gpu:4", "--mem=4096M"}) {
     EXPECT_TRUE(Has(argv, want)) << want;
   }

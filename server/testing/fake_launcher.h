@@ -58,7 +58,9 @@ class FakeLauncher final : public Launcher {
       // thread as a real launcher's reaper would.
       {
         absl::MutexLock lock(&mu_);
-        exit_threads_.emplace_back([exit_now, pid] { exit_now(ProcessExit{pid, 1, 0}); });
+        exit_threads_.emplace_back([exit_now, pid] {
+          exit_now(ProcessExit{pid, 1, 0, std::nullopt});
+        });
       }
       absl::SleepFor(absl::Milliseconds(20));
     }
@@ -124,7 +126,7 @@ class FakeLauncher final : public Launcher {
       absl::MutexLock lock(&mu_);
       cb = callback_;
     }
-    cb(ProcessExit{pid, exit_code, signal});
+    cb(ProcessExit{pid, exit_code, signal, std::nullopt});
   }
 
  private:

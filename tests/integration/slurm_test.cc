@@ -306,10 +306,16 @@ TEST(SlurmTest, AfterKillNineTraindAdoptsTheRunningSlurmJobsAndResubmitsNothing)
   const traind::v1::JobSpec spec = LongDigits(2, epochs);
   absl::StatusOr<Job> submitted = SubmitJob(daemon->stub(), spec);
   ASSERT_TRUE(submitted.ok()) << submitted.status();
+  // Fold 0 trains (fold 1 may still wait in Slurm's queue on a busy node):
+  // every task traind has in Slurm at the kill is adopted.
   ASSERT_TRUE(WaitForEpochs(daemon.get(), submitted->id(), 0, 20)) << daemon->Log();
-  ASSERT_TRUE(WaitForEpochs(daemon.get(), submitted->id(), 1, 20)) << daemon->Log();
   const Job before = GetJob(daemon->stub(), submitted->id());
   ASSERT_EQ(daemon->Stop(SIGKILL) & 0x7f, SIGKILL);
+  int in_slurm = 0;
+  for (const Task& t : before.tasks()) {
+    in_slurm += t.state() == Task::STARTING || t.state() == Task::RUNNING;
+  }
+  ASSERT_GE(in_slurm, 1);
   daemon.reset();
   auto again = std::make_unique<Daemon>(dir.path() + "/state", args);
   ASSERT_TRUE(again->Start()) << again->Log();
@@ -318,9 +324,12 @@ TEST(SlurmTest, AfterKillNineTraindAdoptsTheRunningSlurmJobsAndResubmitsNothing)
   for (int i = 0; i < 2; ++i) {
     const Task& t = job.tasks(i);
     ASSERT_EQ(t.attempts_size(), 1) << "task " << i << " was run again: " << t.DebugString();
-    EXPECT_EQ(t.attempts(0).slurm_job_id(), before.tasks(i).attempts(0).slurm_job_id());
+    if (before.tasks(i).attempts_size() > 0) {
+      EXPECT_EQ(t.attempts(0).slurm_job_id(), before.tasks(i).attempts(0).slurm_job_id());
+    }
   }
-  EXPECT_TRUE(absl::StrContains(again->Log(), "tasks_adopted=2")) << again->Log();
+  EXPECT_TRUE(absl::StrContains(again->Log(), absl::StrCat("tasks_adopted=", in_slurm)))
+      << again->Log();
   ExpectEpochsOncePerAttempt(Events(again.get(), job.id()), 2, epochs);
 }
 
