@@ -83,7 +83,9 @@ bool LiveAttempt::RecordRankFailure(int rank, const Failure& f) {
     failure_rank = rank;
     if (multi_rank()) failure->set_message(absl::StrCat("rank ", rank, ": ", failure->message()));
   }
-  return multi_rank();
+  // Preempted (SIGUSR2 reaches every rank: Slurm's time limit ahead): the
+  // peers checkpoint and stop by themselves; killing them would lose that.
+  return multi_rank() && f.reason() != Failure::PREEMPTED;
 }
 
 void LiveAttempt::MarkRankExited(int rank, const ProcessExit& exit) {

@@ -86,7 +86,8 @@ struct LiveAttempt {
 
   // --- reports and exits ---
   // Rank `rank` reported `failure`; the first failure stays the attempt's.
-  // Returns whether the peers should be stopped (a multi-rank attempt).
+  // Returns whether the peers should be stopped (a multi-rank attempt, not
+  // PREEMPTED: every rank got that signal and stops by itself).
   bool RecordRankFailure(int rank, const traind::v1::Failure& failure);
   // Rank `rank` exited: it no longer runs.
   void MarkRankExited(int rank, const ProcessExit& exit);

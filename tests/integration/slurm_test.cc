@@ -460,5 +460,38 @@ TEST_F(SlurmGpuTest, GpuTasksAskSlurmForTheirGpusAndRanksShareOneSlurmJob) {
   }
 }
 
+// SIGUSR2 to a multi-GPU task's batch script (what Slurm sends before a
+// time limit) reaches both ranks through srun; they checkpoint and stop, and
+// the fold goes on in a new attempt from that checkpoint.
+TEST_F(SlurmGpuTest, Usr2ReachesEveryRankAndTheFoldResumes) {
+  REQUIRE_SLURM();
+  Daemon daemon(dir_.path() + "/state",
+                SlurmArgs(dir_.path(),
+                          {"--slurm-gpus-per-node=2", "--worker=" + wrapper_, "--max-restarts=0"}));
+  ASSERT_TRUE(daemon.Start()) << daemon.Log();
+  const int epochs = 400;
+  traind::v1::JobSpec spec = LongDigits(2, epochs);
+  spec.mutable_resources()->set_device(traind::v1::GPU);
+  spec.mutable_resources()->set_count(2);
+  absl::StatusOr<Job> submitted = SubmitJob(daemon.stub(), spec);
+  ASSERT_TRUE(submitted.ok()) << submitted.status();
+  ASSERT_TRUE(WaitForEpochs(&daemon, submitted->id(), 0, 20)) << daemon.Log();
+  const int64_t first = GetJob(daemon.stub(), submitted->id()).tasks(0).attempts(0).slurm_job_id();
+  EXPECT_EQ(Sh(absl::StrCat("scancel --batch --signal=USR2 ", first)), "");
+  const Job job = WaitForEnd(&daemon, submitted->id());
+  ASSERT_EQ(job.state(), Job::SUCCEEDED) << job.failure().DebugString() << daemon.Log();
+  const Task& t = job.tasks(0);
+  ASSERT_EQ(t.attempts_size(), 2) << t.DebugString();
+  EXPECT_EQ(t.attempts(0).failure().reason(), Failure::PREEMPTED) << t.DebugString();
+  const std::vector<JobEvent> events = Events(&daemon, job.id());
+  ExpectEpochsOncePerAttempt(events, 2, epochs);
+  bool resumed = false;
+  for (const JobEvent& e : events) {
+    resumed |= e.has_task_state() && e.task_state().task() == 0 && e.task_state().attempt() == 2 &&
+               e.task_state().resumed_epochs() > 0;
+  }
+  EXPECT_TRUE(resumed) << "the second attempt did not resume from a checkpoint";
+}
+
 }  // namespace
 }  // namespace traind::testing
