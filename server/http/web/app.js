@@ -151,7 +151,8 @@ function progressBar(job, testid) {
 function waitReasons(job) {
   const reasons = new Map();
   for (const t of job.tasks || []) {
-    if (t.state !== 'QUEUED' || !t.waitReason || t.waitReason === 'WAIT_REASON_UNSPECIFIED') continue;
+    // Queued in traind, or (launcher: slurm) started but waiting in Slurm's queue.
+    if ((t.state !== 'QUEUED' && !t.waitDetail) || !t.waitReason || t.waitReason === 'WAIT_REASON_UNSPECIFIED') continue;
     reasons.set(t.waitReason, (reasons.get(t.waitReason) || 0) + 1);
   }
   return [...reasons].map(([r, n]) => `${humanEnum(r)}${n > 1 ? ` ×${n}` : ''}`).join(', ');
@@ -658,8 +659,10 @@ class JobView {
         h('td', {testid: 'fold-best'}, r && r.bestEpoch ? String(r.bestEpoch) : '–',
           r && r.stoppedEarly ? h('span', {class: 'muted'}, ' (stopped early)') : null),
         metricKeys.map((k) => h('td', {class: 'num', testid: `fold-val-${k}`}, r && r.val ? fmtNumber(r.val[k]) : '–')),
-        h('td', {}, t.state === 'QUEUED' && t.waitReason && t.waitReason !== 'WAIT_REASON_UNSPECIFIED'
-          ? `${humanEnum(t.waitReason)}${t.tasksAhead ? ` (${t.tasksAhead} ahead)` : ''}` : ''),
+        h('td', {title: t.waitDetail || ''}, t.waitDetail && t.waitReason
+          ? `${humanEnum(t.waitReason)} (${t.waitDetail})`
+          : t.state === 'QUEUED' && t.waitReason && t.waitReason !== 'WAIT_REASON_UNSPECIFIED'
+            ? `${humanEnum(t.waitReason)}${t.tasksAhead ? ` (${t.tasksAhead} ahead)` : ''}` : ''),
         h('td', {testid: 'fold-failure'}, failureList));
     }));
     const selection = result.selection || '';
