@@ -239,6 +239,7 @@ absl::Status ParseConfig(const std::string& text, const std::string& source, Ser
       {"extra_sbatch_args", list(&c.slurm.extra_sbatch_args)},
       {"shared_dir", str(&c.slurm.shared_dir)},
       {"worker_address", str(&c.slurm.worker_address)},
+      {"worker_ca", str(&c.slurm.worker_ca)},
       {"gpus_per_node", int32(&c.slurm.gpus_per_node, 0)},
       {"signal_before_limit", dur(&c.slurm.signal_before_limit)},
       {"poll_interval", dur(&c.slurm.poll_interval)},

@@ -78,6 +78,11 @@ struct SlurmConfig {
   // HOST:PORT workers call back on (required); traind's WorkerService
   // listens there, with TLS when tls is set.
   std::string worker_address;
+  // PEM bundle workers trust for the worker address's TLS certificate
+  // (empty: tls.cert itself, enough for a self-signed certificate or one
+  // whose file holds its chain up to the root). Read by workers: the same
+  // path on every node.
+  std::string worker_ca;
   // GPUs a node offers: the most one task may ask for (0: no GPU jobs).
   int gpus_per_node = 0;
   // Slurm sends SIGUSR2 this long before a time limit (--signal=B:USR2@...).

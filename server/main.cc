@@ -466,8 +466,8 @@ int Run(ServerConfig flags) {
 
   if (slurm && flags.tls.enabled()) {
     // Workers trust the daemon's certificate on the worker address.
-    so.worker_env.push_back(
-        absl::StrCat("TRAIND_SERVER_CA=", fs::absolute(flags.tls.cert).string()));
+    const std::string ca = flags.slurm.worker_ca.empty() ? flags.tls.cert : flags.slurm.worker_ca;
+    so.worker_env.push_back(absl::StrCat("TRAIND_SERVER_CA=", fs::absolute(ca).string()));
   }
   LocalLauncherOptions lo;
   // With Slurm, the local launcher runs only side processes (predict): no
@@ -802,6 +802,9 @@ int main(int argc, char** argv) {
       "slurm.shared_dir: a directory every node sees (scripts, exit records, the jobs' files)");
   opt("--slurm-worker-address", f.slurm.worker_address,
       "slurm.worker_address: HOST:PORT workers call back on (traind listens there)");
+  opt("--slurm-worker-ca", f.slurm.worker_ca,
+      "slurm.worker_ca: PEM bundle workers trust for the worker address's certificate (default: "
+      "tls.cert)");
   opt("--slurm-gpus-per-node", f.slurm.gpus_per_node,
       "slurm.gpus_per_node: GPUs a node offers, the most a task may ask for (default 0)")
       ->check(CLI::Range(0, 1024));
@@ -861,6 +864,7 @@ int main(int argc, char** argv) {
   if (given_flag("--slurm-shared-dir")) config.slurm.shared_dir = f.slurm.shared_dir;
   if (given_flag("--slurm-worker-address")) config.slurm.worker_address = f.slurm.worker_address;
   if (given_flag("--slurm-gpus-per-node")) config.slurm.gpus_per_node = f.slurm.gpus_per_node;
+  if (given_flag("--slurm-worker-ca")) config.slurm.worker_ca = f.slurm.worker_ca;
   for (auto [flag, text, into] :
        {std::tuple<const char*, std::string*, absl::Duration*>{
             "--slurm-poll-interval", &slurm_poll_interval, &config.slurm.poll_interval},

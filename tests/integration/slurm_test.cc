@@ -333,6 +333,64 @@ TEST(SlurmTest, AfterKillNineTraindAdoptsTheRunningSlurmJobsAndResubmitsNothing)
   ExpectEpochsOncePerAttempt(Events(again.get(), job.id()), 2, epochs);
 }
 
+// With tls set, workers call back over TLS on the worker address: they trust
+// the CA given as slurm.worker_ca (a CA-signed certificate), or the
+// certificate itself (a self-signed one). A worker without that trust cannot
+// get its task.
+TEST(SlurmTest, WorkersCallBackOverTls) {
+  REQUIRE_SLURM();
+  TempDir dir;
+  const std::string d = dir.path();
+  const std::string ec = "-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2";
+  for (const std::string& c : {
+           "openssl req -x509 " + ec + " -subj /CN=test-ca -keyout " + d + "/ca.key -out " + d +
+               "/ca.pem",
+           "printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\\n' > " + d + "/san.ext",
+           "openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -subj "
+           "/CN=localhost -keyout " +
+               d + "/server.key -out " + d + "/server.csr",
+           "openssl x509 -req -days 2 -in " + d + "/server.csr -CA " + d + "/ca.pem -CAkey " + d +
+               "/ca.key -CAcreateserial -extfile " + d + "/san.ext -out " + d + "/server.pem",
+           "openssl req -x509 " + ec + " -subj /CN=localhost -addext " +
+               "subjectAltName=IP:127.0.0.1 -keyout " + d + "/self.key -out " + d + "/self.pem",
+       }) {
+    std::string out;
+    ASSERT_EQ(RunCommand(c + " 2>&1", &out), 0) << c << ": " << out;
+  }
+  struct Case {
+    std::string name;
+    std::vector<std::string> flags;
+  };
+  for (const Case& c : {
+           Case{"ca",
+                {"--tls-cert=" + d + "/server.pem", "--tls-key=" + d + "/server.key",
+                 "--slurm-worker-ca=" + d + "/ca.pem"}},
+           Case{"self-signed", {"--tls-cert=" + d + "/self.pem", "--tls-key=" + d + "/self.key"}},
+       }) {
+    SCOPED_TRACE(c.name);
+    Daemon daemon(d + "/state-" + c.name, SlurmArgs(d + "/" + c.name, c.flags));
+    ASSERT_TRUE(daemon.Start()) << daemon.Log();
+    absl::StatusOr<Job> submitted = SubmitJob(daemon.stub(), IrisExampleSpec(2, 5));
+    ASSERT_TRUE(submitted.ok()) << submitted.status();
+    const Job job = WaitForEnd(&daemon, submitted->id());
+    EXPECT_EQ(job.state(), Job::SUCCEEDED) << job.failure().DebugString() << daemon.Log();
+  }
+  // A worker that does not trust the certificate (the CA-signed one, with
+  // only itself as the trust root) gets no task: it fails, not trains.
+  Daemon daemon(d + "/state-distrust",
+                SlurmArgs(d + "/distrust",
+                          {"--tls-cert=" + d + "/server.pem", "--tls-key=" + d + "/server.key",
+                           "--slurm-worker-ca=" + d + "/self.pem", "--max-restarts=0"}));
+  ASSERT_TRUE(daemon.Start()) << daemon.Log();
+  absl::StatusOr<Job> submitted = SubmitJob(daemon.stub(), IrisExampleSpec(2, 5));
+  ASSERT_TRUE(submitted.ok()) << submitted.status();
+  const Job job = WaitForEnd(&daemon, submitted->id());
+  EXPECT_EQ(job.state(), Job::FAILED) << daemon.Log();
+  std::ifstream log(job.tasks(0).attempts(0).log_path());
+  std::string text((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
+  EXPECT_TRUE(absl::StrContains(text, "cannot fetch the task")) << text;
+}
+
 // sbatch --hold is scontrol hold from the start: the task waits in Slurm's
 // queue with Slurm's reason (and no heartbeat is due meanwhile), then runs
 // once released.
