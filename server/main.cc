@@ -503,6 +503,10 @@ int Run(ServerConfig flags) {
       LogError("%s", s.message());
       return 1;
     }
+    metrics.AddCollector(
+        [launcher = slurm_launcher.get()](std::vector<prometheus::MetricFamily>* families) {
+          families->push_back(SlurmCommandsFamily(launcher->command_counts()));
+        });
     LogInfo("launcher slurm shared_dir=%s worker_address=%s partition=%s", sl.shared_dir,
             sl.worker_address, sl.partition.empty() ? "(default)" : sl.partition);
   }

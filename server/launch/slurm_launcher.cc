@@ -105,6 +105,17 @@ absl::Status SlurmLauncher::Init() {
   return absl::OkStatus();
 }
 
+SlurmLauncher::CommandCounts SlurmLauncher::command_counts() const {
+  CommandCounts c;
+  c.sbatch = sbatch_.load();
+  c.sbatch_failed = sbatch_failed_.load();
+  c.squeue = squeue_.load();
+  c.squeue_failed = squeue_failed_.load();
+  c.scancel = scancel_.load();
+  c.scancel_failed = scancel_failed_.load();
+  return c;
+}
+
 void SlurmLauncher::SetExitCallback(ExitCallback callback) {
   absl::MutexLock lock(&mu_);
   mu_.Await(absl::Condition(
@@ -135,6 +146,8 @@ absl::StatusOr<int> SlurmLauncher::Submit(const std::string& name, const std::st
   std::vector<std::string> argv = argv_without_script;
   argv.back() = script;
   absl::StatusOr<CommandResult> r = RunCommand(argv, kCommandTimeout);
+  ++sbatch_;
+  if (!r.ok() || r->exit_code != 0) ++sbatch_failed_;
   // A controller that cannot be reached (restarting, failing over) got
   // nothing: tried again, twice, after 1 s and 3 s. (Not a timeout: the
   // job may have been taken.)
@@ -144,6 +157,8 @@ absl::StatusOr<int> SlurmLauncher::Submit(const std::string& name, const std::st
                absl::FormatDuration(wait));
     absl::SleepFor(wait);
     r = RunCommand(argv, kCommandTimeout);
+    ++sbatch_;
+    if (!r.ok() || r->exit_code != 0) ++sbatch_failed_;
   }
   // Slurm keeps its own copy of the script: this one (it holds the
   // attempt's secret) is not needed any more.
@@ -239,11 +254,14 @@ void SlurmLauncher::SendSignals(std::vector<PendingSignal> signals) {
       argv = {options_.scancel, "--batch", absl::StrCat("--signal=", p.sig), id};
     }
     absl::StatusOr<CommandResult> r = RunCommand(argv, kCommandTimeout);
+    ++scancel_;
     if (r.ok() && r->exit_code != 0 && p.sig == SIGTERM && pending) {
       // Nothing runs yet to stop gracefully: the job is cancelled.
       argv = {options_.scancel, id};
       r = RunCommand(argv, kCommandTimeout);
+      ++scancel_;
     }
+    if (!r.ok() || r->exit_code != 0) ++scancel_failed_;
     if (!r.ok()) {
       LogWarning("slurm scancel slurm_job=%d failed: %s", slurm_id, r.status().message());
     } else if (r->exit_code != 0) {
@@ -330,8 +348,9 @@ void SlurmLauncher::PollSlurm(std::vector<LaunchStatus>* statuses,
   if (names.empty()) return;
   const std::vector<std::string> argv = SqueueArgv(options_, names);
   absl::StatusOr<CommandResult> r = RunCommand(argv, kCommandTimeout);
-  ++squeue_calls_;
+  ++squeue_;
   if (!r.ok() || r->exit_code != 0) {
+    ++squeue_failed_;
     // Slurm does not answer (slurmctld restarting): nothing is concluded.
     LogWarning("slurm squeue failed: %s",
                r.ok() ? CommandError(argv, *r) : std::string(r.status().message()));

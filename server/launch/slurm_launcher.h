@@ -65,8 +65,14 @@ class SlurmLauncher final : public Launcher {
   bool remote() const override { return true; }
   absl::Status Adopt(int pid, const std::string& name) override;
 
-  // squeue calls so far (the polling load).
-  int64_t squeue_calls() const { return squeue_calls_.load(); }
+  // The Slurm commands run so far, and how many of them failed (the
+  // polling load; traind_slurm_commands_total).
+  struct CommandCounts {
+    int64_t sbatch = 0, sbatch_failed = 0;
+    int64_t squeue = 0, squeue_failed = 0;
+    int64_t scancel = 0, scancel_failed = 0;
+  };
+  CommandCounts command_counts() const;
 
  private:
   struct Tracked {
@@ -103,7 +109,10 @@ class SlurmLauncher final : public Launcher {
   SlurmOptions options_;  // srun made absolute by Init
   const std::string scripts_dir_;
   const std::string exits_dir_;
-  std::atomic<int64_t> squeue_calls_{0};
+  // Each command's runs and failures (CommandCounts).
+  std::atomic<int64_t> sbatch_{0}, sbatch_failed_{0};
+  std::atomic<int64_t> squeue_{0}, squeue_failed_{0};
+  std::atomic<int64_t> scancel_{0}, scancel_failed_{0};
   std::atomic<uint64_t> script_counter_{0};
 
   absl::Mutex mu_;

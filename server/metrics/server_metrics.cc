@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <tuple>
 #include <vector>
 
 #include "absl/strings/ascii.h"
@@ -208,6 +209,30 @@ void ServerMetrics::OnEvent(const traind::v1::JobEvent& event) {
   }
 }
 
+prometheus::MetricFamily SlurmCommandsFamily(const SlurmLauncher::CommandCounts& c) {
+  prometheus::MetricFamily f;
+  f.name = "traind_slurm_commands_total";
+  f.help = "Slurm commands traind ran (sbatch, squeue, scancel), by outcome.";
+  f.type = prometheus::MetricType::Counter;
+  for (const auto& [command, runs, failed] :
+       {std::tuple<const char*, int64_t, int64_t>{"sbatch", c.sbatch, c.sbatch_failed},
+        {"squeue", c.squeue, c.squeue_failed},
+        {"scancel", c.scancel, c.scancel_failed}}) {
+    for (const auto& [outcome, n] :
+         {std::pair<const char*, int64_t>{"ok", runs - failed}, {"error", failed}}) {
+      prometheus::ClientMetric m;
+      m.label = {{"command", command}, {"outcome", outcome}};
+      m.counter.value = static_cast<double>(n);
+      f.metric.push_back(std::move(m));
+    }
+  }
+  return f;
+}
+
+void ServerMetrics::AddCollector(Collector collector) {
+  collectors_.push_back(std::move(collector));
+}
+
 std::string ServerMetrics::Scrape() {
   std::vector<prometheus::MetricFamily> families = registry_->Collect();
   Scheduler* scheduler;
@@ -230,6 +255,7 @@ std::string ServerMetrics::Scrape() {
   AddGauge(&streams, {{"transport", "grpc"}}, static_cast<double>(grpc_streams_.load()));
   AddGauge(&streams, {{"transport", "sse"}}, static_cast<double>(sse_streams_.load()));
   families.push_back(std::move(streams));
+  for (const Collector& collect : collectors_) collect(&families);
 
   if (scheduler == nullptr) return prometheus::TextSerializer().Serialize(families);
 

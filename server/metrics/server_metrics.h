@@ -19,10 +19,12 @@
 #define TRAIND_SERVER_METRICS_SERVER_METRICS_H_
 
 #include <atomic>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
@@ -30,11 +32,17 @@
 #include "prometheus/family.h"
 #include "prometheus/gauge.h"
 #include "prometheus/histogram.h"
+#include "prometheus/metric_family.h"
 #include "prometheus/registry.h"
+#include "server/launch/slurm_launcher.h"
 #include "server/scheduler/event_hub.h"
 #include "server/scheduler/scheduler.h"
 
 namespace traind::server {
+
+// traind_slurm_commands_total{command, outcome}: the Slurm commands the
+// Slurm launcher ran (sbatch, squeue, scancel), ok or error.
+prometheus::MetricFamily SlurmCommandsFamily(const SlurmLauncher::CommandCounts& counts);
 
 class ServerMetrics final : public EventSubscriber {
  public:
@@ -55,6 +63,11 @@ class ServerMetrics final : public EventSubscriber {
   // The exposition (text format 0.0.4) of every metric now. Reads the store.
   std::string Scrape();
 
+  // Adds families a part of traind collects itself (the Slurm launcher's
+  // command counts) to every scrape. Call before serving /metrics.
+  using Collector = std::function<void(std::vector<prometheus::MetricFamily>*)>;
+  void AddCollector(Collector collector);
+
   // A watch stream opened / closed (WatchJob, server-sent events).
   void StreamOpened(Stream s);
   void StreamClosed(Stream s);
@@ -68,6 +81,7 @@ class ServerMetrics final : public EventSubscriber {
   const int cpu_slots_;
   const absl::Time start_time_;
   std::shared_ptr<prometheus::Registry> registry_;
+  std::vector<Collector> collectors_;  // set before serving
   prometheus::Counter* jobs_submitted_;
   prometheus::Family<prometheus::Counter>* jobs_finished_;
   prometheus::Counter* attempts_started_;

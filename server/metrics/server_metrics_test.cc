@@ -106,6 +106,26 @@ TEST_F(ServerMetricsTest, StreamsAndStoreCommits) {
   EXPECT_DOUBLE_EQ(Sample(text, "traind_store_commit_seconds_sum"), 0.003) << text;
 }
 
+// launcher: slurm: the commands it ran, by outcome, in every scrape.
+TEST_F(ServerMetricsTest, SlurmCommandsByOutcome) {
+  SlurmLauncher::CommandCounts c;
+  c.sbatch = 5;
+  c.sbatch_failed = 1;
+  c.squeue = 12;
+  c.scancel = 2;
+  c.scancel_failed = 2;
+  metrics_.AddCollector([c](std::vector<prometheus::MetricFamily>* families) {
+    families->push_back(SlurmCommandsFamily(c));
+  });
+  const std::string text = metrics_.Scrape();
+  EXPECT_EQ(Sample(text, "traind_slurm_commands_total{command=\"sbatch\",outcome=\"ok\"}"), 4)
+      << text;
+  EXPECT_EQ(Sample(text, "traind_slurm_commands_total{command=\"sbatch\",outcome=\"error\"}"), 1);
+  EXPECT_EQ(Sample(text, "traind_slurm_commands_total{command=\"squeue\",outcome=\"ok\"}"), 12);
+  EXPECT_EQ(Sample(text, "traind_slurm_commands_total{command=\"scancel\",outcome=\"ok\"}"), 0);
+  EXPECT_NE(text.find("# TYPE traind_slurm_commands_total counter"), std::string::npos) << text;
+}
+
 TEST_F(ServerMetricsTest, EveryFamilyHasHelpAndType) {
   const std::string text = metrics_.Scrape();
   std::istringstream in(text);
