@@ -12,17 +12,21 @@
 namespace traind::worker {
 
 // Only the daemon being briefly unreachable is retried: UNAVAILABLE and,
-// where `retry_deadline_exceeded`, DEADLINE_EXCEEDED. The wait after failed
+// where `retry_deadline_exceeded`, DEADLINE_EXCEEDED; where
+// `retry_cancelled`, CANCELLED too (a daemon shutting down cancels the calls
+// it has not answered; the worker never cancels its own). The wait after failed
 // try t (0-based) is first_delay · 2^min(t, max_doublings).
 struct RetryPolicy {
   int max_tries = 1;  // 0: no limit (the caller's deadline ends the tries)
   absl::Duration first_delay = absl::Milliseconds(100);
   int max_doublings = 4;
   bool retry_deadline_exceeded = false;
+  bool retry_cancelled = false;
 
   bool Retries(absl::StatusCode code) const {
     return code == absl::StatusCode::kUnavailable ||
-           (retry_deadline_exceeded && code == absl::StatusCode::kDeadlineExceeded);
+           (retry_deadline_exceeded && code == absl::StatusCode::kDeadlineExceeded) ||
+           (retry_cancelled && code == absl::StatusCode::kCancelled);
   }
   absl::Duration DelayAfter(int failed_try) const {
     return first_delay * (int64_t{1} << std::min(failed_try, max_doublings));
@@ -32,9 +36,12 @@ struct RetryPolicy {
 // Reports (ReportEpoch, ReportEvent): 5 tries, waiting 100, 200, 400, 800
 // and 1600 ms after each failed one. Reports are idempotent (keyed by job,
 // task, attempt, epoch): a retry after a lost answer never duplicates one.
+// A report cancelled by a daemon that stopped is retried too: a worker that
+// outlives traind (launcher: slurm) reports to the next one.
 inline constexpr RetryPolicy kReportRetry{/*max_tries=*/5, absl::Milliseconds(100),
                                           /*max_doublings=*/4,
-                                          /*retry_deadline_exceeded=*/true};
+                                          /*retry_deadline_exceeded=*/true,
+                                          /*retry_cancelled=*/true};
 
 // Rendezvous: until its deadline, waiting 100, 200, 400, 800, then 1600 ms
 // between tries; a rendezvous that times out is not retried.

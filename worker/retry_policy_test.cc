@@ -44,7 +44,7 @@ TEST(WorkerRetryPolicy, WhatIsRetried) {
       {absl::StatusCode::kNotFound, false, false},
       {absl::StatusCode::kFailedPrecondition, false, false},
       {absl::StatusCode::kInternal, false, false},
-      {absl::StatusCode::kCancelled, false, false},
+      {absl::StatusCode::kCancelled, true, false},
   };
   for (const Row& r : rows) {
     EXPECT_EQ(kReportRetry.Retries(r.code), r.report) << absl::StatusCodeToString(r.code);

@@ -445,6 +445,7 @@ void SlurmLauncher::Loop() {
   for (;;) {
     std::vector<PendingSignal> signals;
     bool poll = false;
+    bool listened = false;
     {
       absl::MutexLock lock(&mu_);
       auto wake = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
@@ -454,10 +455,14 @@ void SlurmLauncher::Loop() {
       if (stopping_) return;
       signals.assign(signals_.begin(), signals_.end());
       signals_.clear();
-      poll = poll_now_ || (!jobs_.empty() && absl::Now() >= next_squeue);
+      // Nobody to tell (before the scheduler, or after it stopped): exit
+      // records stay where they are, for the next traind to read.
+      listened = exit_callback_ != nullptr;
+      poll = listened && (poll_now_ || (!jobs_.empty() && absl::Now() >= next_squeue));
       poll_now_ = false;
     }
     if (!signals.empty()) SendSignals(std::move(signals));
+    if (!listened) continue;
     std::vector<ProcessExit> exits = CollectExits();
     std::vector<LaunchStatus> statuses;
     if (poll) {

@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -296,8 +297,13 @@ TEST(SlurmTest, AFoldLongerThanItsTimeLimitGoesOnAcrossAttemptsWithoutLosingAnEp
   ExpectEpochsOncePerAttempt(Events(&daemon, job.id()), 2, epochs);
 }
 
-TEST(SlurmTest, AfterKillNineTraindAdoptsTheRunningSlurmJobsAndResubmitsNothing) {
+// traind stopped (SIGTERM: its Slurm jobs are left running) or killed
+// (SIGKILL) while folds run in Slurm, then started again.
+class SlurmRestartTest : public ::testing::TestWithParam<int> {};
+
+TEST_P(SlurmRestartTest, TraindAdoptsTheRunningSlurmJobsAndResubmitsNothing) {
   REQUIRE_SLURM();
+  const int sig = GetParam();
   TempDir dir;
   const std::vector<std::string> args = SlurmArgs(dir.path());
   auto daemon = std::make_unique<Daemon>(dir.path() + "/state", args);
@@ -310,7 +316,12 @@ TEST(SlurmTest, AfterKillNineTraindAdoptsTheRunningSlurmJobsAndResubmitsNothing)
   // every task traind has in Slurm at the kill is adopted.
   ASSERT_TRUE(WaitForEpochs(daemon.get(), submitted->id(), 0, 20)) << daemon->Log();
   const Job before = GetJob(daemon->stub(), submitted->id());
-  ASSERT_EQ(daemon->Stop(SIGKILL) & 0x7f, SIGKILL);
+  const int status = daemon->Stop(sig);
+  if (sig == SIGKILL) {
+    ASSERT_EQ(status & 0x7f, SIGKILL);
+  } else {
+    ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status << daemon->Log();
+  }
   int in_slurm = 0;
   for (const Task& t : before.tasks()) {
     in_slurm += t.state() == Task::STARTING || t.state() == Task::RUNNING;
@@ -332,6 +343,12 @@ TEST(SlurmTest, AfterKillNineTraindAdoptsTheRunningSlurmJobsAndResubmitsNothing)
       << again->Log();
   ExpectEpochsOncePerAttempt(Events(again.get(), job.id()), 2, epochs);
 }
+
+INSTANTIATE_TEST_SUITE_P(StopAndKill, SlurmRestartTest, ::testing::Values(SIGTERM, SIGKILL),
+                         [](const ::testing::TestParamInfo<int>& p) {
+                           return p.param == SIGKILL ? std::string("KillNine")
+                                                     : std::string("Sigterm");
+                         });
 
 // With tls set, workers call back over TLS on the worker address: they trust
 // the CA given as slurm.worker_ca (a CA-signed certificate), or the
