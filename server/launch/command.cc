@@ -19,7 +19,8 @@ extern char** environ;
 namespace traind::server {
 
 absl::StatusOr<CommandResult> RunCommand(const std::vector<std::string>& argv,
-                                         absl::Duration timeout) {
+                                         absl::Duration timeout,
+                                         const std::vector<std::string>* env) {
   if (argv.empty()) return absl::InvalidArgumentError("no command");
   int out[2], err[2];
   if (pipe2(out, O_CLOEXEC) != 0)
@@ -50,7 +51,13 @@ absl::StatusOr<CommandResult> RunCommand(const std::vector<std::string>& argv,
   for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
   pid_t pid = 0;
-  const int rc = posix_spawnp(&pid, argv[0].c_str(), &actions, &attr, args.data(), environ);
+  std::vector<char*> envp;
+  if (env != nullptr) {
+    for (const std::string& e : *env) envp.push_back(const_cast<char*>(e.c_str()));
+    envp.push_back(nullptr);
+  }
+  const int rc = posix_spawnp(&pid, argv[0].c_str(), &actions, &attr, args.data(),
+                              env != nullptr ? envp.data() : environ);
   posix_spawn_file_actions_destroy(&actions);
   posix_spawnattr_destroy(&attr);
   close(out[1]);

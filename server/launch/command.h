@@ -21,10 +21,12 @@ struct CommandResult {
 };
 
 // Runs argv (argv[0] found in PATH unless it has a slash) with traind's
-// environment, stdin from /dev/null; after `timeout` it is killed. An error
-// only when it cannot start.
+// environment, or exactly `env` ("NAME=value") when given, stdin from
+// /dev/null; after `timeout` it is killed. An error only when it cannot
+// start.
 absl::StatusOr<CommandResult> RunCommand(const std::vector<std::string>& argv,
-                                         absl::Duration timeout);
+                                         absl::Duration timeout,
+                                         const std::vector<std::string>* env = nullptr);
 
 // "sbatch: error: ..." for messages: the command's stderr (else stdout),
 // trimmed, or its exit status.

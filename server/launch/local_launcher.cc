@@ -20,6 +20,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
+#include "server/launch/command.h"
 #include "traind/zygote_protocol.h"
 
 namespace traind::server {
@@ -412,74 +413,22 @@ void LocalLauncher::ReapLoop() {
 absl::StatusOr<std::vector<std::string>> ProbeWorkerBackends(const std::string& worker_path,
                                                              const std::vector<std::string>& env,
                                                              std::string* notes) {
-  int out[2], err[2];
-  if (pipe2(out, O_CLOEXEC) != 0) {
-    return absl::InternalError(absl::StrCat("pipe: ", strerror(errno)));
-  }
-  if (pipe2(err, O_CLOEXEC) != 0) {
-    close(out[0]);
-    close(out[1]);
-    return absl::InternalError(absl::StrCat("pipe: ", strerror(errno)));
-  }
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, out[1], 1);
-  posix_spawn_file_actions_adddup2(&actions, err[1], 2);
-  std::string flag = "--capabilities";
-  char* argv[] = {const_cast<char*>(worker_path.c_str()), flag.data(), nullptr};
-  std::vector<char*> envp;
-  for (const std::string& e : env) envp.push_back(const_cast<char*>(e.c_str()));
-  envp.push_back(nullptr);
-  pid_t pid = 0;
-  int rc = posix_spawn(&pid, worker_path.c_str(), &actions, nullptr, argv, envp.data());
-  posix_spawn_file_actions_destroy(&actions);
-  close(out[1]);
-  close(err[1]);
-  if (rc != 0) {
-    close(out[0]);
-    close(err[0]);
+  // Loading the CUDA plugin and asking the driver takes well under this.
+  absl::StatusOr<CommandResult> r =
+      RunCommand({worker_path, "--capabilities"}, absl::Seconds(60), &env);
+  if (!r.ok()) {
     return absl::FailedPreconditionError(
-        absl::StrCat(worker_path, ": cannot execute: ", strerror(rc)));
+        absl::StrCat(worker_path, ": cannot execute: ", r.status().message()));
   }
-  // Both pipes at once, so that neither fills while the other is read.
-  std::string text, said;
-  pollfd fds[2] = {{out[0], POLLIN, 0}, {err[0], POLLIN, 0}};
-  std::string* into[2] = {&text, &said};
-  int open_fds = 2;
-  while (open_fds > 0) {
-    if (poll(fds, 2, -1) < 0) {
-      if (errno == EINTR) continue;
-      break;
-    }
-    for (int i = 0; i < 2; ++i) {
-      if (fds[i].fd < 0 || fds[i].revents == 0) continue;
-      char buf[512];
-      const ssize_t n = read(fds[i].fd, buf, sizeof(buf));
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) {
-        close(fds[i].fd);
-        fds[i].fd = -1;
-        --open_fds;
-      } else if (into[i]->size() < (64 << 10)) {
-        into[i]->append(buf, n);
-      }
-    }
-  }
-  for (const pollfd& f : fds) {
-    if (f.fd >= 0) close(f.fd);
-  }
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  std::string stripped(absl::StripAsciiWhitespace(said));
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    return absl::FailedPreconditionError(absl::StrCat(worker_path,
-                                                      " --capabilities failed (status ", status,
-                                                      ")", stripped.empty() ? "" : ": ", stripped));
+  std::string stripped(absl::StripAsciiWhitespace(r->err));
+  if (r->exit_code != 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(worker_path, " --capabilities failed (status ", r->exit_code, ")",
+                     stripped.empty() ? "" : ": ", stripped));
   }
   if (notes != nullptr) *notes = std::move(stripped);
   std::vector<std::string> backends =
-      absl::StrSplit(text, absl::ByAnyChar(" \n"), absl::SkipEmpty());
+      absl::StrSplit(r->out, absl::ByAnyChar(" \n"), absl::SkipEmpty());
   return backends;
 }
 

@@ -550,41 +550,6 @@ void Scheduler::OnExit(const ProcessExit& exit) {
   FinishMerges();
 }
 
-void Scheduler::OnSideExit(const ProcessExit& exit) {
-  absl::MutexLock lock(&mu_);
-  auto known = [this, &exit]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return launches_in_flight_ == 0 || side_processes_.count(exit.pid) > 0;
-  };
-  mu_.Await(absl::Condition(&known));
-  if (auto side = side_processes_.find(exit.pid); side != side_processes_.end()) {
-    side->second = exit;
-  }
-}
-
-void Scheduler::OnLaunchStatus(const LaunchStatus& status) {
-  absl::MutexLock lock(&mu_);
-  auto known = [this, &status]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return launches_in_flight_ == 0 || ranks_.Has(status.pid);
-  };
-  mu_.Await(absl::Condition(&known));
-  std::optional<AttemptTracker::RankRef> ref = ranks_.Find(status.pid);
-  if (!ref.has_value()) return;
-  auto jit = jobs_.find(ref->job_id);
-  if (jit == jobs_.end()) return;
-  auto ait = jit->second->attempts.find(ref->task);
-  if (ait == jit->second->attempts.end()) return;
-  LiveAttempt& la = ait->second;
-  la.queued_remotely = status.pending;
-  la.remote_wait = status.pending ? status.reason : Task::WAIT_REASON_UNSPECIFIED;
-  la.remote_wait_detail = status.pending ? status.detail : "";
-  // The heartbeat deadline counts from the start in the cluster.
-  la.last_seen = clock_->Now();
-  if (status.pending) {
-    LogInfo("task waits in the cluster job=%s task=%d attempt=%d: %s", ref->job_id, ref->task,
-            la.number, status.detail);
-  }
-}
-
 void Scheduler::OnExitLocked(const ProcessExit& exit, const AttemptTracker::RankRef& ref) {
   wake_ = true;
   auto jit = jobs_.find(ref.job_id);

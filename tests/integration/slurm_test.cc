@@ -148,6 +148,17 @@ void ExpectEpochsOncePerAttempt(const std::vector<JobEvent>& events, int tasks, 
   for (int t = 0; t < tasks; ++t) EXPECT_EQ(task_last[t], epochs) << "task " << t;
 }
 
+// Whether attempt `attempt` of `task` resumed from a checkpoint.
+bool Resumed(const std::vector<JobEvent>& events, int task, int attempt) {
+  for (const JobEvent& e : events) {
+    if (e.has_task_state() && e.task_state().task() == task &&
+        e.task_state().attempt() == attempt && e.task_state().resumed_epochs() > 0) {
+      return true;
+    }
+  }
+  return false;
+}
+
 std::vector<JobEvent> Events(Daemon* d, const std::string& id) {
   std::vector<JobEvent> events;
   grpc::Status s = WatchAll(d->stub(), id, 0, &events, 60);
@@ -262,12 +273,7 @@ TEST(SlurmTest, Usr2BeforeATimeLimitCheckpointsAndTheFoldResumesInANewAttempt) {
   EXPECT_EQ(t.attempts(0).failure().reason(), Failure::PREEMPTED) << t.DebugString();
   const std::vector<JobEvent> events = Events(&daemon, job.id());
   ExpectEpochsOncePerAttempt(events, 2, epochs);
-  bool resumed = false;
-  for (const JobEvent& e : events) {
-    resumed |= e.has_task_state() && e.task_state().task() == 1 && e.task_state().attempt() == 2 &&
-               e.task_state().resumed_epochs() > 0;
-  }
-  EXPECT_TRUE(resumed) << "the second attempt did not resume from a checkpoint";
+  EXPECT_TRUE(Resumed(events, 1, 2)) << "the second attempt did not resume from a checkpoint";
   ExpectSameFolds(job, LocalFolds(spec));
 }
 
@@ -560,12 +566,7 @@ TEST_F(SlurmGpuTest, Usr2ReachesEveryRankAndTheFoldResumes) {
   EXPECT_EQ(t.attempts(0).failure().reason(), Failure::PREEMPTED) << t.DebugString();
   const std::vector<JobEvent> events = Events(&daemon, job.id());
   ExpectEpochsOncePerAttempt(events, 2, epochs);
-  bool resumed = false;
-  for (const JobEvent& e : events) {
-    resumed |= e.has_task_state() && e.task_state().task() == 0 && e.task_state().attempt() == 2 &&
-               e.task_state().resumed_epochs() > 0;
-  }
-  EXPECT_TRUE(resumed) << "the second attempt did not resume from a checkpoint";
+  EXPECT_TRUE(Resumed(events, 0, 2)) << "the second attempt did not resume from a checkpoint";
 }
 
 }  // namespace
