@@ -3,6 +3,9 @@
 #include <signal.h>
 
 #include <atomic>
+#include <cstdlib>
+#include <fstream>
+#include <string>
 
 namespace traind::worker {
 namespace {
@@ -29,6 +32,16 @@ void InstallStopSignalHandlers() {
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGUSR2, &sa, nullptr);
   signal(SIGPIPE, SIG_IGN);
+  // A launcher that starts the worker with these signals ignored until
+  // now (Slurm's batch script) wrote down any that came in the meantime.
+  const char* path = std::getenv("TRAIND_STOP_SIGNALS_FILE");
+  if (path != nullptr && *path != '\0') {
+    std::ifstream in(path);
+    for (std::string line; std::getline(in, line);) {
+      if (line == "USR2") OnStopSignal(SIGUSR2);
+      if (line == "TERM" || line == "INT") OnStopSignal(SIGTERM);
+    }
+  }
 }
 
 bool StopSignalReceived() { return stop_signal_received.load(std::memory_order_relaxed); }

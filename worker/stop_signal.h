@@ -13,8 +13,11 @@
 
 namespace traind::worker {
 
-// Installs the SIGTERM/SIGINT handler and ignores SIGPIPE (a daemon that
-// went away is seen as a failed call, not a signal). Call once, early, from
+// Installs the SIGTERM/SIGINT/SIGUSR2 handler and ignores SIGPIPE (a daemon
+// that went away is seen as a failed call, not a signal), then takes the
+// signals listed (one name a line: USR2, TERM, INT) in the file
+// $TRAIND_STOP_SIGNALS_FILE, if set, as received: the ones a launcher got
+// for this worker before its handlers were in place. Call once, early, from
 // the main thread.
 void InstallStopSignalHandlers();
 

@@ -45,24 +45,53 @@ Failure MakeFailure(Failure::Reason reason, std::string message) {
 
 namespace {
 
-// The part of a script that runs one worker as a child of the shell:
-// SIGUSR2 and SIGTERM forwarded to it, its status recorded in the exit
-// record `record` (a shell word) before the shell exits with that status.
-// `request.env` plus Slurm's SLURM_* (and CUDA_VISIBLE_DEVICES when the
-// request does not set it) is the worker's whole environment; with
-// `own_log`, its output is appended to request.log_path.
-std::string RunOneWorker(const LaunchRequest& request, const std::string& exit_dir,
-                         const std::string& record, bool own_log) {
-  std::string s =
-      "child=\n"
-      "signals=\n"
-      "forward() {\n"
-      "  signals=\"${signals:+$signals,}$1\"\n"
-      "  if [ -n \"$child\" ]; then kill -\"$1\" \"$child\" 2>/dev/null; fi\n"
-      "}\n"
-      "trap 'forward USR2' USR2\n"
-      "trap 'forward TERM' TERM\n"
-      "env=(\n";
+// The start of every script: the signals it is sent are written to the
+// job's signals file (`$signals_file`, named in the worker's environment as
+// TRAIND_STOP_SIGNALS_FILE) before they are passed on, so a worker that
+// starts or installs its handlers only after one arrived still sees it.
+// The file is in the exit directory, next to the exit records, and removed
+// by the batch step once its workers are done.
+std::string SignalsPreamble(const std::string& exit_dir) {
+  return absl::StrCat("exits=", ShellQuote(exit_dir),
+                      "\n"
+                      "signals_file=\"$exits/$SLURM_JOB_ID.signals\"\n"
+                      "signals=\n"
+                      "child=\n"
+                      "forward() {\n"
+                      "  signals=\"${signals:+$signals,}$1\"\n"
+                      "  printf '%s\\n' \"$1\" >> \"$signals_file\"\n"
+                      "  if [ -n \"$child\" ]; then kill -\"$1\" \"$child\" 2>/dev/null; fi\n"
+                      "}\n"
+                      "trap 'forward USR2' USR2\n"
+                      "trap 'forward TERM' TERM\n");
+}
+
+// The part of a script that runs one child (`command`, shell words) with
+// SIGUSR2 and SIGTERM passed on to it, then exits with its status. The child
+// starts with both signals ignored until it installs its own handlers (a
+// signal in between would otherwise kill it before it can checkpoint); it
+// reads what it missed from the signals file.
+std::string RunChild(const std::string& command) {
+  return absl::StrCat("( trap '' USR2 TERM; exec ", command,
+                      " ) &\n"
+                      "child=$!\n"
+                      "while :; do\n"
+                      "  wait \"$child\"; rc=$?\n"
+                      "  kill -0 \"$child\" 2>/dev/null || break\n"
+                      "done\n"
+                      "# An interrupted wait said 128 + the trapped signal: the child's own\n"
+                      "# status, if the shell still holds it.\n"
+                      "wait \"$child\" 2>/dev/null; again=$?\n"
+                      "if [ \"$again\" -ne 127 ]; then rc=$again; fi\n");
+}
+
+// One worker: `request.env` plus Slurm's SLURM_* (and CUDA_VISIBLE_DEVICES
+// when the request does not set it) is its whole environment; with
+// `own_log`, its output is appended to request.log_path. Its status is
+// recorded in the exit record `record` (a shell word) before the shell
+// exits with that status.
+std::string RunOneWorker(const LaunchRequest& request, const std::string& record, bool own_log) {
+  std::string s = "env=(\n";
   bool sets_visible_devices = false;
   for (const std::string& e : request.env) {
     absl::StrAppend(&s, "  ", ShellQuote(e), "\n");
@@ -73,30 +102,20 @@ std::string RunOneWorker(const LaunchRequest& request, const std::string& exit_d
   // and the GPUs it gave the job.
   s += "for v in $(compgen -e); do\n"
        "  case \"$v\" in SLURM_*|SLURMD_*) env+=(\"$v=${!v}\");; esac\n"
-       "done\n";
+       "done\n"
+       "env+=(\"TRAIND_STOP_SIGNALS_FILE=$signals_file\")\n";
   if (!sets_visible_devices) {
     s += "if [ -n \"${CUDA_VISIBLE_DEVICES+x}\" ]; then\n"
          "  env+=(\"CUDA_VISIBLE_DEVICES=$CUDA_VISIBLE_DEVICES\")\n"
          "fi\n";
   }
-  s += "/usr/bin/env -i \"${env[@]}\"";
-  for (const std::string& a : request.argv) absl::StrAppend(&s, " ", ShellQuote(a));
-  if (own_log) absl::StrAppend(&s, " >>", ShellQuote(request.log_path), " 2>&1");
-  s += " &\n";
-  s += "child=$!\n"
-       "while :; do\n"
-       "  wait \"$child\"; rc=$?\n"
-       "  kill -0 \"$child\" 2>/dev/null || break\n"
-       "done\n"
-       "# An interrupted wait said 128 + the trapped signal: the worker's own\n"
-       "# status, if the shell still holds it.\n"
-       "wait \"$child\" 2>/dev/null; again=$?\n"
-       "if [ \"$again\" -ne 127 ]; then rc=$again; fi\n";
-  absl::StrAppend(&s, "exits=", ShellQuote(exit_dir), "\n");
+  std::string command = "/usr/bin/env -i \"${env[@]}\"";
+  for (const std::string& a : request.argv) absl::StrAppend(&command, " ", ShellQuote(a));
+  if (own_log) absl::StrAppend(&command, " >>", ShellQuote(request.log_path), " 2>&1");
+  s += RunChild(command);
   absl::StrAppend(&s, "record=\"$exits/", record, "\"\n");
   s += "printf 'exit=%d signals=%s\\n' \"$rc\" \"${signals:--}\" > \"$record.tmp\" &&\n"
-       "  mv -f \"$record.tmp\" \"$record\"\n"
-       "exit \"$rc\"\n";
+       "  mv -f \"$record.tmp\" \"$record\"\n";
   return s;
 }
 
@@ -108,21 +127,24 @@ std::string SlurmBatchScript(const LaunchRequest& request, const std::string& ex
       "# A traind task attempt, submitted by traind (sbatch). The worker runs as\n"
       "# a child: SIGUSR2 (time limit ahead) and SIGTERM reach it through here,\n"
       "# and its exit status is recorded for traind before this script exits.\n",
-      RunOneWorker(request, exit_dir, "$SLURM_JOB_ID", /*own_log=*/false));
+      SignalsPreamble(exit_dir), RunOneWorker(request, "$SLURM_JOB_ID", /*own_log=*/false),
+      "rm -f \"$signals_file\"\n"
+      "exit \"$rc\"\n");
 }
 
 std::string SlurmRanksBatchScript(const std::vector<LaunchRequest>& ranks,
                                   const std::string& exit_dir, const std::string& srun) {
-  std::string s =
+  std::string s = absl::StrCat(
       "#!/bin/bash\n"
       "# A traind multi-GPU task attempt, submitted by traind (sbatch): its ranks\n"
       "# are the tasks of one srun step, each running this script with --rank\n"
       "# (rank = SLURM_PROCID). Each rank's worker runs as a child of its shell,\n"
-      "# gets SIGUSR2 and SIGTERM through it, and has its own exit record.\n";
+      "# gets SIGUSR2 and SIGTERM through it, and has its own exit record.\n",
+      SignalsPreamble(exit_dir));
   for (size_t r = 0; r < ranks.size(); ++r) {
     absl::StrAppend(&s, "rank_", r, "() {\n",
-                    RunOneWorker(ranks[r], exit_dir, absl::StrCat("$SLURM_JOB_ID.", r),
-                                 /*own_log=*/true),
+                    RunOneWorker(ranks[r], absl::StrCat("$SLURM_JOB_ID.", r), /*own_log=*/true),
+                    "  exit \"$rc\"\n"
                     "}\n");
   }
   s += "if [ \"${1:-}\" = --rank ]; then\n"
@@ -135,18 +157,12 @@ std::string SlurmRanksBatchScript(const std::vector<LaunchRequest>& ranks,
        "  exit 2\n"
        "fi\n";
   // The batch step: one srun of every rank; signals go to srun, which
-  // passes them on to the ranks.
+  // passes them on to the ranks (and a rank that starts later reads them
+  // from the signals file).
   absl::StrAppend(&s,
-                  "step=\n"
-                  "trap '[ -n \"$step\" ] && kill -USR2 \"$step\" 2>/dev/null' USR2\n"
-                  "trap '[ -n \"$step\" ] && kill -TERM \"$step\" 2>/dev/null' TERM\n",
-                  ShellQuote(srun), " --ntasks=", ranks.size(),
-                  " --nodes=1 --kill-on-bad-exit=0 /bin/bash \"$0\" --rank &\n"
-                  "step=$!\n"
-                  "while :; do\n"
-                  "  wait \"$step\"; rc=$?\n"
-                  "  kill -0 \"$step\" 2>/dev/null || break\n"
-                  "done\n"
+                  RunChild(absl::StrCat(ShellQuote(srun), " --ntasks=", ranks.size(),
+                                        " --nodes=1 --kill-on-bad-exit=0 /bin/bash \"$0\" --rank")),
+                  "rm -f \"$signals_file\"\n"
                   "exit \"$rc\"\n");
   return s;
 }
@@ -201,6 +217,11 @@ absl::StatusOr<int> ParseSbatchJobId(absl::string_view out) {
 std::vector<std::string> SqueueArgv(const SlurmOptions& o, const std::vector<std::string>& names) {
   return {o.squeue, "--noheader", "--states=all",
           absl::StrCat("--name=", absl::StrJoin(names, ",")), "--format=%i|%T|%r"};
+}
+
+std::vector<std::string> SqueueJobArgv(const SlurmOptions& o, int job_id) {
+  return {o.squeue, "--noheader", "--states=all", absl::StrCat("--jobs=", job_id),
+          "--format=%i|%T|%r"};
 }
 
 std::vector<SlurmJobState> ParseSqueue(absl::string_view out, int* bad) {
@@ -273,6 +294,29 @@ std::optional<Failure> SlurmStateFailure(int job_id, absl::string_view state,
   }
   return MakeFailure(Failure::WORKER_CRASHED,
                      absl::StrCat(job, " ended ", state, why, " without an exit record"));
+}
+
+Failure SlurmTermFailure(int job_id, const SlurmJobState* now, absl::Duration signal_before_limit) {
+  const std::string job = absl::StrCat("Slurm job ", job_id);
+  if (now != nullptr && now->job_id == job_id) {
+    if (now->state == "TIMEOUT" || now->state == "DEADLINE" || now->reason == "TimeLimit" ||
+        now->reason == "DeadLine") {
+      return MakeFailure(
+          Failure::PREEMPTED,
+          absl::StrCat(job, " reached its time limit before Slurm's warning (--signal=B:USR2@",
+                       absl::ToInt64Seconds(signal_before_limit),
+                       ") reached the worker; the task goes on from its last checkpoint"));
+    }
+    if (now->state == "PREEMPTED") {
+      return MakeFailure(
+          Failure::PREEMPTED,
+          absl::StrCat(job, " was preempted; the task goes on from its last ", "checkpoint"));
+    }
+  }
+  return MakeFailure(Failure::WORKER_CRASHED,
+                     absl::StrCat(job,
+                                  " was stopped by SIGTERM from outside traind (scancel, an "
+                                  "administrator or a preemption)"));
 }
 
 absl::StatusOr<SlurmExitRecord> ParseExitRecord(absl::string_view text) {

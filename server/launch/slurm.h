@@ -83,6 +83,9 @@ absl::StatusOr<int> ParseSbatchJobId(absl::string_view out);
 std::vector<std::string> SqueueArgv(const SlurmOptions& options,
                                     const std::vector<std::string>& names);
 
+// The query of one job, by id, in SqueueArgv's format.
+std::vector<std::string> SqueueJobArgv(const SlurmOptions& options, int job_id);
+
 struct SlurmJobState {
   int job_id = 0;
   std::string state;   // "PENDING", "RUNNING", "COMPLETED", ...
@@ -106,6 +109,15 @@ traind::v1::Task::WaitReason SlurmWaitReason(absl::string_view reason);
 std::optional<traind::v1::Failure> SlurmStateFailure(int job_id, absl::string_view state,
                                                      absl::string_view reason,
                                                      bool cancelled_by_traind);
+
+// The failure of a job whose worker a SIGTERM from outside traind stopped
+// (the exit record says TERM, and traind did not cancel it), given what
+// squeue says about the job now (nullptr: nothing). At a time limit or a
+// preemption that came before Slurm's warning did, or without one, the
+// worker still checkpointed on SIGTERM: PREEMPTED, and the task goes on from
+// there; otherwise (scancel, an administrator) WORKER_CRASHED.
+traind::v1::Failure SlurmTermFailure(int job_id, const SlurmJobState* now,
+                                     absl::Duration signal_before_limit);
 
 // The exit record a batch script writes: "exit=<status> signals=<names>"
 // (status as the shell reports it: 128 + N for a worker killed by signal N;

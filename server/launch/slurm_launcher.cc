@@ -318,12 +318,21 @@ std::vector<ProcessExit> SlurmLauncher::CollectExits() {
       e.exit_code = rec->exit_code;
       e.signal = rec->signal;
       if (rec->got_term && !by_traind) {
-        Failure f;
-        f.set_reason(Failure::WORKER_CRASHED);
-        f.set_message(absl::StrCat("Slurm job ", id,
-                                   " was stopped by SIGTERM from outside traind (scancel, an "
-                                   "administrator or a preemption)"));
-        e.failure = f;
+        // Why: a time limit reads differently from a scancel in squeue
+        // (TimeLimit, then TIMEOUT), for a few minutes (MinJobAge).
+        const std::vector<std::string> argv = SqueueJobArgv(options_, id);
+        absl::StatusOr<CommandResult> r = RunCommand(argv, kCommandTimeout);
+        ++squeue_;
+        std::vector<SlurmJobState> now;
+        if (r.ok() && r->exit_code == 0) {
+          now = ParseSqueue(r->out);
+        } else {
+          ++squeue_failed_;
+          LogWarning("slurm squeue slurm_job=%d failed: %s", id,
+                     r.ok() ? CommandError(argv, *r) : std::string(r.status().message()));
+        }
+        e.failure = SlurmTermFailure(id, now.empty() ? nullptr : &now.front(),
+                                     options_.signal_before_limit);
       }
     }
     unlink(path.c_str());

@@ -183,6 +183,37 @@ TEST(SlurmStatesTest, EveryFinalStateWithoutAnExitRecordIsATypedFailure) {
             std::string::npos);
 }
 
+// An exit record with a SIGTERM traind did not send: what squeue says of
+// the job (the measured states: "COMPLETING|TimeLimit" then
+// "TIMEOUT|TimeLimit" at a time limit, "COMPLETING|None" after a scancel).
+TEST(SlurmStatesTest, ASigtermAtATimeLimitIsAPreemptionAndOtherwiseACrash) {
+  const absl::Duration before = absl::Seconds(120);
+  const SlurmJobState at_limit{7, "COMPLETING", "TimeLimit"};
+  const SlurmJobState timed_out{7, "TIMEOUT", "TimeLimit"};
+  const SlurmJobState preempted{7, "PREEMPTED", "None"};
+  const SlurmJobState cancelled{7, "COMPLETING", "None"};
+  const SlurmJobState other_job{8, "TIMEOUT", "TimeLimit"};
+  Failure f = SlurmTermFailure(7, &at_limit, before);
+  EXPECT_EQ(f.reason(), Failure::PREEMPTED);
+  EXPECT_NE(f.message().find("Slurm job 7 reached its time limit"), std::string::npos)
+      << f.message();
+  EXPECT_NE(f.message().find("--signal=B:USR2@120"), std::string::npos) << f.message();
+  EXPECT_EQ(SlurmTermFailure(7, &timed_out, before).reason(), Failure::PREEMPTED);
+  EXPECT_EQ(SlurmTermFailure(7, &preempted, before).reason(), Failure::PREEMPTED);
+  EXPECT_EQ(SlurmTermFailure(7, &cancelled, before).reason(), Failure::WORKER_CRASHED);
+  EXPECT_EQ(SlurmTermFailure(7, &other_job, before).reason(), Failure::WORKER_CRASHED);
+  f = SlurmTermFailure(7, nullptr, before);  // Slurm has forgotten it
+  EXPECT_EQ(f.reason(), Failure::WORKER_CRASHED);
+  EXPECT_NE(f.message().find("SIGTERM from outside traind"), std::string::npos) << f.message();
+}
+
+TEST(SqueueTest, OneJobById) {
+  SlurmOptions o;
+  o.squeue = "squeue";
+  EXPECT_EQ(SqueueJobArgv(o, 42), (std::vector<std::string>{"squeue", "--noheader", "--states=all",
+                                                            "--jobs=42", "--format=%i|%T|%r"}));
+}
+
 TEST(ExitRecordTest, Parses) {
   absl::StatusOr<SlurmExitRecord> r = ParseExitRecord("exit=3 signals=TERM,USR2\n");
   ASSERT_TRUE(r.ok()) << r.status();
@@ -214,8 +245,11 @@ class BatchScriptTest : public ::testing::Test {
   // Starts the script for a request whose worker runs `shell` (sh -c);
   // returns the script's pid.
   pid_t Start(const std::string& shell, std::vector<std::string> env) {
+    return StartArgv({"/bin/sh", "-c", shell}, std::move(env));
+  }
+  pid_t StartArgv(std::vector<std::string> argv, std::vector<std::string> env) {
     LaunchRequest r;
-    r.argv = {"/bin/sh", "-c", shell};
+    r.argv = std::move(argv);
     r.env = std::move(env);
     const std::string path = dir_.path() + "/job.sh";
     {
@@ -232,6 +266,12 @@ class BatchScriptTest : public ::testing::Test {
       _exit(127);
     }
     return pid;
+  }
+  static bool WaitForFile(const std::string& path) {
+    for (int i = 0; i < 400 && access(path.c_str(), F_OK) != 0; ++i) {
+      absl::SleepFor(absl::Milliseconds(25));
+    }
+    return access(path.c_str(), F_OK) == 0;
   }
   int Wait(pid_t pid) {
     int status = 0;
@@ -254,6 +294,8 @@ TEST_F(BatchScriptTest, TheWorkerGetsExactlyItsEnvironmentAndItsStatusIsRecorded
   EXPECT_NE(env.find("SLURM_JOB_ID=4242\n"), std::string::npos) << env;
   EXPECT_NE(env.find("CUDA_VISIBLE_DEVICES=0\n"), std::string::npos) << env;
   EXPECT_EQ(env.find("NOT_FOR_THE_WORKER"), std::string::npos) << env;
+  EXPECT_NE(env.find("TRAIND_STOP_SIGNALS_FILE=" + exits_ + "/4242.signals\n"), std::string::npos)
+      << env;
   absl::StatusOr<SlurmExitRecord> r = ParseExitRecord(ReadAll(exits_ + "/4242"));
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->exit_code, 3);
@@ -271,16 +313,26 @@ TEST_F(BatchScriptTest, ARequestThatSetsNoVisibleDevicesHidesTheJobsGpus) {
   EXPECT_EQ(env.find("CUDA_VISIBLE_DEVICES=0"), std::string::npos) << env;
 }
 
+// A stand-in worker (perl: a shell cannot handle a signal it was started
+// with ignored, a program can) that does what traind-worker does: after
+// `before_handlers` (perl), it handles SIGUSR2 by exiting 3 and takes a USR2
+// written in $TRAIND_STOP_SIGNALS_FILE as received. It creates `ready` once
+// it runs and gives up (exit 0) after 10 s.
+std::vector<std::string> StandInWorker(const std::string& ready,
+                                       const std::string& before_handlers) {
+  return {"/usr/bin/perl", "-e",
+          absl::StrCat("open(my $r, '>', '", ready, "'); close($r); ", before_handlers,
+                       "; $SIG{USR2} = sub { exit 3 }; "
+                       "if (open(my $f, '<', $ENV{TRAIND_STOP_SIGNALS_FILE})) "
+                       "{ exit 3 if grep { $_ eq \"USR2\\n\" } <$f>; } "
+                       "for (1 .. 200) { select(undef, undef, undef, 0.05); } exit 0;")};
+}
+
 TEST_F(BatchScriptTest, Usr2ReachesTheWorkerThroughTheScriptAndIsRecorded) {
   const std::string ready = dir_.path() + "/ready";
-  // The stand-in worker exits 3 on SIGUSR2, as traind-worker does after its
-  // checkpoint.
-  const pid_t pid =
-      Start(absl::StrCat("trap 'exit 3' USR2; touch ", ready, "; while :; do sleep 0.05; done"),
-            {"PATH=/usr/bin:/bin"});
-  for (int i = 0; i < 200 && access(ready.c_str(), F_OK) != 0; ++i)
-    absl::SleepFor(absl::Milliseconds(25));
-  ASSERT_EQ(access(ready.c_str(), F_OK), 0);
+  const pid_t pid = StartArgv(StandInWorker(ready, ""), {"PATH=/usr/bin:/bin"});
+  ASSERT_TRUE(WaitForFile(ready));
+  absl::SleepFor(absl::Milliseconds(200));  // its handler is in
   kill(pid, SIGUSR2);  // what sbatch --signal=B:USR2@... does: the batch shell only
   EXPECT_EQ(Wait(pid), 3);
   absl::StatusOr<SlurmExitRecord> r = ParseExitRecord(ReadAll(exits_ + "/4242"));
@@ -288,6 +340,22 @@ TEST_F(BatchScriptTest, Usr2ReachesTheWorkerThroughTheScriptAndIsRecorded) {
   EXPECT_EQ(r->exit_code, 3);
   EXPECT_TRUE(r->got_usr2);
   EXPECT_FALSE(r->got_term);
+  EXPECT_NE(access((exits_ + "/4242.signals").c_str(), F_OK), 0) << "the signals file stays";
+}
+
+// Slurm sends its warning when it checks the time limits, which can be the
+// moment the job starts: a worker that has not installed its handlers yet
+// is neither killed by it nor misses it.
+TEST_F(BatchScriptTest, AUsr2BeforeTheWorkersHandlersAreInIsNotLost) {
+  const std::string ready = dir_.path() + "/ready";
+  const pid_t pid = StartArgv(StandInWorker(ready, "sleep(1)"), {"PATH=/usr/bin:/bin"});
+  ASSERT_TRUE(WaitForFile(ready));
+  kill(pid, SIGUSR2);
+  EXPECT_EQ(Wait(pid), 3);
+  absl::StatusOr<SlurmExitRecord> r = ParseExitRecord(ReadAll(exits_ + "/4242"));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->exit_code, 3);
+  EXPECT_TRUE(r->got_usr2);
 }
 
 TEST_F(BatchScriptTest, AWorkerKilledByASignalIsRecordedAsSuch) {
