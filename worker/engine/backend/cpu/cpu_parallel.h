@@ -37,6 +37,22 @@ void ParallelFor(int64_t n, Body body) {
   }
 }
 
+// Slabs of [0, n): thread t of `threads` owns [SlabBegin(n, threads, t),
+// SlabBegin(n, threads, t + 1)).
+inline int64_t SlabBegin(int64_t n, int64_t threads, int64_t t) {
+  const int64_t chunk = (n + threads - 1) / threads;
+  return std::min(n, chunk * t);
+}
+
+// Whether the dense kernel splits a [rows, cols] weight matrix in row slabs,
+// one per thread, for all three of its matmuls, so that each thread's rows
+// stay in its core's cache up to the optimizer's update, whose flat split
+// (ForEachSegment) gives each thread about the same rows (see
+// cpu_dense_kernel.cc).
+inline bool SplitsInRowSlabs(int64_t rows, int64_t cols, int64_t threads) {
+  return threads > 1 && rows * cols > kParallelThreshold && rows >= 16 * threads;
+}
+
 }  // namespace traind::engine::cpu
 
 #endif  // TRAIND_WORKER_ENGINE_BACKEND_CPU_CPU_PARALLEL_H_
