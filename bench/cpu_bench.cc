@@ -40,6 +40,7 @@
 #include <cstring>
 #include <fstream>
 #include <numeric>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -378,6 +379,8 @@ int Profile(int argc, char** argv) {
   Tensor dout = Check(backend->Allocate2d(DType::kF32, batch, classes), "doutputs");
   std::vector<int64_t> order(static_cast<size_t>(data.rows));
   std::iota(order.begin(), order.end(), 0);
+  // Shuffled, as fit's epochs are: a batch's rows are scattered over the data.
+  std::shuffle(order.begin(), order.end(), std::mt19937_64(42));
   const int64_t batches = data.rows / batch;
   const size_t layers = static_cast<size_t>(spec.model().layers_size());
   std::vector<double> gather, forward, loss_ms, update, step;

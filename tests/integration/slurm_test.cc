@@ -371,7 +371,8 @@ TEST(SlurmTest, AFoldLongerThanItsTimeLimitGoesOnAcrossAttemptsWithoutLosingAnEp
 // before the batch step ran): the SIGTERM at the limit still makes the
 // worker checkpoint, squeue says TimeLimit, and the fold goes on from there.
 // (Slurm checks time limits every 30 s: a one-minute job ends 60 to 90 s
-// after it started.)
+// after it started, so the fold is made longer than that with room for a
+// machine that speeds up once other tests end.)
 TEST(SlurmTest, ATimeLimitWithoutItsWarningStillResumesFromTheCheckpoint) {
   REQUIRE_SLURM();
   TempDir dir;
@@ -380,7 +381,7 @@ TEST(SlurmTest, ATimeLimitWithoutItsWarningStillResumesFromTheCheckpoint) {
       SlurmArgs(dir.path(), {"--slurm-sbatch-arg=--time=1", "--slurm-sbatch-arg=--signal=B:URG@50",
                              "--max-restarts=0"}));
   ASSERT_TRUE(daemon.Start()) << daemon.Log();
-  const StoppedRun run = RunUntilAFoldIsStopped(&daemon, 100);
+  const StoppedRun run = RunUntilAFoldIsStopped(&daemon, 150);
   ASSERT_EQ(run.job.state(), Job::SUCCEEDED);
   for (const Task& t : run.job.tasks()) {
     for (int a = 0; a + 1 < t.attempts_size(); ++a) {

@@ -201,9 +201,24 @@ class CpuBackend final : public Backend {
     const int64_t n = static_cast<int64_t>(rows.size());
     TRAIND_RETURN_IF_ERROR(CheckShape(*dst, DType::kF32, n, cols, "GatherRows dst"));
     float* out = dst->f32();
-    for (int64_t i = 0; i < n; ++i) {
-      std::memcpy(out + i * cols, src + rows[static_cast<size_t>(i)] * cols,
-                  static_cast<size_t>(cols) * sizeof(float));
+    // Rows of a shuffled epoch are scattered over the dataset, mostly not in
+    // any cache: the threads fetch them in parallel.
+    const auto copy = [&](int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; ++i) {
+        std::memcpy(out + i * cols, src + rows[static_cast<size_t>(i)] * cols,
+                    static_cast<size_t>(cols) * sizeof(float));
+      }
+    };
+    if (n * cols > kParallelThreshold) {
+#pragma omp parallel
+      {
+        const int64_t threads = omp_get_num_threads();
+        const int64_t chunk = (n + threads - 1) / threads;
+        const int64_t i0 = std::min(n, chunk * omp_get_thread_num());
+        copy(i0, std::min(n, i0 + chunk));
+      }
+    } else {
+      copy(0, n);
     }
     return absl::OkStatus();
   }
