@@ -49,7 +49,16 @@ std::string SlurmUnavailable() {
   }
   for (absl::string_view state : absl::StrSplit(out, '\n', absl::SkipWhitespace())) {
     state = absl::StripAsciiWhitespace(state);
-    if (state == "idle" || state == "mixed" || state == "allocated") return "";
+    // sinfo may add a flag (mixed+, idle-, ...; but "*", not responding, is
+    // not up); "completing": a job that another test ran is still ending
+    // there, and the node takes new ones.
+    while (!state.empty() &&
+           absl::string_view("+-").find(state.back()) != absl::string_view::npos) {
+      state.remove_suffix(1);
+    }
+    if (state == "idle" || state == "mixed" || state == "allocated" || state == "completing") {
+      return "";
+    }
   }
   return absl::StrCat("no Slurm node is up (sinfo: ", out, ")");
 }
