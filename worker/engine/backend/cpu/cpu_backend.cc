@@ -32,6 +32,7 @@ using cpu::FromDnnl;
 using cpu::kAlignment;
 using cpu::kParallelThreshold;
 using cpu::ParallelFor;
+using cpu::SlabBegin;
 
 // body(t, i0, i1) over elements [i0, i1) of tensors[t], for all tensors: in
 // one parallel region when there are enough elements (each large tensor split
@@ -212,10 +213,8 @@ class CpuBackend final : public Backend {
     if (n * cols > kParallelThreshold) {
 #pragma omp parallel
       {
-        const int64_t threads = omp_get_num_threads();
-        const int64_t chunk = (n + threads - 1) / threads;
-        const int64_t i0 = std::min(n, chunk * omp_get_thread_num());
-        copy(i0, std::min(n, i0 + chunk));
+        const int64_t threads = omp_get_num_threads(), t = omp_get_thread_num();
+        copy(SlabBegin(n, threads, t), SlabBegin(n, threads, t + 1));
       }
     } else {
       copy(0, n);

@@ -18,6 +18,7 @@
 #include "spec/validation.h"
 #include "worker/engine/random.h"
 #include "worker/engine/status.h"
+#include "worker/engine/testing/dense_reference.h"
 
 namespace traind::engine {
 namespace {
@@ -67,38 +68,8 @@ TEST_F(CpuBackendTest, DenseMatchesReference) {
     ASSERT_TRUE((*kernel)->Forward(x, w, b, &y).ok());
     ASSERT_TRUE((*kernel)->Backward(x, w, y, &dy, &dw, &db, &dx).ok());
 
-    // Reference: z = x w + b; y = act(z); dz = dy ⊙ act'(z); dw = xᵀ dz;
-    // db = Σ_rows dz; dx = dz wᵀ.
-    std::vector<double> dz(static_cast<size_t>(batch * out));
-    for (int64_t r = 0; r < batch; ++r) {
-      for (int64_t j = 0; j < out; ++j) {
-        double z = b.f32()[j];
-        for (int64_t k = 0; k < in; ++k) z += double{x.f32()[r * in + k]} * w.f32()[k * out + j];
-        const bool relu = act == DenseActivation::kRelu;
-        const double expect = relu ? std::max(z, 0.0) : z;
-        ASSERT_NEAR(y.f32()[r * out + j], expect, 1e-5) << r << "," << j;
-        dz[r * out + j] = relu && z <= 0 ? 0.0 : dy_in[r * out + j];
-      }
-    }
-    for (int64_t k = 0; k < in; ++k) {
-      for (int64_t j = 0; j < out; ++j) {
-        double sum = 0;
-        for (int64_t r = 0; r < batch; ++r) sum += double{x.f32()[r * in + k]} * dz[r * out + j];
-        ASSERT_NEAR(dw.f32()[k * out + j], sum, 1e-4) << k << "," << j;
-      }
-    }
-    for (int64_t j = 0; j < out; ++j) {
-      double sum = 0;
-      for (int64_t r = 0; r < batch; ++r) sum += dz[r * out + j];
-      ASSERT_NEAR(db.f32()[j], sum, 1e-4) << j;
-    }
-    for (int64_t r = 0; r < batch; ++r) {
-      for (int64_t k = 0; k < in; ++k) {
-        double sum = 0;
-        for (int64_t j = 0; j < out; ++j) sum += dz[r * out + j] * w.f32()[k * out + j];
-        ASSERT_NEAR(dx.f32()[r * in + k], sum, 1e-4) << r << "," << k;
-      }
-    }
+    testing::ExpectDenseMatchesReference(x, w, b.f32(), dy_in, ActivationFn{act, 0}, y, dw, &db, dx,
+                                         1e-5, 1e-4);
   }
 }
 

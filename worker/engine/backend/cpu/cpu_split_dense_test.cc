@@ -6,17 +6,16 @@
 #include <omp.h>
 
 #include <algorithm>
-#include <cmath>
 #include <cstdint>
 #include <memory>
 #include <utility>
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "worker/engine/backend/activation_math.h"
 #include "worker/engine/backend/cpu/cpu_backend.h"
 #include "worker/engine/backend/cpu/cpu_parallel.h"
 #include "worker/engine/random.h"
+#include "worker/engine/testing/dense_reference.h"
 
 namespace traind::engine {
 namespace {
@@ -45,7 +44,7 @@ class CpuSplitDenseTest : public ::testing::TestWithParam<int> {
   }
 
   // One forward and backward pass of `kernel` against the reference
-  // z = x w + b, y = f(z), dz = dy ⊙ f'(z), dw = xᵀ dz, db = Σ dz, dx = dz wᵀ.
+  // (testing/dense_reference.h).
   void Check(DenseKernel* kernel, ActivationFn f, bool bias) {
     Rng rng(17);
     Tensor x = Random(kBatch, kIn, 1.0, rng);
@@ -59,39 +58,8 @@ class CpuSplitDenseTest : public ::testing::TestWithParam<int> {
     const std::vector<float> dy_in(dy.f32(), dy.f32() + dy.size());
     ASSERT_TRUE(kernel->Forward(x, w, b, &y).ok());
     ASSERT_TRUE(kernel->Backward(x, w, y, &dy, &dw, bias ? &db : nullptr, &dx).ok());
-
-    std::vector<double> dz(static_cast<size_t>(kBatch * kOut));
-    for (int64_t r = 0; r < kBatch; ++r) {
-      for (int64_t j = 0; j < kOut; ++j) {
-        double z = bias ? b.f32()[j] : 0.0;
-        for (int64_t k = 0; k < kIn; ++k) z += double{x.f32()[r * kIn + k]} * w.f32()[k * kOut + j];
-        const float expect = activation_math::Activate(f.kind, f.alpha, static_cast<float>(z));
-        ASSERT_NEAR(y.f32()[r * kOut + j], expect, 2e-4) << r << "," << j;
-        dz[r * kOut + j] =
-            dy_in[r * kOut + j] * activation_math::Derivative(f.kind, f.alpha, 0.0f, expect);
-      }
-    }
-    for (int64_t k = 0; k < kIn; ++k) {
-      for (int64_t j = 0; j < kOut; ++j) {
-        double sum = 0;
-        for (int64_t r = 0; r < kBatch; ++r) sum += double{x.f32()[r * kIn + k]} * dz[r * kOut + j];
-        ASSERT_NEAR(dw.f32()[k * kOut + j], sum, 2e-4) << k << "," << j;
-      }
-    }
-    if (bias) {
-      for (int64_t j = 0; j < kOut; ++j) {
-        double sum = 0;
-        for (int64_t r = 0; r < kBatch; ++r) sum += dz[r * kOut + j];
-        ASSERT_NEAR(db.f32()[j], sum, 2e-4) << j;
-      }
-    }
-    for (int64_t r = 0; r < kBatch; ++r) {
-      for (int64_t k = 0; k < kIn; ++k) {
-        double sum = 0;
-        for (int64_t j = 0; j < kOut; ++j) sum += dz[r * kOut + j] * w.f32()[k * kOut + j];
-        ASSERT_NEAR(dx.f32()[r * kIn + k], sum, 2e-4) << r << "," << k;
-      }
-    }
+    testing::ExpectDenseMatchesReference(x, w, bias ? b.f32() : nullptr, dy_in, f, y, dw, &db, dx,
+                                         2e-4, 2e-4);
   }
 
   int saved_threads_ = 1;
