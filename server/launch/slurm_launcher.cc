@@ -272,6 +272,19 @@ void SlurmLauncher::SendSignals(std::vector<PendingSignal> signals) {
   }
 }
 
+std::optional<std::vector<SlurmJobState>> SlurmLauncher::Squeue(
+    const std::vector<std::string>& argv, const std::string& what) {
+  absl::StatusOr<CommandResult> r = RunCommand(argv, kCommandTimeout);
+  ++squeue_;
+  if (!r.ok() || r->exit_code != 0) {
+    ++squeue_failed_;
+    LogWarning("slurm squeue%s failed: %s", what,
+               r.ok() ? CommandError(argv, *r) : std::string(r.status().message()));
+    return std::nullopt;
+  }
+  return ParseSqueue(r->out);
+}
+
 std::vector<ProcessExit> SlurmLauncher::CollectExits() {
   // One read of the directory: only the records there are opened.
   std::set<std::string> present;
@@ -320,17 +333,9 @@ std::vector<ProcessExit> SlurmLauncher::CollectExits() {
       if (rec->got_term && !by_traind) {
         // Why: a time limit reads differently from a scancel in squeue
         // (TimeLimit, then TIMEOUT), for a few minutes (MinJobAge).
-        const std::vector<std::string> argv = SqueueJobArgv(options_, id);
-        absl::StatusOr<CommandResult> r = RunCommand(argv, kCommandTimeout);
-        ++squeue_;
-        std::vector<SlurmJobState> now;
-        if (r.ok() && r->exit_code == 0) {
-          now = ParseSqueue(r->out);
-        } else {
-          ++squeue_failed_;
-          LogWarning("slurm squeue slurm_job=%d failed: %s", id,
-                     r.ok() ? CommandError(argv, *r) : std::string(r.status().message()));
-        }
+        const std::vector<SlurmJobState> now =
+            Squeue(SqueueJobArgv(options_, id), absl::StrCat(" slurm_job=", id))
+                .value_or(std::vector<SlurmJobState>());
         e.failure = SlurmTermFailure(id, now.empty() ? nullptr : &now.front(),
                                      options_.signal_before_limit);
       }
@@ -355,18 +360,11 @@ void SlurmLauncher::PollSlurm(std::vector<LaunchStatus>* statuses,
     }
   }
   if (names.empty()) return;
-  const std::vector<std::string> argv = SqueueArgv(options_, names);
-  absl::StatusOr<CommandResult> r = RunCommand(argv, kCommandTimeout);
-  ++squeue_;
-  if (!r.ok() || r->exit_code != 0) {
-    ++squeue_failed_;
-    // Slurm does not answer (slurmctld restarting): nothing is concluded.
-    LogWarning("slurm squeue failed: %s",
-               r.ok() ? CommandError(argv, *r) : std::string(r.status().message()));
-    return;
-  }
+  std::optional<std::vector<SlurmJobState>> jobs = Squeue(SqueueArgv(options_, names), "");
+  // Slurm does not answer (slurmctld restarting): nothing is concluded.
+  if (!jobs.has_value()) return;
   std::map<int, SlurmJobState> listed;
-  for (SlurmJobState& j : ParseSqueue(r->out)) listed[j.job_id] = std::move(j);
+  for (SlurmJobState& j : *jobs) listed[j.job_id] = std::move(j);
   const absl::Time now = absl::Now();
   absl::MutexLock lock(&mu_);
   for (auto it = jobs_.begin(); it != jobs_.end();) {

@@ -95,6 +95,10 @@ class SlurmLauncher final : public Launcher {
   void Loop();
   // One exit-record pass; returns the exits found (and forgets their jobs).
   std::vector<ProcessExit> CollectExits() ABSL_LOCKS_EXCLUDED(mu_);
+  // One squeue run (counted in the metrics): the jobs it lists, or nothing
+  // when it failed (logged as "slurm squeue<what> failed").
+  std::optional<std::vector<SlurmJobState>> Squeue(const std::vector<std::string>& argv,
+                                                   const std::string& what);
   // One squeue: updates the tracked jobs; fills the statuses and exits due.
   void PollSlurm(std::vector<LaunchStatus>* statuses, std::vector<ProcessExit>* exits)
       ABSL_LOCKS_EXCLUDED(mu_);

@@ -520,7 +520,7 @@ TEST(SlurmTest, AHeldSlurmJobIsTheTasksWaitReasonUntilReleased) {
   REQUIRE_SLURM();
   TempDir dir;
   Daemon daemon(dir.path() + "/state",
-                SlurmArgs(dir.path(), {"--slurm-sbatch-arg=--hold", "--heartbeat-timeout=2s"}));
+                SlurmArgs(dir.path(), {"--slurm-sbatch-arg=--hold", "--heartbeat-timeout=5s"}));
   ASSERT_TRUE(daemon.Start()) << daemon.Log();
   absl::StatusOr<Job> submitted = SubmitJob(daemon.stub(), IrisExampleSpec(2));
   ASSERT_TRUE(submitted.ok()) << submitted.status();
@@ -536,7 +536,9 @@ TEST(SlurmTest, AHeldSlurmJobIsTheTasksWaitReasonUntilReleased) {
   EXPECT_TRUE(absl::StrContains(job.tasks(0).wait_detail(), "JobHeldUser"))
       << job.tasks(0).wait_detail();
   // Longer than the heartbeat timeout: a job waiting in Slurm is not hung.
-  std::this_thread::sleep_for(std::chrono::seconds(3));
+  // (A timeout short enough for this wait, but not so short that a worker
+  // starting on a loaded machine misses it once released.)
+  std::this_thread::sleep_for(std::chrono::seconds(6));
   job = GetJob(daemon.stub(), submitted->id());
   EXPECT_EQ(job.tasks(0).attempts_size(), 1) << job.DebugString();
   for (const Task& t : job.tasks()) {
