@@ -17,9 +17,12 @@
 //       The GEMM set of one fp32 training step of that MLP alone: per dense
 //       layer the forward x·w, the weight gradient xᵀ·dz and (but for the
 //       first layer) the input gradient dz·wᵀ, as oneDNN matmuls with exactly
-//       the CPU backend's memory descriptors (transposes as strided views).
-//       Prints the best and median GFLOP/s of R timed sets: the ceiling of an
-//       fp32 step, every other op taking no time.
+//       the CPU backend's memory descriptors (transposes as strided views);
+//       the products that the CPU backend gives to OpenBLAS
+//       (backend/cpu/cpu_gemm.h: its rule and TRAIND_CPU_GEMM) as the backend
+//       runs them, one cblas_sgemm per thread on its row slab of w. Prints the
+//       best and median GFLOP/s of R timed sets: the ceiling of an fp32 step,
+//       every other op taking no time.
 //   cpu_bench profile --data FILE --hidden 512,256 --batch B [--steps S]
 //       One training step of `fit`'s model, op by op through the engine's own
 //       parts (backend, network, loss kernel, optimizer), each timed over S
@@ -39,6 +42,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <numeric>
 #include <random>
 #include <string>
@@ -51,6 +55,8 @@
 #include "dnnl.hpp"
 #include "traind/v1/job.pb.h"
 #include "worker/engine/backend/cpu/cpu_backend.h"
+#include "worker/engine/backend/cpu/cpu_gemm.h"
+#include "worker/engine/backend/cpu/cpu_parallel.h"
 #include "worker/engine/data/dataset.h"
 #include "worker/engine/data/split.h"
 #include "worker/engine/fit.h"
@@ -272,12 +278,35 @@ int GemmSet(int argc, char** argv) {
     dnnl::matmul primitive;
     dnnl::memory a, b, c;
     double flops;
+    std::function<void()> openblas;  // instead of the primitive, when set
   };
   std::vector<Gemm> gemms;
-  std::vector<std::unique_ptr<std::vector<float>>> buffers;
+  // As the CPU backend chooses (CreateCpuDenseKernel): by the largest slab
+  // of w when the layer splits in row slabs, else by the whole layer.
+  const int threads = omp_get_max_threads();
+  const absl::StatusOr<traind::engine::cpu::GemmPolicy> policy_or =
+      traind::engine::cpu::GemmPolicyFromEnvironment();
+  if (!policy_or.ok()) {
+    std::fprintf(stderr, "cpu_bench: %s\n", std::string(policy_or.status().message()).c_str());
+    return 2;
+  }
+  const traind::engine::cpu::GemmPolicy policy = *policy_or;
+  const bool has_avx512 = traind::engine::cpu::OneDnnHasAvx512();
+  const traind::engine::cpu::OpenBlas* blas = nullptr;
+  if (absl::StatusOr<const traind::engine::cpu::OpenBlas*> loaded =
+          traind::engine::cpu::LoadOpenBlas();
+      loaded.ok()) {
+    blas = *loaded;
+  }
+  int openblas_gemms = 0;
+  // Aligned as the CPU backend's tensors (cpu_parallel.h kAlignment): on
+  // AVX2, oneDNN's sgemm takes another path for 32-byte aligned operands.
+  std::vector<std::unique_ptr<float, void (*)(void*)>> buffers;
   auto buffer = [&](int64_t n) {
-    buffers.push_back(std::make_unique<std::vector<float>>(static_cast<size_t>(n)));
-    float* p = buffers.back()->data();
+    buffers.emplace_back(static_cast<float*>(::operator new(static_cast<size_t>(n) * sizeof(float),
+                                                            traind::engine::cpu::kAlignment)),
+                         &traind::engine::cpu::FreeAligned);
+    float* p = buffers.back().get();
     for (int64_t i = 0; i < n; ++i)
       p[i] = static_cast<float>((i * 2654435761u) % 1000) / 1000.f - 0.5f;
     return p;
@@ -285,8 +314,12 @@ int GemmSet(int argc, char** argv) {
   auto add = [&](const dnnl::memory::desc& a, float* pa, const dnnl::memory::desc& b, float* pb,
                  const dnnl::memory::desc& c, double flops) {
     dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, b, c), eng);
-    gemms.push_back({dnnl::matmul(pd), dnnl::memory(a, eng, pa), dnnl::memory(b, eng, pb),
-                     dnnl::memory(c, eng, buffer(c.get_size() / 4)), flops});
+    gemms.push_back({dnnl::matmul(pd),
+                     dnnl::memory(a, eng, pa),
+                     dnnl::memory(b, eng, pb),
+                     dnnl::memory(c, eng, buffer(c.get_size() / 4)),
+                     flops,
+                     {}});
   };
   double set_flops = 0;
   for (size_t l = 0; l + 1 < widths.size(); ++l) {
@@ -295,10 +328,28 @@ int GemmSet(int argc, char** argv) {
     float* w = buffer(in * out);
     float* dz = buffer(batch * out);
     const double f = 2.0 * static_cast<double>(batch * in * out);
+    const int parts = traind::engine::cpu::SplitsInRowSlabs(in, out, threads) ? threads : 1;
+    const int64_t rows = traind::engine::cpu::SlabBegin(in, parts, 1);
+    const traind::engine::cpu::GemmLibraries libraries = traind::engine::cpu::ChooseGemmLibraries(
+        policy, has_avx512, blas != nullptr, batch, rows, out);
     // As the CPU backend's DenseMatmuls (backend/cpu/cpu_backend.cc).
     add(dnnl::memory::desc({batch, in}, dt::f32, tag::ab), x,
         dnnl::memory::desc({in, out}, dt::f32, tag::ab), w,
         dnnl::memory::desc({batch, out}, dt::f32, tag::ab), f);
+    if (libraries.forward_openblas) {
+      // Thread t's term x[:, slab] · w[slab, :], into y or its own buffer.
+      float* y = buffer(batch * out * parts);
+      gemms.back().openblas = [=] {
+#pragma omp parallel for num_threads(parts) if (parts > 1)
+        for (int t = 0; t < parts; ++t) {
+          const int64_t r0 = traind::engine::cpu::SlabBegin(in, parts, t);
+          const int64_t r1 = traind::engine::cpu::SlabBegin(in, parts, t + 1);
+          blas->Sgemm(false, false, batch, out, r1 - r0, x + r0, in, w + r0 * out, out, 0.0f,
+                      y + t * batch * out, out);
+        }
+      };
+      ++openblas_gemms;
+    }
     add(dnnl::memory::desc({in, batch}, dt::f32, dims{1, in}), x,
         dnnl::memory::desc({batch, out}, dt::f32, tag::ab), dz,
         dnnl::memory::desc({in, out}, dt::f32, tag::ab), f);
@@ -308,14 +359,32 @@ int GemmSet(int argc, char** argv) {
           dnnl::memory::desc({out, in}, dt::f32, dims{1, out}), w,
           dnnl::memory::desc({batch, in}, dt::f32, tag::ab), f);
       set_flops += f;
+      if (libraries.data_openblas) {
+        // Thread t's columns of dx: dz · w[slab, :]ᵀ.
+        float* dx = buffer(batch * in);
+        gemms.back().openblas = [=] {
+#pragma omp parallel for num_threads(parts) if (parts > 1)
+          for (int t = 0; t < parts; ++t) {
+            const int64_t r0 = traind::engine::cpu::SlabBegin(in, parts, t);
+            const int64_t r1 = traind::engine::cpu::SlabBegin(in, parts, t + 1);
+            blas->Sgemm(false, true, batch, r1 - r0, out, dz, out, w + r0 * out, out, 0.0f, dx + r0,
+                        in);
+          }
+        };
+        ++openblas_gemms;
+      }
     }
   }
   auto run_set = [&] {
     for (Gemm& g : gemms) {
+      if (g.openblas) {
+        g.openblas();
+        continue;
+      }
       g.primitive.execute(stream,
                           {{DNNL_ARG_SRC, g.a}, {DNNL_ARG_WEIGHTS, g.b}, {DNNL_ARG_DST, g.c}});
+      stream.wait();
     }
-    stream.wait();
   };
   for (int i = 0; i < 10; ++i) run_set();
   std::vector<double> gflops;
@@ -326,10 +395,10 @@ int GemmSet(int argc, char** argv) {
   }
   std::sort(gflops.begin(), gflops.end());
   std::printf(
-      "{\"batch\": %lld, \"gemms\": %zu, \"set_mflop\": %.3f, \"threads\": %d, "
-      "\"best_gflops\": %.2f, \"median_gflops\": %.2f}\n",
-      static_cast<long long>(batch), gemms.size(), set_flops / 1e6, omp_get_max_threads(),
-      gflops.back(), gflops[gflops.size() / 2]);
+      "{\"batch\": %lld, \"gemms\": %zu, \"openblas_gemms\": %d, \"set_mflop\": %.3f, "
+      "\"threads\": %d, \"best_gflops\": %.2f, \"median_gflops\": %.2f}\n",
+      static_cast<long long>(batch), gemms.size(), openblas_gemms, set_flops / 1e6,
+      omp_get_max_threads(), gflops.back(), gflops[gflops.size() / 2]);
   return 0;
 }
 

@@ -11,6 +11,9 @@ build_pkgs=(
   cmake ninja-build g++ pkg-config ccache
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libdnnl-dev libabsl-dev libgtest-dev libgmock-dev libsqlite3-dev
+  # OpenBLAS's OpenMP build: the CPU backend multiplies some large f32 products
+  # with it on CPUs without AVX-512 (worker/engine/backend/cpu/cpu_gemm.h).
+  libopenblas0-openmp
   libyaml-cpp-dev libsystemd-dev ocl-icd-opencl-dev libcli11-dev libssl-dev openssl
   clang-format
   # The HTTP side door: cpp-httplib, prometheus-cpp, and the dashboard's charts.
@@ -26,7 +29,7 @@ build_pkgs=(
 )
 runtime_pkgs=(
   libgrpc++1.51 libprotobuf32 libdnnl2.6 libsqlite3-0 libyaml-cpp0.7 libsystemd0 libssl3
-  libcpp-httplib0.11 libprometheus-cpp-core1.0 libonnx1
+  libcpp-httplib0.11 libprometheus-cpp-core1.0 libonnx1 libopenblas0-openmp
 )
 # What only the tests need: promtool (Prometheus) checks /metrics; the
 # dashboard is tested in Debian's chromium, driven by playwright-core (npm);

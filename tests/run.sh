@@ -27,6 +27,9 @@ if [[ ! -f tests/onnx/node_modules/onnxruntime-node/package.json ]]; then
 fi
 # ONNX Runtime is installed: its tests fail rather than skip without it.
 export TRAIND_REQUIRE_ONNXRUNTIME=1
+# So is OpenBLAS's OpenMP build (install-deps.sh): the CPU backend's OpenBLAS
+# products are tested on every machine, whatever its ISA.
+export TRAIND_REQUIRE_OPENBLAS=1
 
 build_dir=${BUILD_DIR:-build}
 jobs=$(nproc)

@@ -220,18 +220,21 @@ TEST(LocalLauncherZygoteTest, AWorkerWhoseRequestTimedOutNeverRuns) {
 
 // The zygote's protocol, driven by hand: a forked worker runs only when
 // told to, and one whose gate closes without a go exits without running.
-TEST(BaseWorkerEnvironmentTest, PassesOnlyOneDnnsIsaSettings) {
+TEST(BaseWorkerEnvironmentTest, PassesOnlyOneDnnsIsaSettingsAndTheGemmPolicy) {
   const char* environ[] = {"HOME=/root",
                            "ONEDNN_MAX_CPU_ISA=AVX2",
                            "DNNL_CPU_ISA_HINTS=PREFER_YMM",
                            "ONEDNN_VERBOSE=1",
                            "ONEDNN_MAX_CPU_ISA_X=1",
+                           "TRAIND_CPU_GEMM=onednn",
+                           "TRAIND_CPU_GEMMX=1",
                            "LD_PRELOAD=/tmp/x.so",
                            "PATH=/home/me/bin",
                            nullptr};
   EXPECT_EQ(BaseWorkerEnvironment(environ),
             (std::vector<std::string>{"PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8",
-                                      "ONEDNN_MAX_CPU_ISA=AVX2", "DNNL_CPU_ISA_HINTS=PREFER_YMM"}));
+                                      "ONEDNN_MAX_CPU_ISA=AVX2", "DNNL_CPU_ISA_HINTS=PREFER_YMM",
+                                      "TRAIND_CPU_GEMM=onednn"}));
   EXPECT_EQ(BaseWorkerEnvironment(nullptr),
             (std::vector<std::string>{"PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8"}));
 }

@@ -4,8 +4,9 @@
 // (malloc, calloc, realloc, posix_memalign, aligned_alloc, memalign; operator
 // new and oneDNN's allocator both end there) with counting wrappers around
 // glibc's, for the whole process. Each allocation made while counting is
-// attributed by its call stack: to oneDNN when a frame lies in libdnnl,
-// else to the engine.
+// attributed by its call stack: to the libraries when a frame lies in libdnnl
+// or libopenblas (reported as oneDNN's: OpenBLAS multiplies only where
+// TRAIND_CPU_GEMM or its rule says), else to the engine.
 //
 // A "step" is what Fit does between two FitObserver::StopRequested polls of
 // one epoch: gather a batch, forward, loss, backward, optimizer update.
@@ -26,6 +27,7 @@
 #include "gtest/gtest.h"
 #include "traind/v1/job.pb.h"
 #include "worker/engine/backend/cpu/cpu_backend.h"
+#include "worker/engine/backend/cpu/cpu_gemm.h"
 #include "worker/engine/data/dataset.h"
 #include "worker/engine/data/split.h"
 #include "worker/engine/fit.h"
@@ -49,7 +51,8 @@ thread_local bool in_hook = false;
 bool FrameInDnnl(void* pc) {
   Dl_info info;
   if (dladdr(pc, &info) == 0 || info.dli_fname == nullptr) return false;
-  return std::strstr(info.dli_fname, "libdnnl") != nullptr;
+  return std::strstr(info.dli_fname, "libdnnl") != nullptr ||
+         std::strstr(info.dli_fname, "libopenblas") != nullptr;
 }
 
 void Count() {
@@ -254,6 +257,22 @@ TEST(SteadyStateAllocations, Mlp784Bf16) {
   spec.mutable_training()->set_precision(traind::v1::BF16);
   ExpectSteadyState("MLP 784-512-256-10, batch 128, SGD momentum, bf16", spec,
                     Synthetic(1024, 784, 10));
+}
+
+// The forward and input-gradient products in OpenBLAS (as on a CPU without
+// AVX-512 for large layers; forced here for every size): its buffers are its
+// own, taken once.
+TEST(SteadyStateAllocations, Mlp784OpenBlas) {
+  if (absl::StatusOr<const traind::engine::cpu::OpenBlas*> blas =
+          traind::engine::cpu::LoadOpenBlas();
+      !blas.ok()) {
+    if (std::getenv("TRAIND_REQUIRE_OPENBLAS") != nullptr) FAIL() << blas.status();
+    GTEST_SKIP() << blas.status();
+  }
+  setenv("TRAIND_CPU_GEMM", "openblas", 1);
+  ExpectSteadyState("MLP 784-512-256-10, batch 128, SGD momentum, OpenBLAS",
+                    MlpSpec({512, 256}, 128), Synthetic(1024, 784, 10));
+  unsetenv("TRAIND_CPU_GEMM");
 }
 
 TEST(SteadyStateAllocations, SmallMlp) {

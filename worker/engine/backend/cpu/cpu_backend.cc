@@ -163,8 +163,12 @@ class CpuLossKernel final : public LossKernel {
 
 class CpuBackend final : public Backend {
  public:
-  CpuBackend(dnnl::engine engine, dnnl::stream stream, traind::v1::Precision precision)
-      : engine_(std::move(engine)), stream_(std::move(stream)), precision_(precision) {}
+  CpuBackend(dnnl::engine engine, dnnl::stream stream, traind::v1::Precision precision,
+             cpu::CpuGemmConfig gemm)
+      : engine_(std::move(engine)),
+        stream_(std::move(stream)),
+        precision_(precision),
+        gemm_(gemm) {}
 
   std::string name() const override {
     return precision_ == traind::v1::BF16 ? "cpu (oneDNN, bf16 matmuls)" : "cpu (oneDNN)";
@@ -238,7 +242,7 @@ class CpuBackend final : public Backend {
       return absl::InvalidArgumentError(
           absl::StrFormat("CreateDenseKernel: bad shape batch %d, in %d, out %d", batch, in, out));
     }
-    return cpu::CreateCpuDenseKernel(engine_, stream_, precision_, batch, in, out, options);
+    return cpu::CreateCpuDenseKernel(engine_, stream_, precision_, batch, in, out, options, gemm_);
   }
 
   absl::StatusOr<std::unique_ptr<LossKernel>> CreateLossKernel(
@@ -686,6 +690,7 @@ class CpuBackend final : public Backend {
   dnnl::engine engine_;
   dnnl::stream stream_;
   const traind::v1::Precision precision_;
+  const cpu::CpuGemmConfig gemm_;
 };
 
 }  // namespace
@@ -703,11 +708,14 @@ void DisableOneDnnProfilerHooks() {
 absl::StatusOr<std::unique_ptr<Backend>> CreateCpuBackend(traind::v1::Precision precision) {
   TRAIND_RETURN_IF_ERROR(
       CheckCpuPrecision(precision, precision == traind::v1::BF16 && CpuSupportsBf16()));
+  cpu::CpuGemmConfig gemm;
+  TRAIND_ASSIGN_OR_RETURN(gemm.policy, cpu::GemmPolicyFromEnvironment());
+  gemm.has_avx512 = cpu::OneDnnHasAvx512();
   try {
     dnnl::engine engine(dnnl::engine::kind::cpu, 0);
     dnnl::stream stream(engine);
     return std::unique_ptr<Backend>(
-        new CpuBackend(std::move(engine), std::move(stream), precision));
+        new CpuBackend(std::move(engine), std::move(stream), precision, gemm));
   } catch (const dnnl::error& e) {
     return FromDnnl(e, "cannot create the CPU engine");
   }

@@ -25,12 +25,16 @@ namespace traind::engine {
 //   w and x in Forward and reuses those copies in Backward when it is given
 //   the same tensors, so w is converted once per training step.
 //
-// Errors: InvalidSpecError (its message names training.precision) for TF32
+// f32 products run in oneDNN, or in OpenBLAS's OpenMP build where
+// backend/cpu/cpu_gemm.h's rule (or TRAIND_CPU_GEMM) says.
+//
+// Errors: InvalidArgument for a TRAIND_CPU_GEMM that is not auto, onednn or
+// openblas; InvalidSpecError (its message names training.precision) for TF32
 // (a GPU mode) and for BF16 on a CPU without AVX512-BF16 or AMX-BF16 as
 // oneDNN sees it (see CpuSupportsBf16); DeviceError when oneDNN fails.
 //
-// Results are bit-identical from run to run for the same thread count and
-// precision.
+// Results are bit-identical from run to run for the same thread count,
+// precision, oneDNN ISA and GEMM policy.
 absl::StatusOr<std::unique_ptr<Backend>> CreateCpuBackend(
     traind::v1::Precision precision = traind::v1::PRECISION_UNSPECIFIED);
 

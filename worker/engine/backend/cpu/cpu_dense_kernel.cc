@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "oneapi/dnnl/dnnl.hpp"
 #include "worker/engine/backend/activation_math.h"
@@ -316,9 +317,12 @@ void SumBiasActivateRows(int64_t r0, int64_t r1, int64_t out,
   }
 }
 
-// The f32 dense kernel of a layer big enough to split (SplitsInRowSlabs):
+// The f32 dense kernel of a layer big enough to split (SplitsInRowSlabs),
+// or of any layer whose products cpu_gemm.h gives to OpenBLAS (then with one
+// slab when it is not split, and OpenBLAS's own threads):
 // thread t owns the row slab [r0, r1) of w (cpu_parallel.h SlabBegin over
-// its `in` rows) and runs one single-threaded matmul per op on it —
+// its `in` rows) and runs one single-threaded matmul per op on it (oneDNN's,
+// or OpenBLAS's for the products GemmLibraries names) —
 //   forward:  y = Σ_t x[:, r0:r1] · w[r0:r1, :] (thread 0's term in y, the
 //             others' in buffers of their own), then + b and the activation
 //             in one pass over y after a barrier;
@@ -333,9 +337,17 @@ void SumBiasActivateRows(int64_t r0, int64_t r1, int64_t out,
 // matmul follows its own blocking, different for each op and each ISA.
 class CpuSplitDenseKernel final : public DenseKernel {
  public:
+  // `libraries` for every slab; `blas` loaded when they name OpenBLAS.
   CpuSplitDenseKernel(const dnnl::engine& engine, int threads, int64_t batch, int64_t in,
-                      int64_t out, const DenseKernelOptions& options)
-      : batch_(batch), in_(in), out_(out), activation_(options.activation), bias_(options.bias) {
+                      int64_t out, const DenseKernelOptions& options, GemmLibraries libraries,
+                      const OpenBlas* blas)
+      : batch_(batch),
+        in_(in),
+        out_(out),
+        activation_(options.activation),
+        bias_(options.bias),
+        libraries_(libraries),
+        blas_(blas) {
     for (int t = 0; t < threads; ++t) {
       const int64_t r0 = SlabBegin(in, threads, t);
       const int64_t r1 = SlabBegin(in, threads, t + 1);
@@ -371,15 +383,16 @@ class CpuSplitDenseKernel final : public DenseKernel {
     const float* ws = w.f32();
     const float* bs = bias_ ? b.f32() : nullptr;
     float* ys = y->f32();
+    if (parts_.size() == 1) {  // no team: a one-thread region still allocates in libgomp
+      statuses_[0] = ForwardPart(0, xs, ws, ys);
+      Epilogue(0, batch_, bs, ys);
+      return FirstError();
+    }
 #pragma omp parallel
     {
       const size_t tid = static_cast<size_t>(omp_get_thread_num());
       const size_t nt = static_cast<size_t>(omp_get_num_threads());
-      for (size_t p = tid; p < parts_.size(); p += nt) {
-        const Part& part = parts_[p];
-        statuses_[p] = part.forward.Run(part.stream, xs + part.r0, ws + part.r0 * out_, nullptr,
-                                        p == 0 ? ys : partials_[p - 1].get());
-      }
+      for (size_t p = tid; p < parts_.size(); p += nt) statuses_[p] = ForwardPart(p, xs, ws, ys);
 #pragma omp barrier
       const int64_t r0 = SlabBegin(batch_, static_cast<int64_t>(nt), static_cast<int64_t>(tid));
       const int64_t r1 = SlabBegin(batch_, static_cast<int64_t>(nt), static_cast<int64_t>(tid) + 1);
@@ -399,17 +412,15 @@ class CpuSplitDenseKernel final : public DenseKernel {
     const float* ws = w.f32();
     float* dws = dw->f32();
     float* dxs = dx != nullptr ? dx->f32() : nullptr;
+    if (parts_.size() == 1) {
+      statuses_[0] = BackwardPart(0, xs, ws, g, dws, dxs);
+      return FirstError();
+    }
 #pragma omp parallel
     {
       const size_t nt = static_cast<size_t>(omp_get_num_threads());
       for (size_t p = static_cast<size_t>(omp_get_thread_num()); p < parts_.size(); p += nt) {
-        const Part& part = parts_[p];
-        absl::Status s =
-            part.weights.Run(part.stream, xs + part.r0, g, nullptr, dws + part.r0 * out_);
-        if (s.ok() && dxs != nullptr) {
-          s = part.data.Run(part.stream, g, ws + part.r0 * out_, nullptr, dxs + part.r0);
-        }
-        statuses_[p] = std::move(s);
+        statuses_[p] = BackwardPart(p, xs, ws, g, dws, dxs);
       }
     }
     return FirstError();
@@ -421,6 +432,36 @@ class CpuSplitDenseKernel final : public DenseKernel {
     MatmulPlan forward, weights, data;
     dnnl::stream stream;
   };
+
+  // Part p's term of the forward product: into y for part 0, else into its
+  // partial buffer.
+  absl::Status ForwardPart(size_t p, const float* xs, const float* ws, float* ys) const {
+    const Part& part = parts_[p];
+    float* dst = p == 0 ? ys : partials_[p - 1].get();
+    if (libraries_.forward_openblas) {
+      // x[:, r0:r1] · w[r0:r1, :]: [batch, rows] · [rows, out].
+      blas_->Sgemm(false, false, batch_, out_, part.r1 - part.r0, xs + part.r0, in_,
+                   ws + part.r0 * out_, out_, 0.0f, dst, out_);
+      return absl::OkStatus();
+    }
+    return part.forward.Run(part.stream, xs + part.r0, ws + part.r0 * out_, nullptr, dst);
+  }
+
+  // Part p's rows of dw and columns of dx (when dxs is not null).
+  absl::Status BackwardPart(size_t p, const float* xs, const float* ws, const float* g, float* dws,
+                            float* dxs) const {
+    const Part& part = parts_[p];
+    TRAIND_RETURN_IF_ERROR(
+        part.weights.Run(part.stream, xs + part.r0, g, nullptr, dws + part.r0 * out_));
+    if (dxs == nullptr) return absl::OkStatus();
+    if (libraries_.data_openblas) {
+      // dz · w[r0:r1, :]ᵀ: [batch, out] · [out, rows] -> dx[:, r0:r1].
+      blas_->Sgemm(false, true, batch_, part.r1 - part.r0, out_, g, out_, ws + part.r0 * out_, out_,
+                   0.0f, dxs + part.r0, in_);
+      return absl::OkStatus();
+    }
+    return part.data.Run(part.stream, g, ws + part.r0 * out_, nullptr, dxs + part.r0);
+  }
 
   void MakePlans(const dnnl::engine& engine, Part* part) const {
     using dt = dnnl::memory::data_type;
@@ -435,9 +476,13 @@ class CpuSplitDenseKernel final : public DenseKernel {
     const dnnl::memory::desc y({batch_, out_}, dt::f32, tag::ab);
     const dnnl::memory::desc dw({rows, out_}, dt::f32, tag::ab);
     const dnnl::memory::desc dx({batch_, rows}, dt::f32, dims{in_, 1});
-    part->forward = MatmulPlan::Create(engine, x, w, nullptr, y, dnnl::primitive_attr());
+    if (!libraries_.forward_openblas) {
+      part->forward = MatmulPlan::Create(engine, x, w, nullptr, y, dnnl::primitive_attr());
+    }
     part->weights = MatmulPlan::Create(engine, x_t, y, nullptr, dw, dnnl::primitive_attr());
-    part->data = MatmulPlan::Create(engine, y, w_t, nullptr, dx, dnnl::primitive_attr());
+    if (!libraries_.data_openblas) {
+      part->data = MatmulPlan::Create(engine, y, w_t, nullptr, dx, dnnl::primitive_attr());
+    }
     part->stream = dnnl::stream(engine);
   }
 
@@ -472,6 +517,8 @@ class CpuSplitDenseKernel final : public DenseKernel {
   const int64_t batch_, in_, out_;
   const ActivationFn activation_;
   const bool bias_;
+  const GemmLibraries libraries_;
+  const OpenBlas* const blas_;  // not owned; null unless libraries_ name it
   std::vector<Part> parts_;
   std::vector<absl::Status> statuses_;
   std::vector<std::unique_ptr<float, void (*)(void*)>> partials_;
@@ -610,16 +657,37 @@ class CpuBf16DenseKernel final : public DenseKernel {
 
 absl::StatusOr<std::unique_ptr<DenseKernel>> CreateCpuDenseKernel(
     const dnnl::engine& engine, const dnnl::stream& stream, traind::v1::Precision precision,
-    int64_t batch, int64_t in, int64_t out, const DenseKernelOptions& options) {
+    int64_t batch, int64_t in, int64_t out, const DenseKernelOptions& options,
+    const CpuGemmConfig& gemm) {
   try {
     if (precision == traind::v1::BF16) {
       return std::unique_ptr<DenseKernel>(
           new CpuBf16DenseKernel(engine, stream, batch, in, out, options));
     }
     const int threads = omp_get_max_threads();
-    if (SplitsInRowSlabs(in, out, threads) && DerivativeFromOutput(options.activation.kind)) {
-      return std::unique_ptr<DenseKernel>(
-          new CpuSplitDenseKernel(engine, threads, batch, in, out, options));
+    const bool split = SplitsInRowSlabs(in, out, threads);
+    const int parts = split ? threads : 1;
+    if (DerivativeFromOutput(options.activation.kind)) {
+      // The largest slab's shape decides for all (they differ by a row at most).
+      const int64_t rows = SlabBegin(in, parts, 1) - SlabBegin(in, parts, 0);
+      GemmLibraries libraries = ChooseGemmLibraries(gemm.policy, gemm.has_avx512,
+                                                    /*openblas_loaded=*/true, batch, rows, out);
+      const OpenBlas* blas = nullptr;
+      if (libraries.any()) {
+        absl::StatusOr<const OpenBlas*> loaded = LoadOpenBlas();
+        if (loaded.ok()) {
+          blas = *loaded;
+        } else if (gemm.policy == GemmPolicy::kOpenBlas) {
+          return absl::FailedPreconditionError(
+              absl::StrCat("TRAIND_CPU_GEMM=openblas: ", loaded.status().message()));
+        } else {
+          libraries = GemmLibraries();  // oneDNN, as on a machine without OpenBLAS
+        }
+      }
+      if (split || libraries.any()) {
+        return std::unique_ptr<DenseKernel>(
+            new CpuSplitDenseKernel(engine, parts, batch, in, out, options, libraries, blas));
+      }
     }
     return std::unique_ptr<DenseKernel>(
         new CpuDenseKernel(engine, stream, batch, in, out, options));

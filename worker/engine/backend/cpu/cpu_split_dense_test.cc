@@ -2,17 +2,24 @@
 // (cpu_parallel.h SplitsInRowSlabs): forward, backward and every activation
 // it fuses against plain double-precision loops, for 2 and 3 threads, odd
 // sizes (uneven slabs), with and without bias, and with a kernel planned for
-// more threads than run it.
+// more threads than run it; each with its products in oneDNN and in OpenBLAS
+// (TRAIND_CPU_GEMM), and OpenBLAS on one thread (one slab). Also the rule
+// that chooses the library (cpu_gemm.h).
 #include <omp.h>
+#include <stdlib.h>
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <memory>
+#include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
 #include "gtest/gtest.h"
 #include "worker/engine/backend/cpu/cpu_backend.h"
+#include "worker/engine/backend/cpu/cpu_gemm.h"
 #include "worker/engine/backend/cpu/cpu_parallel.h"
 #include "worker/engine/random.h"
 #include "worker/engine/testing/dense_reference.h"
@@ -22,16 +29,31 @@ namespace {
 
 constexpr int64_t kBatch = 37, kIn = 301, kOut = 157;
 
-class CpuSplitDenseTest : public ::testing::TestWithParam<int> {
+// Threads, and TRAIND_CPU_GEMM.
+using Param = std::tuple<int, const char*>;
+
+class CpuSplitDenseTest : public ::testing::TestWithParam<Param> {
  protected:
   void SetUp() override {
+    if (std::string(Gemm()) == "openblas" && !cpu::LoadOpenBlas().ok()) {
+      // tests/run.sh installs it (deploy/install-deps.sh) and requires it.
+      if (std::getenv("TRAIND_REQUIRE_OPENBLAS") != nullptr) {
+        FAIL() << "TRAIND_REQUIRE_OPENBLAS is set: " << cpu::LoadOpenBlas().status();
+      }
+      GTEST_SKIP() << cpu::LoadOpenBlas().status();
+    }
     saved_threads_ = omp_get_max_threads();
-    omp_set_num_threads(GetParam());
+    omp_set_num_threads(Threads());
+    setenv("TRAIND_CPU_GEMM", Gemm(), 1);
     absl::StatusOr<std::unique_ptr<Backend>> backend = CreateCpuBackend();
+    unsetenv("TRAIND_CPU_GEMM");
     ASSERT_TRUE(backend.ok()) << backend.status();
     backend_ = std::move(*backend);
   }
   void TearDown() override { omp_set_num_threads(saved_threads_); }
+
+  static int Threads() { return std::get<0>(GetParam()); }
+  static const char* Gemm() { return std::get<1>(GetParam()); }
 
   Tensor Random(int64_t rows, int64_t cols, double scale, Rng& rng) {
     Tensor t = std::move(cols > 0 ? backend_->Allocate2d(DType::kF32, rows, cols)
@@ -67,7 +89,7 @@ class CpuSplitDenseTest : public ::testing::TestWithParam<int> {
 };
 
 TEST_P(CpuSplitDenseTest, EveryFusedActivationMatchesTheReference) {
-  ASSERT_TRUE(cpu::SplitsInRowSlabs(kIn, kOut, GetParam()));
+  ASSERT_TRUE(Threads() == 1 || cpu::SplitsInRowSlabs(kIn, kOut, Threads()));
   for (ActivationFn f :
        {ActivationFn{DenseActivation::kLinear, 0}, ActivationFn{DenseActivation::kRelu, 0},
         ActivationFn{DenseActivation::kLeakyRelu, 0.1f}, ActivationFn{DenseActivation::kElu, 1.0f},
@@ -94,11 +116,61 @@ TEST_P(CpuSplitDenseTest, AKernelRunByFewerThreadsThanItWasPlannedForStillMatche
   absl::StatusOr<std::unique_ptr<DenseKernel>> kernel =
       backend_->CreateDenseKernel(kBatch, kIn, kOut, options);
   ASSERT_TRUE(kernel.ok()) << kernel.status();
-  omp_set_num_threads(GetParam() - 1);
+  omp_set_num_threads(std::max(1, Threads() - 1));
   Check(kernel->get(), options.activation, true);
 }
 
-INSTANTIATE_TEST_SUITE_P(Threads, CpuSplitDenseTest, ::testing::Values(2, 3));
+INSTANTIATE_TEST_SUITE_P(ThreadsAndGemm, CpuSplitDenseTest,
+                         ::testing::Values(Param{2, "onednn"}, Param{3, "onednn"},
+                                           Param{1, "openblas"}, Param{2, "openblas"},
+                                           Param{3, "openblas"}),
+                         [](const ::testing::TestParamInfo<Param>& info) {
+                           return std::string(std::get<1>(info.param)) +
+                                  std::to_string(std::get<0>(info.param));
+                         });
+
+TEST(CpuGemmRule, OpenBlasOnlyWithoutAvx512ForLargeForwardAndDataProducts) {
+  using cpu::ChooseGemmLibraries;
+  using cpu::GemmPolicy;
+  // Case 3's smallest slab (256 × 512 × 4096 multiply-adds) and case 1's
+  // largest (128 × 392 × 512), on each side of 2^26.
+  const auto big = [](GemmPolicy p, bool avx512, bool loaded) {
+    return ChooseGemmLibraries(p, avx512, loaded, 256, 512, 4096);
+  };
+  const auto small = [](GemmPolicy p, bool avx512, bool loaded) {
+    return ChooseGemmLibraries(p, avx512, loaded, 128, 392, 512);
+  };
+  EXPECT_TRUE(big(GemmPolicy::kAuto, false, true).forward_openblas);
+  EXPECT_TRUE(big(GemmPolicy::kAuto, false, true).data_openblas);
+  EXPECT_FALSE(big(GemmPolicy::kAuto, true, true).any());    // AVX-512: oneDNN
+  EXPECT_FALSE(big(GemmPolicy::kAuto, false, false).any());  // not installed
+  EXPECT_FALSE(small(GemmPolicy::kAuto, false, true).any());
+  EXPECT_FALSE(big(GemmPolicy::kOneDnn, false, true).any());
+  EXPECT_TRUE(small(GemmPolicy::kOpenBlas, true, true).forward_openblas);
+  EXPECT_TRUE(small(GemmPolicy::kOpenBlas, true, true).data_openblas);
+  EXPECT_FALSE(small(GemmPolicy::kOpenBlas, true, false).any());
+  // 2^26 exactly is OpenBLAS's; one multiply-add fewer is not.
+  EXPECT_TRUE(ChooseGemmLibraries(GemmPolicy::kAuto, false, true, 1, 1, int64_t{1} << 26).any());
+  EXPECT_FALSE(
+      ChooseGemmLibraries(GemmPolicy::kAuto, false, true, 1, 1, (int64_t{1} << 26) - 1).any());
+}
+
+TEST(CpuGemmRule, TheEnvironmentNamesThePolicyOrIsAnError) {
+  unsetenv("TRAIND_CPU_GEMM");
+  EXPECT_EQ(cpu::GemmPolicyFromEnvironment().value(), cpu::GemmPolicy::kAuto);
+  setenv("TRAIND_CPU_GEMM", "onednn", 1);
+  EXPECT_EQ(cpu::GemmPolicyFromEnvironment().value(), cpu::GemmPolicy::kOneDnn);
+  setenv("TRAIND_CPU_GEMM", "openblas", 1);
+  EXPECT_EQ(cpu::GemmPolicyFromEnvironment().value(), cpu::GemmPolicy::kOpenBlas);
+  setenv("TRAIND_CPU_GEMM", "mkl", 1);
+  absl::StatusOr<cpu::GemmPolicy> bad = cpu::GemmPolicyFromEnvironment();
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(bad.status().message(), "TRAIND_CPU_GEMM=mkl: expected auto, onednn or openblas");
+  // The backend refuses it too, with the same words.
+  absl::StatusOr<std::unique_ptr<Backend>> backend = CreateCpuBackend();
+  EXPECT_EQ(backend.status().message(), bad.status().message());
+  unsetenv("TRAIND_CPU_GEMM");
+}
 
 }  // namespace
 }  // namespace traind::engine
