@@ -23,6 +23,14 @@
 //       runs them, one cblas_sgemm per thread on its row slab of w. Prints the
 //       best and median GFLOP/s of R timed sets: the ceiling of an fp32 step,
 //       every other op taking no time.
+//   cpu_bench gemmlibs --batch B --in I --out O [--reps R] [--w-offset BYTES]
+//       The three products of one dense layer (forward x·w, weight gradient
+//       xᵀ·dz, input gradient dz·wᵀ) as the CPU backend's row-slab kernel
+//       runs them (one single-threaded call per thread on its slab of w), in
+//       oneDNN and in OpenBLAS alternately, on operands aligned as the
+//       backend's tensors, w starting BYTES past that alignment (default 0):
+//       one JSON line per product with each library's median GFLOP/s of R
+//       runs. What backend/cpu/cpu_gemm.h's rule was measured with.
 //   cpu_bench profile --data FILE --hidden 512,256 --batch B [--steps S]
 //       One training step of `fit`'s model, op by op through the engine's own
 //       parts (backend, network, loss kernel, optimizer), each timed over S
@@ -414,6 +422,131 @@ T Check(absl::StatusOr<T> value, const char* what) {
   return std::move(value).value();
 }
 
+int GemmLibs(int argc, char** argv) {
+  using dt = dnnl::memory::data_type;
+  using dims = dnnl::memory::dims;
+  namespace cpu = traind::engine::cpu;
+  const int64_t batch = std::atoll(Arg(argc, argv, "--batch", "256").c_str());
+  const int64_t in = std::atoll(Arg(argc, argv, "--in", "4096").c_str());
+  const int64_t out = std::atoll(Arg(argc, argv, "--out", "4096").c_str());
+  const int reps = std::atoi(Arg(argc, argv, "--reps", "20").c_str());
+  const int64_t offset = std::atoll(Arg(argc, argv, "--w-offset", "0").c_str());
+  absl::StatusOr<const cpu::OpenBlas*> blas = cpu::LoadOpenBlas();
+  if (!blas.ok()) {
+    std::fprintf(stderr, "cpu_bench: %s\n", std::string(blas.status().message()).c_str());
+    return 2;
+  }
+  const int parts = omp_get_max_threads();
+  std::vector<std::unique_ptr<float, void (*)(void*)>> buffers;
+  auto buffer = [&](int64_t n, int64_t extra_bytes) {
+    buffers.emplace_back(static_cast<float*>(::operator new(
+                             static_cast<size_t>(n) * sizeof(float) + 64, cpu::kAlignment)),
+                         &cpu::FreeAligned);
+    float* p =
+        reinterpret_cast<float*>(reinterpret_cast<char*>(buffers.back().get()) + extra_bytes);
+    for (int64_t i = 0; i < n; ++i)
+      p[i] = static_cast<float>((i * 2654435761u) % 1000) / 1000.f - 0.5f;
+    return p;
+  };
+  float* x = buffer(batch * in, 0);
+  float* w = buffer(in * out, offset);
+  float* dz = buffer(batch * out, 0);
+  float* y = buffer(batch * out * parts, 0);
+  float* dw = buffer(in * out, 0);
+  float* dx = buffer(batch * in, 0);
+  dnnl::engine eng(dnnl::engine::kind::cpu, 0);
+  struct Slab {
+    int64_t r0, r1;
+    dnnl::matmul forward, weights, data;
+    dnnl::memory fx, fw, fy, wx, wdz, wdw, ddz, dww, ddx;
+    dnnl::stream stream;
+  };
+  std::vector<Slab> slabs(static_cast<size_t>(parts));
+  // Planned on one thread each, as the backend's kernel plans them.
+#pragma omp parallel for num_threads(parts)
+  for (int t = 0; t < parts; ++t) {
+    omp_set_num_threads(1);
+    Slab& s = slabs[static_cast<size_t>(t)];
+    s.r0 = cpu::SlabBegin(in, parts, t);
+    s.r1 = cpu::SlabBegin(in, parts, t + 1);
+    const int64_t rows = s.r1 - s.r0;
+    auto mm = [&](const dnnl::memory::desc& a, const dnnl::memory::desc& b,
+                  const dnnl::memory::desc& c) {
+      return dnnl::matmul(dnnl::matmul::primitive_desc(dnnl::matmul::desc(a, b, c), eng));
+    };
+    const dnnl::memory::desc xs({batch, rows}, dt::f32, dims{in, 1});
+    const dnnl::memory::desc xt({rows, batch}, dt::f32, dims{1, in});
+    const dnnl::memory::desc ws({rows, out}, dt::f32, dims{out, 1});
+    const dnnl::memory::desc wt({out, rows}, dt::f32, dims{1, out});
+    const dnnl::memory::desc full({batch, out}, dt::f32, dims{out, 1});
+    const dnnl::memory::desc dxs({batch, rows}, dt::f32, dims{in, 1});
+    s.forward = mm(xs, ws, full);
+    s.weights = mm(xt, full, ws);
+    s.data = mm(full, wt, dxs);
+    s.fx = dnnl::memory(xs, eng, x + s.r0);
+    s.fw = dnnl::memory(ws, eng, w + s.r0 * out);
+    s.fy = dnnl::memory(full, eng, y + t * batch * out);
+    s.wx = dnnl::memory(xt, eng, x + s.r0);
+    s.wdz = dnnl::memory(full, eng, dz);
+    s.wdw = dnnl::memory(ws, eng, dw + s.r0 * out);
+    s.ddz = dnnl::memory(full, eng, dz);
+    s.dww = dnnl::memory(wt, eng, w + s.r0 * out);
+    s.ddx = dnnl::memory(dxs, eng, dx + s.r0);
+    s.stream = dnnl::stream(eng);
+  }
+  const char* names[] = {"forward x·w", "weight gradient xᵀ·dz", "input gradient dz·wᵀ"};
+  for (int op = 0; op < 3; ++op) {
+    auto run = [&](bool openblas) {
+#pragma omp parallel for num_threads(parts)
+      for (int t = 0; t < parts; ++t) {
+        Slab& s = slabs[static_cast<size_t>(t)];
+        const int64_t rows = s.r1 - s.r0;
+        if (op == 0 && openblas) {
+          (*blas)->Sgemm(false, false, batch, out, rows, x + s.r0, in, w + s.r0 * out, out, 0.0f,
+                         y + t * batch * out, out);
+        } else if (op == 1 && openblas) {
+          (*blas)->Sgemm(true, false, rows, out, batch, x + s.r0, in, dz, out, 0.0f,
+                         dw + s.r0 * out, out);
+        } else if (op == 2 && openblas) {
+          (*blas)->Sgemm(false, true, batch, rows, out, dz, out, w + s.r0 * out, out, 0.0f,
+                         dx + s.r0, in);
+        } else if (op == 0) {
+          s.forward.execute(s.stream,
+                            {{DNNL_ARG_SRC, s.fx}, {DNNL_ARG_WEIGHTS, s.fw}, {DNNL_ARG_DST, s.fy}});
+        } else if (op == 1) {
+          s.weights.execute(
+              s.stream, {{DNNL_ARG_SRC, s.wx}, {DNNL_ARG_WEIGHTS, s.wdz}, {DNNL_ARG_DST, s.wdw}});
+        } else {
+          s.data.execute(s.stream,
+                         {{DNNL_ARG_SRC, s.ddz}, {DNNL_ARG_WEIGHTS, s.dww}, {DNNL_ARG_DST, s.ddx}});
+        }
+        if (!openblas) s.stream.wait();
+      }
+    };
+    std::vector<double> times[2];
+    for (int i = 0; i < 3; ++i) {
+      run(false);
+      run(true);
+    }
+    for (int i = 0; i < reps; ++i) {
+      for (int lib = 0; lib < 2; ++lib) {
+        const auto t0 = std::chrono::steady_clock::now();
+        run(lib == 1);
+        times[lib].push_back(Seconds(t0));
+      }
+    }
+    const double flops = 2.0 * static_cast<double>(batch * in * out);
+    std::printf(
+        "{\"product\": \"%s\", \"batch\": %lld, \"in\": %lld, \"out\": %lld, "
+        "\"threads\": %d, \"w_offset\": %lld, \"onednn_gflops\": %.1f, "
+        "\"openblas_gflops\": %.1f}\n",
+        names[op], static_cast<long long>(batch), static_cast<long long>(in),
+        static_cast<long long>(out), parts, static_cast<long long>(offset),
+        flops / Median(times[0]) / 1e9, flops / Median(times[1]) / 1e9);
+  }
+  return 0;
+}
+
 int Profile(int argc, char** argv) {
   using traind::engine::DType;
   using traind::engine::Tensor;
@@ -508,12 +641,14 @@ int main(int argc, char** argv) {
   if (mode == "sgemm") return Sgemm(argc, argv);
   if (mode == "gemmset") return GemmSet(argc, argv);
   if (mode == "profile") return Profile(argc, argv);
+  if (mode == "gemmlibs") return GemmLibs(argc, argv);
   std::fprintf(
       stderr,
       "usage: cpu_bench fit --data FILE --hidden 512,256 --batch 128 --epochs 3 "
       "[--rows N] [--precision fp32|bf16]\n"
       "       cpu_bench sgemm --m M --n N --k K [--reps R]\n"
       "       cpu_bench gemmset --features F --hidden 512,256 --classes C --batch B [--reps R]\n"
+      "       cpu_bench gemmlibs --batch B --in I --out O [--reps R] [--w-offset BYTES]\n"
       "       cpu_bench profile --data FILE --hidden 512,256 --batch B [--steps S]\n");
   return 2;
 }

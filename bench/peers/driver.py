@@ -250,9 +250,9 @@ def ceiling_report(r, sets, profile, flops_per_sample, batch):
     fractions = [t * flops_per_sample / 1e9 / g["best_gflops"] for t, g in zip(r["traind_runs"], sets)]
     frac = med(fractions)
     say("The step's GEMM set alone (`cpu_bench gemmset`: the %d matmuls of one step, the backend's own descriptors, "
-        "2 threads), measured right before each traind run: %s GFLOP/s (best of 200 sets each). traind's GFLOP/s ÷ "
-        "that rate, per repeat: %s → median **%.0f%%**." % (
-            sets[0]["gemms"], ", ".join("%.0f" % g["best_gflops"] for g in sets),
+        "%d of them in OpenBLAS as the backend runs them, 2 threads), measured right before each traind run: %s GFLOP/s "
+        "(best of 200 sets each). traind's GFLOP/s ÷ that rate, per repeat: %s → median **%.0f%%**." % (
+            sets[0]["gemms"], sets[0].get("openblas_gemms", 0), ", ".join("%.0f" % g["best_gflops"] for g in sets),
             ", ".join("%.0f%%" % (100 * f) for f in fractions), 100 * frac))
     say()
     gemm_ms = sets[-1]["set_mflop"] / 1e3 / sets[-1]["best_gflops"] * 1e3

@@ -23,11 +23,15 @@ constexpr int kCblasTrans = 112;
 // openblas_get_parallel(): 2 for an OpenMP build.
 constexpr int kOpenBlasOpenMp = 2;
 
-// Below this many multiply-adds a slab's product is left to oneDNN whatever
-// the ISA: the two libraries measured alike there (case 1's largest slab,
-// 128 × 392 × 512 = 25.7 M, within a few percent either way on Zen 2), and
-// the gap grows with the product (case 3's smallest, 537 M: 2.6×).
-constexpr int64_t kOpenBlasMinMacs = int64_t{1} << 26;
+// Where OpenBLAS measured faster than oneDNN at AVX2 (`cpu_bench gemmlibs` on
+// Zen 2, docs/benchmarks.md), by the slab's product batch × rows × out.
+// Forward: alike at case 1's largest slab (128 × 392 × 512 = 25.7 M
+// multiply-adds), OpenBLAS 2.2–2.7× faster from 256 × 512 × 1024 (134 M) up.
+// Input gradient ([batch, out] · [out, rows]): oneDNN 8% faster at 256 ×
+// 512 × 1024, even at 256 × 512 × 4096, OpenBLAS 10–14% faster at 256 × 2048
+// × 1024 and 256 × 2048 × 4096: it follows the slab's rows, not the size.
+constexpr int64_t kForwardMinMacs = int64_t{1} << 26;
+constexpr int64_t kDataMinRows = 2048;
 
 absl::StatusOr<const OpenBlas*> Load() {
   const char* path = TRAIND_OPENBLAS_OPENMP_LIBRARY;
@@ -79,13 +83,16 @@ GemmLibraries ChooseGemmLibraries(GemmPolicy policy, bool has_avx512, bool openb
                                   int64_t batch, int64_t rows, int64_t out) {
   GemmLibraries l;
   if (!openblas_loaded || policy == GemmPolicy::kOneDnn) return l;
-  if (policy == GemmPolicy::kAuto) {
-    if (has_avx512) return l;
-    // x[:, slab] · w[slab, :] and dz · w[slab, :]ᵀ: batch × rows × out each.
-    if (batch * rows * out < kOpenBlasMinMacs) return l;
+  if (policy == GemmPolicy::kOpenBlas) {
+    l.forward_openblas = true;
+    l.data_openblas = true;
+    return l;
   }
-  l.forward_openblas = true;
-  l.data_openblas = true;
+  if (has_avx512) return l;
+  // x[:, slab] · w[slab, :] and dz · w[slab, :]ᵀ: batch × rows × out each.
+  const int64_t macs = batch * rows * out;
+  l.forward_openblas = macs >= kForwardMinMacs;
+  l.data_openblas = macs >= kForwardMinMacs && rows >= kDataMinRows;
   return l;
 }
 

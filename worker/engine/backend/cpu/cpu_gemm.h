@@ -7,8 +7,8 @@
 // is 32-byte aligned, as every traind tensor is (docs/benchmarks.md: 65–70
 // against 170–180 GFLOP/s on two Zen 2 cores for 256×2048·2048×4096 per
 // thread), while its weight-gradient product (xᵀ·dz) is the faster of the two.
-// So there, and for products big enough that the choice matters, traind calls
-// OpenBLAS for those two; everywhere else oneDNN.
+// So there, and for products big enough that OpenBLAS measured faster
+// (cpu_gemm.cc), traind calls OpenBLAS for those two; everywhere else oneDNN.
 //
 // The choice is a fixed rule of the ISA oneDNN uses and the shape, never a
 // timing taken when the kernel is planned: a retried attempt that resumes a

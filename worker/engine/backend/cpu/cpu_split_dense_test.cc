@@ -131,28 +131,41 @@ INSTANTIATE_TEST_SUITE_P(ThreadsAndGemm, CpuSplitDenseTest,
 
 TEST(CpuGemmRule, OpenBlasOnlyWithoutAvx512ForLargeForwardAndDataProducts) {
   using cpu::ChooseGemmLibraries;
+  using cpu::GemmLibraries;
   using cpu::GemmPolicy;
-  // Case 3's smallest slab (256 × 512 × 4096 multiply-adds) and case 1's
-  // largest (128 × 392 × 512), on each side of 2^26.
-  const auto big = [](GemmPolicy p, bool avx512, bool loaded) {
-    return ChooseGemmLibraries(p, avx512, loaded, 256, 512, 4096);
+  const auto rule = [](int64_t batch, int64_t rows, int64_t out) {
+    return ChooseGemmLibraries(GemmPolicy::kAuto, /*has_avx512=*/false, /*openblas_loaded=*/true,
+                               batch, rows, out);
   };
-  const auto small = [](GemmPolicy p, bool avx512, bool loaded) {
-    return ChooseGemmLibraries(p, avx512, loaded, 128, 392, 512);
-  };
-  EXPECT_TRUE(big(GemmPolicy::kAuto, false, true).forward_openblas);
-  EXPECT_TRUE(big(GemmPolicy::kAuto, false, true).data_openblas);
-  EXPECT_FALSE(big(GemmPolicy::kAuto, true, true).any());    // AVX-512: oneDNN
-  EXPECT_FALSE(big(GemmPolicy::kAuto, false, false).any());  // not installed
-  EXPECT_FALSE(small(GemmPolicy::kAuto, false, true).any());
-  EXPECT_FALSE(big(GemmPolicy::kOneDnn, false, true).any());
-  EXPECT_TRUE(small(GemmPolicy::kOpenBlas, true, true).forward_openblas);
-  EXPECT_TRUE(small(GemmPolicy::kOpenBlas, true, true).data_openblas);
-  EXPECT_FALSE(small(GemmPolicy::kOpenBlas, true, false).any());
-  // 2^26 exactly is OpenBLAS's; one multiply-add fewer is not.
-  EXPECT_TRUE(ChooseGemmLibraries(GemmPolicy::kAuto, false, true, 1, 1, int64_t{1} << 26).any());
-  EXPECT_FALSE(
-      ChooseGemmLibraries(GemmPolicy::kAuto, false, true, 1, 1, (int64_t{1} << 26) - 1).any());
+  // Case 1's largest slab (128 × 392 × 512): oneDNN for both.
+  EXPECT_FALSE(rule(128, 392, 512).any());
+  // 256 × 512 × 1024 and case 3's first layer (256 × 512 × 4096): the
+  // forward product only; its other layers' slabs (256 × 2048 × 4096 and
+  // 256 × 2048 × 1024): both.
+  for (const GemmLibraries l : {rule(256, 512, 1024), rule(256, 512, 4096)}) {
+    EXPECT_TRUE(l.forward_openblas);
+    EXPECT_FALSE(l.data_openblas);
+  }
+  for (const GemmLibraries l : {rule(256, 2048, 4096), rule(256, 2048, 1024)}) {
+    EXPECT_TRUE(l.forward_openblas);
+    EXPECT_TRUE(l.data_openblas);
+  }
+  // The thresholds: 2^26 multiply-adds for both, and 2048 rows of w in the
+  // slab for the input gradient.
+  EXPECT_TRUE(rule(1, 1, int64_t{1} << 26).forward_openblas);
+  EXPECT_FALSE(rule(1, 1, (int64_t{1} << 26) - 1).forward_openblas);
+  EXPECT_TRUE(rule(1, 2048, int64_t{1} << 15).data_openblas);
+  EXPECT_FALSE(rule(1, 2047, int64_t{1} << 16).data_openblas);
+  EXPECT_FALSE(rule(1, 2048, (int64_t{1} << 15) - 1).data_openblas);
+  // AVX-512, OpenBLAS missing, or TRAIND_CPU_GEMM=onednn: oneDNN.
+  EXPECT_FALSE(ChooseGemmLibraries(GemmPolicy::kAuto, true, true, 256, 2048, 4096).any());
+  EXPECT_FALSE(ChooseGemmLibraries(GemmPolicy::kAuto, false, false, 256, 2048, 4096).any());
+  EXPECT_FALSE(ChooseGemmLibraries(GemmPolicy::kOneDnn, false, true, 256, 2048, 4096).any());
+  // TRAIND_CPU_GEMM=openblas: both, at any size and ISA, where it is loaded.
+  const GemmLibraries forced = ChooseGemmLibraries(GemmPolicy::kOpenBlas, true, true, 1, 1, 1);
+  EXPECT_TRUE(forced.forward_openblas);
+  EXPECT_TRUE(forced.data_openblas);
+  EXPECT_FALSE(ChooseGemmLibraries(GemmPolicy::kOpenBlas, true, false, 1, 1, 1).any());
 }
 
 TEST(CpuGemmRule, TheEnvironmentNamesThePolicyOrIsAnError) {
