@@ -20,6 +20,7 @@
 //
 //   daemon_bench [--seconds N] [--watchers N] [--jobs N] [--sse-streams N]
 //                [--metrics-jobs N] [--scrapes N] [--http-clients N]
+//                [--sse-parse-on-arrival 0|1]
 //
 // Prints the machine, then one table row per measurement with its budget.
 #include <signal.h>
@@ -552,16 +553,23 @@ void BenchGetJobBoth(const std::string& address, pid_t daemon, const std::string
 
 // 7. N server-sent event streams on one job, one client thread and
 // connection each; for every epoch event, the time from its creation (its
-// `time`) to its arrival, on every stream.
+// `time`) to its arrival, on every stream. A stream's client only stamps
+// each event's arrival and keeps its text; the JSON is parsed once every
+// stream has ended, so that the load generator's own parsing (N streams on
+// the daemon's cores) does not delay the deliveries it measures;
+// `parse_on_arrival` parses each event as it arrives as well.
 void BenchSse(const std::string& address, TrainingService::Stub* stub,
               const traind::v1::JobSpec& spec, const std::string& url, const std::string& token,
-              int streams) {
+              int streams, bool parse_on_arrival) {
   Job blocker, job;
   if (!SubmitWatchedJob(stub, spec, &blocker, &job)) return;
   std::mutex mu;
-  std::vector<double> delays_ms;
-  std::vector<int> counts(streams, 0), statuses(streams, 0);
-  std::vector<int64_t> max_seq(streams, 0);
+  struct Arrival {
+    int64_t micros;
+    std::string data;  // the event's `data:` line
+  };
+  std::vector<std::vector<Arrival>> arrivals(streams);
+  std::vector<int> statuses(streams, 0);
   std::atomic<int> attached{0};
   std::vector<std::thread> threads;
   for (int i = 0; i < streams; ++i) {
@@ -570,31 +578,27 @@ void BenchSse(const std::string& address, TrainingService::Stub* stub,
       client->set_keep_alive(false);
       std::string buffer;
       bool first = true;
-      google::protobuf::util::JsonParseOptions options;
-      options.ignore_unknown_fields = true;
+      std::vector<Arrival>& mine = arrivals[i];
+      mine.reserve(128);
       auto res = client->Get(
           "/api/v1/jobs/" + job.id() + "/events", httplib::Headers{},
           [&](const char* data, size_t size) {
             const int64_t now = NowUnixMicros();
             buffer.append(data, size);
             for (size_t end; (end = buffer.find("\n\n")) != std::string::npos;) {
-              const std::string block = buffer.substr(0, end);
-              buffer.erase(0, end + 2);
-              for (absl::string_view line : absl::StrSplit(block, '\n')) {
-                if (!absl::ConsumePrefix(&line, "data: ")) continue;
-                traind::v1::JobEvent e;
-                if (!google::protobuf::util::JsonStringToMessage(std::string(line), &e, options)
-                         .ok()) {
-                  continue;
-                }
-                std::lock_guard<std::mutex> lock(mu);
-                ++counts[i];
-                max_seq[i] = std::max(max_seq[i], e.sequence());
-                // Only live events: replayed history is not a delivery delay.
-                if (e.has_epoch()) {
-                  delays_ms.push_back((now - TimeUtil::TimestampToMicroseconds(e.time())) / 1000.0);
+              absl::string_view block(buffer.data(), end);
+              const size_t at = block.find("data: ");
+              if (at != absl::string_view::npos) {
+                block.remove_prefix(at + 6);
+                mine.push_back({now, std::string(block.substr(0, block.find('\n')))});
+                if (parse_on_arrival) {  // as a dashboard on this machine would
+                  traind::v1::JobEvent e;
+                  google::protobuf::util::JsonParseOptions o;
+                  o.ignore_unknown_fields = true;
+                  (void)google::protobuf::util::JsonStringToMessage(mine.back().data, &e, o);
                 }
               }
+              buffer.erase(0, end + 2);
             }
             if (first) {
               first = false;
@@ -630,6 +634,23 @@ void BenchSse(const std::string& address, TrainingService::Stub* stub,
   CancelNow(stub, blocker.id());
   for (std::thread& t : threads) t.join();
   while (!control_done.load()) usleep(10000);
+  google::protobuf::util::JsonParseOptions options;
+  options.ignore_unknown_fields = true;
+  std::vector<double> delays_ms;
+  std::vector<int> counts(streams, 0);
+  std::vector<int64_t> max_seq(streams, 0);
+  for (int i = 0; i < streams; ++i) {
+    for (const Arrival& a : arrivals[i]) {
+      traind::v1::JobEvent e;
+      if (!google::protobuf::util::JsonStringToMessage(a.data, &e, options).ok()) continue;
+      ++counts[i];
+      max_seq[i] = std::max(max_seq[i], e.sequence());
+      // Only live events: replayed history is not a delivery delay.
+      if (e.has_epoch()) {
+        delays_ms.push_back((a.micros - TimeUtil::TimestampToMicroseconds(e.time())) / 1000.0);
+      }
+    }
+  }
   int64_t last = 0;
   for (int64_t s : max_seq) last = std::max(last, s);
   int complete = 0, failed = 0;
@@ -651,7 +672,7 @@ void BenchSse(const std::string& address, TrainingService::Stub* stub,
 
 int main(int argc, char** argv) {
   int seconds = 10, watchers = 500, jobs = 200, sse_streams = 200, metrics_jobs = 1000,
-      scrapes = 1000, http_clients = 8;
+      scrapes = 1000, http_clients = 8, sse_parse_on_arrival = 0;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string a = argv[i];
     if (a == "--seconds") seconds = std::atoi(argv[i + 1]);
@@ -661,15 +682,17 @@ int main(int argc, char** argv) {
     if (a == "--metrics-jobs") metrics_jobs = std::atoi(argv[i + 1]);
     if (a == "--scrapes") scrapes = std::atoi(argv[i + 1]);
     if (a == "--http-clients") http_clients = std::atoi(argv[i + 1]);
+    if (a == "--sse-parse-on-arrival") sse_parse_on_arrival = std::atoi(argv[i + 1]);
   }
   const std::string bin_dir = TRAIND_BIN_DIR, source_dir = TRAIND_SOURCE_DIR;
   std::printf("machine: %s, %u cores; traind on a unix socket, 1 CPU slot\n", CpuModel().c_str(),
               std::thread::hardware_concurrency());
   std::printf(
       "cpu flags: %s\nload average at start: %s\nflags: --seconds %d --watchers %d --jobs %d "
-      "--sse-streams %d --metrics-jobs %d --scrapes %d --http-clients %d\n\n",
+      "--sse-streams %d --metrics-jobs %d --scrapes %d --http-clients %d --sse-parse-on-arrival "
+      "%d\n\n",
       CpuFlags().c_str(), LoadAverage().c_str(), seconds, watchers, jobs, sse_streams, metrics_jobs,
-      scrapes, http_clients);
+      scrapes, http_clients, sse_parse_on_arrival);
   const auto bench_start = Clock::now();
   Daemon d;
   if (!StartDaemon(&d, bin_dir, source_dir)) {
@@ -720,7 +743,8 @@ int main(int argc, char** argv) {
       grpc_alone.cpu_us, h.p50, h.p99, h.max);
   BenchGetJobBoth(d.address, d.pid, info.http_url(), d.token, job->id(), 1000, seconds,
                   http_clients, grpc_alone);
-  BenchSse(d.address, stub.get(), *spec, info.http_url(), d.token, sse_streams);
+  BenchSse(d.address, stub.get(), *spec, info.http_url(), d.token, sse_streams,
+           sse_parse_on_arrival != 0);
   std::printf("\nwhole benchmark: %.0f s; load average at the end: %s\n",
               std::chrono::duration<double>(Clock::now() - bench_start).count(),
               LoadAverage().c_str());
