@@ -269,6 +269,29 @@ int Sgemm(int argc, char** argv) {
   return 0;
 }
 
+// Buffers of floats filled with a fixed pattern in [-0.5, 0.5), each
+// starting `extra_bytes` past the CPU backend's tensor alignment
+// (cpu_parallel.h kAlignment), freed with the set.
+class AlignedBuffers {
+ public:
+  float* New(int64_t n, int64_t extra_bytes = 0) {
+    buffers_.emplace_back(
+        static_cast<float*>(::operator new(
+            static_cast<size_t>(n) * sizeof(float) + static_cast<size_t>(extra_bytes),
+            traind::engine::cpu::kAlignment)),
+        &traind::engine::cpu::FreeAligned);
+    float* p =
+        reinterpret_cast<float*>(reinterpret_cast<char*>(buffers_.back().get()) + extra_bytes);
+    for (int64_t i = 0; i < n; ++i) {
+      p[i] = static_cast<float>((i * 2654435761u) % 1000) / 1000.f - 0.5f;
+    }
+    return p;
+  }
+
+ private:
+  std::vector<std::unique_ptr<float, void (*)(void*)>> buffers_;
+};
+
 int GemmSet(int argc, char** argv) {
   using dt = dnnl::memory::data_type;
   using tag = dnnl::memory::format_tag;
@@ -307,18 +330,10 @@ int GemmSet(int argc, char** argv) {
     blas = *loaded;
   }
   int openblas_gemms = 0;
-  // Aligned as the CPU backend's tensors (cpu_parallel.h kAlignment): on
-  // AVX2, oneDNN's sgemm takes another path for 32-byte aligned operands.
-  std::vector<std::unique_ptr<float, void (*)(void*)>> buffers;
-  auto buffer = [&](int64_t n) {
-    buffers.emplace_back(static_cast<float*>(::operator new(static_cast<size_t>(n) * sizeof(float),
-                                                            traind::engine::cpu::kAlignment)),
-                         &traind::engine::cpu::FreeAligned);
-    float* p = buffers.back().get();
-    for (int64_t i = 0; i < n; ++i)
-      p[i] = static_cast<float>((i * 2654435761u) % 1000) / 1000.f - 0.5f;
-    return p;
-  };
+  // Aligned as the CPU backend's tensors: on AVX2, oneDNN's sgemm takes
+  // another path for 32-byte aligned operands.
+  AlignedBuffers buffers;
+  auto buffer = [&](int64_t n) { return buffers.New(n); };
   auto add = [&](const dnnl::memory::desc& a, float* pa, const dnnl::memory::desc& b, float* pb,
                  const dnnl::memory::desc& c, double flops) {
     dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, b, c), eng);
@@ -437,17 +452,8 @@ int GemmLibs(int argc, char** argv) {
     return 2;
   }
   const int parts = omp_get_max_threads();
-  std::vector<std::unique_ptr<float, void (*)(void*)>> buffers;
-  auto buffer = [&](int64_t n, int64_t extra_bytes) {
-    buffers.emplace_back(static_cast<float*>(::operator new(
-                             static_cast<size_t>(n) * sizeof(float) + 64, cpu::kAlignment)),
-                         &cpu::FreeAligned);
-    float* p =
-        reinterpret_cast<float*>(reinterpret_cast<char*>(buffers.back().get()) + extra_bytes);
-    for (int64_t i = 0; i < n; ++i)
-      p[i] = static_cast<float>((i * 2654435761u) % 1000) / 1000.f - 0.5f;
-    return p;
-  };
+  AlignedBuffers buffers;
+  auto buffer = [&](int64_t n, int64_t extra_bytes) { return buffers.New(n, extra_bytes); };
   float* x = buffer(batch * in, 0);
   float* w = buffer(in * out, offset);
   float* dz = buffer(batch * out, 0);
