@@ -360,6 +360,12 @@ class CpuSplitDenseKernel final : public DenseKernel {
                                  static_cast<size_t>(batch * out) * sizeof(float), kAlignment)),
                              &FreeAligned);
     }
+    // One part runs on the calling thread outside any region, so its oneDNN
+    // products are planned there, for all the threads.
+    if (parts_.size() == 1) {
+      MakePlans(engine, &parts_[0]);
+      return;
+    }
     // Each part's plans are made on a thread of a parallel region, with one
     // thread as the nthreads of its task: oneDNN plans them for one thread,
     // as they run.

@@ -67,16 +67,16 @@ class CpuSplitDenseTest : public ::testing::TestWithParam<Param> {
 
   // One forward and backward pass of `kernel` against the reference
   // (testing/dense_reference.h).
-  void Check(DenseKernel* kernel, ActivationFn f, bool bias) {
+  void Check(DenseKernel* kernel, ActivationFn f, bool bias, int64_t in = kIn) {
     Rng rng(17);
-    Tensor x = Random(kBatch, kIn, 1.0, rng);
-    Tensor w = Random(kIn, kOut, 0.2, rng);
+    Tensor x = Random(kBatch, in, 1.0, rng);
+    Tensor w = Random(in, kOut, 0.2, rng);
     Tensor b = Random(kOut, 0, 0.5, rng);
     Tensor dy = Random(kBatch, kOut, 1.0, rng);
     Tensor y = std::move(backend_->Allocate2d(DType::kF32, kBatch, kOut)).value();
-    Tensor dw = std::move(backend_->Allocate2d(DType::kF32, kIn, kOut)).value();
+    Tensor dw = std::move(backend_->Allocate2d(DType::kF32, in, kOut)).value();
     Tensor db = std::move(backend_->Allocate1d(DType::kF32, kOut)).value();
-    Tensor dx = std::move(backend_->Allocate2d(DType::kF32, kBatch, kIn)).value();
+    Tensor dx = std::move(backend_->Allocate2d(DType::kF32, kBatch, in)).value();
     const std::vector<float> dy_in(dy.f32(), dy.f32() + dy.size());
     ASSERT_TRUE(kernel->Forward(x, w, b, &y).ok());
     ASSERT_TRUE(kernel->Backward(x, w, y, &dy, &dw, bias ? &db : nullptr, &dx).ok());
@@ -118,6 +118,19 @@ TEST_P(CpuSplitDenseTest, AKernelRunByFewerThreadsThanItWasPlannedForStillMatche
   ASSERT_TRUE(kernel.ok()) << kernel.status();
   omp_set_num_threads(std::max(1, Threads() - 1));
   Check(kernel->get(), options.activation, true);
+}
+
+// Too few rows of w to split: with its products in OpenBLAS the kernel is
+// one part, run on the calling thread with every thread at its disposal.
+TEST_P(CpuSplitDenseTest, ALayerTooNarrowToSplitStillMatches) {
+  constexpr int64_t kNarrow = 20;
+  ASSERT_FALSE(cpu::SplitsInRowSlabs(kNarrow, kOut, Threads()));
+  DenseKernelOptions options;
+  options.activation = ActivationFn{DenseActivation::kRelu, 0};
+  absl::StatusOr<std::unique_ptr<DenseKernel>> kernel =
+      backend_->CreateDenseKernel(kBatch, kNarrow, kOut, options);
+  ASSERT_TRUE(kernel.ok()) << kernel.status();
+  Check(kernel->get(), options.activation, true, kNarrow);
 }
 
 INSTANTIATE_TEST_SUITE_P(ThreadsAndGemm, CpuSplitDenseTest,
