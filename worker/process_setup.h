@@ -13,9 +13,10 @@ bool ArmParentDeathSignal();
 
 // The zygote's one-time work that every fold would otherwise repeat:
 // oneDNN's CPU engine and JIT machinery (ISA detection, code buffers, the
-// primitive cache), brought up by creating — never running — a small dense
-// kernel, and the protobuf descriptors of the job spec. Creates no thread:
-// nothing here executes a primitive. Best effort.
+// primitive cache, its GEMM kernels), brought up by creating and running a
+// small dense kernel on this thread alone (OpenMP at one thread for the
+// while), ONNX's operator schemas, and the protobuf descriptors of the job
+// spec. Creates no thread. Best effort.
 void PrewarmZygote();
 
 // A worker forked by the zygote: the OpenMP runtime read its settings when

@@ -9,6 +9,8 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <iterator>
@@ -234,6 +236,38 @@ TEST_F(DaemonTest, ZygoteAndExecdWorkersGiveIdenticalResults) {
   std::sort(a_losses.begin(), a_losses.end());
   std::sort(b_losses.begin(), b_losses.end());
   EXPECT_EQ(a_losses, b_losses);
+}
+
+// The pids of `parent`'s children whose command line holds `word`.
+std::vector<int> ChildrenWith(int parent, const std::string& word) {
+  std::vector<int> pids;
+  for (const std::filesystem::directory_entry& e : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = e.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream status(e.path() / "status");
+    int ppid = -1;
+    for (std::string line; std::getline(status, line);) {
+      if (line.rfind("PPid:", 0) == 0) ppid = std::atoi(line.c_str() + 5);
+    }
+    std::ifstream cmdline(e.path() / "cmdline");
+    const std::string args((std::istreambuf_iterator<char>(cmdline)), {});
+    if (ppid == parent && args.find(word) != std::string::npos) pids.push_back(std::stoi(name));
+  }
+  return pids;
+}
+
+// The zygote runs a small dense kernel and registers ONNX's schemas before
+// it forks, so workers do not each redo it; it must still be one thread
+// (a fork copies only the caller's), before and after it has forked workers.
+TEST_F(DaemonTest, TheZygoteStaysOneThreadAfterItsPrewarm) {
+  std::vector<JobEvent> events;
+  ASSERT_EQ(RunToEnd(IrisSpec(), &events).state(), Job::SUCCEEDED);
+  const std::vector<int> zygotes = ChildrenWith(daemon_->pid(), "--zygote");
+  ASSERT_EQ(zygotes.size(), 1u) << daemon_->Log();
+  const auto tasks = std::distance(
+      std::filesystem::directory_iterator("/proc/" + std::to_string(zygotes[0]) + "/task"),
+      std::filesystem::directory_iterator());
+  EXPECT_EQ(tasks, 1);
 }
 
 // bf16 has one source of truth, oneDNN in the worker under the workers'

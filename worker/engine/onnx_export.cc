@@ -771,4 +771,6 @@ absl::Status WriteOnnxFile(const TrainedModel& model, const std::string& path) {
   return absl::OkStatus();
 }
 
+void PrewarmOnnxExport() { (void)onnx::OpSchemaRegistry::Schema("Gemm", 17, ""); }
+
 }  // namespace traind::engine

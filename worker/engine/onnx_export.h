@@ -40,6 +40,11 @@ absl::StatusOr<std::string> ExportOnnx(const TrainedModel& model);
 // when it cannot be written.
 absl::Status WriteOnnxFile(const TrainedModel& model, const std::string& path);
 
+// Registers ONNX's operator schemas, which the checker and shape inference
+// read, so that the first export does not (the worker zygote calls it before
+// it forks). Creates no thread.
+void PrewarmOnnxExport();
+
 }  // namespace traind::engine
 
 #endif  // TRAIND_WORKER_ENGINE_ONNX_EXPORT_H_
