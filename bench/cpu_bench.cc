@@ -629,12 +629,16 @@ int Profile(int argc, char** argv) {
   for (size_t l = 0; l < layers; ++l) {
     absl::StrAppend(&per_layer, l > 0 ? ", " : "", Median(backward[l]));
   }
+  // The mean as well: an epoch's time is the sum of its steps, slow ones
+  // included.
+  const double step_mean = std::accumulate(step.begin(), step.end(), 0.0) /
+                           static_cast<double>(std::max<size_t>(1, step.size()));
   std::printf(
       "{\"batch\": %lld, \"steps\": %d, \"threads\": %d, \"step_ms\": %.4f, "
-      "\"gather_ms\": %.4f, \"forward_ms\": %.4f, \"loss_ms\": %.4f, "
+      "\"step_mean_ms\": %.4f, \"gather_ms\": %.4f, \"forward_ms\": %.4f, \"loss_ms\": %.4f, "
       "\"backward_ms_by_layer\": [%s], \"optimizer_ms\": %.4f}\n",
-      static_cast<long long>(batch), steps, omp_get_max_threads(), Median(step), Median(gather),
-      Median(forward), Median(loss_ms), per_layer.c_str(), Median(update));
+      static_cast<long long>(batch), steps, omp_get_max_threads(), Median(step), step_mean,
+      Median(gather), Median(forward), Median(loss_ms), per_layer.c_str(), Median(update));
   return 0;
 }
 
