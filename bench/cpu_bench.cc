@@ -63,6 +63,7 @@
 #include "dnnl.hpp"
 #include "traind/v1/job.pb.h"
 #include "worker/engine/backend/cpu/cpu_backend.h"
+#include "worker/engine/backend/cpu/cpu_dense_kernel.h"
 #include "worker/engine/backend/cpu/cpu_gemm.h"
 #include "worker/engine/backend/cpu/cpu_parallel.h"
 #include "worker/engine/data/dataset.h"
@@ -128,6 +129,11 @@ std::string Arg(int argc, char** argv, const std::string& name, const std::strin
   return def;
 }
 
+// Arg's value as a whole number (atoll: 0 when it is none).
+int64_t IntArg(int argc, char** argv, const std::string& name, int64_t def) {
+  return std::atoll(Arg(argc, argv, name, std::to_string(def)).c_str());
+}
+
 std::vector<int> IntList(const std::string& text) {
   std::vector<int> values;
   for (absl::string_view s : absl::StrSplit(text, ',', absl::SkipEmpty())) {
@@ -181,9 +187,9 @@ traind::v1::JobSpec MlpSpec(const std::string& data_path, const std::vector<int>
 int Fit(int argc, char** argv) {
   const std::string data_path = Arg(argc, argv, "--data", "");
   const std::vector<int> hidden = IntList(Arg(argc, argv, "--hidden", "512,256"));
-  const int batch = std::atoi(Arg(argc, argv, "--batch", "128").c_str());
-  const int epochs = std::atoi(Arg(argc, argv, "--epochs", "3").c_str());
-  const int64_t max_rows = std::atoll(Arg(argc, argv, "--rows", "0").c_str());
+  const int batch = static_cast<int>(IntArg(argc, argv, "--batch", 128));
+  const int epochs = static_cast<int>(IntArg(argc, argv, "--epochs", 3));
+  const int64_t max_rows = IntArg(argc, argv, "--rows", 0);
   const std::string precision_name = Arg(argc, argv, "--precision", "fp32");
   traind::v1::Precision precision = traind::v1::FP32;
   if (precision_name == "bf16") {
@@ -227,10 +233,10 @@ int Fit(int argc, char** argv) {
 }
 
 int Sgemm(int argc, char** argv) {
-  const int64_t m = std::atoll(Arg(argc, argv, "--m", "2048").c_str());
-  const int64_t n = std::atoll(Arg(argc, argv, "--n", "2048").c_str());
-  const int64_t k = std::atoll(Arg(argc, argv, "--k", "2048").c_str());
-  const int reps = std::atoi(Arg(argc, argv, "--reps", "10").c_str());
+  const int64_t m = IntArg(argc, argv, "--m", 2048);
+  const int64_t n = IntArg(argc, argv, "--n", 2048);
+  const int64_t k = IntArg(argc, argv, "--k", 2048);
+  const int reps = static_cast<int>(IntArg(argc, argv, "--reps", 10));
   using dt = dnnl::memory::data_type;
   using tag = dnnl::memory::format_tag;
   dnnl::engine eng(dnnl::engine::kind::cpu, 0);
@@ -296,10 +302,10 @@ int GemmSet(int argc, char** argv) {
   using dt = dnnl::memory::data_type;
   using tag = dnnl::memory::format_tag;
   using dims = dnnl::memory::dims;
-  const int64_t features = std::atoll(Arg(argc, argv, "--features", "784").c_str());
-  const int64_t classes = std::atoll(Arg(argc, argv, "--classes", "10").c_str());
-  const int64_t batch = std::atoll(Arg(argc, argv, "--batch", "128").c_str());
-  const int reps = std::atoi(Arg(argc, argv, "--reps", "200").c_str());
+  const int64_t features = IntArg(argc, argv, "--features", 784);
+  const int64_t classes = IntArg(argc, argv, "--classes", 10);
+  const int64_t batch = IntArg(argc, argv, "--batch", 128);
+  const int reps = static_cast<int>(IntArg(argc, argv, "--reps", 200));
   std::vector<int64_t> widths = {features};
   for (int h : IntList(Arg(argc, argv, "--hidden", "512,256"))) widths.push_back(h);
   widths.push_back(classes);
@@ -312,17 +318,14 @@ int GemmSet(int argc, char** argv) {
     std::function<void()> openblas;  // instead of the primitive, when set
   };
   std::vector<Gemm> gemms;
-  // As the CPU backend chooses (CreateCpuDenseKernel): by the largest slab
-  // of w when the layer splits in row slabs, else by the whole layer.
+  // As the CPU backend chooses (CreateCpuDenseKernel).
   const int threads = omp_get_max_threads();
-  const absl::StatusOr<traind::engine::cpu::GemmPolicy> policy_or =
-      traind::engine::cpu::GemmPolicyFromEnvironment();
-  if (!policy_or.ok()) {
-    std::fprintf(stderr, "cpu_bench: %s\n", std::string(policy_or.status().message()).c_str());
+  const absl::StatusOr<traind::engine::cpu::CpuGemmConfig> gemm =
+      traind::engine::cpu::CpuGemmConfigOfProcess();
+  if (!gemm.ok()) {
+    std::fprintf(stderr, "cpu_bench: %s\n", std::string(gemm.status().message()).c_str());
     return 2;
   }
-  const traind::engine::cpu::GemmPolicy policy = *policy_or;
-  const bool has_avx512 = traind::engine::cpu::OneDnnHasAvx512();
   const traind::engine::cpu::OpenBlas* blas = nullptr;
   if (absl::StatusOr<const traind::engine::cpu::OpenBlas*> loaded =
           traind::engine::cpu::LoadOpenBlas();
@@ -351,10 +354,10 @@ int GemmSet(int argc, char** argv) {
     float* w = buffer(in * out);
     float* dz = buffer(batch * out);
     const double f = 2.0 * static_cast<double>(batch * in * out);
-    const int parts = traind::engine::cpu::SplitsInRowSlabs(in, out, threads) ? threads : 1;
-    const int64_t rows = traind::engine::cpu::SlabBegin(in, parts, 1);
-    const traind::engine::cpu::GemmLibraries libraries = traind::engine::cpu::ChooseGemmLibraries(
-        policy, has_avx512, blas != nullptr, batch, rows, out);
+    const traind::engine::cpu::DenseLayout layout =
+        traind::engine::cpu::ChooseDenseLayout(*gemm, blas != nullptr, batch, in, out, threads);
+    const int parts = layout.parts;
+    const traind::engine::cpu::GemmLibraries libraries = layout.libraries;
     // As the CPU backend's DenseMatmuls (backend/cpu/cpu_backend.cc).
     add(dnnl::memory::desc({batch, in}, dt::f32, tag::ab), x,
         dnnl::memory::desc({in, out}, dt::f32, tag::ab), w,
@@ -441,11 +444,11 @@ int GemmLibs(int argc, char** argv) {
   using dt = dnnl::memory::data_type;
   using dims = dnnl::memory::dims;
   namespace cpu = traind::engine::cpu;
-  const int64_t batch = std::atoll(Arg(argc, argv, "--batch", "256").c_str());
-  const int64_t in = std::atoll(Arg(argc, argv, "--in", "4096").c_str());
-  const int64_t out = std::atoll(Arg(argc, argv, "--out", "4096").c_str());
-  const int reps = std::atoi(Arg(argc, argv, "--reps", "20").c_str());
-  const int64_t offset = std::atoll(Arg(argc, argv, "--w-offset", "0").c_str());
+  const int64_t batch = IntArg(argc, argv, "--batch", 256);
+  const int64_t in = IntArg(argc, argv, "--in", 4096);
+  const int64_t out = IntArg(argc, argv, "--out", 4096);
+  const int reps = static_cast<int>(IntArg(argc, argv, "--reps", 20));
+  const int64_t offset = IntArg(argc, argv, "--w-offset", 0);
   absl::StatusOr<const cpu::OpenBlas*> blas = cpu::LoadOpenBlas();
   if (!blas.ok()) {
     std::fprintf(stderr, "cpu_bench: %s\n", std::string(blas.status().message()).c_str());
@@ -558,8 +561,8 @@ int Profile(int argc, char** argv) {
   using traind::engine::Tensor;
   const std::string data_path = Arg(argc, argv, "--data", "");
   const std::vector<int> hidden = IntList(Arg(argc, argv, "--hidden", "512,256"));
-  const int64_t batch = std::atoll(Arg(argc, argv, "--batch", "128").c_str());
-  const int steps = std::atoi(Arg(argc, argv, "--steps", "200").c_str());
+  const int64_t batch = IntArg(argc, argv, "--batch", 128);
+  const int steps = static_cast<int>(IntArg(argc, argv, "--steps", 200));
   Dataset data;
   if (!ReadData(data_path, 0, &data)) {
     std::fprintf(stderr, "cpu_bench: cannot read %s\n", data_path.c_str());

@@ -7,12 +7,14 @@
 
 #include <cstdlib>
 #include <memory>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "traind/v1/worker_service.pb.h"
 #include "worker/engine/backend/backend.h"
 #include "worker/engine/backend/cpu/cpu_backend.h"
 #include "worker/engine/onnx_export.h"
+#include "worker/engine/status.h"
 
 namespace traind::worker {
 
@@ -28,35 +30,23 @@ bool ArmParentDeathSignal() {
 
 namespace {
 
-// One forward and backward pass of a small dense kernel per activation, on
-// this thread alone: oneDNN generates its GEMM kernels the first time a
-// process multiplies (about 17 ms on a 2-core Zen 2), and a fork inherits
-// them. With one OpenMP thread no parallel region starts a thread.
-void RunSmallDenseKernels(engine::Backend* cpu) {
-  const int threads = omp_get_max_threads();
-  omp_set_num_threads(1);
-  for (engine::DenseActivation a :
-       {engine::DenseActivation::kRelu, engine::DenseActivation::kLinear}) {
-    absl::StatusOr<std::unique_ptr<engine::DenseKernel>> kernel =
-        cpu->CreateDenseKernel(16, 16, 16, a);
-    absl::StatusOr<engine::Tensor> x = cpu->Allocate2d(engine::DType::kF32, 16, 16);
-    absl::StatusOr<engine::Tensor> w = cpu->Allocate2d(engine::DType::kF32, 16, 16);
-    absl::StatusOr<engine::Tensor> b = cpu->Allocate1d(engine::DType::kF32, 16);
-    absl::StatusOr<engine::Tensor> y = cpu->Allocate2d(engine::DType::kF32, 16, 16);
-    absl::StatusOr<engine::Tensor> dy = cpu->Allocate2d(engine::DType::kF32, 16, 16);
-    absl::StatusOr<engine::Tensor> dw = cpu->Allocate2d(engine::DType::kF32, 16, 16);
-    absl::StatusOr<engine::Tensor> db = cpu->Allocate1d(engine::DType::kF32, 16);
-    absl::StatusOr<engine::Tensor> dx = cpu->Allocate2d(engine::DType::kF32, 16, 16);
-    if (!kernel.ok() || !x.ok() || !w.ok() || !b.ok() || !y.ok() || !dy.ok() || !dw.ok() ||
-        !db.ok() || !dx.ok()) {
-      break;
-    }
-    for (engine::Tensor* t : {&*x, &*w, &*b, &*dy}) (void)cpu->Fill(0.5f, t);
-    if ((*kernel)->Forward(*x, *w, *b, &*y).ok()) {
-      (void)(*kernel)->Backward(*x, *w, *y, &*dy, &*dw, &*db, &*dx);
-    }
+// One forward and backward pass of a small dense kernel with activation
+// `a`: oneDNN generates its GEMM kernels the first time a process multiplies
+// (about 17 ms on a 2-core Zen 2), and a fork inherits them.
+absl::Status RunSmallDenseKernel(engine::Backend* cpu, engine::DenseActivation a) {
+  constexpr int64_t n = 16;
+  TRAIND_ASSIGN_OR_RETURN(std::unique_ptr<engine::DenseKernel> kernel,
+                          cpu->CreateDenseKernel(n, n, n, a));
+  std::vector<engine::Tensor> m;  // x, w, y, dy, dw, dx: [n, n] each
+  for (int i = 0; i < 6; ++i) {
+    TRAIND_ASSIGN_OR_RETURN(engine::Tensor t, cpu->Allocate2d(engine::DType::kF32, n, n));
+    m.push_back(std::move(t));
   }
-  omp_set_num_threads(threads);
+  TRAIND_ASSIGN_OR_RETURN(engine::Tensor b, cpu->Allocate1d(engine::DType::kF32, n));
+  TRAIND_ASSIGN_OR_RETURN(engine::Tensor db, cpu->Allocate1d(engine::DType::kF32, n));
+  for (engine::Tensor* t : {&m[0], &m[1], &b, &m[3]}) TRAIND_RETURN_IF_ERROR(cpu->Fill(0.5f, t));
+  TRAIND_RETURN_IF_ERROR(kernel->Forward(m[0], m[1], b, &m[2]));
+  return kernel->Backward(m[0], m[1], m[2], &m[3], &m[4], &db, &m[5]);
 }
 
 }  // namespace
@@ -70,7 +60,15 @@ void PrewarmZygote() {
   engine::PrewarmOnnxExport();
   absl::StatusOr<std::unique_ptr<engine::Backend>> cpu = engine::CreateCpuBackend();
   if (!cpu.ok()) return;
-  RunSmallDenseKernels(cpu->get());
+  // On this thread alone: with one OpenMP thread no parallel region starts
+  // a thread.
+  const int threads = omp_get_max_threads();
+  omp_set_num_threads(1);
+  for (engine::DenseActivation a :
+       {engine::DenseActivation::kRelu, engine::DenseActivation::kLinear}) {
+    (void)RunSmallDenseKernel(cpu->get(), a);
+  }
+  omp_set_num_threads(threads);
 }
 
 void ApplyOmpNumThreads() {

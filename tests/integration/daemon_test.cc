@@ -29,6 +29,7 @@
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "gtest/gtest.h"
 #include "spec/loader.h"
+#include "tests/testing/procfs.h"
 
 namespace traind::testing {
 namespace {
@@ -238,31 +239,16 @@ TEST_F(DaemonTest, ZygoteAndExecdWorkersGiveIdenticalResults) {
   EXPECT_EQ(a_losses, b_losses);
 }
 
-// The pids of `parent`'s children whose command line holds `word`.
-std::vector<int> ChildrenWith(int parent, const std::string& word) {
-  std::vector<int> pids;
-  for (const std::filesystem::directory_entry& e : std::filesystem::directory_iterator("/proc")) {
-    const std::string name = e.path().filename().string();
-    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::ifstream status(e.path() / "status");
-    int ppid = -1;
-    for (std::string line; std::getline(status, line);) {
-      if (line.rfind("PPid:", 0) == 0) ppid = std::atoi(line.c_str() + 5);
-    }
-    std::ifstream cmdline(e.path() / "cmdline");
-    const std::string args((std::istreambuf_iterator<char>(cmdline)), {});
-    if (ppid == parent && args.find(word) != std::string::npos) pids.push_back(std::stoi(name));
-  }
-  return pids;
-}
-
 // The zygote runs a small dense kernel and registers ONNX's schemas before
 // it forks, so workers do not each redo it; it must still be one thread
 // (a fork copies only the caller's), before and after it has forked workers.
 TEST_F(DaemonTest, TheZygoteStaysOneThreadAfterItsPrewarm) {
   std::vector<JobEvent> events;
   ASSERT_EQ(RunToEnd(IrisSpec(), &events).state(), Job::SUCCEEDED);
-  const std::vector<int> zygotes = ChildrenWith(daemon_->pid(), "--zygote");
+  std::vector<int> zygotes;
+  for (const ProcChild& c : ChildrenOf(daemon_->pid())) {
+    if (ProcCmdline(c.pid).find("--zygote") != std::string::npos) zygotes.push_back(c.pid);
+  }
   ASSERT_EQ(zygotes.size(), 1u) << daemon_->Log();
   const auto tasks = std::distance(
       std::filesystem::directory_iterator("/proc/" + std::to_string(zygotes[0]) + "/task"),
@@ -438,19 +424,6 @@ TEST_F(DaemonTest, DataThatIsNotARegularFileIsRefusedAtOnce) {
   EXPECT_TRUE(stub->Check(ctx.get(), req, &resp).ok());
 }
 
-int64_t StatusKiB(int pid, const std::string& field) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
-  std::string key;
-  int64_t v = -1;
-  while (in >> key) {
-    if (key == field + ":") {
-      in >> v;
-      return v;
-    }
-  }
-  return -1;
-}
-
 // Submit reads the data in one pass holding no rows: checking a 256 MiB CSV
 // (11 million rows; the whole of it read, as its last row brings a fourth
 // class the model has no unit for) raises traind's peak RSS by at most
@@ -471,10 +444,10 @@ TEST_F(DaemonTest, SubmitChecksALargeCsvInBoundedMemory) {
   }
   const int pid = daemon_->pid();
   ASSERT_EQ(Submit(IrisSpec()).status().code(), absl::StatusCode::kOk);  // warm: a first submit
-  const int64_t idle = StatusKiB(pid, "VmRSS");
+  const int64_t idle = ProcStatusKiB(pid, "VmRSS");
   ASSERT_GT(idle, 0);
   { std::ofstream(absl::StrCat("/proc/", pid, "/clear_refs")) << "5"; }  // VmHWM := VmRSS
-  ASSERT_LE(StatusKiB(pid, "VmHWM"), idle + 1024);
+  ASSERT_LE(ProcStatusKiB(pid, "VmHWM"), idle + 1024);
   traind::v1::SubmitJobRequest req;
   *req.mutable_spec() = IrisSpec();
   req.mutable_spec()->mutable_data()->set_path(path);
@@ -484,8 +457,8 @@ TEST_F(DaemonTest, SubmitChecksALargeCsvInBoundedMemory) {
   EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_message();
   EXPECT_NE(s.error_message().find("data.label \"species\" has 4 classes"), std::string::npos)
       << s.error_message();
-  const int64_t peak = StatusKiB(pid, "VmHWM");
-  const int64_t after = StatusKiB(pid, "VmRSS");
+  const int64_t peak = ProcStatusKiB(pid, "VmHWM");
+  const int64_t after = ProcStatusKiB(pid, "VmRSS");
   EXPECT_LE(peak - idle, 64 * 1024) << "idle " << idle << " KiB, peak " << peak << " KiB";
   EXPECT_LE(after - idle, 16 * 1024) << "idle " << idle << " KiB, after " << after << " KiB";
   std::remove(path.c_str());

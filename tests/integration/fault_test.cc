@@ -19,6 +19,7 @@
 #include "gtest/gtest.h"
 #include "spec/loader.h"
 #include "tests/integration/daemon.h"
+#include "tests/testing/procfs.h"
 #include "tests/testing/tfevents_reader.h"
 
 namespace traind::testing {
@@ -43,49 +44,18 @@ bool ProcessAlive(int pid) {
   return close == std::string::npos || line.size() < close + 2 || line[close + 2] != 'Z';
 }
 
-// Children of `pid` (any state) and how many are zombies.
 // Children of `pid` other than the worker zygote (`traind-worker --zygote`,
 // which lives as long as traind), and how many of them are zombies.
-bool IsZygote(const std::string& pid) {
-  std::ifstream in("/proc/" + pid + "/cmdline");
-  std::string cmdline((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  return cmdline.find(std::string("--zygote") + '\0') != std::string::npos;
-}
-
 std::pair<int, int> Children(int pid) {
   int children = 0, zombies = 0;
-  DIR* d = opendir("/proc");
-  while (dirent* e = readdir(d)) {
-    int p;
-    if (!absl::SimpleAtoi(e->d_name, &p)) continue;
-    std::ifstream in(std::string("/proc/") + e->d_name + "/stat");
-    std::string line;
-    if (!std::getline(in, line)) continue;
-    size_t close = line.rfind(')');
-    if (close == std::string::npos) continue;
-    std::vector<std::string> f = absl::StrSplit(line.substr(close + 2), ' ');
-    int ppid = 0;
-    if (f.size() > 1 && absl::SimpleAtoi(f[1], &ppid) && ppid == pid &&
-        !(f[0] != "Z" && IsZygote(e->d_name))) {
-      ++children;
-      zombies += f[0] == "Z";
-    }
+  for (const ProcChild& c : ChildrenOf(pid)) {
+    const bool zygote =
+        ProcCmdline(c.pid).find(std::string("--zygote") + '\0') != std::string::npos;
+    if (c.state != 'Z' && zygote) continue;
+    ++children;
+    zombies += c.state == 'Z';
   }
-  closedir(d);
   return {children, zombies};
-}
-
-int64_t RssKiB(int pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
-  std::string key;
-  int64_t v = 0;
-  while (in >> key) {
-    if (key == "VmRSS:") {
-      in >> v;
-      return v;
-    }
-  }
-  return -1;
 }
 
 int OpenFds(int pid) {
@@ -379,11 +349,11 @@ TEST_F(FaultTest, SoakOfSmallJobsKeepsMemoryDescriptorsAndChildrenFlat) {
   };
   run_batch(40);  // warm up: caches, the store, gRPC's threads
   const int pid = daemon_->pid();
-  const int64_t rss0 = RssKiB(pid);
+  const int64_t rss0 = ProcStatusKiB(pid, "VmRSS");
   const int fds0 = OpenFds(pid);
   run_batch(160);
   usleep(300000);
-  const int64_t rss1 = RssKiB(pid);
+  const int64_t rss1 = ProcStatusKiB(pid, "VmRSS");
   const int fds1 = OpenFds(pid);
   auto [children, zombies] = Children(pid);
   EXPECT_EQ(children, 0);

@@ -48,7 +48,7 @@ std::atomic<int64_t> engine_allocations{0};
 std::atomic<int64_t> dnnl_allocations{0};
 thread_local bool in_hook = false;
 
-bool FrameInDnnl(void* pc) {
+bool FrameInALibrary(void* pc) {
   Dl_info info;
   if (dladdr(pc, &info) == 0 || info.dli_fname == nullptr) return false;
   return std::strstr(info.dli_fname, "libdnnl") != nullptr ||
@@ -61,7 +61,7 @@ void Count() {
   void* frames[64];
   const int n = backtrace(frames, 64);
   bool dnnl = false;
-  for (int i = 0; i < n && !dnnl; ++i) dnnl = FrameInDnnl(frames[i]);
+  for (int i = 0; i < n && !dnnl; ++i) dnnl = FrameInALibrary(frames[i]);
   (dnnl ? dnnl_allocations : engine_allocations).fetch_add(1, std::memory_order_relaxed);
   // TRAIND_ALLOC_TRACE=engine|dnnl: print where each counted allocation of
   // that kind comes from (backtrace_symbols_fd does not allocate).
@@ -207,8 +207,8 @@ void Report(const char* name, const std::vector<StepCounts>& steps) {
     dnnl += s.dnnl;
   }
   const double n = steps.empty() ? 1.0 : static_cast<double>(steps.size());
-  std::printf("[alloc] %s: %zu steady-state steps; per step: engine %.2f, oneDNN %.2f\n", name,
-              steps.size(), static_cast<double>(engine) / n, static_cast<double>(dnnl) / n);
+  std::printf("[alloc] %s: %zu steady-state steps; per step: engine %.2f, oneDNN/OpenBLAS %.2f\n",
+              name, steps.size(), static_cast<double>(engine) / n, static_cast<double>(dnnl) / n);
 }
 
 TEST(SteadyStateAllocations, HooksSeeAllocations) {

@@ -708,9 +708,7 @@ void DisableOneDnnProfilerHooks() {
 absl::StatusOr<std::unique_ptr<Backend>> CreateCpuBackend(traind::v1::Precision precision) {
   TRAIND_RETURN_IF_ERROR(
       CheckCpuPrecision(precision, precision == traind::v1::BF16 && CpuSupportsBf16()));
-  cpu::CpuGemmConfig gemm;
-  TRAIND_ASSIGN_OR_RETURN(gemm.policy, cpu::GemmPolicyFromEnvironment());
-  gemm.has_avx512 = cpu::OneDnnHasAvx512();
+  TRAIND_ASSIGN_OR_RETURN(const cpu::CpuGemmConfig gemm, cpu::CpuGemmConfigOfProcess());
   try {
     dnnl::engine engine(dnnl::engine::kind::cpu, 0);
     dnnl::stream stream(engine);

@@ -661,6 +661,23 @@ class CpuBf16DenseKernel final : public DenseKernel {
 
 }  // namespace
 
+absl::StatusOr<CpuGemmConfig> CpuGemmConfigOfProcess() {
+  CpuGemmConfig gemm;
+  TRAIND_ASSIGN_OR_RETURN(gemm.policy, GemmPolicyFromEnvironment());
+  gemm.has_avx512 = OneDnnHasAvx512();
+  return gemm;
+}
+
+DenseLayout ChooseDenseLayout(const CpuGemmConfig& gemm, bool openblas_loaded, int64_t batch,
+                              int64_t in, int64_t out, int threads) {
+  DenseLayout layout;
+  layout.parts = SplitsInRowSlabs(in, out, threads) ? threads : 1;
+  const int64_t rows = SlabBegin(in, layout.parts, 1);  // the first slab is the largest
+  layout.libraries =
+      ChooseGemmLibraries(gemm.policy, gemm.has_avx512, openblas_loaded, batch, rows, out);
+  return layout;
+}
+
 absl::StatusOr<std::unique_ptr<DenseKernel>> CreateCpuDenseKernel(
     const dnnl::engine& engine, const dnnl::stream& stream, traind::v1::Precision precision,
     int64_t batch, int64_t in, int64_t out, const DenseKernelOptions& options,
@@ -670,14 +687,10 @@ absl::StatusOr<std::unique_ptr<DenseKernel>> CreateCpuDenseKernel(
       return std::unique_ptr<DenseKernel>(
           new CpuBf16DenseKernel(engine, stream, batch, in, out, options));
     }
-    const int threads = omp_get_max_threads();
-    const bool split = SplitsInRowSlabs(in, out, threads);
-    const int parts = split ? threads : 1;
     if (DerivativeFromOutput(options.activation.kind)) {
-      // The largest slab's shape decides for all (they differ by a row at most).
-      const int64_t rows = SlabBegin(in, parts, 1) - SlabBegin(in, parts, 0);
-      GemmLibraries libraries = ChooseGemmLibraries(gemm.policy, gemm.has_avx512,
-                                                    /*openblas_loaded=*/true, batch, rows, out);
+      const DenseLayout layout =
+          ChooseDenseLayout(gemm, /*openblas_loaded=*/true, batch, in, out, omp_get_max_threads());
+      GemmLibraries libraries = layout.libraries;
       const OpenBlas* blas = nullptr;
       if (libraries.any()) {
         absl::StatusOr<const OpenBlas*> loaded = LoadOpenBlas();
@@ -690,9 +703,9 @@ absl::StatusOr<std::unique_ptr<DenseKernel>> CreateCpuDenseKernel(
           libraries = GemmLibraries();  // oneDNN, as on a machine without OpenBLAS
         }
       }
-      if (split || libraries.any()) {
-        return std::unique_ptr<DenseKernel>(
-            new CpuSplitDenseKernel(engine, parts, batch, in, out, options, libraries, blas));
+      if (layout.parts > 1 || libraries.any()) {
+        return std::unique_ptr<DenseKernel>(new CpuSplitDenseKernel(engine, layout.parts, batch, in,
+                                                                    out, options, libraries, blas));
       }
     }
     return std::unique_ptr<DenseKernel>(

@@ -27,6 +27,22 @@ struct CpuGemmConfig {
   bool has_avx512 = true;  // OneDnnHasAvx512() of the process
 };
 
+// The process's: TRAIND_CPU_GEMM's policy (its error when it names none)
+// and oneDNN's ISA.
+absl::StatusOr<CpuGemmConfig> CpuGemmConfigOfProcess();
+
+// How an f32 dense layer whose activation's derivative needs only y is
+// run: `parts` row slabs of w (one per thread when the layer splits, see
+// cpu_parallel.h SplitsInRowSlabs, else 1) and the libraries of each slab's
+// products, by its largest slab (they differ by a row at most);
+// `openblas_loaded` as in ChooseGemmLibraries.
+struct DenseLayout {
+  int parts = 1;
+  GemmLibraries libraries;
+};
+DenseLayout ChooseDenseLayout(const CpuGemmConfig& gemm, bool openblas_loaded, int64_t batch,
+                              int64_t in, int64_t out, int threads);
+
 // A dense kernel for [batch, in] -> [batch, out] on `engine` and `stream`
 // (not owned: they outlive the kernel), BF16 or f32 by `precision`; f32
 // products by `gemm`'s rule. FailedPrecondition when the policy is

@@ -47,8 +47,9 @@ absl::StatusOr<const OpenBlas*> Load() {
   }
   static OpenBlas blas;
   blas.sgemm = reinterpret_cast<OpenBlas::SgemmFn>(dlsym(handle, "cblas_sgemm"));
-  if (blas.sgemm == nullptr)
+  if (blas.sgemm == nullptr) {
     return absl::UnavailableError(absl::StrCat(path, " has no cblas_sgemm"));
+  }
   return &blas;  // the handle stays open for the process's life
 }
 

@@ -39,7 +39,7 @@ enum class GemmPolicy {
 absl::StatusOr<GemmPolicy> GemmPolicyFromEnvironment();
 
 // OpenBLAS's row-major single-precision GEMM,
-// C = alpha · op(A) · op(B) + beta · C (cblas_sgemm of the OpenMP build). Called
+// C = op(A) · op(B) + beta · C (cblas_sgemm of the OpenMP build). Called
 // inside an OpenMP parallel region of more than one thread it runs on the
 // calling thread alone; outside, on omp_get_max_threads() threads.
 struct OpenBlas {
