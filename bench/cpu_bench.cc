@@ -16,13 +16,16 @@
 //   cpu_bench gemmset --features F --hidden 512,256 --classes C --batch B [--reps R]
 //       The GEMM set of one fp32 training step of that MLP alone: per dense
 //       layer the forward x·w, the weight gradient xᵀ·dz and (but for the
-//       first layer) the input gradient dz·wᵀ, as oneDNN matmuls with exactly
-//       the CPU backend's memory descriptors (transposes as strided views);
-//       the products that the CPU backend gives to OpenBLAS
-//       (backend/cpu/cpu_gemm.h: its rule and TRAIND_CPU_GEMM) as the backend
-//       runs them, one cblas_sgemm per thread on its row slab of w. Prints the
-//       best and median GFLOP/s of R timed sets: the ceiling of an fp32 step,
-//       every other op taking no time.
+//       first layer) the input gradient dz·wᵀ, with the library calls the
+//       CPU backend makes (backend/cpu/cpu_dense_kernel.h ChooseDenseLayout):
+//       a layer the backend cuts in row slabs of w as its row-slab kernel
+//       runs it (one single-threaded oneDNN matmul or OpenBLAS sgemm per
+//       thread on its slab, cpu_gemm.h's rule and TRAIND_CPU_GEMM), any
+//       other as one oneDNN matmul on all threads; the backend's memory
+//       descriptors (transposes as strided views) and alignment. Runs R sets
+//       back to back after a warm-up and prints the best, median and
+//       sustained (total flops ÷ total time) GFLOP/s: the ceiling of an fp32
+//       step, every other op taking no time.
 //   cpu_bench gemmlibs --batch B --in I --out O [--reps R] [--w-offset BYTES]
 //       The three products of one dense layer (forward x·w, weight gradient
 //       xᵀ·dz, input gradient dz·wᵀ) as the CPU backend's row-slab kernel
@@ -51,6 +54,7 @@
 #include <cstring>
 #include <fstream>
 #include <functional>
+#include <memory>
 #include <numeric>
 #include <random>
 #include <string>
@@ -298,10 +302,134 @@ class AlignedBuffers {
   std::vector<std::unique_ptr<float, void (*)(void*)>> buffers_;
 };
 
+// One dense layer's three products as the CPU backend's row-slab kernel
+// (backend/cpu/cpu_dense_kernel.cc, CpuSplitDenseKernel) runs them: w cut in
+// `parts` slabs of rows, each product one OpenMP region with one
+// single-threaded call per slab (oneDNN matmuls planned for one thread, or
+// OpenBLAS's sgemm), or, for one part, one call on the calling thread. On
+// operands aligned as the backend's tensors, w `w_offset` bytes past that.
+class SlabProducts {
+ public:
+  enum Op { kForward, kWeights, kData };
+
+  // `blas` may be null when no product runs in OpenBLAS.
+  SlabProducts(const dnnl::engine& eng, const traind::engine::cpu::OpenBlas* blas, int parts,
+               int64_t batch, int64_t in, int64_t out, AlignedBuffers* buffers,
+               int64_t w_offset = 0)
+      : blas_(blas), batch_(batch), in_(in), out_(out), slabs_(static_cast<size_t>(parts)) {
+    x_ = buffers->New(batch * in);
+    w_ = buffers->New(in * out, w_offset);
+    dz_ = buffers->New(batch * out);
+    y_ = buffers->New(batch * out * parts);  // part 0's term in y, the others' in buffers
+    dw_ = buffers->New(in * out);
+    dx_ = buffers->New(batch * in);
+    if (parts == 1) {
+      Plan(eng, 0);
+      return;
+    }
+#pragma omp parallel for num_threads(parts)
+    for (int t = 0; t < parts; ++t) {
+      omp_set_num_threads(1);
+      Plan(eng, t);
+    }
+  }
+
+  // One product of every slab.
+  void Run(Op op, bool openblas) {
+    const int parts = static_cast<int>(slabs_.size());
+    if (parts == 1) {
+      // No region, as the kernel: the libraries' own threads (under a
+      // one-thread region they would start a nested team on every call).
+      RunSlab(op, openblas, 0);
+      return;
+    }
+#pragma omp parallel for num_threads(parts)
+    for (int t = 0; t < parts; ++t) RunSlab(op, openblas, t);
+  }
+
+ private:
+  struct Slab {
+    int64_t r0, r1;
+    dnnl::matmul forward, weights, data;
+    dnnl::memory fx, fw, fy, wx, wdz, wdw, ddz, dww, ddx;
+    dnnl::stream stream;
+  };
+
+  // As the kernel's MakePlans: x's columns, w's rows and dx's columns
+  // [r0, r1) as strided views.
+  void Plan(const dnnl::engine& eng, int t) {
+    using dt = dnnl::memory::data_type;
+    using dims = dnnl::memory::dims;
+    const int parts = static_cast<int>(slabs_.size());
+    Slab& s = slabs_[static_cast<size_t>(t)];
+    s.r0 = traind::engine::cpu::SlabBegin(in_, parts, t);
+    s.r1 = traind::engine::cpu::SlabBegin(in_, parts, t + 1);
+    const int64_t rows = s.r1 - s.r0;
+    auto mm = [&](const dnnl::memory::desc& a, const dnnl::memory::desc& b,
+                  const dnnl::memory::desc& c) {
+      return dnnl::matmul(dnnl::matmul::primitive_desc(dnnl::matmul::desc(a, b, c), eng));
+    };
+    const dnnl::memory::desc xs({batch_, rows}, dt::f32, dims{in_, 1});
+    const dnnl::memory::desc xt({rows, batch_}, dt::f32, dims{1, in_});
+    const dnnl::memory::desc ws({rows, out_}, dt::f32, dims{out_, 1});
+    const dnnl::memory::desc wt({out_, rows}, dt::f32, dims{1, out_});
+    const dnnl::memory::desc full({batch_, out_}, dt::f32, dims{out_, 1});
+    const dnnl::memory::desc dxs({batch_, rows}, dt::f32, dims{in_, 1});
+    s.forward = mm(xs, ws, full);
+    s.weights = mm(xt, full, ws);
+    s.data = mm(full, wt, dxs);
+    s.fx = dnnl::memory(xs, eng, x_ + s.r0);
+    s.fw = dnnl::memory(ws, eng, w_ + s.r0 * out_);
+    s.fy = dnnl::memory(full, eng, y_ + t * batch_ * out_);
+    s.wx = dnnl::memory(xt, eng, x_ + s.r0);
+    s.wdz = dnnl::memory(full, eng, dz_);
+    s.wdw = dnnl::memory(ws, eng, dw_ + s.r0 * out_);
+    s.ddz = dnnl::memory(full, eng, dz_);
+    s.dww = dnnl::memory(wt, eng, w_ + s.r0 * out_);
+    s.ddx = dnnl::memory(dxs, eng, dx_ + s.r0);
+    s.stream = dnnl::stream(eng);
+  }
+
+  void RunSlab(Op op, bool openblas, int t) {
+    Slab& s = slabs_[static_cast<size_t>(t)];
+    const int64_t rows = s.r1 - s.r0;
+    if (openblas) {
+      if (op == kForward) {
+        blas_->Sgemm(false, false, batch_, out_, rows, x_ + s.r0, in_, w_ + s.r0 * out_, out_, 0.0f,
+                     y_ + t * batch_ * out_, out_);
+      } else if (op == kWeights) {
+        blas_->Sgemm(true, false, rows, out_, batch_, x_ + s.r0, in_, dz_, out_, 0.0f,
+                     dw_ + s.r0 * out_, out_);
+      } else {
+        blas_->Sgemm(false, true, batch_, rows, out_, dz_, out_, w_ + s.r0 * out_, out_, 0.0f,
+                     dx_ + s.r0, in_);
+      }
+      return;
+    }
+    if (op == kForward) {
+      s.forward.execute(s.stream,
+                        {{DNNL_ARG_SRC, s.fx}, {DNNL_ARG_WEIGHTS, s.fw}, {DNNL_ARG_DST, s.fy}});
+    } else if (op == kWeights) {
+      s.weights.execute(s.stream,
+                        {{DNNL_ARG_SRC, s.wx}, {DNNL_ARG_WEIGHTS, s.wdz}, {DNNL_ARG_DST, s.wdw}});
+    } else {
+      s.data.execute(s.stream,
+                     {{DNNL_ARG_SRC, s.ddz}, {DNNL_ARG_WEIGHTS, s.dww}, {DNNL_ARG_DST, s.ddx}});
+    }
+    s.stream.wait();
+  }
+
+  const traind::engine::cpu::OpenBlas* blas_;
+  const int64_t batch_, in_, out_;
+  float *x_, *w_, *dz_, *y_, *dw_, *dx_;
+  std::vector<Slab> slabs_;
+};
+
 int GemmSet(int argc, char** argv) {
   using dt = dnnl::memory::data_type;
   using tag = dnnl::memory::format_tag;
   using dims = dnnl::memory::dims;
+  namespace cpu = traind::engine::cpu;
   const int64_t features = IntArg(argc, argv, "--features", 784);
   const int64_t classes = IntArg(argc, argv, "--classes", 10);
   const int64_t batch = IntArg(argc, argv, "--batch", 128);
@@ -311,120 +439,94 @@ int GemmSet(int argc, char** argv) {
   widths.push_back(classes);
   dnnl::engine eng(dnnl::engine::kind::cpu, 0);
   dnnl::stream stream(eng);
-  struct Gemm {
-    dnnl::matmul primitive;
-    dnnl::memory a, b, c;
-    double flops;
-    std::function<void()> openblas;  // instead of the primitive, when set
-  };
-  std::vector<Gemm> gemms;
   // As the CPU backend chooses (CreateCpuDenseKernel).
   const int threads = omp_get_max_threads();
-  const absl::StatusOr<traind::engine::cpu::CpuGemmConfig> gemm =
-      traind::engine::cpu::CpuGemmConfigOfProcess();
+  const absl::StatusOr<cpu::CpuGemmConfig> gemm = cpu::CpuGemmConfigOfProcess();
   if (!gemm.ok()) {
     std::fprintf(stderr, "cpu_bench: %s\n", std::string(gemm.status().message()).c_str());
     return 2;
   }
-  const traind::engine::cpu::OpenBlas* blas = nullptr;
-  if (absl::StatusOr<const traind::engine::cpu::OpenBlas*> loaded =
-          traind::engine::cpu::LoadOpenBlas();
-      loaded.ok()) {
+  const cpu::OpenBlas* blas = nullptr;
+  if (absl::StatusOr<const cpu::OpenBlas*> loaded = cpu::LoadOpenBlas(); loaded.ok()) {
     blas = *loaded;
   }
-  int openblas_gemms = 0;
   // Aligned as the CPU backend's tensors: on AVX2, oneDNN's sgemm takes
   // another path for 32-byte aligned operands.
   AlignedBuffers buffers;
-  auto buffer = [&](int64_t n) { return buffers.New(n); };
-  auto add = [&](const dnnl::memory::desc& a, float* pa, const dnnl::memory::desc& b, float* pb,
-                 const dnnl::memory::desc& c, double flops) {
-    dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, b, c), eng);
-    gemms.push_back({dnnl::matmul(pd),
-                     dnnl::memory(a, eng, pa),
-                     dnnl::memory(b, eng, pb),
-                     dnnl::memory(c, eng, buffer(c.get_size() / 4)),
-                     flops,
-                     {}});
+  std::vector<std::unique_ptr<SlabProducts>> slab_layers;
+  std::vector<dnnl::memory> memories;  // of the whole-layer matmuls
+  std::vector<std::function<void()>> gemms;
+  int openblas_gemms = 0, slab_gemms = 0;
+  // A whole-layer oneDNN matmul on all threads, as the backend's
+  // CpuDenseKernel runs one (backend/cpu/cpu_backend.cc DenseMatmuls).
+  auto add_matmul = [&](const dnnl::memory::desc& a, float* pa, const dnnl::memory::desc& b,
+                        float* pb, const dnnl::memory::desc& c) {
+    dnnl::matmul mm(dnnl::matmul::primitive_desc(dnnl::matmul::desc(a, b, c), eng));
+    dnnl::memory ma(a, eng, pa), mb(b, eng, pb),
+        mc(c, eng, buffers.New(static_cast<int64_t>(c.get_size() / sizeof(float))));
+    gemms.push_back([=, &stream]() mutable {
+      mm.execute(stream, {{DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mc}});
+      stream.wait();
+    });
   };
   double set_flops = 0;
   for (size_t l = 0; l + 1 < widths.size(); ++l) {
     const int64_t in = widths[l], out = widths[l + 1];
-    float* x = buffer(batch * in);
-    float* w = buffer(in * out);
-    float* dz = buffer(batch * out);
     const double f = 2.0 * static_cast<double>(batch * in * out);
-    const traind::engine::cpu::DenseLayout layout =
-        traind::engine::cpu::ChooseDenseLayout(*gemm, blas != nullptr, batch, in, out, threads);
-    const int parts = layout.parts;
-    const traind::engine::cpu::GemmLibraries libraries = layout.libraries;
-    // As the CPU backend's DenseMatmuls (backend/cpu/cpu_backend.cc).
-    add(dnnl::memory::desc({batch, in}, dt::f32, tag::ab), x,
-        dnnl::memory::desc({in, out}, dt::f32, tag::ab), w,
-        dnnl::memory::desc({batch, out}, dt::f32, tag::ab), f);
-    if (libraries.forward_openblas) {
-      // Thread t's term x[:, slab] · w[slab, :], into y or its own buffer.
-      float* y = buffer(batch * out * parts);
-      gemms.back().openblas = [=] {
-#pragma omp parallel for num_threads(parts) if (parts > 1)
-        for (int t = 0; t < parts; ++t) {
-          const int64_t r0 = traind::engine::cpu::SlabBegin(in, parts, t);
-          const int64_t r1 = traind::engine::cpu::SlabBegin(in, parts, t + 1);
-          blas->Sgemm(false, false, batch, out, r1 - r0, x + r0, in, w + r0 * out, out, 0.0f,
-                      y + t * batch * out, out);
-        }
-      };
-      ++openblas_gemms;
+    set_flops += (l > 0 ? 3 : 2) * f;  // the first layer has no input gradient
+    const cpu::DenseLayout layout =
+        cpu::ChooseDenseLayout(*gemm, blas != nullptr, batch, in, out, threads);
+    if (layout.parts > 1 || layout.libraries.any()) {
+      // The row-slab kernel's calls.
+      slab_layers.push_back(
+          std::make_unique<SlabProducts>(eng, blas, layout.parts, batch, in, out, &buffers));
+      SlabProducts* p = slab_layers.back().get();
+      const cpu::GemmLibraries libs = layout.libraries;
+      gemms.push_back([p, libs] { p->Run(SlabProducts::kForward, libs.forward_openblas); });
+      gemms.push_back([p] { p->Run(SlabProducts::kWeights, false); });
+      if (l > 0) gemms.push_back([p, libs] { p->Run(SlabProducts::kData, libs.data_openblas); });
+      openblas_gemms += (libs.forward_openblas ? 1 : 0) + (l > 0 && libs.data_openblas ? 1 : 0);
+      slab_gemms += l > 0 ? 3 : 2;
+      continue;
     }
-    add(dnnl::memory::desc({in, batch}, dt::f32, dims{1, in}), x,
-        dnnl::memory::desc({batch, out}, dt::f32, tag::ab), dz,
-        dnnl::memory::desc({in, out}, dt::f32, tag::ab), f);
-    set_flops += 2 * f;
+    float* x = buffers.New(batch * in);
+    float* w = buffers.New(in * out);
+    float* dz = buffers.New(batch * out);
+    add_matmul(dnnl::memory::desc({batch, in}, dt::f32, tag::ab), x,
+               dnnl::memory::desc({in, out}, dt::f32, tag::ab), w,
+               dnnl::memory::desc({batch, out}, dt::f32, tag::ab));
+    add_matmul(dnnl::memory::desc({in, batch}, dt::f32, dims{1, in}), x,
+               dnnl::memory::desc({batch, out}, dt::f32, tag::ab), dz,
+               dnnl::memory::desc({in, out}, dt::f32, tag::ab));
     if (l > 0) {
-      add(dnnl::memory::desc({batch, out}, dt::f32, tag::ab), dz,
-          dnnl::memory::desc({out, in}, dt::f32, dims{1, out}), w,
-          dnnl::memory::desc({batch, in}, dt::f32, tag::ab), f);
-      set_flops += f;
-      if (libraries.data_openblas) {
-        // Thread t's columns of dx: dz · w[slab, :]ᵀ.
-        float* dx = buffer(batch * in);
-        gemms.back().openblas = [=] {
-#pragma omp parallel for num_threads(parts) if (parts > 1)
-          for (int t = 0; t < parts; ++t) {
-            const int64_t r0 = traind::engine::cpu::SlabBegin(in, parts, t);
-            const int64_t r1 = traind::engine::cpu::SlabBegin(in, parts, t + 1);
-            blas->Sgemm(false, true, batch, r1 - r0, out, dz, out, w + r0 * out, out, 0.0f, dx + r0,
-                        in);
-          }
-        };
-        ++openblas_gemms;
-      }
+      add_matmul(dnnl::memory::desc({batch, out}, dt::f32, tag::ab), dz,
+                 dnnl::memory::desc({out, in}, dt::f32, dims{1, out}), w,
+                 dnnl::memory::desc({batch, in}, dt::f32, tag::ab));
     }
   }
   auto run_set = [&] {
-    for (Gemm& g : gemms) {
-      if (g.openblas) {
-        g.openblas();
-        continue;
-      }
-      g.primitive.execute(stream,
-                          {{DNNL_ARG_SRC, g.a}, {DNNL_ARG_WEIGHTS, g.b}, {DNNL_ARG_DST, g.c}});
-      stream.wait();
-    }
+    for (std::function<void()>& g : gemms) g();
   };
   for (int i = 0; i < 10; ++i) run_set();
-  std::vector<double> gflops;
+  std::vector<double> seconds;
+  const auto start = std::chrono::steady_clock::now();
   for (int i = 0; i < reps; ++i) {
     const auto t0 = std::chrono::steady_clock::now();
     run_set();
-    gflops.push_back(set_flops / Seconds(t0) / 1e9);
+    seconds.push_back(Seconds(t0));
   }
-  std::sort(gflops.begin(), gflops.end());
+  const double total = Seconds(start);
+  std::sort(seconds.begin(), seconds.end());
+  // best: the fastest set; median: the middle set; sustained: every set
+  // back to back (total flops ÷ total time), as an epoch's rate sums its
+  // steps.
   std::printf(
-      "{\"batch\": %lld, \"gemms\": %zu, \"openblas_gemms\": %d, \"set_mflop\": %.3f, "
-      "\"threads\": %d, \"best_gflops\": %.2f, \"median_gflops\": %.2f}\n",
-      static_cast<long long>(batch), gemms.size(), openblas_gemms, set_flops / 1e6,
-      omp_get_max_threads(), gflops.back(), gflops[gflops.size() / 2]);
+      "{\"batch\": %lld, \"gemms\": %zu, \"openblas_gemms\": %d, \"slab_gemms\": %d, "
+      "\"set_mflop\": %.3f, \"threads\": %d, \"sets\": %d, \"best_gflops\": %.2f, "
+      "\"median_gflops\": %.2f, \"sustained_gflops\": %.2f}\n",
+      static_cast<long long>(batch), gemms.size(), openblas_gemms, slab_gemms, set_flops / 1e6,
+      threads, reps, set_flops / seconds.front() / 1e9,
+      set_flops / seconds[seconds.size() / 2] / 1e9, set_flops * reps / total / 1e9);
   return 0;
 }
 
@@ -441,8 +543,6 @@ T Check(absl::StatusOr<T> value, const char* what) {
 }
 
 int GemmLibs(int argc, char** argv) {
-  using dt = dnnl::memory::data_type;
-  using dims = dnnl::memory::dims;
   namespace cpu = traind::engine::cpu;
   const int64_t batch = IntArg(argc, argv, "--batch", 256);
   const int64_t in = IntArg(argc, argv, "--in", 4096);
@@ -455,83 +555,15 @@ int GemmLibs(int argc, char** argv) {
     return 2;
   }
   const int parts = omp_get_max_threads();
-  AlignedBuffers buffers;
-  auto buffer = [&](int64_t n, int64_t extra_bytes) { return buffers.New(n, extra_bytes); };
-  float* x = buffer(batch * in, 0);
-  float* w = buffer(in * out, offset);
-  float* dz = buffer(batch * out, 0);
-  float* y = buffer(batch * out * parts, 0);
-  float* dw = buffer(in * out, 0);
-  float* dx = buffer(batch * in, 0);
   dnnl::engine eng(dnnl::engine::kind::cpu, 0);
-  struct Slab {
-    int64_t r0, r1;
-    dnnl::matmul forward, weights, data;
-    dnnl::memory fx, fw, fy, wx, wdz, wdw, ddz, dww, ddx;
-    dnnl::stream stream;
-  };
-  std::vector<Slab> slabs(static_cast<size_t>(parts));
-  // Planned on one thread each, as the backend's kernel plans them.
-#pragma omp parallel for num_threads(parts)
-  for (int t = 0; t < parts; ++t) {
-    omp_set_num_threads(1);
-    Slab& s = slabs[static_cast<size_t>(t)];
-    s.r0 = cpu::SlabBegin(in, parts, t);
-    s.r1 = cpu::SlabBegin(in, parts, t + 1);
-    const int64_t rows = s.r1 - s.r0;
-    auto mm = [&](const dnnl::memory::desc& a, const dnnl::memory::desc& b,
-                  const dnnl::memory::desc& c) {
-      return dnnl::matmul(dnnl::matmul::primitive_desc(dnnl::matmul::desc(a, b, c), eng));
-    };
-    const dnnl::memory::desc xs({batch, rows}, dt::f32, dims{in, 1});
-    const dnnl::memory::desc xt({rows, batch}, dt::f32, dims{1, in});
-    const dnnl::memory::desc ws({rows, out}, dt::f32, dims{out, 1});
-    const dnnl::memory::desc wt({out, rows}, dt::f32, dims{1, out});
-    const dnnl::memory::desc full({batch, out}, dt::f32, dims{out, 1});
-    const dnnl::memory::desc dxs({batch, rows}, dt::f32, dims{in, 1});
-    s.forward = mm(xs, ws, full);
-    s.weights = mm(xt, full, ws);
-    s.data = mm(full, wt, dxs);
-    s.fx = dnnl::memory(xs, eng, x + s.r0);
-    s.fw = dnnl::memory(ws, eng, w + s.r0 * out);
-    s.fy = dnnl::memory(full, eng, y + t * batch * out);
-    s.wx = dnnl::memory(xt, eng, x + s.r0);
-    s.wdz = dnnl::memory(full, eng, dz);
-    s.wdw = dnnl::memory(ws, eng, dw + s.r0 * out);
-    s.ddz = dnnl::memory(full, eng, dz);
-    s.dww = dnnl::memory(wt, eng, w + s.r0 * out);
-    s.ddx = dnnl::memory(dxs, eng, dx + s.r0);
-    s.stream = dnnl::stream(eng);
-  }
+  AlignedBuffers buffers;
+  // Both libraries planned, so that either can run each product.
+  SlabProducts layer(eng, *blas, parts, batch, in, out, &buffers, offset);
   const char* names[] = {"forward x·w", "weight gradient xᵀ·dz", "input gradient dz·wᵀ"};
+  const SlabProducts::Op ops[] = {SlabProducts::kForward, SlabProducts::kWeights,
+                                  SlabProducts::kData};
   for (int op = 0; op < 3; ++op) {
-    auto run = [&](bool openblas) {
-#pragma omp parallel for num_threads(parts)
-      for (int t = 0; t < parts; ++t) {
-        Slab& s = slabs[static_cast<size_t>(t)];
-        const int64_t rows = s.r1 - s.r0;
-        if (op == 0 && openblas) {
-          (*blas)->Sgemm(false, false, batch, out, rows, x + s.r0, in, w + s.r0 * out, out, 0.0f,
-                         y + t * batch * out, out);
-        } else if (op == 1 && openblas) {
-          (*blas)->Sgemm(true, false, rows, out, batch, x + s.r0, in, dz, out, 0.0f,
-                         dw + s.r0 * out, out);
-        } else if (op == 2 && openblas) {
-          (*blas)->Sgemm(false, true, batch, rows, out, dz, out, w + s.r0 * out, out, 0.0f,
-                         dx + s.r0, in);
-        } else if (op == 0) {
-          s.forward.execute(s.stream,
-                            {{DNNL_ARG_SRC, s.fx}, {DNNL_ARG_WEIGHTS, s.fw}, {DNNL_ARG_DST, s.fy}});
-        } else if (op == 1) {
-          s.weights.execute(
-              s.stream, {{DNNL_ARG_SRC, s.wx}, {DNNL_ARG_WEIGHTS, s.wdz}, {DNNL_ARG_DST, s.wdw}});
-        } else {
-          s.data.execute(s.stream,
-                         {{DNNL_ARG_SRC, s.ddz}, {DNNL_ARG_WEIGHTS, s.dww}, {DNNL_ARG_DST, s.ddx}});
-        }
-        if (!openblas) s.stream.wait();
-      }
-    };
+    auto run = [&](bool openblas) { layer.Run(ops[op], openblas); };
     std::vector<double> times[2];
     for (int i = 0; i < 3; ++i) {
       run(false);

@@ -232,8 +232,9 @@ def mlp_case(title, data, hidden, batch, epochs, repeats, envs, bin_dir, peer_th
     return out
 
 
-def gemmset(bin_dir, envs, features, hidden, classes, batch, reps=200):
-    """The step's GEMM set alone (cpu_bench gemmset): the ceiling of an fp32 step."""
+def gemmset(bin_dir, envs, features, hidden, classes, batch, reps=469):
+    """The step's GEMM set alone (cpu_bench gemmset): the ceiling of an fp32 step. reps sets back to back (469: one
+    epoch's steps of case 1), so that its sustained rate sums as many sets as an epoch sums steps."""
     return run_json([os.path.join(bin_dir, "cpu_bench"), "gemmset", "--features", str(features), "--hidden", hidden,
                      "--classes", str(classes), "--batch", str(batch), "--reps", str(reps)],
                     Envs.threads(envs.traind, 2))[0]
@@ -247,15 +248,23 @@ def step_profile(bin_dir, envs, data, hidden, batch, steps=200):
 
 def ceiling_report(r, sets, profile, flops_per_sample, batch):
     """Says how close traind's step comes to its GEMM set, and where the rest goes."""
-    fractions = [t * flops_per_sample / 1e9 / g["best_gflops"] for t, g in zip(r["traind_runs"], sets)]
+    # traind's rate is an epoch's: every step of it summed. The like-for-like ceiling is the GEMM set's sustained rate
+    # (as many sets back to back, their total time); the fastest single set is shown beside it.
+    fractions = [t * flops_per_sample / 1e9 / g["sustained_gflops"] for t, g in zip(r["traind_runs"], sets)]
     frac = med(fractions)
-    say("The step's GEMM set alone (`cpu_bench gemmset`: the %d matmuls of one step, the backend's own descriptors, "
-        "%d of them in OpenBLAS as the backend runs them, 2 threads), measured right before each traind run: %s GFLOP/s "
-        "(best of 200 sets each). traind's GFLOP/s ÷ that rate, per repeat: %s → median **%.0f%%**." % (
-            sets[0]["gemms"], sets[0].get("openblas_gemms", 0), ", ".join("%.0f" % g["best_gflops"] for g in sets),
-            ", ".join("%.0f%%" % (100 * f) for f in fractions), 100 * frac))
+    best_fractions = [t * flops_per_sample / 1e9 / g["best_gflops"] for t, g in zip(r["traind_runs"], sets)]
+    say("The step's GEMM set alone (`cpu_bench gemmset`: the %d matmuls of one step as the backend calls them — %d in "
+        "its row-slab kernel's single-threaded calls per slab, %d of those in OpenBLAS — same descriptors and alignment, "
+        "2 threads), %d sets back to back right before each traind run: sustained %s GFLOP/s (total flops ÷ total "
+        "time, as an epoch's rate sums its steps; fastest single set: %s). traind's GFLOP/s ÷ the sustained rate, per "
+        "repeat: %s → median **%.0f%%** (÷ the fastest single set: %s → median %.0f%%)." % (
+            sets[0]["gemms"], sets[0].get("slab_gemms", 0), sets[0].get("openblas_gemms", 0), sets[0]["sets"],
+            ", ".join("%.0f" % g["sustained_gflops"] for g in sets), ", ".join("%.0f" % g["best_gflops"] for g in sets),
+            ", ".join("%.0f%%" % (100 * f) for f in fractions), 100 * frac,
+            ", ".join("%.0f%%" % (100 * f) for f in best_fractions), 100 * med(best_fractions)))
     say()
-    gemm_ms = sets[-1]["set_mflop"] / 1e3 / sets[-1]["best_gflops"] * 1e3
+    r["gemmset_best"] = med(best_fractions)
+    gemm_ms = sets[-1]["set_mflop"] / 1e3 / sets[-1]["sustained_gflops"] * 1e3
     bw = profile["backward_ms_by_layer"]
     rows = [("gather the batch (rows + labels)", profile["gather_ms"]),
             ("forward pass (matmuls with bias + activation fused)", profile["forward_ms"]),
@@ -264,7 +273,7 @@ def ceiling_report(r, sets, profile, flops_per_sample, batch):
         rows.append(("backward, layer %d (activation gradient + bias sums, weight and input gradients)" % l, bw[l]))
     rows.append(("optimizer update (every parameter)", profile["optimizer_ms"]))
     say("Where one step goes (`cpu_bench profile`, median of %d steps, batch %d, op by op through the engine's parts; "
-        "the GEMM set alone takes %.3f ms):" % (profile["steps"], batch, gemm_ms))
+        "the GEMM set alone takes %.3f ms a set, sustained):" % (profile["steps"], batch, gemm_ms))
     say()
     say("| part | ms | share of the step |")
     say("| --- | --- | --- |")
@@ -616,7 +625,8 @@ def main():
     if "1" in summary:
         s = summary["1"]
         say("| case 1 ahead of PyTorch (best); ≥ 1.5× where the GEMM-set ceiling allows | %.2f× (%s vs %s samples/s; fastest runs: %.2f×) | %s |" % (s["ratio"], fmt(s["traind"]), fmt(s["peer"]), s["best_ratio"], "yes" if s["ratio"] >= 1.5 else ("ahead, not 1.5×" if s["ratio"] > 1 else "**no**")))
-        say("| case 1 ≥ 90%% of the step's GEMM-set rate | %.0f%% | %s |" % (100 * s["gemmset"], "yes" if s["gemmset"] >= 0.9 else "**no**"))
+        say("| case 1 ≥ 90%% of the step's GEMM-set rate (sustained; of the fastest single set: %.0f%%) | %.0f%% | %s |" % (
+            100 * s["gemmset_best"], 100 * s["gemmset"], "yes" if s["gemmset"] >= 0.9 else "**no**"))
         if "bf16_ratio" in s:
             say("| case 1, bf16: traind bf16 above the faster of PyTorch fp32 / bf16 | %.2f× (%s vs %s samples/s) | %s |" % (
                 s["bf16_ratio"], fmt(s["traind_bf16"]), fmt(max(s["peer"], s["peer_bf16"])), "yes" if s["bf16_ratio"] > 1 else "**no**"))
