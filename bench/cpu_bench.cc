@@ -62,6 +62,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "dnnl.hpp"
@@ -89,11 +90,14 @@ class SecondsObserver final : public traind::engine::FitObserver {
     seconds.push_back(m.seconds());
     batches.push_back(m.batches());
     loss.push_back(m.train().count("loss") ? m.train().at("loss") : 0.0);
+    // After the epoch's clock stopped, before the next one's starts.
+    if (after_epoch) after_epoch();
     return absl::OkStatus();
   }
   bool StopRequested() override { return false; }
   std::vector<double> seconds, loss;
   std::vector<int64_t> batches;
+  std::function<void()> after_epoch;
 };
 
 bool ReadData(const std::string& path, int64_t max_rows, Dataset* d) {
@@ -186,54 +190,6 @@ traind::v1::JobSpec MlpSpec(const std::string& data_path, const std::vector<int>
   spec.mutable_metrics()->add_train(traind::v1::LOSS);
   spec.mutable_resources()->set_device(traind::v1::CPU);
   return spec;
-}
-
-int Fit(int argc, char** argv) {
-  const std::string data_path = Arg(argc, argv, "--data", "");
-  const std::vector<int> hidden = IntList(Arg(argc, argv, "--hidden", "512,256"));
-  const int batch = static_cast<int>(IntArg(argc, argv, "--batch", 128));
-  const int epochs = static_cast<int>(IntArg(argc, argv, "--epochs", 3));
-  const int64_t max_rows = IntArg(argc, argv, "--rows", 0);
-  const std::string precision_name = Arg(argc, argv, "--precision", "fp32");
-  traind::v1::Precision precision = traind::v1::FP32;
-  if (precision_name == "bf16") {
-    precision = traind::v1::BF16;
-  } else if (precision_name != "fp32") {
-    std::fprintf(stderr, "cpu_bench: --precision must be fp32 or bf16\n");
-    return 2;
-  }
-  Dataset data;
-  if (!ReadData(data_path, max_rows, &data)) {
-    std::fprintf(stderr, "cpu_bench: cannot read %s\n", data_path.c_str());
-    return 2;
-  }
-  const traind::v1::JobSpec spec = MlpSpec(
-      data_path, hidden, static_cast<int64_t>(data.classes.size()), batch, epochs, precision);
-
-  FoldRows rows;
-  rows.train.resize(static_cast<size_t>(data.rows));
-  std::iota(rows.train.begin(), rows.train.end(), 0);
-  SecondsObserver observer;
-  const auto t0 = std::chrono::steady_clock::now();
-  absl::StatusOr<traind::v1::FoldResult> r =
-      traind::engine::Fit(spec, data, rows, 0, traind::engine::FitOptions{}, &observer);
-  const double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  if (!r.ok()) {
-    std::fprintf(stderr, "cpu_bench: Fit: %s\n", std::string(r.status().message()).c_str());
-    return 1;
-  }
-  std::printf(
-      "{\"engine\": \"traind\", \"precision\": \"%s\", \"rows\": %lld, \"batch\": %d, "
-      "\"threads\": %d, \"fit_seconds\": %.6f, \"epoch_seconds\": [%s], \"epoch_loss\": [%s]}\n",
-      precision_name.c_str(), static_cast<long long>(data.rows), batch, omp_get_max_threads(),
-      total,
-      absl::StrJoin(observer.seconds, ", ",
-                    [](std::string* o, double v) { o->append(std::to_string(v)); })
-          .c_str(),
-      absl::StrJoin(observer.loss, ", ", [](std::string* o, double v) {
-        o->append(std::to_string(v));
-      }).c_str());
-  return 0;
 }
 
 int Sgemm(int argc, char** argv) {
@@ -425,108 +381,255 @@ class SlabProducts {
   std::vector<Slab> slabs_;
 };
 
+// The GEMM set of one fp32 training step of an MLP alone (see gemmset in
+// the header), planned once, run as many times as asked.
+class GemmSetRunner {
+ public:
+  // Errors: TRAIND_CPU_GEMM's.
+  static absl::StatusOr<std::unique_ptr<GemmSetRunner>> Create(int64_t features,
+                                                               const std::vector<int>& hidden,
+                                                               int64_t classes, int64_t batch) {
+    namespace cpu = traind::engine::cpu;
+    absl::StatusOr<cpu::CpuGemmConfig> gemm = cpu::CpuGemmConfigOfProcess();
+    if (!gemm.ok()) return gemm.status();
+    std::vector<int64_t> widths = {features};
+    for (int h : hidden) widths.push_back(h);
+    widths.push_back(classes);
+    std::unique_ptr<GemmSetRunner> set(new GemmSetRunner());
+    set->Plan(*gemm, widths, batch);
+    return set;
+  }
+
+  // n sets back to back after `warmup` untimed ones: their total seconds.
+  // Adds each set's seconds to *set_seconds (unless null) and each
+  // product's to its total.
+  double Run(int n, int warmup, std::vector<double>* set_seconds) {
+    for (int i = 0; i < warmup; ++i) RunSet(false);
+    const auto start = std::chrono::steady_clock::now();
+    for (int i = 0; i < n; ++i) {
+      const auto t0 = std::chrono::steady_clock::now();
+      RunSet(true);
+      if (set_seconds != nullptr) set_seconds->push_back(Seconds(t0));
+    }
+    timed_sets_ += n;
+    return Seconds(start);
+  }
+
+  double flops() const { return flops_; }
+  size_t gemms() const { return gemms_.size(); }
+  int openblas_gemms() const { return openblas_gemms_; }
+  int slab_gemms() const { return slab_gemms_; }
+  // "\"<layer>.<product>\": mean ms, ..." over the timed sets.
+  std::string ProductsJson() const {
+    std::string out;
+    for (const Gemm& g : gemms_) {
+      absl::StrAppend(&out, out.empty() ? "" : ", ", "\"", g.name,
+                      "\": ", absl::StrFormat("%.4f", 1e3 * g.seconds / std::max(1, timed_sets_)));
+    }
+    return out;
+  }
+
+ private:
+  struct Gemm {
+    std::string name;  // "<layer>.<product>"
+    std::function<void()> run;
+    double seconds = 0;  // summed over the timed sets
+  };
+
+  GemmSetRunner() : eng_(dnnl::engine::kind::cpu, 0), stream_(eng_) {}
+
+  void Plan(const traind::engine::cpu::CpuGemmConfig& gemm, const std::vector<int64_t>& widths,
+            int64_t batch) {
+    using dt = dnnl::memory::data_type;
+    using tag = dnnl::memory::format_tag;
+    using dims = dnnl::memory::dims;
+    namespace cpu = traind::engine::cpu;
+    // As the CPU backend chooses (CreateCpuDenseKernel).
+    const int threads = omp_get_max_threads();
+    const cpu::OpenBlas* blas = nullptr;
+    if (absl::StatusOr<const cpu::OpenBlas*> loaded = cpu::LoadOpenBlas(); loaded.ok()) {
+      blas = *loaded;
+    }
+    // A whole-layer oneDNN matmul on all threads, as the backend's
+    // CpuDenseKernel runs one (backend/cpu/cpu_backend.cc DenseMatmuls).
+    auto add_matmul = [&](std::string name, const dnnl::memory::desc& a, float* pa,
+                          const dnnl::memory::desc& b, float* pb, const dnnl::memory::desc& c) {
+      dnnl::matmul mm(dnnl::matmul::primitive_desc(dnnl::matmul::desc(a, b, c), eng_));
+      dnnl::memory ma(a, eng_, pa), mb(b, eng_, pb),
+          mc(c, eng_, buffers_.New(static_cast<int64_t>(c.get_size() / sizeof(float))));
+      dnnl::stream* stream = &stream_;
+      gemms_.push_back(
+          {std::move(name), [=]() mutable {
+             mm.execute(*stream, {{DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mc}});
+             stream->wait();
+           }});
+    };
+    for (size_t l = 0; l + 1 < widths.size(); ++l) {
+      const int64_t in = widths[l], out = widths[l + 1];
+      flops_ += (l > 0 ? 3 : 2) * 2.0 * static_cast<double>(batch * in * out);
+      const std::string layer = std::to_string(l);  // the first has no input gradient
+      const cpu::DenseLayout layout =
+          cpu::ChooseDenseLayout(gemm, blas != nullptr, batch, in, out, threads);
+      if (layout.parts > 1 || layout.libraries.any()) {
+        // The row-slab kernel's calls.
+        slab_layers_.push_back(
+            std::make_unique<SlabProducts>(eng_, blas, layout.parts, batch, in, out, &buffers_));
+        SlabProducts* p = slab_layers_.back().get();
+        const cpu::GemmLibraries libs = layout.libraries;
+        gemms_.push_back({layer + ".forward",
+                          [p, libs] { p->Run(SlabProducts::kForward, libs.forward_openblas); }});
+        gemms_.push_back({layer + ".weights", [p] { p->Run(SlabProducts::kWeights, false); }});
+        if (l > 0) {
+          gemms_.push_back(
+              {layer + ".data", [p, libs] { p->Run(SlabProducts::kData, libs.data_openblas); }});
+        }
+        openblas_gemms_ += (libs.forward_openblas ? 1 : 0) + (l > 0 && libs.data_openblas ? 1 : 0);
+        slab_gemms_ += l > 0 ? 3 : 2;
+        continue;
+      }
+      float* x = buffers_.New(batch * in);
+      float* w = buffers_.New(in * out);
+      float* dz = buffers_.New(batch * out);
+      add_matmul(layer + ".forward", dnnl::memory::desc({batch, in}, dt::f32, tag::ab), x,
+                 dnnl::memory::desc({in, out}, dt::f32, tag::ab), w,
+                 dnnl::memory::desc({batch, out}, dt::f32, tag::ab));
+      add_matmul(layer + ".weights", dnnl::memory::desc({in, batch}, dt::f32, dims{1, in}), x,
+                 dnnl::memory::desc({batch, out}, dt::f32, tag::ab), dz,
+                 dnnl::memory::desc({in, out}, dt::f32, tag::ab));
+      if (l > 0) {
+        add_matmul(layer + ".data", dnnl::memory::desc({batch, out}, dt::f32, tag::ab), dz,
+                   dnnl::memory::desc({out, in}, dt::f32, dims{1, out}), w,
+                   dnnl::memory::desc({batch, in}, dt::f32, tag::ab));
+      }
+    }
+  }
+
+  // Each product timed too (a clock read costs some 20 ns).
+  void RunSet(bool timed) {
+    for (Gemm& g : gemms_) {
+      const auto t0 = std::chrono::steady_clock::now();
+      g.run();
+      if (timed) g.seconds += Seconds(t0);
+    }
+  }
+
+  dnnl::engine eng_;
+  dnnl::stream stream_;
+  // Aligned as the CPU backend's tensors: on AVX2, oneDNN's sgemm takes
+  // another path for 32-byte aligned operands.
+  AlignedBuffers buffers_;
+  std::vector<std::unique_ptr<SlabProducts>> slab_layers_;
+  std::vector<Gemm> gemms_;
+  double flops_ = 0;
+  int openblas_gemms_ = 0, slab_gemms_ = 0, timed_sets_ = 0;
+};
+
 int GemmSet(int argc, char** argv) {
-  using dt = dnnl::memory::data_type;
-  using tag = dnnl::memory::format_tag;
-  using dims = dnnl::memory::dims;
-  namespace cpu = traind::engine::cpu;
   const int64_t features = IntArg(argc, argv, "--features", 784);
   const int64_t classes = IntArg(argc, argv, "--classes", 10);
   const int64_t batch = IntArg(argc, argv, "--batch", 128);
   const int reps = static_cast<int>(IntArg(argc, argv, "--reps", 200));
-  std::vector<int64_t> widths = {features};
-  for (int h : IntList(Arg(argc, argv, "--hidden", "512,256"))) widths.push_back(h);
-  widths.push_back(classes);
-  dnnl::engine eng(dnnl::engine::kind::cpu, 0);
-  dnnl::stream stream(eng);
-  // As the CPU backend chooses (CreateCpuDenseKernel).
-  const int threads = omp_get_max_threads();
-  const absl::StatusOr<cpu::CpuGemmConfig> gemm = cpu::CpuGemmConfigOfProcess();
-  if (!gemm.ok()) {
-    std::fprintf(stderr, "cpu_bench: %s\n", std::string(gemm.status().message()).c_str());
+  absl::StatusOr<std::unique_ptr<GemmSetRunner>> set = GemmSetRunner::Create(
+      features, IntList(Arg(argc, argv, "--hidden", "512,256")), classes, batch);
+  if (!set.ok()) {
+    std::fprintf(stderr, "cpu_bench: %s\n", std::string(set.status().message()).c_str());
     return 2;
   }
-  const cpu::OpenBlas* blas = nullptr;
-  if (absl::StatusOr<const cpu::OpenBlas*> loaded = cpu::LoadOpenBlas(); loaded.ok()) {
-    blas = *loaded;
-  }
-  // Aligned as the CPU backend's tensors: on AVX2, oneDNN's sgemm takes
-  // another path for 32-byte aligned operands.
-  AlignedBuffers buffers;
-  std::vector<std::unique_ptr<SlabProducts>> slab_layers;
-  std::vector<dnnl::memory> memories;  // of the whole-layer matmuls
-  std::vector<std::function<void()>> gemms;
-  int openblas_gemms = 0, slab_gemms = 0;
-  // A whole-layer oneDNN matmul on all threads, as the backend's
-  // CpuDenseKernel runs one (backend/cpu/cpu_backend.cc DenseMatmuls).
-  auto add_matmul = [&](const dnnl::memory::desc& a, float* pa, const dnnl::memory::desc& b,
-                        float* pb, const dnnl::memory::desc& c) {
-    dnnl::matmul mm(dnnl::matmul::primitive_desc(dnnl::matmul::desc(a, b, c), eng));
-    dnnl::memory ma(a, eng, pa), mb(b, eng, pb),
-        mc(c, eng, buffers.New(static_cast<int64_t>(c.get_size() / sizeof(float))));
-    gemms.push_back([=, &stream]() mutable {
-      mm.execute(stream, {{DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mc}});
-      stream.wait();
-    });
-  };
-  double set_flops = 0;
-  for (size_t l = 0; l + 1 < widths.size(); ++l) {
-    const int64_t in = widths[l], out = widths[l + 1];
-    const double f = 2.0 * static_cast<double>(batch * in * out);
-    set_flops += (l > 0 ? 3 : 2) * f;  // the first layer has no input gradient
-    const cpu::DenseLayout layout =
-        cpu::ChooseDenseLayout(*gemm, blas != nullptr, batch, in, out, threads);
-    if (layout.parts > 1 || layout.libraries.any()) {
-      // The row-slab kernel's calls.
-      slab_layers.push_back(
-          std::make_unique<SlabProducts>(eng, blas, layout.parts, batch, in, out, &buffers));
-      SlabProducts* p = slab_layers.back().get();
-      const cpu::GemmLibraries libs = layout.libraries;
-      gemms.push_back([p, libs] { p->Run(SlabProducts::kForward, libs.forward_openblas); });
-      gemms.push_back([p] { p->Run(SlabProducts::kWeights, false); });
-      if (l > 0) gemms.push_back([p, libs] { p->Run(SlabProducts::kData, libs.data_openblas); });
-      openblas_gemms += (libs.forward_openblas ? 1 : 0) + (l > 0 && libs.data_openblas ? 1 : 0);
-      slab_gemms += l > 0 ? 3 : 2;
-      continue;
-    }
-    float* x = buffers.New(batch * in);
-    float* w = buffers.New(in * out);
-    float* dz = buffers.New(batch * out);
-    add_matmul(dnnl::memory::desc({batch, in}, dt::f32, tag::ab), x,
-               dnnl::memory::desc({in, out}, dt::f32, tag::ab), w,
-               dnnl::memory::desc({batch, out}, dt::f32, tag::ab));
-    add_matmul(dnnl::memory::desc({in, batch}, dt::f32, dims{1, in}), x,
-               dnnl::memory::desc({batch, out}, dt::f32, tag::ab), dz,
-               dnnl::memory::desc({in, out}, dt::f32, tag::ab));
-    if (l > 0) {
-      add_matmul(dnnl::memory::desc({batch, out}, dt::f32, tag::ab), dz,
-                 dnnl::memory::desc({out, in}, dt::f32, dims{1, out}), w,
-                 dnnl::memory::desc({batch, in}, dt::f32, tag::ab));
-    }
-  }
-  auto run_set = [&] {
-    for (std::function<void()>& g : gemms) g();
-  };
-  for (int i = 0; i < 10; ++i) run_set();
   std::vector<double> seconds;
-  const auto start = std::chrono::steady_clock::now();
-  for (int i = 0; i < reps; ++i) {
-    const auto t0 = std::chrono::steady_clock::now();
-    run_set();
-    seconds.push_back(Seconds(t0));
-  }
-  const double total = Seconds(start);
+  const double total = (*set)->Run(reps, 10, &seconds);
   std::sort(seconds.begin(), seconds.end());
+  const double flops = (*set)->flops();
   // best: the fastest set; median: the middle set; sustained: every set
   // back to back (total flops ÷ total time), as an epoch's rate sums its
-  // steps.
+  // steps. products_ms: each product's mean milliseconds.
   std::printf(
       "{\"batch\": %lld, \"gemms\": %zu, \"openblas_gemms\": %d, \"slab_gemms\": %d, "
       "\"set_mflop\": %.3f, \"threads\": %d, \"sets\": %d, \"best_gflops\": %.2f, "
-      "\"median_gflops\": %.2f, \"sustained_gflops\": %.2f}\n",
-      static_cast<long long>(batch), gemms.size(), openblas_gemms, slab_gemms, set_flops / 1e6,
-      threads, reps, set_flops / seconds.front() / 1e9,
-      set_flops / seconds[seconds.size() / 2] / 1e9, set_flops * reps / total / 1e9);
+      "\"median_gflops\": %.2f, \"sustained_gflops\": %.2f, \"products_ms\": {%s}}\n",
+      static_cast<long long>(batch), (*set)->gemms(), (*set)->openblas_gemms(),
+      (*set)->slab_gemms(), flops / 1e6, omp_get_max_threads(), reps, flops / seconds.front() / 1e9,
+      flops / seconds[seconds.size() / 2] / 1e9, flops * reps / total / 1e9,
+      (*set)->ProductsJson().c_str());
+  return 0;
+}
+
+int Fit(int argc, char** argv) {
+  const std::string data_path = Arg(argc, argv, "--data", "");
+  const std::vector<int> hidden = IntList(Arg(argc, argv, "--hidden", "512,256"));
+  const int batch = static_cast<int>(IntArg(argc, argv, "--batch", 128));
+  const int epochs = static_cast<int>(IntArg(argc, argv, "--epochs", 3));
+  const int64_t max_rows = IntArg(argc, argv, "--rows", 0);
+  const std::string precision_name = Arg(argc, argv, "--precision", "fp32");
+  traind::v1::Precision precision = traind::v1::FP32;
+  if (precision_name == "bf16") {
+    precision = traind::v1::BF16;
+  } else if (precision_name != "fp32") {
+    std::fprintf(stderr, "cpu_bench: --precision must be fp32 or bf16\n");
+    return 2;
+  }
+  Dataset data;
+  if (!ReadData(data_path, max_rows, &data)) {
+    std::fprintf(stderr, "cpu_bench: cannot read %s\n", data_path.c_str());
+    return 2;
+  }
+  const traind::v1::JobSpec spec = MlpSpec(
+      data_path, hidden, static_cast<int64_t>(data.classes.size()), batch, epochs, precision);
+
+  FoldRows rows;
+  rows.train.resize(static_cast<size_t>(data.rows));
+  std::iota(rows.train.begin(), rows.train.end(), 0);
+  SecondsObserver observer;
+  // The step's GEMM set, `sets` times back to back after each epoch: its
+  // sustained rate in the same process, right after the epoch it is
+  // compared with.
+  const int sets = static_cast<int>(IntArg(argc, argv, "--gemmset-sets", 0));
+  std::unique_ptr<GemmSetRunner> gemm_set;
+  std::vector<double> set_gflops;
+  if (sets > 0) {
+    if (precision != traind::v1::FP32) {
+      std::fprintf(stderr, "cpu_bench: --gemmset-sets needs --precision fp32\n");
+      return 2;
+    }
+    absl::StatusOr<std::unique_ptr<GemmSetRunner>> created = GemmSetRunner::Create(
+        data.features, hidden, static_cast<int64_t>(data.classes.size()), batch);
+    if (!created.ok()) {
+      std::fprintf(stderr, "cpu_bench: %s\n", std::string(created.status().message()).c_str());
+      return 2;
+    }
+    gemm_set = *std::move(created);
+    observer.after_epoch = [&] {
+      set_gflops.push_back(gemm_set->flops() * sets / gemm_set->Run(sets, 10, nullptr) / 1e9);
+    };
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  absl::StatusOr<traind::v1::FoldResult> r =
+      traind::engine::Fit(spec, data, rows, 0, traind::engine::FitOptions{}, &observer);
+  const double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (!r.ok()) {
+    std::fprintf(stderr, "cpu_bench: Fit: %s\n", std::string(r.status().message()).c_str());
+    return 1;
+  }
+  std::string gemmset_json;
+  if (gemm_set != nullptr) {
+    gemmset_json = absl::StrFormat(
+        ", \"gemmset_sets\": %d, \"set_mflop\": %.3f, \"gemmset_gflops_after_epoch\": [%s]", sets,
+        gemm_set->flops() / 1e6, absl::StrJoin(set_gflops, ", ", [](std::string* o, double v) {
+          o->append(absl::StrFormat("%.2f", v));
+        }));
+  }
+  std::printf(
+      "{\"engine\": \"traind\", \"precision\": \"%s\", \"rows\": %lld, \"batch\": %d, "
+      "\"threads\": %d, \"fit_seconds\": %.6f, \"epoch_seconds\": [%s], \"epoch_loss\": "
+      "[%s]%s}\n",
+      precision_name.c_str(), static_cast<long long>(data.rows), batch, omp_get_max_threads(),
+      total,
+      absl::StrJoin(observer.seconds, ", ",
+                    [](std::string* o, double v) { o->append(std::to_string(v)); })
+          .c_str(),
+      absl::StrJoin(observer.loss, ", ",
+                    [](std::string* o, double v) { o->append(std::to_string(v)); })
+          .c_str(),
+      gemmset_json.c_str());
   return 0;
 }
 

@@ -9,7 +9,8 @@
 #   bench/run_cpu_bench.sh [--repeats N] [--only 1,2,3,4] [--isa avx2]
 #
 # Case 1 and 3 also time the step's GEMM set alone (the ceiling of an fp32
-# step) before each traind run, and one step op by op (where the rest goes);
+# step) in each traind run's process after every epoch, and one step op by op
+# beside the set's products (where the rest goes);
 # --isa avx2 caps both sides at AVX2 to measure those code paths here.
 #
 # Environment: BUILD (default build-bench: its own CMake build dir, Release);
