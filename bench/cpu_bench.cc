@@ -3,28 +3,27 @@
 // with the PyTorch peer on the same data file and prints the tables.
 //
 //   cpu_bench fit --data FILE --hidden 512,256 --batch 128 --epochs 3 [--rows N]
-//                 [--precision fp32|bf16]
+//                 [--precision fp32|bf16] [--gemmset-sets N]
 //       Trains an MLP (Dense+ReLU hidden layers, a linear Dense to the
 //       classes, softmax cross-entropy, SGD lr 0.01 momentum 0.9, xavier
 //       uniform weights and zero bias, rows reshuffled every epoch) through
 //       the public engine::Fit API on every row of FILE (no validation rows),
 //       and prints one JSON line with each epoch's EpochMetrics.seconds and
 //       training loss. --precision sets training.precision (default fp32).
+//       --gemmset-sets N (fp32): after each epoch, once its clock has
+//       stopped, runs the step's GEMM set (gemmset below) N times back to
+//       back and prints its sustained GFLOP/s per epoch.
 //   cpu_bench sgemm --m M --n N --k K [--reps R]
 //       f32 oneDNN matmul C[M,N] = A[M,K] B[K,N]; prints the best and median
 //       GFLOP/s of R timed runs (after a warm-up) as one JSON line.
 //   cpu_bench gemmset --features F --hidden 512,256 --classes C --batch B [--reps R]
-//       The GEMM set of one fp32 training step of that MLP alone: per dense
-//       layer the forward x·w, the weight gradient xᵀ·dz and (but for the
-//       first layer) the input gradient dz·wᵀ, with the library calls the
-//       CPU backend makes (backend/cpu/cpu_dense_kernel.h ChooseDenseLayout):
-//       a layer the backend cuts in row slabs of w as its row-slab kernel
-//       runs it (one single-threaded oneDNN matmul or OpenBLAS sgemm per
-//       thread on its slab, cpu_gemm.h's rule and TRAIND_CPU_GEMM), any
-//       other as one oneDNN matmul on all threads; the backend's memory
-//       descriptors (transposes as strided views) and alignment. Runs R sets
-//       back to back after a warm-up and prints the best, median and
-//       sustained (total flops ÷ total time) GFLOP/s: the ceiling of an fp32
+//       The GEMM set of one fp32 training step of that MLP alone, with the
+//       library calls the CPU backend makes (bench/gemm_set.h
+//       GemmSetRunner: row-slab layers as the row-slab kernel runs them,
+//       cpu_gemm.h's rule and TRAIND_CPU_GEMM; the backend's memory
+//       descriptors and alignment). Runs R sets back to back after a warm-up
+//       and prints the best, median and sustained (total flops ÷ total time)
+//       GFLOP/s and each product's mean milliseconds: the ceiling of an fp32
 //       step, every other op taking no time.
 //   cpu_bench gemmlibs --batch B --in I --out O [--reps R] [--w-offset BYTES]
 //       The three products of one dense layer (forward x·w, weight gradient
@@ -65,12 +64,11 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "bench/gemm_set.h"
 #include "dnnl.hpp"
 #include "traind/v1/job.pb.h"
 #include "worker/engine/backend/cpu/cpu_backend.h"
-#include "worker/engine/backend/cpu/cpu_dense_kernel.h"
 #include "worker/engine/backend/cpu/cpu_gemm.h"
-#include "worker/engine/backend/cpu/cpu_parallel.h"
 #include "worker/engine/data/dataset.h"
 #include "worker/engine/data/split.h"
 #include "worker/engine/fit.h"
@@ -81,6 +79,10 @@
 
 namespace {
 
+using traind::bench::AlignedBuffers;
+using traind::bench::GemmSetRunner;
+using traind::bench::SecondsSince;
+using traind::bench::SlabProducts;
 using traind::engine::Dataset;
 using traind::engine::FoldRows;
 
@@ -149,10 +151,6 @@ std::vector<int> IntList(const std::string& text) {
     if (absl::SimpleAtoi(s, &v)) values.push_back(v);
   }
   return values;
-}
-
-double Seconds(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
 double Median(std::vector<double> v) {
@@ -234,295 +232,6 @@ int Sgemm(int argc, char** argv) {
       omp_get_max_threads(), gflops.back(), gflops[gflops.size() / 2], pd.impl_info_str());
   return 0;
 }
-
-// Buffers of floats filled with a fixed pattern in [-0.5, 0.5), each
-// starting `extra_bytes` past the CPU backend's tensor alignment
-// (cpu_parallel.h kAlignment), freed with the set.
-class AlignedBuffers {
- public:
-  float* New(int64_t n, int64_t extra_bytes = 0) {
-    buffers_.emplace_back(
-        static_cast<float*>(::operator new(
-            static_cast<size_t>(n) * sizeof(float) + static_cast<size_t>(extra_bytes),
-            traind::engine::cpu::kAlignment)),
-        &traind::engine::cpu::FreeAligned);
-    float* p =
-        reinterpret_cast<float*>(reinterpret_cast<char*>(buffers_.back().get()) + extra_bytes);
-    for (int64_t i = 0; i < n; ++i) {
-      p[i] = static_cast<float>((i * 2654435761u) % 1000) / 1000.f - 0.5f;
-    }
-    return p;
-  }
-
- private:
-  std::vector<std::unique_ptr<float, void (*)(void*)>> buffers_;
-};
-
-// One dense layer's three products as the CPU backend's row-slab kernel
-// (backend/cpu/cpu_dense_kernel.cc, CpuSplitDenseKernel) runs them: w cut in
-// `parts` slabs of rows, each product one OpenMP region with one
-// single-threaded call per slab (oneDNN matmuls planned for one thread, or
-// OpenBLAS's sgemm), or, for one part, one call on the calling thread. On
-// operands aligned as the backend's tensors, w `w_offset` bytes past that.
-class SlabProducts {
- public:
-  enum Op { kForward, kWeights, kData };
-
-  // `blas` may be null when no product runs in OpenBLAS.
-  SlabProducts(const dnnl::engine& eng, const traind::engine::cpu::OpenBlas* blas, int parts,
-               int64_t batch, int64_t in, int64_t out, AlignedBuffers* buffers,
-               int64_t w_offset = 0)
-      : blas_(blas), batch_(batch), in_(in), out_(out), slabs_(static_cast<size_t>(parts)) {
-    x_ = buffers->New(batch * in);
-    w_ = buffers->New(in * out, w_offset);
-    dz_ = buffers->New(batch * out);
-    y_ = buffers->New(batch * out * parts);  // part 0's term in y, the others' in buffers
-    dw_ = buffers->New(in * out);
-    dx_ = buffers->New(batch * in);
-    if (parts == 1) {
-      Plan(eng, 0);
-      return;
-    }
-#pragma omp parallel for num_threads(parts)
-    for (int t = 0; t < parts; ++t) {
-      omp_set_num_threads(1);
-      Plan(eng, t);
-    }
-  }
-
-  // One product of every slab.
-  void Run(Op op, bool openblas) {
-    const int parts = static_cast<int>(slabs_.size());
-    if (parts == 1) {
-      // No region, as the kernel: the libraries' own threads (under a
-      // one-thread region they would start a nested team on every call).
-      RunSlab(op, openblas, 0);
-      return;
-    }
-#pragma omp parallel for num_threads(parts)
-    for (int t = 0; t < parts; ++t) RunSlab(op, openblas, t);
-  }
-
- private:
-  struct Slab {
-    int64_t r0, r1;
-    dnnl::matmul forward, weights, data;
-    dnnl::memory fx, fw, fy, wx, wdz, wdw, ddz, dww, ddx;
-    dnnl::stream stream;
-  };
-
-  // As the kernel's MakePlans: x's columns, w's rows and dx's columns
-  // [r0, r1) as strided views.
-  void Plan(const dnnl::engine& eng, int t) {
-    using dt = dnnl::memory::data_type;
-    using dims = dnnl::memory::dims;
-    const int parts = static_cast<int>(slabs_.size());
-    Slab& s = slabs_[static_cast<size_t>(t)];
-    s.r0 = traind::engine::cpu::SlabBegin(in_, parts, t);
-    s.r1 = traind::engine::cpu::SlabBegin(in_, parts, t + 1);
-    const int64_t rows = s.r1 - s.r0;
-    auto mm = [&](const dnnl::memory::desc& a, const dnnl::memory::desc& b,
-                  const dnnl::memory::desc& c) {
-      return dnnl::matmul(dnnl::matmul::primitive_desc(dnnl::matmul::desc(a, b, c), eng));
-    };
-    const dnnl::memory::desc xs({batch_, rows}, dt::f32, dims{in_, 1});
-    const dnnl::memory::desc xt({rows, batch_}, dt::f32, dims{1, in_});
-    const dnnl::memory::desc ws({rows, out_}, dt::f32, dims{out_, 1});
-    const dnnl::memory::desc wt({out_, rows}, dt::f32, dims{1, out_});
-    const dnnl::memory::desc full({batch_, out_}, dt::f32, dims{out_, 1});
-    const dnnl::memory::desc dxs({batch_, rows}, dt::f32, dims{in_, 1});
-    s.forward = mm(xs, ws, full);
-    s.weights = mm(xt, full, ws);
-    s.data = mm(full, wt, dxs);
-    s.fx = dnnl::memory(xs, eng, x_ + s.r0);
-    s.fw = dnnl::memory(ws, eng, w_ + s.r0 * out_);
-    s.fy = dnnl::memory(full, eng, y_ + t * batch_ * out_);
-    s.wx = dnnl::memory(xt, eng, x_ + s.r0);
-    s.wdz = dnnl::memory(full, eng, dz_);
-    s.wdw = dnnl::memory(ws, eng, dw_ + s.r0 * out_);
-    s.ddz = dnnl::memory(full, eng, dz_);
-    s.dww = dnnl::memory(wt, eng, w_ + s.r0 * out_);
-    s.ddx = dnnl::memory(dxs, eng, dx_ + s.r0);
-    s.stream = dnnl::stream(eng);
-  }
-
-  void RunSlab(Op op, bool openblas, int t) {
-    Slab& s = slabs_[static_cast<size_t>(t)];
-    const int64_t rows = s.r1 - s.r0;
-    if (openblas) {
-      if (op == kForward) {
-        blas_->Sgemm(false, false, batch_, out_, rows, x_ + s.r0, in_, w_ + s.r0 * out_, out_, 0.0f,
-                     y_ + t * batch_ * out_, out_);
-      } else if (op == kWeights) {
-        blas_->Sgemm(true, false, rows, out_, batch_, x_ + s.r0, in_, dz_, out_, 0.0f,
-                     dw_ + s.r0 * out_, out_);
-      } else {
-        blas_->Sgemm(false, true, batch_, rows, out_, dz_, out_, w_ + s.r0 * out_, out_, 0.0f,
-                     dx_ + s.r0, in_);
-      }
-      return;
-    }
-    if (op == kForward) {
-      s.forward.execute(s.stream,
-                        {{DNNL_ARG_SRC, s.fx}, {DNNL_ARG_WEIGHTS, s.fw}, {DNNL_ARG_DST, s.fy}});
-    } else if (op == kWeights) {
-      s.weights.execute(s.stream,
-                        {{DNNL_ARG_SRC, s.wx}, {DNNL_ARG_WEIGHTS, s.wdz}, {DNNL_ARG_DST, s.wdw}});
-    } else {
-      s.data.execute(s.stream,
-                     {{DNNL_ARG_SRC, s.ddz}, {DNNL_ARG_WEIGHTS, s.dww}, {DNNL_ARG_DST, s.ddx}});
-    }
-    s.stream.wait();
-  }
-
-  const traind::engine::cpu::OpenBlas* blas_;
-  const int64_t batch_, in_, out_;
-  float *x_, *w_, *dz_, *y_, *dw_, *dx_;
-  std::vector<Slab> slabs_;
-};
-
-// The GEMM set of one fp32 training step of an MLP alone (see gemmset in
-// the header), planned once, run as many times as asked.
-class GemmSetRunner {
- public:
-  // Errors: TRAIND_CPU_GEMM's.
-  static absl::StatusOr<std::unique_ptr<GemmSetRunner>> Create(int64_t features,
-                                                               const std::vector<int>& hidden,
-                                                               int64_t classes, int64_t batch) {
-    namespace cpu = traind::engine::cpu;
-    absl::StatusOr<cpu::CpuGemmConfig> gemm = cpu::CpuGemmConfigOfProcess();
-    if (!gemm.ok()) return gemm.status();
-    std::vector<int64_t> widths = {features};
-    for (int h : hidden) widths.push_back(h);
-    widths.push_back(classes);
-    std::unique_ptr<GemmSetRunner> set(new GemmSetRunner());
-    set->Plan(*gemm, widths, batch);
-    return set;
-  }
-
-  // n sets back to back after `warmup` untimed ones: their total seconds.
-  // Adds each set's seconds to *set_seconds (unless null) and each
-  // product's to its total.
-  double Run(int n, int warmup, std::vector<double>* set_seconds) {
-    for (int i = 0; i < warmup; ++i) RunSet(false);
-    const auto start = std::chrono::steady_clock::now();
-    for (int i = 0; i < n; ++i) {
-      const auto t0 = std::chrono::steady_clock::now();
-      RunSet(true);
-      if (set_seconds != nullptr) set_seconds->push_back(Seconds(t0));
-    }
-    timed_sets_ += n;
-    return Seconds(start);
-  }
-
-  double flops() const { return flops_; }
-  size_t gemms() const { return gemms_.size(); }
-  int openblas_gemms() const { return openblas_gemms_; }
-  int slab_gemms() const { return slab_gemms_; }
-  // "\"<layer>.<product>\": mean ms, ..." over the timed sets.
-  std::string ProductsJson() const {
-    std::string out;
-    for (const Gemm& g : gemms_) {
-      absl::StrAppend(&out, out.empty() ? "" : ", ", "\"", g.name,
-                      "\": ", absl::StrFormat("%.4f", 1e3 * g.seconds / std::max(1, timed_sets_)));
-    }
-    return out;
-  }
-
- private:
-  struct Gemm {
-    std::string name;  // "<layer>.<product>"
-    std::function<void()> run;
-    double seconds = 0;  // summed over the timed sets
-  };
-
-  GemmSetRunner() : eng_(dnnl::engine::kind::cpu, 0), stream_(eng_) {}
-
-  void Plan(const traind::engine::cpu::CpuGemmConfig& gemm, const std::vector<int64_t>& widths,
-            int64_t batch) {
-    using dt = dnnl::memory::data_type;
-    using tag = dnnl::memory::format_tag;
-    using dims = dnnl::memory::dims;
-    namespace cpu = traind::engine::cpu;
-    // As the CPU backend chooses (CreateCpuDenseKernel).
-    const int threads = omp_get_max_threads();
-    const cpu::OpenBlas* blas = nullptr;
-    if (absl::StatusOr<const cpu::OpenBlas*> loaded = cpu::LoadOpenBlas(); loaded.ok()) {
-      blas = *loaded;
-    }
-    // A whole-layer oneDNN matmul on all threads, as the backend's
-    // CpuDenseKernel runs one (backend/cpu/cpu_backend.cc DenseMatmuls).
-    auto add_matmul = [&](std::string name, const dnnl::memory::desc& a, float* pa,
-                          const dnnl::memory::desc& b, float* pb, const dnnl::memory::desc& c) {
-      dnnl::matmul mm(dnnl::matmul::primitive_desc(dnnl::matmul::desc(a, b, c), eng_));
-      dnnl::memory ma(a, eng_, pa), mb(b, eng_, pb),
-          mc(c, eng_, buffers_.New(static_cast<int64_t>(c.get_size() / sizeof(float))));
-      dnnl::stream* stream = &stream_;
-      gemms_.push_back(
-          {std::move(name), [=]() mutable {
-             mm.execute(*stream, {{DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mc}});
-             stream->wait();
-           }});
-    };
-    for (size_t l = 0; l + 1 < widths.size(); ++l) {
-      const int64_t in = widths[l], out = widths[l + 1];
-      flops_ += (l > 0 ? 3 : 2) * 2.0 * static_cast<double>(batch * in * out);
-      const std::string layer = std::to_string(l);  // the first has no input gradient
-      const cpu::DenseLayout layout =
-          cpu::ChooseDenseLayout(gemm, blas != nullptr, batch, in, out, threads);
-      if (layout.parts > 1 || layout.libraries.any()) {
-        // The row-slab kernel's calls.
-        slab_layers_.push_back(
-            std::make_unique<SlabProducts>(eng_, blas, layout.parts, batch, in, out, &buffers_));
-        SlabProducts* p = slab_layers_.back().get();
-        const cpu::GemmLibraries libs = layout.libraries;
-        gemms_.push_back({layer + ".forward",
-                          [p, libs] { p->Run(SlabProducts::kForward, libs.forward_openblas); }});
-        gemms_.push_back({layer + ".weights", [p] { p->Run(SlabProducts::kWeights, false); }});
-        if (l > 0) {
-          gemms_.push_back(
-              {layer + ".data", [p, libs] { p->Run(SlabProducts::kData, libs.data_openblas); }});
-        }
-        openblas_gemms_ += (libs.forward_openblas ? 1 : 0) + (l > 0 && libs.data_openblas ? 1 : 0);
-        slab_gemms_ += l > 0 ? 3 : 2;
-        continue;
-      }
-      float* x = buffers_.New(batch * in);
-      float* w = buffers_.New(in * out);
-      float* dz = buffers_.New(batch * out);
-      add_matmul(layer + ".forward", dnnl::memory::desc({batch, in}, dt::f32, tag::ab), x,
-                 dnnl::memory::desc({in, out}, dt::f32, tag::ab), w,
-                 dnnl::memory::desc({batch, out}, dt::f32, tag::ab));
-      add_matmul(layer + ".weights", dnnl::memory::desc({in, batch}, dt::f32, dims{1, in}), x,
-                 dnnl::memory::desc({batch, out}, dt::f32, tag::ab), dz,
-                 dnnl::memory::desc({in, out}, dt::f32, tag::ab));
-      if (l > 0) {
-        add_matmul(layer + ".data", dnnl::memory::desc({batch, out}, dt::f32, tag::ab), dz,
-                   dnnl::memory::desc({out, in}, dt::f32, dims{1, out}), w,
-                   dnnl::memory::desc({batch, in}, dt::f32, tag::ab));
-      }
-    }
-  }
-
-  // Each product timed too (a clock read costs some 20 ns).
-  void RunSet(bool timed) {
-    for (Gemm& g : gemms_) {
-      const auto t0 = std::chrono::steady_clock::now();
-      g.run();
-      if (timed) g.seconds += Seconds(t0);
-    }
-  }
-
-  dnnl::engine eng_;
-  dnnl::stream stream_;
-  // Aligned as the CPU backend's tensors: on AVX2, oneDNN's sgemm takes
-  // another path for 32-byte aligned operands.
-  AlignedBuffers buffers_;
-  std::vector<std::unique_ptr<SlabProducts>> slab_layers_;
-  std::vector<Gemm> gemms_;
-  double flops_ = 0;
-  int openblas_gemms_ = 0, slab_gemms_ = 0, timed_sets_ = 0;
-};
 
 int GemmSet(int argc, char** argv) {
   const int64_t features = IntArg(argc, argv, "--features", 784);
@@ -676,7 +385,7 @@ int GemmLibs(int argc, char** argv) {
       for (int lib = 0; lib < 2; ++lib) {
         const auto t0 = std::chrono::steady_clock::now();
         run(lib == 1);
-        times[lib].push_back(Seconds(t0));
+        times[lib].push_back(SecondsSince(t0));
       }
     }
     const double flops = 2.0 * static_cast<double>(batch * in * out);
@@ -740,18 +449,18 @@ int Profile(int argc, char** argv) {
     auto t0 = t_step;
     Check(backend->GatherRows(data.x.data(), data.features, rows, &x), "gather");
     Check(backend->GatherLabels(data.y.data(), rows, &y), "gather");
-    if (timed) gather.push_back(1e3 * Seconds(t0));
+    if (timed) gather.push_back(1e3 * SecondsSince(t0));
     t0 = std::chrono::steady_clock::now();
     Tensor* outputs = Check(network.Forward(x, traind::engine::ForwardMode()), "forward");
-    if (timed) forward.push_back(1e3 * Seconds(t0));
+    if (timed) forward.push_back(1e3 * SecondsSince(t0));
     t0 = std::chrono::steady_clock::now();
     Check(loss_kernel->Compute(*outputs, y, 1.0 / static_cast<double>(batch), &dout, nullptr, 0),
           "loss");
-    if (timed) loss_ms.push_back(1e3 * Seconds(t0));
+    if (timed) loss_ms.push_back(1e3 * SecondsSince(t0));
     t0 = std::chrono::steady_clock::now();
     Check(network.Backward(x, &dout,
                            [&](size_t layer) -> absl::Status {
-                             if (timed) backward[layer].push_back(1e3 * Seconds(t0));
+                             if (timed) backward[layer].push_back(1e3 * SecondsSince(t0));
                              t0 = std::chrono::steady_clock::now();
                              return absl::OkStatus();
                            }),
@@ -759,8 +468,8 @@ int Profile(int argc, char** argv) {
     t0 = std::chrono::steady_clock::now();
     Check(optimizer->Step(0.01), "optimizer");
     if (timed) {
-      update.push_back(1e3 * Seconds(t0));
-      step.push_back(1e3 * Seconds(t_step));
+      update.push_back(1e3 * SecondsSince(t0));
+      step.push_back(1e3 * SecondsSince(t_step));
     }
   }
   std::string per_layer;
