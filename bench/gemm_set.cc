@@ -184,8 +184,9 @@ void GemmSetRunner::Plan(const cpu::CpuGemmConfig& gemm, const std::vector<int64
   };
   for (size_t l = 0; l + 1 < widths.size(); ++l) {
     const int64_t in = widths[l], out = widths[l + 1];
+    // Forward, weight gradient and, but for the first layer, input gradient.
     flops_ += (l > 0 ? 3 : 2) * 2.0 * static_cast<double>(batch * in * out);
-    const std::string layer = std::to_string(l);  // the first has no input gradient
+    const std::string layer = std::to_string(l);
     const cpu::DenseLayout layout =
         cpu::ChooseDenseLayout(gemm, blas != nullptr, batch, in, out, threads);
     if (layout.parts > 1 || layout.libraries.any()) {
