@@ -17,6 +17,7 @@
 //       f32 oneDNN matmul C[M,N] = A[M,K] B[K,N]; prints the best and median
 //       GFLOP/s of R timed runs (after a warm-up) as one JSON line.
 //   cpu_bench gemmset --features F --hidden 512,256 --classes C --batch B [--reps R]
+//                     [--momentum M]
 //       The GEMM set of one fp32 training step of that MLP alone, with the
 //       library calls the CPU backend makes (bench/gemm_set.h
 //       GemmSetRunner: row-slab layers as the row-slab kernel runs them,
@@ -24,7 +25,10 @@
 //       descriptors and alignment). Runs R sets back to back after a warm-up
 //       and prints the best, median and sustained (total flops ÷ total time)
 //       GFLOP/s and each product's mean milliseconds: the ceiling of an fp32
-//       step, every other op taking no time.
+//       step, every other op taking no time. --momentum (default 0.9, fit's;
+//       0: none): the row-slab layers' weight gradients accumulate with it,
+//       as SGD with momentum makes them when it updates those layers in
+//       their backward pass.
 //   cpu_bench gemmlibs --batch B --in I --out O [--reps R] [--w-offset BYTES]
 //       The three products of one dense layer (forward x·w, weight gradient
 //       xᵀ·dz, input gradient dz·wᵀ) as the CPU backend's row-slab kernel
@@ -38,7 +42,9 @@
 //       parts (backend, network, loss kernel, optimizer), each timed over S
 //       steps after a warm-up: prints the median milliseconds of the batch
 //       gather, the forward pass, the loss, each layer's backward pass and
-//       the optimizer update as one JSON line.
+//       the optimizer update as one JSON line. As in fit, row-slab layers
+//       update their weights inside their backward pass
+//       (Optimizer::BeginStep), so the update's time is the rest.
 //
 // FILE (written by the driver): "TRDB", int64 rows, int64 features,
 // int64 classes, float32 x[rows * features] (row-major), int32 y[rows].
@@ -159,6 +165,9 @@ double Median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
+// fit's SGD momentum; the GEMM set's weight gradients accumulate with it.
+constexpr float kMomentum = 0.9f;
+
 // The benchmark's model: Dense+ReLU hidden layers, a linear Dense to the
 // classes, softmax cross-entropy, SGD lr 0.01 momentum 0.9.
 traind::v1::JobSpec MlpSpec(const std::string& data_path, const std::vector<int>& hidden,
@@ -180,7 +189,7 @@ traind::v1::JobSpec MlpSpec(const std::string& data_path, const std::vector<int>
   out->set_init(traind::v1::XAVIER_UNIFORM);
   spec.mutable_loss()->mutable_softmax_cross_entropy();
   spec.mutable_optimizer()->mutable_sgd()->set_learning_rate(0.01);
-  spec.mutable_optimizer()->mutable_sgd()->set_momentum(0.9);
+  spec.mutable_optimizer()->mutable_sgd()->set_momentum(kMomentum);
   spec.mutable_training()->set_epochs(epochs);
   spec.mutable_training()->set_batch_size(batch);
   spec.mutable_training()->set_shuffle(true);
@@ -238,8 +247,9 @@ int GemmSet(int argc, char** argv) {
   const int64_t classes = IntArg(argc, argv, "--classes", 10);
   const int64_t batch = IntArg(argc, argv, "--batch", 128);
   const int reps = static_cast<int>(IntArg(argc, argv, "--reps", 200));
+  const float momentum = std::stof(Arg(argc, argv, "--momentum", "0.9"));
   absl::StatusOr<std::unique_ptr<GemmSetRunner>> set = GemmSetRunner::Create(
-      features, IntList(Arg(argc, argv, "--hidden", "512,256")), classes, batch);
+      features, IntList(Arg(argc, argv, "--hidden", "512,256")), classes, batch, momentum);
   if (!set.ok()) {
     std::fprintf(stderr, "cpu_bench: %s\n", std::string(set.status().message()).c_str());
     return 2;
@@ -253,12 +263,13 @@ int GemmSet(int argc, char** argv) {
   // steps. products_ms: each product's mean milliseconds.
   std::printf(
       "{\"batch\": %lld, \"gemms\": %zu, \"openblas_gemms\": %d, \"slab_gemms\": %d, "
-      "\"set_mflop\": %.3f, \"threads\": %d, \"sets\": %d, \"best_gflops\": %.2f, "
+      "\"set_mflop\": %.3f, \"momentum\": %.2f, \"threads\": %d, \"sets\": %d, \"best_gflops\": "
+      "%.2f, "
       "\"median_gflops\": %.2f, \"sustained_gflops\": %.2f, \"products_ms\": {%s}}\n",
       static_cast<long long>(batch), (*set)->gemms(), (*set)->openblas_gemms(),
-      (*set)->slab_gemms(), flops / 1e6, omp_get_max_threads(), reps, flops / seconds.front() / 1e9,
-      flops / seconds[seconds.size() / 2] / 1e9, flops * reps / total / 1e9,
-      (*set)->ProductsJson().c_str());
+      (*set)->slab_gemms(), flops / 1e6, momentum, omp_get_max_threads(), reps,
+      flops / seconds.front() / 1e9, flops / seconds[seconds.size() / 2] / 1e9,
+      flops * reps / total / 1e9, (*set)->ProductsJson().c_str());
   return 0;
 }
 
@@ -300,7 +311,7 @@ int Fit(int argc, char** argv) {
       return 2;
     }
     absl::StatusOr<std::unique_ptr<GemmSetRunner>> created = GemmSetRunner::Create(
-        data.features, hidden, static_cast<int64_t>(data.classes.size()), batch);
+        data.features, hidden, static_cast<int64_t>(data.classes.size()), batch, kMomentum);
     if (!created.ok()) {
       std::fprintf(stderr, "cpu_bench: %s\n", std::string(created.status().message()).c_str());
       return 2;
@@ -447,6 +458,7 @@ int Profile(int argc, char** argv) {
     const bool timed = i >= warmup;
     const auto t_step = std::chrono::steady_clock::now();
     auto t0 = t_step;
+    optimizer->BeginStep(0.01);  // as fit's one-rank step: updates in the backward pass
     Check(backend->GatherRows(data.x.data(), data.features, rows, &x), "gather");
     Check(backend->GatherLabels(data.y.data(), rows, &y), "gather");
     if (timed) gather.push_back(1e3 * SecondsSince(t0));

@@ -27,8 +27,13 @@ float* AlignedBuffers::New(int64_t n, int64_t extra_bytes) {
 
 SlabProducts::SlabProducts(const dnnl::engine& eng, const cpu::OpenBlas* blas, int parts,
                            int64_t batch, int64_t in, int64_t out, AlignedBuffers* buffers,
-                           int64_t w_offset)
-    : blas_(blas), batch_(batch), in_(in), out_(out), slabs_(static_cast<size_t>(parts)) {
+                           int64_t w_offset, float momentum)
+    : blas_(blas),
+      batch_(batch),
+      in_(in),
+      out_(out),
+      momentum_(momentum),
+      slabs_(static_cast<size_t>(parts)) {
   x_ = buffers->New(batch * in);
   w_ = buffers->New(in * out, w_offset);
   dz_ = buffers->New(batch * out);
@@ -69,8 +74,14 @@ void SlabProducts::Plan(const dnnl::engine& eng, int t) {
   s.r1 = cpu::SlabBegin(in_, parts, t + 1);
   const int64_t rows = s.r1 - s.r0;
   auto mm = [&](const dnnl::memory::desc& a, const dnnl::memory::desc& b,
-                const dnnl::memory::desc& c) {
-    return dnnl::matmul(dnnl::matmul::primitive_desc(dnnl::matmul::desc(a, b, c), eng));
+                const dnnl::memory::desc& c, float sum = 0.0f) {
+    dnnl::primitive_attr attr;
+    if (sum > 0.0f) {
+      dnnl::post_ops ops;
+      ops.append_sum(sum);
+      attr.set_post_ops(ops);
+    }
+    return dnnl::matmul(dnnl::matmul::primitive_desc(dnnl::matmul::desc(a, b, c), attr, eng));
   };
   const dnnl::memory::desc xs({batch_, rows}, dt::f32, dims{in_, 1});
   const dnnl::memory::desc xt({rows, batch_}, dt::f32, dims{1, in_});
@@ -79,7 +90,7 @@ void SlabProducts::Plan(const dnnl::engine& eng, int t) {
   const dnnl::memory::desc full({batch_, out_}, dt::f32, dims{out_, 1});
   const dnnl::memory::desc dxs({batch_, rows}, dt::f32, dims{in_, 1});
   s.forward = mm(xs, ws, full);
-  s.weights = mm(xt, full, ws);
+  s.weights = mm(xt, full, ws, momentum_);
   s.data = mm(full, wt, dxs);
   s.fx = dnnl::memory(xs, eng, x_ + s.r0);
   s.fw = dnnl::memory(ws, eng, w_ + s.r0 * out_);
@@ -101,7 +112,7 @@ void SlabProducts::RunSlab(Op op, bool openblas, int t) {
       blas_->Sgemm(false, false, batch_, out_, rows, x_ + s.r0, in_, w_ + s.r0 * out_, out_, 0.0f,
                    y_ + t * batch_ * out_, out_);
     } else if (op == kWeights) {
-      blas_->Sgemm(true, false, rows, out_, batch_, x_ + s.r0, in_, dz_, out_, 0.0f,
+      blas_->Sgemm(true, false, rows, out_, batch_, x_ + s.r0, in_, dz_, out_, momentum_,
                    dw_ + s.r0 * out_, out_);
     } else {
       blas_->Sgemm(false, true, batch_, rows, out_, dz_, out_, w_ + s.r0 * out_, out_, 0.0f,
@@ -124,15 +135,15 @@ void SlabProducts::RunSlab(Op op, bool openblas, int t) {
 
 absl::StatusOr<std::unique_ptr<GemmSetRunner>> GemmSetRunner::Create(int64_t features,
                                                                      const std::vector<int>& hidden,
-                                                                     int64_t classes,
-                                                                     int64_t batch) {
+                                                                     int64_t classes, int64_t batch,
+                                                                     float momentum) {
   absl::StatusOr<cpu::CpuGemmConfig> gemm = cpu::CpuGemmConfigOfProcess();
   if (!gemm.ok()) return gemm.status();
   std::vector<int64_t> widths = {features};
   for (int h : hidden) widths.push_back(h);
   widths.push_back(classes);
   std::unique_ptr<GemmSetRunner> set(new GemmSetRunner());
-  set->Plan(*gemm, widths, batch);
+  set->Plan(*gemm, widths, batch, momentum);
   return set;
 }
 
@@ -158,7 +169,7 @@ std::string GemmSetRunner::ProductsJson() const {
 }
 
 void GemmSetRunner::Plan(const cpu::CpuGemmConfig& gemm, const std::vector<int64_t>& widths,
-                         int64_t batch) {
+                         int64_t batch, float momentum) {
   using dt = dnnl::memory::data_type;
   using tag = dnnl::memory::format_tag;
   using dims = dnnl::memory::dims;
@@ -190,9 +201,10 @@ void GemmSetRunner::Plan(const cpu::CpuGemmConfig& gemm, const std::vector<int64
     const cpu::DenseLayout layout =
         cpu::ChooseDenseLayout(gemm, blas != nullptr, batch, in, out, threads);
     if (layout.parts > 1 || layout.libraries.any()) {
-      // The row-slab kernel's calls.
-      slab_layers_.push_back(
-          std::make_unique<SlabProducts>(eng_, blas, layout.parts, batch, in, out, &buffers_));
+      // The row-slab kernel's calls; split in slabs, it takes SGD's update
+      // into its backward pass (DenseKernel::UpdatesInBackward).
+      slab_layers_.push_back(std::make_unique<SlabProducts>(
+          eng_, blas, layout.parts, batch, in, out, &buffers_, 0, layout.parts > 1 ? momentum : 0));
       SlabProducts* p = slab_layers_.back().get();
       const cpu::GemmLibraries libs = layout.libraries;
       gemms_.push_back({layer + ".forward",

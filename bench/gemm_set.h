@@ -49,9 +49,13 @@ class SlabProducts {
   enum Op { kForward, kWeights, kData };
 
   // `blas` may be null when no product runs in OpenBLAS. `buffers` holds
-  // the operands and outlives the products.
+  // the operands and outlives the products. `momentum` > 0: the weight
+  // gradient accumulates into its destination, dw = xᵀ·dz + momentum·dw
+  // (a oneDNN sum post-op, OpenBLAS's beta), as the kernel's BackwardUpdate
+  // makes it when SGD with momentum updates in the backward pass.
   SlabProducts(const dnnl::engine& eng, const engine::cpu::OpenBlas* blas, int parts, int64_t batch,
-               int64_t in, int64_t out, AlignedBuffers* buffers, int64_t w_offset = 0);
+               int64_t in, int64_t out, AlignedBuffers* buffers, int64_t w_offset = 0,
+               float momentum = 0.0f);
 
   // One product of every slab, in OpenBLAS or oneDNN.
   void Run(Op op, bool openblas);
@@ -69,6 +73,7 @@ class SlabProducts {
 
   const engine::cpu::OpenBlas* blas_;
   const int64_t batch_, in_, out_;
+  const float momentum_;
   float *x_, *w_, *dz_, *y_, *dw_, *dx_;
   std::vector<Slab> slabs_;
 };
@@ -81,11 +86,14 @@ class SlabProducts {
 // matmul on all threads. Planned once, run as many times as asked.
 class GemmSetRunner {
  public:
-  // For features → hidden... → classes, batch rows. Errors:
+  // For features → hidden... → classes, batch rows. `momentum` > 0: the
+  // step's SGD with momentum updates the row-slab layers in their backward
+  // pass, so their weight gradients accumulate (SlabProducts). Errors:
   // TRAIND_CPU_GEMM's.
   static absl::StatusOr<std::unique_ptr<GemmSetRunner>> Create(int64_t features,
                                                                const std::vector<int>& hidden,
-                                                               int64_t classes, int64_t batch);
+                                                               int64_t classes, int64_t batch,
+                                                               float momentum);
 
   // n sets back to back after `warmup` untimed ones: their total seconds.
   // Adds each set's seconds to *set_seconds (unless null) and each
@@ -109,7 +117,7 @@ class GemmSetRunner {
   GemmSetRunner() : eng_(dnnl::engine::kind::cpu, 0), stream_(eng_) {}
 
   void Plan(const engine::cpu::CpuGemmConfig& gemm, const std::vector<int64_t>& widths,
-            int64_t batch);
+            int64_t batch, float momentum);
   // Each product timed too (a clock read costs some 20 ns).
   void RunSet(bool timed);
 

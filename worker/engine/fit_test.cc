@@ -1,5 +1,7 @@
 #include "worker/engine/fit.h"
 
+#include <omp.h>
+
 #include <memory>
 #include <string>
 #include <utility>
@@ -296,6 +298,61 @@ TEST(FitTest, SgdWithMomentumAndNoShuffleOnDigits) {
   absl::StatusOr<FoldResult> result = Fit(spec, *digits, rows, 1, {}, nullptr);
   ASSERT_TRUE(result.ok()) << result.status();
   EXPECT_GE(result->val().at("accuracy"), 0.93);
+}
+
+// On one rank, SGD with momentum runs inside the backward pass of a layer the
+// CPU backend splits in row slabs (64 × 600 on 2 threads): every step of the
+// fit updates that weight there and the three other parameters from their
+// gradients, and trains as the update from the gradient does (the same
+// spec with clipping that never clips, which updates every parameter from
+// its gradient), to rounding.
+TEST(FitTest, SgdWithMomentumUpdatesSplitLayersInTheBackwardPass) {
+  traind::v1::DataSpec data_spec;
+  data_spec.set_path(std::string(TRAIND_SOURCE_DIR) + "/examples/data/digits.csv");
+  data_spec.set_label("digit");
+  absl::StatusOr<Dataset> digits = LoadDataset(data_spec);
+  ASSERT_TRUE(digits.ok()) << digits.status();
+  JobSpec spec;
+  spec.set_seed(11);
+  spec.mutable_data()->set_standardize(true);
+  traind::v1::Dense* hidden = spec.mutable_model()->add_layers()->mutable_dense();
+  hidden->set_units(600);
+  hidden->set_activation(traind::v1::RELU);
+  spec.mutable_model()->add_layers()->mutable_dense()->set_units(10);
+  spec.mutable_optimizer()->mutable_sgd()->set_learning_rate(0.02);
+  spec.mutable_optimizer()->mutable_sgd()->set_momentum(0.9);
+  spec.mutable_optimizer()->mutable_sgd()->set_weight_decay(1e-4);
+  spec.mutable_training()->set_epochs(3);
+  spec.mutable_training()->set_batch_size(32);
+  JobSpec clipped = spec;
+  clipped.mutable_optimizer()->mutable_clipping()->set_max_norm(1e30);
+  const FoldRows rows = FoldSplit(StratifiedKFold(digits->y, 5, true, 7), 1);
+  const int64_t steps = 3 * ((static_cast<int64_t>(rows.train.size()) + 31) / 32);
+  const int saved_threads = omp_get_max_threads();
+  omp_set_num_threads(2);
+  std::vector<testing::EpochRecorder> observers(2);
+  for (int run = 0; run < 2; ++run) {
+    std::unique_ptr<Backend> backend =
+        testing::NewGraphRecordingBackend(std::move(CreateCpuBackend()).value(), "recording");
+    FitOptions options;
+    options.backend = backend.get();
+    options.step_graphs = false;  // as on the CPU backend, which has none
+    absl::StatusOr<FoldResult> result =
+        Fit(run == 0 ? spec : clipped, *digits, rows, 1, options, &observers[run]);
+    ASSERT_TRUE(result.ok()) << result.status();
+    EXPECT_GE(result->val().at("accuracy"), 0.9);
+    auto* recording = static_cast<testing::GraphRecordingBackend*>(backend.get());
+    EXPECT_EQ(recording->backward_updates(), run == 0 ? steps : 0);
+    EXPECT_EQ(recording->sgd_updated_tensors(), (run == 0 ? 3 : 4) * steps);
+  }
+  omp_set_num_threads(saved_threads);
+  ASSERT_EQ(observers[0].epochs.size(), 3u);
+  ASSERT_EQ(observers[1].epochs.size(), 3u);
+  for (size_t e = 0; e < 3; ++e) {
+    const double a = observers[0].epochs[e].train().at("loss");
+    const double b = observers[1].epochs[e].train().at("loss");
+    EXPECT_NEAR(a, b, 1e-4 * b) << "epoch " << e + 1;
+  }
 }
 
 // Step graphs, on a backend that records them as CUDA does (frozen

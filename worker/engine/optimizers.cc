@@ -86,7 +86,29 @@ class Sgd final : public OptimizerBase {
       TRAIND_ASSIGN_OR_RETURN(a_, ZerosLike(backend_, params_));
     }
     CollectPointers();
+    // v = momentum·v + g + wd·w; w -= lr·v can run in the backward pass:
+    // not Nesterov's (it needs g itself), nor after clipping (it needs every
+    // gradient first).
+    if (spec_.momentum() > 0 && !spec_.nesterov() &&
+        clipping_.kind_case() == traind::v1::GradientClipping::KIND_NOT_SET) {
+      for (size_t i = 0; i < params_.size(); ++i) {
+        if (params_[i].in_backward != nullptr) in_backward_.push_back(i);
+      }
+    }
+    rest_grads_.reserve(params_.size());
+    rest_velocities_.reserve(params_.size());
+    rest_values_.reserve(params_.size());
     return absl::OkStatus();
+  }
+
+  void BeginStep(double lr) override {
+    for (size_t i : in_backward_) {
+      InBackwardUpdate* u = params_[i].in_backward;
+      u->armed = true;
+      u->done = false;
+      u->sgd = StepFor(lr);
+      u->velocity = &a_[i];
+    }
   }
 
  private:
@@ -103,9 +125,34 @@ class Sgd final : public OptimizerBase {
                                params_[i].value);
   }
   absl::Status UpdateAll(double lr) override {
-    return backend_->SgdUpdateMany(StepFor(lr), grads_, a_ptrs_, values_);
+    bool any_done = false;
+    for (size_t i : in_backward_) {
+      InBackwardUpdate* u = params_[i].in_backward;
+      any_done = any_done || u->done;
+      u->armed = false;
+    }
+    if (!any_done) return backend_->SgdUpdateMany(StepFor(lr), grads_, a_ptrs_, values_);
+    // The parameters their layers did not update (no allocation: reserved).
+    rest_grads_.clear();
+    rest_velocities_.clear();
+    rest_values_.clear();
+    for (size_t i = 0; i < params_.size(); ++i) {
+      InBackwardUpdate* u = params_[i].in_backward;
+      if (u != nullptr && u->done) {
+        u->done = false;
+        continue;
+      }
+      rest_grads_.push_back(grads_[i]);
+      rest_velocities_.push_back(a_ptrs_[i]);
+      rest_values_.push_back(values_[i]);
+    }
+    if (rest_values_.empty()) return absl::OkStatus();
+    return backend_->SgdUpdateMany(StepFor(lr), rest_grads_, rest_velocities_, rest_values_);
   }
   traind::v1::Sgd spec_;
+  std::vector<size_t> in_backward_;  // parameters whose layers may update them
+  std::vector<const Tensor*> rest_grads_;
+  std::vector<Tensor*> rest_velocities_, rest_values_;
 };
 
 class Adam final : public OptimizerBase {

@@ -26,6 +26,13 @@ class Optimizer {
   // One update of every parameter from its current gradient (clipped first
   // when the spec clips), with the spec's learning rate.
   absl::Status Step() { return Step(base_learning_rate()); }
+  // Before a step's backward pass, with the learning rate its Step will be
+  // given: lets layers run the update of parameters they can inside that
+  // pass (Parameter::in_backward; SGD with momentum, without Nesterov or
+  // clipping). Only where nothing reads or sums the gradients between the
+  // backward pass and Step (one rank). Optional: without it, Step updates
+  // everything from the gradients.
+  virtual void BeginStep(double lr) {}
   // As Step, with learning rate `lr` (from a schedule).
   virtual absl::Status Step(double lr) = 0;
   // Steps taken so far.

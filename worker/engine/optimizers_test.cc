@@ -1,7 +1,11 @@
 #include "worker/engine/optimizers.h"
 
+#include <omp.h>
+
+#include <algorithm>
 #include <cmath>
 #include <memory>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -9,6 +13,9 @@
 #include "gtest/gtest.h"
 #include "spec/checks.h"
 #include "worker/engine/backend/cpu/cpu_backend.h"
+#include "worker/engine/backend/cpu/cpu_parallel.h"
+#include "worker/engine/layers/dense.h"
+#include "worker/engine/random.h"
 #include "worker/engine/status.h"
 
 namespace traind::engine {
@@ -213,6 +220,90 @@ TEST_F(OptimizerTest, GradientClipping) {
   g_.f32()[1] = 0.2f;
   ASSERT_TRUE(ClipGradients(clip, backend_.get(), {Parameter{"w", &w_, &g_}}).ok());
   EXPECT_THAT(std::vector<float>(g_.f32(), g_.f32() + 2), ElementsAre(-0.5f, 0.2f));
+}
+
+// A Dense layer that the CPU backend splits in row slabs takes SGD's update
+// of its weight into its backward pass once the optimizer arms it
+// (BeginStep): three steps give the weights of the update from the
+// gradient, the weight's gradient is never written, the bias is still
+// updated by Step. Under clipping or Nesterov nothing is armed: the same
+// steps give the same bits as without BeginStep.
+TEST(InBackwardUpdateTest, SgdWithMomentumInTheBackwardPassMatchesTheUpdateFromTheGradient) {
+  const int saved_threads = omp_get_max_threads();
+  omp_set_num_threads(2);
+  constexpr int64_t kBatch = 32, kIn = 64, kOut = 640;
+  ASSERT_TRUE(cpu::SplitsInRowSlabs(kIn, kOut, 2));
+  absl::StatusOr<std::unique_ptr<Backend>> made = CreateCpuBackend();
+  ASSERT_TRUE(made.ok()) << made.status();
+  Backend* backend = made->get();
+  traind::v1::OptimizerSpec fuses;
+  fuses.mutable_sgd()->set_learning_rate(0.05);
+  fuses.mutable_sgd()->set_momentum(0.9);
+  fuses.mutable_sgd()->set_weight_decay(0.001);
+  traind::v1::OptimizerSpec clipped = fuses;
+  clipped.mutable_clipping()->set_max_norm(1e30);
+  traind::v1::OptimizerSpec nesterov = fuses;
+  nesterov.mutable_sgd()->set_nesterov(true);
+  for (const auto& [name, spec, in_backward] :
+       {std::tuple{"momentum", fuses, true}, std::tuple{"clipped", clipped, false},
+        std::tuple{"nesterov", nesterov, false}}) {
+    SCOPED_TRACE(name);
+    // a: armed before each backward pass; b: not.
+    std::vector<Dense> layers;
+    std::vector<std::unique_ptr<Optimizer>> optimizers;
+    for (int i = 0; i < 2; ++i) {
+      absl::StatusOr<Dense> layer = Dense::Create(backend, kIn, kOut, DenseActivation::kRelu);
+      ASSERT_TRUE(layer.ok()) << layer.status();
+      layers.push_back(std::move(*layer));
+      Rng rng(5);
+      ASSERT_TRUE(layers.back().Initialize(rng).ok());
+    }
+    for (Dense& layer : layers) {
+      std::vector<Parameter> params;
+      layer.AppendParameters("dense", &params);
+      absl::StatusOr<std::unique_ptr<Optimizer>> opt =
+          CreateOptimizer(spec, backend, std::move(params));
+      ASSERT_TRUE(opt.ok()) << opt.status();
+      optimizers.push_back(std::move(*opt));
+    }
+    Tensor x = std::move(backend->Allocate2d(DType::kF32, kBatch, kIn)).value();
+    Tensor dy = std::move(backend->Allocate2d(DType::kF32, kBatch, kOut)).value();
+    Tensor y = std::move(backend->Allocate2d(DType::kF32, kBatch, kOut)).value();
+    Rng data(9);
+    for (int step = 0; step < 3; ++step) {
+      std::vector<float> xs(static_cast<size_t>(x.size())), dys(static_cast<size_t>(dy.size()));
+      for (float& v : xs) v = static_cast<float>(2 * data.Uniform() - 1);
+      for (float& v : dys) v = static_cast<float>(2 * data.Uniform() - 1);
+      for (int i = 0; i < 2; ++i) {
+        std::copy(xs.begin(), xs.end(), x.f32());
+        std::copy(dys.begin(), dys.end(), dy.f32());
+        if (i == 0) optimizers[0]->BeginStep(0.05);
+        ASSERT_TRUE(layers[i].Forward(x, &y).ok());
+        ASSERT_TRUE(layers[i].Backward(x, y, &dy, nullptr).ok());
+        ASSERT_TRUE(optimizers[i]->Step(0.05).ok());
+      }
+    }
+    const Tensor& wa = layers[0].weight();
+    const Tensor& wb = layers[1].weight();
+    const Tensor& ga = layers[0].weight_grad();
+    const bool grad_written =
+        std::any_of(ga.f32(), ga.f32() + ga.size(), [](float g) { return g != 0; });
+    EXPECT_EQ(grad_written, !in_backward);
+    bool moved = false;
+    for (int64_t i = 0; i < wa.size(); ++i) {
+      if (in_backward) {
+        ASSERT_NEAR(wa.f32()[i], wb.f32()[i], 1e-6 + 1e-5 * std::fabs(wb.f32()[i])) << i;
+      } else {
+        ASSERT_EQ(wa.f32()[i], wb.f32()[i]) << i;
+      }
+    }
+    for (int64_t j = 0; j < kOut; ++j) {
+      ASSERT_NEAR(layers[0].bias().f32()[j], layers[1].bias().f32()[j], 1e-6) << j;
+      moved = moved || layers[1].bias().f32()[j] != 0;
+    }
+    EXPECT_TRUE(moved);  // the bias was updated, from its gradient
+  }
+  omp_set_num_threads(saved_threads);
 }
 
 TEST(OptimizerSpecTest, NesterovNeedsMomentum) {

@@ -37,6 +37,8 @@ struct ActivationFn {
   float alpha = 0;
 };
 
+struct SgdStep;
+
 // A dense layer's ops for one shape (batch, in, out), planned once and run many
 // times (oneDNN primitives, cuBLAS handles and workspaces live here).
 class DenseKernel {
@@ -55,6 +57,23 @@ class DenseKernel {
   // null. dw, db, dx are overwritten.
   virtual absl::Status Backward(const Tensor& x, const Tensor& w, const Tensor& y, Tensor* dy,
                                 Tensor* dw, Tensor* db, Tensor* dx) = 0;
+
+  // Whether BackwardUpdate runs: kernels whose threads each own rows of w
+  // (the CPU backend's row-slab kernel) can take w's SGD-with-momentum update
+  // into the backward pass.
+  virtual bool UpdatesInBackward() const { return false; }
+  // As Backward, except that w's gradient is never written: it goes straight
+  // into SGD with momentum (PyTorch's formulation, dampening 0, not Nesterov),
+  //   v = momentum·v + xᵀ dy + weight_decay·w;   w -= learning_rate·v,
+  // `velocity` (v: [in, out]) accumulating the product in the weight-gradient
+  // matmul itself, and each thread updating its rows of w right after its
+  // last product that reads them. dy, db, dx as Backward. Unimplemented
+  // unless UpdatesInBackward().
+  virtual absl::Status BackwardUpdate(const Tensor& x, Tensor* w, const Tensor& y, Tensor* dy,
+                                      Tensor* db, Tensor* dx, const SgdStep& sgd,
+                                      Tensor* velocity) {
+    return absl::UnimplementedError("this dense kernel does not update in its backward pass");
+  }
 };
 
 // Options of a loss kernel.

@@ -81,6 +81,12 @@ absl::Status Dense::Forward(const Tensor& x, const ForwardMode& mode, Tensor* y)
 
 absl::Status Dense::Backward(const Tensor& x, const Tensor& y, Tensor* dy, Tensor* dx) {
   TRAIND_ASSIGN_OR_RETURN(PerBatch * p, For(x.rows()));
+  if (fused() && update_.armed && p->kernel->UpdatesInBackward()) {
+    TRAIND_RETURN_IF_ERROR(p->kernel->BackwardUpdate(x, &w_, y, dy, bias_ ? &db_ : nullptr, dx,
+                                                     update_.sgd, update_.velocity));
+    update_.done = true;
+    return absl::OkStatus();
+  }
   if (fused()) return p->kernel->Backward(x, w_, y, dy, &dw_, bias_ ? &db_ : nullptr, dx);
   // dy -> dz = dy ⊙ f'(z), in place; then the linear kernel's gradients.
   TRAIND_RETURN_IF_ERROR(backend_->ActivationBackward(activation_, p->z, y, *dy, dy));
@@ -88,7 +94,7 @@ absl::Status Dense::Backward(const Tensor& x, const Tensor& y, Tensor* dy, Tenso
 }
 
 void Dense::AppendParameters(const std::string& prefix, std::vector<Parameter>* out) {
-  out->push_back({prefix + ".weight", &w_, &dw_});
+  out->push_back({prefix + ".weight", &w_, &dw_, &update_});
   if (bias_) out->push_back({prefix + ".bias", &b_, &db_});
 }
 

@@ -55,7 +55,9 @@ class Dense final : public Layer {
   absl::Status Forward(const Tensor& x, Tensor* y) { return Forward(x, ForwardMode(), y); }
 
   // dy: [batch, out] = dL/dy (overwritten) -> weight_grad(), bias_grad()
-  // (overwritten), dx: [batch, in] = dL/dx unless dx is null.
+  // (overwritten), dx: [batch, in] = dL/dx unless dx is null. When the
+  // optimizer has armed the weight's InBackwardUpdate and the kernel can, the
+  // weight is updated here instead, and weight_grad() is left as it was.
   absl::Status Backward(const Tensor& x, const Tensor& y, Tensor* dy, Tensor* dx) override;
 
   void AppendParameters(const std::string& prefix, std::vector<Parameter>* out) override;
@@ -90,6 +92,7 @@ class Dense final : public Layer {
   bool bias_;
   WeightInit init_;
   Tensor w_, b_, dw_, db_;
+  InBackwardUpdate update_;  // the weight's (see Parameter)
   // A handful of batch sizes at most (full batch, last train batch, last
   // validation batch): a linear search beats a map.
   std::vector<std::unique_ptr<PerBatch>> per_batch_;

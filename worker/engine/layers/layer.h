@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "worker/engine/backend/backend.h"
 #include "worker/engine/random.h"
 #include "worker/engine/tensor.h"
 
@@ -14,12 +15,28 @@ namespace traind::engine {
 
 class Communicator;
 
+// A parameter whose layer can run its optimizer's update inside the backward
+// pass (Dense's weight, on kernels that can: DenseKernel::UpdatesInBackward),
+// so that its gradient is never written and read back. The optimizer arms it
+// before a step's backward pass (Optimizer::BeginStep: SGD with momentum,
+// without Nesterov or clipping, on one rank); the layer then updates the
+// parameter and its velocity instead of writing the gradient, and sets
+// `done`; the optimizer's Step updates every parameter not done, from its
+// gradient, and disarms them all.
+struct InBackwardUpdate {
+  bool armed = false;
+  bool done = false;
+  SgdStep sgd;
+  Tensor* velocity = nullptr;  // the parameter's momentum buffer
+};
+
 // A tensor owned by a layer, with its gradient (null for state that is not
 // trained, such as batch norm's running statistics).
 struct Parameter {
   std::string name;  // "layers[0].weight", "layers[0].bias"
   Tensor* value;
   Tensor* grad;
+  InBackwardUpdate* in_backward = nullptr;  // null: updated from grad only
 };
 
 // How a forward pass runs.

@@ -7,7 +7,7 @@
 // kernels). During Capture(record):
 // - an op that only reads and writes tensors (activations, dropout,
 //   Multiply, Fill, Copy, the normalization ops, Scale, ClipByValue, the
-//   optimizer updates, DenseKernel::Forward/Backward, LossKernel::Compute
+//   optimizer updates, DenseKernel::Forward/Backward/BackwardUpdate, LossKernel::Compute
 //   and CopySlot) does not run: it is recorded with its arguments as they
 //   are at that moment (scalars and step structs by value; tensors by their
 //   memory and shape, as a device kernel's arguments, so a temporary view
@@ -125,6 +125,8 @@ struct CaptureState {
   bool capturing = false;
   int64_t graphs = 0;    // captures that made a graph
   int64_t launches = 0;  // launches of this backend's graphs
+  // Calls of its kernels' BackwardUpdate, and tensors given to SgdUpdateMany.
+  int64_t backward_updates = 0, sgd_updated_tensors = 0;
   absl::Status failure;  // the first refused call of the capture
   std::vector<Op> ops;
 
@@ -188,6 +190,20 @@ class RecordingDenseKernel final : public DenseKernel {
         [k = inner_.get(), x = TensorArg(x), w = TensorArg(w), y = TensorArg(y), dy = TensorArg(dy),
          dw = TensorArg(dw), db = TensorArg(db), dx = TensorArg(dx)] {
           return k->Backward(x.ref(), w.ref(), y.ref(), dy.ptr(), dw.ptr(), db.ptr(), dx.ptr());
+        });
+  }
+
+  bool UpdatesInBackward() const override { return inner_->UpdatesInBackward(); }
+  absl::Status BackwardUpdate(const Tensor& x, Tensor* w, const Tensor& y, Tensor* dy, Tensor* db,
+                              Tensor* dx, const SgdStep& sgd, Tensor* velocity) override {
+    ++state_->backward_updates;
+    if (!state_->capturing) return inner_->BackwardUpdate(x, w, y, dy, db, dx, sgd, velocity);
+    return state_->Record(
+        "DenseKernel::BackwardUpdate",
+        [k = inner_.get(), x = TensorArg(x), w = TensorArg(w), y = TensorArg(y), dy = TensorArg(dy),
+         db = TensorArg(db), dx = TensorArg(dx), sgd, v = TensorArg(velocity)] {
+          return k->BackwardUpdate(x.ref(), w.ptr(), y.ref(), dy.ptr(), db.ptr(), dx.ptr(), sgd,
+                                   v.ptr());
         });
   }
 
@@ -480,6 +496,10 @@ class GraphRecordingBackend final : public Backend {
   // Graphs made by Capture, and launches of them, so far.
   int64_t graphs() const { return state_->graphs; }
   int64_t launches() const { return state_->launches; }
+  // Dense kernels' BackwardUpdate calls, and the tensors SgdUpdateMany was
+  // given, so far (recorded or run).
+  int64_t backward_updates() const { return state_->backward_updates; }
+  int64_t sgd_updated_tensors() const { return state_->sgd_updated_tensors; }
 
   absl::StatusOr<std::unique_ptr<OpGraph>> Capture(
       const std::function<absl::Status()>& record) override {
@@ -519,6 +539,7 @@ class GraphRecordingBackend final : public Backend {
   absl::Status SgdUpdateMany(const SgdStep& step, absl::Span<const Tensor* const> grads,
                              absl::Span<Tensor* const> velocities,
                              absl::Span<Tensor* const> params) override {
+    state_->sgd_updated_tensors += static_cast<int64_t>(params.size());
     if (!state_->capturing) return inner_->SgdUpdateMany(step, grads, velocities, params);
     return state_->Record("SgdUpdateMany", [b = inner_.get(), step, grads = Args(grads),
                                             velocities = Args(velocities), params = Args(params)] {

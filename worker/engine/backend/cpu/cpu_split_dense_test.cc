@@ -3,8 +3,9 @@
 // it fuses against plain double-precision loops, for 2 and 3 threads, odd
 // sizes (uneven slabs), with and without bias, and with a kernel planned for
 // more threads than run it; each with its products in oneDNN and in OpenBLAS
-// (TRAIND_CPU_GEMM), and OpenBLAS on one thread (one slab). Also the rule
-// that chooses the library (cpu_gemm.h).
+// (TRAIND_CPU_GEMM), and OpenBLAS on one thread (one slab); and the SGD
+// update it can run in its backward pass. Also the rule that chooses the
+// library (cpu_gemm.h).
 #include <omp.h>
 #include <stdlib.h>
 
@@ -131,6 +132,80 @@ TEST_P(CpuSplitDenseTest, ALayerTooNarrowToSplitStillMatches) {
       backend_->CreateDenseKernel(kBatch, kNarrow, kOut, options);
   ASSERT_TRUE(kernel.ok()) << kernel.status();
   Check(kernel->get(), options.activation, true, kNarrow);
+}
+
+// SGD with momentum inside the backward pass (DenseKernel::BackwardUpdate):
+// v' = μ·v + dw + wd·w and w' = w - lr·v', with y, db and dx as Backward's.
+// The gradient it never writes is read back from v' - μ·v - wd·w and checked
+// against the reference with the rest; the momentum changes once (a new
+// product planned), and without dx the update is the same.
+TEST_P(CpuSplitDenseTest, BackwardUpdateIsSgdWithMomentumOnTheReferenceGradient) {
+  const ActivationFn f{DenseActivation::kRelu, 0};
+  DenseKernelOptions options;
+  options.activation = f;
+  absl::StatusOr<std::unique_ptr<DenseKernel>> made =
+      backend_->CreateDenseKernel(kBatch, kIn, kOut, options);
+  ASSERT_TRUE(made.ok()) << made.status();
+  DenseKernel* kernel = made->get();
+  Rng rng(23);
+  Tensor x = Random(kBatch, kIn, 1.0, rng);
+  Tensor w0 = Random(kIn, kOut, 0.2, rng);
+  Tensor b = Random(kOut, 0, 0.5, rng);
+  Tensor dy0 = Random(kBatch, kOut, 1.0, rng);
+  Tensor v0 = Random(kIn, kOut, 0.5, rng);
+  const auto copy = [&](const Tensor& t) {
+    Tensor c = std::move(backend_->Allocate2d(DType::kF32, t.rows(), t.cols())).value();
+    std::copy(t.f32(), t.f32() + t.size(), c.f32());
+    return c;
+  };
+  Tensor y = std::move(backend_->Allocate2d(DType::kF32, kBatch, kOut)).value();
+  Tensor db = std::move(backend_->Allocate1d(DType::kF32, kOut)).value();
+  Tensor dx = std::move(backend_->Allocate2d(DType::kF32, kBatch, kIn)).value();
+  ASSERT_TRUE(kernel->Forward(x, w0, b, &y).ok());
+  if (Threads() == 1) {  // one slab: OpenBLAS's own threads, no rows of its own
+    EXPECT_FALSE(kernel->UpdatesInBackward());
+    Tensor w = copy(w0), v = copy(v0), dy = copy(dy0);
+    SgdStep sgd;
+    sgd.learning_rate = 0.1;
+    sgd.momentum = 0.9;
+    EXPECT_EQ(kernel->BackwardUpdate(x, &w, y, &dy, &db, &dx, sgd, &v).code(),
+              absl::StatusCode::kUnimplemented);
+    return;
+  }
+  ASSERT_TRUE(kernel->UpdatesInBackward());
+  const std::vector<float> dy_in(dy0.f32(), dy0.f32() + dy0.size());
+  for (const auto [momentum, decay] :
+       {std::pair{0.9, 0.0}, std::pair{0.9, 0.01}, std::pair{0.5, 0.01}}) {
+    SCOPED_TRACE(::testing::Message() << "momentum " << momentum << " weight decay " << decay);
+    SgdStep sgd;
+    sgd.learning_rate = 0.1;
+    sgd.momentum = momentum;
+    sgd.weight_decay = decay;
+    Tensor w = copy(w0), v = copy(v0), dy = copy(dy0);
+    ASSERT_TRUE(kernel->BackwardUpdate(x, &w, y, &dy, &db, &dx, sgd, &v).ok());
+    Tensor dw = std::move(backend_->Allocate2d(DType::kF32, kIn, kOut)).value();
+    for (int64_t i = 0; i < w.size(); ++i) {
+      dw.f32()[i] =
+          static_cast<float>(double{v.f32()[i]} - momentum * v0.f32()[i] - decay * w0.f32()[i]);
+      ASSERT_NEAR(w.f32()[i], double{w0.f32()[i]} - 0.1 * v.f32()[i], 1e-6) << "w " << i;
+    }
+    testing::ExpectDenseMatchesReference(x, w0, b.f32(), dy_in, f, y, dw, &db, dx, 2e-4, 2e-4);
+    // Without dx: the same v and w, bit for bit.
+    Tensor w2 = copy(w0), v2 = copy(v0), dy2 = copy(dy0);
+    ASSERT_TRUE(kernel->BackwardUpdate(x, &w2, y, &dy2, nullptr, nullptr, sgd, &v2).ok());
+    EXPECT_TRUE(std::equal(v.f32(), v.f32() + v.size(), v2.f32()));
+    EXPECT_TRUE(std::equal(w.f32(), w.f32() + w.size(), w2.f32()));
+  }
+  // Nesterov needs the gradient itself; no momentum has no velocity.
+  SgdStep nesterov;
+  nesterov.momentum = 0.9;
+  nesterov.nesterov = true;
+  SgdStep plain;
+  for (const SgdStep& sgd : {nesterov, plain}) {
+    Tensor w = copy(w0), v = copy(v0), dy = copy(dy0);
+    EXPECT_EQ(kernel->BackwardUpdate(x, &w, y, &dy, &db, &dx, sgd, &v).code(),
+              absl::StatusCode::kInvalidArgument);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(ThreadsAndGemm, CpuSplitDenseTest,
