@@ -3,7 +3,7 @@
 // with the PyTorch peer on the same data file and prints the tables.
 //
 //   cpu_bench fit --data FILE --hidden 512,256 --batch 128 --epochs 3 [--rows N]
-//                 [--precision fp32|bf16] [--gemmset-sets N]
+//                 [--precision fp32|bf16] [--gemmset-sets N] [--update-in-backward 0|1]
 //       Trains an MLP (Dense+ReLU hidden layers, a linear Dense to the
 //       classes, softmax cross-entropy, SGD lr 0.01 momentum 0.9, xavier
 //       uniform weights and zero bias, rows reshuffled every epoch) through
@@ -13,6 +13,8 @@
 //       --gemmset-sets N (fp32): after each epoch, once its clock has
 //       stopped, runs the step's GEMM set (gemmset below) N times back to
 //       back and prints its sustained GFLOP/s per epoch.
+//       --update-in-backward 0: FitOptions::update_in_backward false (every
+//       parameter updated from its gradient after the backward pass).
 //   cpu_bench sgemm --m M --n N --k K [--reps R]
 //       f32 oneDNN matmul C[M,N] = A[M,K] B[K,N]; prints the best and median
 //       GFLOP/s of R timed runs (after a warm-up) as one JSON line.
@@ -38,13 +40,15 @@
 //       one JSON line per product with each library's median GFLOP/s of R
 //       runs. What backend/cpu/cpu_gemm.h's rule was measured with.
 //   cpu_bench profile --data FILE --hidden 512,256 --batch B [--steps S]
+//                     [--update-in-backward 0|1]
 //       One training step of `fit`'s model, op by op through the engine's own
 //       parts (backend, network, loss kernel, optimizer), each timed over S
 //       steps after a warm-up: prints the median milliseconds of the batch
 //       gather, the forward pass, the loss, each layer's backward pass and
 //       the optimizer update as one JSON line. As in fit, row-slab layers
 //       update their weights inside their backward pass
-//       (Optimizer::BeginStep), so the update's time is the rest.
+//       (Optimizer::BeginStep), so the update's time is the rest; unless
+//       --update-in-backward 0 (FitOptions::update_in_backward, also fit's).
 //
 // FILE (written by the driver): "TRDB", int64 rows, int64 features,
 // int64 classes, float32 x[rows * features] (row-major), int32 y[rows].
@@ -279,6 +283,8 @@ int Fit(int argc, char** argv) {
   const int batch = static_cast<int>(IntArg(argc, argv, "--batch", 128));
   const int epochs = static_cast<int>(IntArg(argc, argv, "--epochs", 3));
   const int64_t max_rows = IntArg(argc, argv, "--rows", 0);
+  traind::engine::FitOptions options;
+  options.update_in_backward = IntArg(argc, argv, "--update-in-backward", 1) != 0;
   const std::string precision_name = Arg(argc, argv, "--precision", "fp32");
   traind::v1::Precision precision = traind::v1::FP32;
   if (precision_name == "bf16") {
@@ -323,7 +329,7 @@ int Fit(int argc, char** argv) {
   }
   const auto t0 = std::chrono::steady_clock::now();
   absl::StatusOr<traind::v1::FoldResult> r =
-      traind::engine::Fit(spec, data, rows, 0, traind::engine::FitOptions{}, &observer);
+      traind::engine::Fit(spec, data, rows, 0, options, &observer);
   const double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (!r.ok()) {
     std::fprintf(stderr, "cpu_bench: Fit: %s\n", std::string(r.status().message()).c_str());
@@ -418,6 +424,7 @@ int Profile(int argc, char** argv) {
   const std::vector<int> hidden = IntList(Arg(argc, argv, "--hidden", "512,256"));
   const int64_t batch = IntArg(argc, argv, "--batch", 128);
   const int steps = static_cast<int>(IntArg(argc, argv, "--steps", 200));
+  const bool update_in_backward = IntArg(argc, argv, "--update-in-backward", 1) != 0;
   Dataset data;
   if (!ReadData(data_path, 0, &data)) {
     std::fprintf(stderr, "cpu_bench: cannot read %s\n", data_path.c_str());
@@ -458,7 +465,8 @@ int Profile(int argc, char** argv) {
     const bool timed = i >= warmup;
     const auto t_step = std::chrono::steady_clock::now();
     auto t0 = t_step;
-    optimizer->BeginStep(0.01);  // as fit's one-rank step: updates in the backward pass
+    // As fit's one-rank step: row-slab layers update in their backward pass.
+    if (update_in_backward) optimizer->BeginStep(0.01);
     Check(backend->GatherRows(data.x.data(), data.features, rows, &x), "gather");
     Check(backend->GatherLabels(data.y.data(), rows, &y), "gather");
     if (timed) gather.push_back(1e3 * SecondsSince(t0));

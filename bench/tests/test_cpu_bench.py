@@ -3,7 +3,8 @@
 The GEMM set is checked against hand-derived flop counts and the CPU backend's
 layout rule (a layer with more than 32,768 weights and 16 rows of w per thread
 is cut in row slabs; TRAIND_CPU_GEMM=openblas gives every forward and input
-gradient to OpenBLAS), and fit's --gemmset-sets against its epochs. Speeds are
+gradient to OpenBLAS), and fit's --gemmset-sets against its epochs; fit trains
+to the same loss with its SGD update in the backward pass or after it. Speeds are
 not asserted: they belong to the benchmark, not to a test.
 """
 import json
@@ -66,6 +67,15 @@ def test_gemmset_follows_traind_cpu_gemm():
     assert set(r["products_ms"]) == PRODUCTS
 
 
+def test_gemmset_accumulates_the_weight_gradients_with_fits_momentum():
+    default = cpu_bench("gemmset", *SHAPE, "--reps", 2, TRAIND_CPU_GEMM="onednn")
+    plain = cpu_bench("gemmset", *SHAPE, "--reps", 2, "--momentum", 0, TRAIND_CPU_GEMM="onednn")
+    assert default["momentum"] == pytest.approx(0.9) and plain["momentum"] == 0
+    # The same products and flops either way: the sum is not counted.
+    assert default["set_mflop"] == plain["set_mflop"]
+    assert set(default["products_ms"]) == set(plain["products_ms"]) == PRODUCTS
+
+
 def test_gemmset_rejects_a_bad_policy():
     p = subprocess.run([os.path.join(BIN, "cpu_bench"), "gemmset"] + [str(a) for a in SHAPE],
                        env=dict(os.environ, TRAIND_CPU_GEMM="fastest"), capture_output=True,
@@ -86,6 +96,16 @@ def test_fit_runs_the_set_after_each_epoch(tmp_path):
     assert all(g > 0 for g in r["gemmset_gflops_after_epoch"])
 
 
+def test_fit_updates_in_the_backward_pass_or_not_to_the_same_loss(tmp_path):
+    data = tmp_path / "d.bin"
+    write_data(data, 192, 20, 3)
+    a = cpu_bench("fit", "--data", data, "--hidden", "300,200", "--batch", 64, "--epochs", 3)
+    b = cpu_bench("fit", "--data", data, "--hidden", "300,200", "--batch", 64, "--epochs", 3,
+                  "--update-in-backward", 0)
+    assert a["epoch_loss"] == pytest.approx(b["epoch_loss"], rel=1e-4)
+    assert a["epoch_loss"][-1] < a["epoch_loss"][0]
+
+
 def test_fit_without_the_set_prints_none(tmp_path):
     data = tmp_path / "d.bin"
     write_data(data, 96, 20, 3)
@@ -101,3 +121,6 @@ def test_profile_times_every_part(tmp_path):
     assert r["steps"] == 5 and len(r["backward_ms_by_layer"]) == 3
     for key in ("step_ms", "forward_ms", "optimizer_ms", "gather_ms", "loss_ms"):
         assert r[key] > 0, key
+    r = cpu_bench("profile", "--data", data, "--hidden", "300,200", "--batch", 64, "--steps", 5,
+                  "--update-in-backward", 0)
+    assert r["steps"] == 5 and r["optimizer_ms"] > 0

@@ -124,6 +124,13 @@ struct FitOptions {
   // the results are those of running the ops one by one. Backends without
   // graphs (the CPU's) run the ops one by one regardless.
   bool step_graphs = true;
+  // With one rank, SGD with momentum (without Nesterov or clipping) updates
+  // the weights of layers whose kernels can (the CPU backend's row-slab
+  // dense layers) inside their backward pass (Optimizer::BeginStep): their
+  // gradients are never written and read back. False: every parameter is
+  // updated from its gradient after the backward pass (the same training to
+  // rounding; for comparisons).
+  bool update_in_backward = true;
 };
 
 // Trains spec.model on rows.train of `data` and validates on rows.val: task

@@ -303,9 +303,10 @@ TEST(FitTest, SgdWithMomentumAndNoShuffleOnDigits) {
 // On one rank, SGD with momentum runs inside the backward pass of a layer the
 // CPU backend splits in row slabs (64 × 600 on 2 threads): every step of the
 // fit updates that weight there and the three other parameters from their
-// gradients, and trains as the update from the gradient does (the same
-// spec with clipping that never clips, which updates every parameter from
-// its gradient), to rounding.
+// gradients, and trains as the update from the gradient does, to rounding.
+// The same spec with clipping (that never clips), and the same fit with
+// FitOptions::update_in_backward false, update every parameter from its
+// gradient.
 TEST(FitTest, SgdWithMomentumUpdatesSplitLayersInTheBackwardPass) {
   traind::v1::DataSpec data_spec;
   data_spec.set_path(std::string(TRAIND_SOURCE_DIR) + "/examples/data/digits.csv");
@@ -330,28 +331,31 @@ TEST(FitTest, SgdWithMomentumUpdatesSplitLayersInTheBackwardPass) {
   const int64_t steps = 3 * ((static_cast<int64_t>(rows.train.size()) + 31) / 32);
   const int saved_threads = omp_get_max_threads();
   omp_set_num_threads(2);
-  std::vector<testing::EpochRecorder> observers(2);
-  for (int run = 0; run < 2; ++run) {
+  std::vector<testing::EpochRecorder> observers(3);
+  for (int run = 0; run < 3; ++run) {
+    SCOPED_TRACE(::testing::Message() << "run " << run);
     std::unique_ptr<Backend> backend =
         testing::NewGraphRecordingBackend(std::move(CreateCpuBackend()).value(), "recording");
     FitOptions options;
     options.backend = backend.get();
     options.step_graphs = false;  // as on the CPU backend, which has none
+    options.update_in_backward = run != 2;
     absl::StatusOr<FoldResult> result =
-        Fit(run == 0 ? spec : clipped, *digits, rows, 1, options, &observers[run]);
+        Fit(run == 1 ? clipped : spec, *digits, rows, 1, options, &observers[run]);
     ASSERT_TRUE(result.ok()) << result.status();
     EXPECT_GE(result->val().at("accuracy"), 0.9);
     auto* recording = static_cast<testing::GraphRecordingBackend*>(backend.get());
     EXPECT_EQ(recording->backward_updates(), run == 0 ? steps : 0);
     EXPECT_EQ(recording->sgd_updated_tensors(), (run == 0 ? 3 : 4) * steps);
+    ASSERT_EQ(observers[run].epochs.size(), 3u);
   }
   omp_set_num_threads(saved_threads);
-  ASSERT_EQ(observers[0].epochs.size(), 3u);
-  ASSERT_EQ(observers[1].epochs.size(), 3u);
   for (size_t e = 0; e < 3; ++e) {
     const double a = observers[0].epochs[e].train().at("loss");
-    const double b = observers[1].epochs[e].train().at("loss");
-    EXPECT_NEAR(a, b, 1e-4 * b) << "epoch " << e + 1;
+    for (int run = 1; run < 3; ++run) {
+      const double b = observers[run].epochs[e].train().at("loss");
+      EXPECT_NEAR(a, b, 1e-4 * b) << "epoch " << e + 1 << ", run " << run;
+    }
   }
 }
 

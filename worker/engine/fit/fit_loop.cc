@@ -248,7 +248,9 @@ absl::Status FitLoop::TrainStep(absl::Span<const int64_t> batch, int64_t start,
     }
     // One rank: nothing sums the gradients, so layers may update their
     // parameters inside the backward pass (Optimizer::BeginStep).
-    if (parallel_.ranks() == 1) task_.optimizer->BeginStep(lr);
+    if (parallel_.ranks() == 1 && task_.options.update_in_backward) {
+      task_.optimizer->BeginStep(lr);
+    }
     TRAIND_RETURN_IF_ERROR(
         task_.ForwardLoss(b, /*train=*/true, share.first, size, steps_, scale, slot, &pred));
     TRAIND_RETURN_IF_ERROR(parallel_.Backward(b->x, &b->doutputs));
