@@ -289,9 +289,11 @@ def ceiling_report(r, sets, profile, flops_per_sample, batch):
              gemms(*["%d.forward" % l for l in range(len(bw))])),
             ("loss + its gradient", profile["loss_ms"], None)]
     for l in reversed(range(len(bw))):
-        rows.append(("backward, layer %d (activation gradient + bias sums, weight and input gradients)" % l, bw[l],
+        rows.append(("backward, layer %d (activation gradient + bias sums, weight and input gradients; "
+                     "a row-slab layer's SGD update too)" % l, bw[l],
                      gemms("%d.weights" % l, "%d.data" % l)))
-    rows.append(("optimizer update (every parameter)", profile["optimizer_ms"], None))
+    rows.append(("optimizer update (the parameters not updated in the backward pass)",
+                 profile["optimizer_ms"], None))
     say("Where one step goes (`cpu_bench profile`, median of %d steps, batch %d, op by op through the engine's parts), "
         "beside the same products in the GEMM set (the last set run's mean per product; the set alone takes %.3f ms, "
         "sustained):" % (profile["steps"], batch, gemm_ms))
