@@ -273,11 +273,16 @@ TEST(FitTest, TrainingLossIsReadWholeAcrossLongEpochs) {
   EXPECT_NEAR(e.train().at("accuracy"), e.val().at("accuracy"), 1e-12);
 }
 
-TEST(FitTest, SgdWithMomentumAndNoShuffleOnDigits) {
+// examples/data/digits.csv, labelled by its "digit" column.
+absl::StatusOr<Dataset> Digits() {
   traind::v1::DataSpec data_spec;
   data_spec.set_path(std::string(TRAIND_SOURCE_DIR) + "/examples/data/digits.csv");
   data_spec.set_label("digit");
-  absl::StatusOr<Dataset> digits = LoadDataset(data_spec);
+  return LoadDataset(data_spec);
+}
+
+TEST(FitTest, SgdWithMomentumAndNoShuffleOnDigits) {
+  absl::StatusOr<Dataset> digits = Digits();
   ASSERT_TRUE(digits.ok()) << digits.status();
   ASSERT_EQ(digits->features, 64);
   ASSERT_EQ(digits->classes.size(), 10u);
@@ -308,10 +313,7 @@ TEST(FitTest, SgdWithMomentumAndNoShuffleOnDigits) {
 // FitOptions::update_in_backward false, update every parameter from its
 // gradient.
 TEST(FitTest, SgdWithMomentumUpdatesSplitLayersInTheBackwardPass) {
-  traind::v1::DataSpec data_spec;
-  data_spec.set_path(std::string(TRAIND_SOURCE_DIR) + "/examples/data/digits.csv");
-  data_spec.set_label("digit");
-  absl::StatusOr<Dataset> digits = LoadDataset(data_spec);
+  absl::StatusOr<Dataset> digits = Digits();
   ASSERT_TRUE(digits.ok()) << digits.status();
   JobSpec spec;
   spec.set_seed(11);
