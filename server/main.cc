@@ -682,9 +682,11 @@ int Run(ServerConfig flags) {
   sd_notify(0, "STOPPING=1\nSTATUS=stopping: draining workers");
   // While the workers drain, the public API still answers: health checks say
   // NOT_SERVING, SubmitJob UNAVAILABLE, watchers see the last events. Then
-  // it stops (streams get 2 s), then the workers' service.
-  health->SetServingStatus(false);
+  // it stops (streams get 2 s), then the workers' service. New work is
+  // refused before NOT_SERVING can be heard.
+  scheduler.RefuseNewWork();
   draining = true;
+  health->SetServingStatus(false);
   sweeper.reset();
   scheduler.Stop();
   if (http) http->Stop();

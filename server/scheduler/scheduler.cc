@@ -68,12 +68,18 @@ void Scheduler::Start() {
   loop_ = std::thread([this] { Loop(); });
 }
 
+void Scheduler::RefuseNewWork() {
+  absl::MutexLock lock(&mu_);
+  refusing_ = true;
+}
+
 void Scheduler::Stop() {
   std::vector<int> pids;
   {
     absl::MutexLock lock(&mu_);
     if (stopping_) return;
     stopping_ = true;  // nothing new is dispatched or accepted
+    refusing_ = true;
     // A remote launcher's workers run on without traind: the next start
     // adopts them (Recover).
     if (!launcher_->remote()) pids = ranks_.pids();
@@ -207,7 +213,7 @@ absl::StatusOr<Job> Scheduler::SubmitUnstored(const JobSpec& spec, const SubmitO
         "); jobs already stored go on as space allows and reads are served; retry later"));
   }
   absl::MutexLock lock(&mu_);
-  if (stopping_) return absl::UnavailableError("traind is shutting down");
+  if (refusing_) return absl::UnavailableError("traind is shutting down");
   if (spec.resources().device() == traind::v1::GPU && launcher_->remote()) {
     if (spec.resources().count() > options_.cluster_gpus_per_task) {
       return absl::InvalidArgumentError(
@@ -281,7 +287,7 @@ absl::StatusOr<std::optional<Job>> Scheduler::FindSubmittedLocked(const std::str
   if (key.empty()) return std::nullopt;
   {
     absl::MutexLock lock(&mu_);
-    if (stopping_) return absl::UnavailableError("traind is shutting down");
+    if (refusing_) return absl::UnavailableError("traind is shutting down");
   }
   writer_.WaitAllUnlessDegraded();  // the last submit's insert among it
   absl::StatusOr<std::optional<std::string>> id = store_->FindByIdempotencyKey(owner, key);

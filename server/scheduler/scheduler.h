@@ -162,6 +162,11 @@ class Scheduler final {
   absl::Status Recover();
   // Starts dispatching.
   void Start();
+  // Refuses new work from now on (Submit and RunProcess get UNAVAILABLE)
+  // and returns at once; running work goes on. What a stopping
+  // daemon does before it says NOT_SERVING, so that nobody who heard it can
+  // still get a job in. Stop does it too.
+  void RefuseNewWork();
   // Stops dispatching and kills running workers (their tasks are recovered
   // as LOST on the next start).
   void Stop();
@@ -451,6 +456,7 @@ class Scheduler final {
   void RefreshGpusLocked(bool force) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool wake_ ABSL_GUARDED_BY(mu_) = false;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;   // Stop() called: no new work
+  bool refusing_ ABSL_GUARDED_BY(mu_) = false;   // RefuseNewWork() or Stop() called
   bool loop_exit_ ABSL_GUARDED_BY(mu_) = false;  // the loop thread returns
   bool started_ ABSL_GUARDED_BY(mu_) = false;
   absl::Time last_loop_ ABSL_GUARDED_BY(mu_);

@@ -133,7 +133,7 @@ absl::StatusOr<ProcessExit> Scheduler::RunProcess(LaunchRequest request, absl::D
   std::string visible;
   {
     absl::MutexLock lock(&mu_);
-    if (stopping_) return absl::UnavailableError("traind is stopping");
+    if (refusing_) return absl::UnavailableError("traind is stopping");
     if (want_gpu && options_.worker_has_gpu_backend) {
       // The dispatch loop marks the GPUs it picked busy only after their
       // launch, with the mutex free meanwhile: pick once no launch is in

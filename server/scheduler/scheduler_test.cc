@@ -377,6 +377,35 @@ TEST_F(SchedulerTest, RestartRecoversRunningTasksAsLostAndKeepsFinishedFolds) {
   }
 }
 
+// What a stopping traind does before its health says NOT_SERVING: new jobs
+// are refused at once (an idempotent retry too), while the running job's
+// workers go on and finish it; Stop later ends the rest.
+TEST_F(SchedulerTest, RefusingNewWorkRefusesSubmitsAtOnceAndLetsRunningTasksFinish) {
+  ASSERT_TRUE(scheduler_->Recover().ok());
+  scheduler_->Start();
+  SubmitOptions keyed;
+  keyed.idempotency_key = "k";
+  auto job = scheduler_->Submit(ThreeFoldSpec(), keyed);
+  ASSERT_TRUE(job.ok()) << job.status();
+  ASSERT_TRUE(launcher_->WaitForLaunches(2));
+  scheduler_->RefuseNewWork();
+  for (const SubmitOptions& options : {SubmitOptions{}, keyed}) {
+    auto refused = scheduler_->Submit(ThreeFoldSpec(), options);
+    EXPECT_EQ(refused.status().code(), absl::StatusCode::kUnavailable) << refused.status();
+  }
+  RunWorker(launcher_->launched()[0], 0.9);
+  RunWorker(launcher_->launched()[1], 0.9);
+  ASSERT_TRUE(launcher_->WaitForLaunches(3));  // its queued fold still starts
+  RunWorker(launcher_->launched()[2], 0.9);
+  auto done = scheduler_->GetJob(job->id());
+  ASSERT_TRUE(done.ok());
+  EXPECT_EQ(done->state(), Job::SUCCEEDED);
+  auto listed = scheduler_->ListJobs({});
+  ASSERT_TRUE(listed.ok());
+  EXPECT_EQ(listed->jobs_size(), 1);
+  scheduler_->Stop();
+}
+
 TEST_F(SchedulerTest, IdempotentSubmitReturnsTheSameJobPerOwner) {
   ASSERT_TRUE(scheduler_->Recover().ok());
   SubmitOptions a;
