@@ -448,69 +448,6 @@ absl::Status Scheduler::JobEventsState(const std::string& job_id, int64_t* last_
   return absl::OkStatus();
 }
 
-std::vector<GpuPool::Gpu> Scheduler::Gpus(std::string* unavailable) {
-  absl::MutexLock lock(&mu_);
-  if (unavailable != nullptr) *unavailable = gpus_.unavailable();
-  return gpus_.gpus();
-}
-
-int Scheduler::UsableGpus(std::string* why) {
-  if (launcher_->remote()) {
-    // The cluster's GPUs, as many as a node has.
-    if (why != nullptr && options_.cluster_gpus_per_task == 0) {
-      *why = "the cluster has no GPUs (slurm.gpus_per_node is 0)";
-    }
-    return options_.cluster_gpus_per_task;
-  }
-  absl::MutexLock lock(&mu_);
-  std::string reason;
-  int usable = gpus_.Usable();
-  if (gpus_.gpus().empty()) {
-    reason = gpus_.unavailable();
-  } else if (usable == 0) {
-    reason = "every GPU is UNHEALTHY";
-  } else if (!options_.worker_has_gpu_backend) {
-    reason = "traind-worker has no GPU backend (built without CUDA)";
-    usable = 0;
-  }
-  if (why != nullptr) *why = reason;
-  return usable;
-}
-
-void Scheduler::RefreshGpusLocked(bool force) {
-  if (gpus_.gpus().empty()) return;
-  const absl::Time now = clock_->Now();
-  if (!force && now - last_gpu_refresh_ < absl::Milliseconds(100)) return;
-  last_gpu_refresh_ = now;
-  // The probe is a driver call: without the mutex. Only the loop thread
-  // refreshes, so no other refresh runs meanwhile.
-  mu_.Unlock();
-  absl::StatusOr<std::vector<GpuState>> states = options_.gpu_probe->Probe();
-  mu_.Lock();
-  for (const std::string& note : gpus_.Update(now, states)) {
-    if (note.find("UNHEALTHY") == std::string::npos) {
-      LogInfo("%s", note);
-      continue;
-    }
-    LogError("%s", note);
-  }
-  // Tell the last job on each newly unhealthy GPU.
-  for (const GpuPool::Gpu& g : gpus_.gpus()) {
-    if (g.state != GpuPool::State::kUnhealthy) continue;
-    auto last = gpu_last_job_.find(g.index);
-    if (last == gpu_last_job_.end()) continue;
-    auto it = jobs_.find(last->second);
-    gpu_last_job_.erase(last);
-    if (it == jobs_.end()) continue;
-    JobChange change = ChangeLocked(*it->second);
-    auto* e = change.Event()->mutable_device();
-    e->set_device_id(absl::StrCat("gpu", g.index));
-    e->set_state("UNHEALTHY");
-    e->set_message(g.note);
-    CommitLocked(*it->second, change);
-  }
-}
-
 absl::Time Scheduler::LastLoopTime() {
   absl::MutexLock lock(&mu_);
   return last_loop_;

@@ -7,7 +7,7 @@
 // files: state_transitions (which state may follow which), retry_policy,
 // dispatch_queue (order and wait reasons), attempt_tracker (ranks, signals,
 // heartbeats, rendezvous), job_results (aggregation, predictions) and
-// recovery.cc; scheduler_dispatch.cc holds dispatch and launches,
+// recovery.cc; scheduler_dispatch.cc holds dispatch, launches and the GPU pool,
 // scheduler_workers.cc the WorkerService side.
 //
 // Nothing that can wait on a process or on files runs under the scheduler's

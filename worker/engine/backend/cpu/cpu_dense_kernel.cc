@@ -15,6 +15,7 @@
 #include "oneapi/dnnl/dnnl.hpp"
 #include "worker/engine/backend/activation_math.h"
 #include "worker/engine/backend/cpu/cpu_parallel.h"
+#include "worker/engine/backend/cpu/onednn_plans.h"
 #include "worker/engine/backend/cpu/onednn_status.h"
 #include "worker/engine/backend/tensor_checks.h"
 #include "worker/engine/status.h"
@@ -133,70 +134,6 @@ void ActivationGradAndBiasSum(const ActivationFn& f, int64_t batch, int64_t out,
   }
 }
 
-// One matmul primitive with its memory objects. The memory objects carry no
-// buffer of their own: Run points them at the caller's tensors, then executes
-// through the C API on a stack array, so a step allocates nothing here.
-class MatmulPlan {
- public:
-  MatmulPlan() = default;
-
-  // dst = src · weights (+ bias) with `attr`'s post-ops.
-  static MatmulPlan Create(const dnnl::engine& engine, const dnnl::memory::desc& src,
-                           const dnnl::memory::desc& weights, const dnnl::memory::desc* bias,
-                           const dnnl::memory::desc& dst, dnnl::primitive_attr attr) {
-    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-    const dnnl::matmul::desc desc = bias != nullptr ? dnnl::matmul::desc(src, weights, *bias, dst)
-                                                    : dnnl::matmul::desc(src, weights, dst);
-    const dnnl::matmul::primitive_desc pd(desc, attr, engine);
-    MatmulPlan plan;
-    plan.primitive_ = dnnl::matmul(pd);
-    plan.src_ = dnnl::memory(src, engine, DNNL_MEMORY_NONE);
-    plan.weights_ = dnnl::memory(weights, engine, DNNL_MEMORY_NONE);
-    if (bias != nullptr) plan.bias_ = dnnl::memory(*bias, engine, DNNL_MEMORY_NONE);
-    plan.dst_ = dnnl::memory(dst, engine, DNNL_MEMORY_NONE);
-    // Owns its buffer. None when the primitive needs none: each argument
-    // passed costs an allocation inside dnnl_primitive_execute (its argument map).
-    if (pd.scratchpad_desc().get_size() > 0) {
-      plan.scratchpad_ = dnnl::memory(pd.scratchpad_desc(), engine);
-    }
-    return plan;
-  }
-
-  // src and weights are f32 or bf16, as the plan was created.
-  absl::Status Run(const dnnl::stream& stream, const void* src, const void* weights,
-                   const float* bias, float* dst) const {
-    TRAIND_RETURN_IF_ERROR(SetHandle(src_, src));
-    TRAIND_RETURN_IF_ERROR(SetHandle(weights_, weights));
-    TRAIND_RETURN_IF_ERROR(SetHandle(dst_, dst));
-    std::array<dnnl_exec_arg_t, 5> args = {{
-        {DNNL_ARG_SRC, src_.get()},
-        {DNNL_ARG_WEIGHTS, weights_.get()},
-        {DNNL_ARG_DST, dst_.get()},
-    }};
-    int nargs = 3;
-    if (scratchpad_) args[nargs++] = {DNNL_ARG_SCRATCHPAD, scratchpad_.get()};
-    if (bias_) {
-      TRAIND_RETURN_IF_ERROR(SetHandle(bias_, bias));
-      args[nargs++] = {DNNL_ARG_BIAS, bias_.get()};
-    }
-    TRAIND_RETURN_IF_ERROR(
-        FromDnnlStatus(dnnl_primitive_execute(primitive_.get(), stream.get(), nargs, args.data()),
-                       "matmul execute"));
-    return FromDnnlStatus(dnnl_stream_wait(stream.get()), "stream wait");
-  }
-
- private:
-  static absl::Status SetHandle(const dnnl::memory& memory, const void* data) {
-    // oneDNN takes a non-const pointer for inputs too; it only reads them.
-    return FromDnnlStatus(
-        dnnl_memory_set_data_handle_v2(memory.get(), const_cast<void*>(data), nullptr),
-        "set data handle");
-  }
-
-  dnnl::matmul primitive_;
-  dnnl::memory src_, weights_, bias_, dst_, scratchpad_;
-};
-
 // A bf16 buffer of a fixed size, 64-byte aligned, allocated once.
 using Bf16Buffer = std::unique_ptr<void, void (*)(void*)>;
 
@@ -204,54 +141,6 @@ Bf16Buffer AllocateBf16(int64_t elements) {
   void* p = ::operator new(static_cast<size_t>(std::max<int64_t>(elements, 32)) * 2, kAlignment);
   return Bf16Buffer(p, &FreeAligned);
 }
-
-// One f32 -> bf16 reorder (round to nearest even) of a plain [rows, cols]
-// matrix, run like MatmulPlan: memory objects without buffers of their own,
-// executed through the C API on a stack array.
-class ReorderPlan {
- public:
-  ReorderPlan() = default;
-
-  static ReorderPlan Create(const dnnl::engine& engine, int64_t rows, int64_t cols) {
-    using dt = dnnl::memory::data_type;
-    using tag = dnnl::memory::format_tag;
-    const dnnl::memory::desc src({rows, cols}, dt::f32, tag::ab);
-    const dnnl::memory::desc dst({rows, cols}, dt::bf16, tag::ab);
-    dnnl::primitive_attr attr;
-    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-    ReorderPlan plan;
-    plan.src_ = dnnl::memory(src, engine, DNNL_MEMORY_NONE);
-    plan.dst_ = dnnl::memory(dst, engine, DNNL_MEMORY_NONE);
-    const dnnl::reorder::primitive_desc pd(engine, src, engine, dst, attr);
-    plan.primitive_ = dnnl::reorder(pd);
-    if (pd.scratchpad_desc().get_size() > 0) {
-      plan.scratchpad_ = dnnl::memory(pd.scratchpad_desc(), engine);
-    }
-    return plan;
-  }
-
-  absl::Status Run(const dnnl::stream& stream, const float* src, void* dst) const {
-    TRAIND_RETURN_IF_ERROR(
-        FromDnnlStatus(dnnl_memory_set_data_handle_v2(src_.get(), const_cast<float*>(src), nullptr),
-                       "set data handle"));
-    TRAIND_RETURN_IF_ERROR(FromDnnlStatus(dnnl_memory_set_data_handle_v2(dst_.get(), dst, nullptr),
-                                          "set data handle"));
-    std::array<dnnl_exec_arg_t, 3> args = {{
-        {DNNL_ARG_FROM, src_.get()},
-        {DNNL_ARG_TO, dst_.get()},
-    }};
-    int nargs = 2;
-    if (scratchpad_) args[nargs++] = {DNNL_ARG_SCRATCHPAD, scratchpad_.get()};
-    TRAIND_RETURN_IF_ERROR(
-        FromDnnlStatus(dnnl_primitive_execute(primitive_.get(), stream.get(), nargs, args.data()),
-                       "reorder execute"));
-    return FromDnnlStatus(dnnl_stream_wait(stream.get()), "stream wait");
-  }
-
- private:
-  dnnl::reorder primitive_;
-  dnnl::memory src_, dst_, scratchpad_;
-};
 
 // The three matmuls of a dense layer of shape (batch, in, out), with
 // `operand` x, w and dy (f32, or bf16 copies) and f32 bias, results and
