@@ -3,6 +3,10 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <string>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -12,6 +16,17 @@
 namespace traind::bench {
 
 namespace cpu = engine::cpu;
+
+namespace {
+
+// A product that fails has no rate to give: the benchmark stops.
+void Must(const absl::Status& status) {
+  if (status.ok()) return;
+  std::fprintf(stderr, "cpu_bench: %s\n", std::string(status.message()).c_str());
+  std::exit(1);
+}
+
+}  // namespace
 
 float* AlignedBuffers::New(int64_t n, int64_t extra_bytes) {
   buffers_.emplace_back(static_cast<float*>(::operator new(static_cast<size_t>(n) * sizeof(float) +
@@ -81,7 +96,7 @@ void SlabProducts::Plan(const dnnl::engine& eng, int t) {
       ops.append_sum(sum);
       attr.set_post_ops(ops);
     }
-    return dnnl::matmul(dnnl::matmul::primitive_desc(dnnl::matmul::desc(a, b, c), attr, eng));
+    return cpu::MatmulPlan::Create(eng, a, b, nullptr, c, attr);
   };
   const dnnl::memory::desc xs({batch_, rows}, dt::f32, dims{in_, 1});
   const dnnl::memory::desc xt({rows, batch_}, dt::f32, dims{1, in_});
@@ -92,15 +107,6 @@ void SlabProducts::Plan(const dnnl::engine& eng, int t) {
   s.forward = mm(xs, ws, full);
   s.weights = mm(xt, full, ws, momentum_);
   s.data = mm(full, wt, dxs);
-  s.fx = dnnl::memory(xs, eng, x_ + s.r0);
-  s.fw = dnnl::memory(ws, eng, w_ + s.r0 * out_);
-  s.fy = dnnl::memory(full, eng, y_ + t * batch_ * out_);
-  s.wx = dnnl::memory(xt, eng, x_ + s.r0);
-  s.wdz = dnnl::memory(full, eng, dz_);
-  s.wdw = dnnl::memory(ws, eng, dw_ + s.r0 * out_);
-  s.ddz = dnnl::memory(full, eng, dz_);
-  s.dww = dnnl::memory(wt, eng, w_ + s.r0 * out_);
-  s.ddx = dnnl::memory(dxs, eng, dx_ + s.r0);
   s.stream = dnnl::stream(eng);
 }
 
@@ -121,16 +127,12 @@ void SlabProducts::RunSlab(Op op, bool openblas, int t) {
     return;
   }
   if (op == kForward) {
-    s.forward.execute(s.stream,
-                      {{DNNL_ARG_SRC, s.fx}, {DNNL_ARG_WEIGHTS, s.fw}, {DNNL_ARG_DST, s.fy}});
+    Must(s.forward.Run(s.stream, x_ + s.r0, w_ + s.r0 * out_, nullptr, y_ + t * batch_ * out_));
   } else if (op == kWeights) {
-    s.weights.execute(s.stream,
-                      {{DNNL_ARG_SRC, s.wx}, {DNNL_ARG_WEIGHTS, s.wdz}, {DNNL_ARG_DST, s.wdw}});
+    Must(s.weights.Run(s.stream, x_ + s.r0, dz_, nullptr, dw_ + s.r0 * out_));
   } else {
-    s.data.execute(s.stream,
-                   {{DNNL_ARG_SRC, s.ddz}, {DNNL_ARG_WEIGHTS, s.dww}, {DNNL_ARG_DST, s.ddx}});
+    Must(s.data.Run(s.stream, dz_, w_ + s.r0 * out_, nullptr, dx_ + s.r0));
   }
-  s.stream.wait();
 }
 
 absl::StatusOr<std::unique_ptr<GemmSetRunner>> GemmSetRunner::Create(int64_t features,
@@ -183,15 +185,11 @@ void GemmSetRunner::Plan(const cpu::CpuGemmConfig& gemm, const std::vector<int64
   // CpuDenseKernel runs one (backend/cpu/cpu_backend.cc DenseMatmuls).
   auto add_matmul = [&](std::string name, const dnnl::memory::desc& a, float* pa,
                         const dnnl::memory::desc& b, float* pb, const dnnl::memory::desc& c) {
-    dnnl::matmul mm(dnnl::matmul::primitive_desc(dnnl::matmul::desc(a, b, c), eng_));
-    dnnl::memory ma(a, eng_, pa), mb(b, eng_, pb),
-        mc(c, eng_, buffers_.New(static_cast<int64_t>(c.get_size() / sizeof(float))));
+    auto mm = std::make_shared<cpu::MatmulPlan>(
+        cpu::MatmulPlan::Create(eng_, a, b, nullptr, c, dnnl::primitive_attr()));
+    float* pc = buffers_.New(static_cast<int64_t>(c.get_size() / sizeof(float)));
     dnnl::stream* stream = &stream_;
-    gemms_.push_back(
-        {std::move(name), [=]() mutable {
-           mm.execute(*stream, {{DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mc}});
-           stream->wait();
-         }});
+    gemms_.push_back({std::move(name), [=] { Must(mm->Run(*stream, pa, pb, nullptr, pc)); }});
   };
   for (size_t l = 0; l + 1 < widths.size(); ++l) {
     const int64_t in = widths[l], out = widths[l + 1];

@@ -19,6 +19,7 @@
 #include "dnnl.hpp"
 #include "worker/engine/backend/cpu/cpu_dense_kernel.h"
 #include "worker/engine/backend/cpu/cpu_gemm.h"
+#include "worker/engine/backend/cpu/onednn_plans.h"
 
 namespace traind::bench {
 
@@ -63,8 +64,7 @@ class SlabProducts {
  private:
   struct Slab {
     int64_t r0, r1;
-    dnnl::matmul forward, weights, data;
-    dnnl::memory fx, fw, fy, wx, wdz, wdw, ddz, dww, ddx;
+    engine::cpu::MatmulPlan forward, weights, data;  // run as the kernel runs its own
     dnnl::stream stream;
   };
 
