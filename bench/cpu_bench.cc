@@ -80,6 +80,7 @@
 #include "worker/engine/backend/cpu/cpu_backend.h"
 #include "worker/engine/backend/cpu/cpu_gemm.h"
 #include "worker/engine/data/dataset.h"
+#include "worker/engine/data/huge_pages.h"
 #include "worker/engine/data/split.h"
 #include "worker/engine/fit.h"
 #include "worker/engine/losses.h"
@@ -450,6 +451,8 @@ int Profile(int argc, char** argv) {
   Tensor x = Check(backend->Allocate2d(DType::kF32, batch, data.features), "x");
   Tensor y = Check(backend->Allocate1d(DType::kS32, batch), "y");
   Tensor dout = Check(backend->Allocate2d(DType::kF32, batch, classes), "doutputs");
+  // The rows as fit holds them (FitTask::features): a FeatureMatrix.
+  const traind::engine::FeatureMatrix features(data.x.begin(), data.x.end());
   std::vector<int64_t> order(static_cast<size_t>(data.rows));
   std::iota(order.begin(), order.end(), 0);
   // Shuffled, as fit's epochs are: a batch's rows are scattered over the data.
@@ -467,7 +470,7 @@ int Profile(int argc, char** argv) {
     auto t0 = t_step;
     // As fit's one-rank step: row-slab layers update in their backward pass.
     if (update_in_backward) optimizer->BeginStep(0.01);
-    Check(backend->GatherRows(data.x.data(), data.features, rows, &x), "gather");
+    Check(backend->GatherRows(features.data(), data.features, rows, &x), "gather");
     Check(backend->GatherLabels(data.y.data(), rows, &y), "gather");
     if (timed) gather.push_back(1e3 * SecondsSince(t0));
     t0 = std::chrono::steady_clock::now();

@@ -76,7 +76,7 @@ int64_t FeaturePipeline::width() const {
   return w;
 }
 
-void FeaturePipeline::Transform(const Dataset& data, std::vector<float>* out) const {
+void FeaturePipeline::Transform(const Dataset& data, FeatureMatrix* out) const {
   const int64_t f = data.features;
   const int64_t w = width();
   out->assign(static_cast<size_t>(data.rows * w), 0.0f);

@@ -9,6 +9,7 @@
 
 #include "traind/v1/job.pb.h"
 #include "worker/engine/data/dataset.h"
+#include "worker/engine/data/huge_pages.h"
 
 namespace traind::engine {
 
@@ -30,7 +31,7 @@ class FeaturePipeline {
            const std::vector<int64_t>& train);
 
   // All rows of `data`: out = [data.rows, width()].
-  void Transform(const Dataset& data, std::vector<float>* out) const;
+  void Transform(const Dataset& data, FeatureMatrix* out) const;
 
   int64_t width() const;
 

@@ -56,7 +56,7 @@ TEST(FeaturePipelineTest, ImputeScaleAndOneHotFromTrainingRowsOnly) {
   EXPECT_DOUBLE_EQ(pipeline.offset[0], 1.0);
   EXPECT_DOUBLE_EQ(pipeline.scale[0], 4.0);
   EXPECT_EQ(pipeline.width(), 3);  // a, green, red (blue unseen in training)
-  std::vector<float> out;
+  FeatureMatrix out;
   pipeline.Transform(*data, &out);
   ASSERT_EQ(out.size(), 18u);
   EXPECT_THAT(std::vector<float>(out.begin(), out.begin() + 3), ElementsAre(0.0f, 0.0f, 1.0f));

@@ -130,7 +130,7 @@ struct FitTask {
   CallbackPlan callbacks;
 
   FeaturePipeline pipeline;
-  std::vector<float> features;  // [data.rows, width]
+  FeatureMatrix features;  // [data.rows, width], in huge pages where the kernel has them
   int64_t width = 0, outputs = 0;
   std::vector<float> values;  // [data.rows, outputs] targets (not kClasses)
 

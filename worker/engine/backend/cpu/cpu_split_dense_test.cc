@@ -174,7 +174,7 @@ TEST_P(CpuSplitDenseTest, BackwardUpdateIsSgdWithMomentumOnTheReferenceGradient)
   }
   ASSERT_TRUE(kernel->UpdatesInBackward());
   const std::vector<float> dy_in(dy0.f32(), dy0.f32() + dy0.size());
-  for (const auto [momentum, decay] :
+  for (const auto& [momentum, decay] :
        {std::pair{0.9, 0.0}, std::pair{0.9, 0.01}, std::pair{0.5, 0.01}}) {
     SCOPED_TRACE(::testing::Message() << "momentum " << momentum << " weight decay " << decay);
     SgdStep sgd;
