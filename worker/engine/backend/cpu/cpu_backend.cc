@@ -110,7 +110,8 @@ class CpuLossKernel final : public LossKernel {
   explicit CpuLossKernel(LossKernelOptions options)
       : options_(std::move(options)),
         params_(ParamsOf(options_)),
-        slots_(static_cast<size_t>(options_.slots), 0.0) {}
+        slots_(static_cast<size_t>(options_.slots), 0.0),
+        terms_(static_cast<size_t>(options_.max_batch * options_.width)) {}
 
   absl::Status Compute(const Tensor& outputs, const Tensor& targets, double grad_scale,
                        Tensor* grad, Tensor* predictions, int64_t slot) override {
@@ -127,12 +128,43 @@ class CpuLossKernel final : public LossKernel {
         }
       }
     }
-    slots_[static_cast<size_t>(slot)] =
-        loss_math::SumOnHost(params_, outputs.f32(), batch, classes ? targets.s32() : nullptr,
-                             classes ? nullptr : targets.f32(),
-                             grad_scale == kStoredGradScale ? stored_scale_ : grad_scale,
-                             grad != nullptr && batch > 0 ? grad->f32() : nullptr,
-                             predictions != nullptr && batch > 0 ? predictions->f32() : nullptr);
+    const double scale = grad_scale == kStoredGradScale ? stored_scale_ : grad_scale;
+    const float* z = outputs.f32();
+    const int32_t* y = classes ? targets.s32() : nullptr;
+    const float* values = classes ? nullptr : targets.f32();
+    float* g = grad != nullptr && batch > 0 ? grad->f32() : nullptr;
+    float* pred = predictions != nullptr && batch > 0 ? predictions->f32() : nullptr;
+    const int64_t w = options_.width;
+    if (batch * w < kParallelLossElements) {
+      slots_[static_cast<size_t>(slot)] =
+          loss_math::SumOnHost(params_, z, batch, y, values, scale, g, pred);
+      return absl::OkStatus();
+    }
+    // The threads compute their rows' values, then one thread sums them in
+    // SumOnHost's order: the same value, bit for bit, whatever the threads.
+    double* terms = terms_.data();
+#pragma omp parallel
+    {
+      const int64_t threads = omp_get_num_threads(), t = omp_get_thread_num();
+      const int64_t r1 = SlabBegin(batch, threads, t + 1);
+      for (int64_t r = SlabBegin(batch, threads, t); r < r1; ++r) {
+        const int64_t at = r * w;
+        if (classes) {
+          terms[r] = loss_math::SoftmaxCrossEntropyRow(params_, z + at, y[r], scale,
+                                                       g != nullptr ? g + at : nullptr,
+                                                       pred != nullptr ? pred + at : nullptr);
+          continue;
+        }
+        for (int64_t i = at; i < at + w; ++i) {
+          terms[i] = loss_math::ElementLoss(params_, i - at, z[i], values[i], scale,
+                                            g != nullptr ? g + i : nullptr,
+                                            pred != nullptr ? pred + i : nullptr);
+        }
+      }
+    }
+    double sum = 0;
+    for (int64_t i = 0, n = classes ? batch : batch * w; i < n; ++i) sum += terms[i];
+    slots_[static_cast<size_t>(slot)] = sum;
     return absl::OkStatus();
   }
 
@@ -155,9 +187,14 @@ class CpuLossKernel final : public LossKernel {
   }
 
  private:
+  // Batches of at least this many outputs are computed by all the threads
+  // (softmax cross-entropy: 3 exp per output; 128 × 10 took 0.03 ms on one).
+  static constexpr int64_t kParallelLossElements = 512;
+
   const LossKernelOptions options_;
   LossParams params_;
   std::vector<double> slots_;
+  std::vector<double> terms_;  // [max_batch · width]: the rows' or elements' values
   double stored_scale_ = 0;
 };
 

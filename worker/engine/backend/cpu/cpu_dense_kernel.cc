@@ -81,6 +81,13 @@ inline void GradAndBiasSumColumns(int64_t batch, int64_t out, int64_t j0, int64_
   }
 }
 
+// Up to this many outputs (batch × out), one thread computes a layer's dz
+// and db. Measured on 2 cores, layer 784-512 at batch 128 (65,536 outputs):
+// split by columns, the pass took 0.020 ms, and the whole backward of the
+// layer was 0.03 ms slower than with the pass on one thread — its products
+// read all of dz, so each core then pulls the other's half of every row.
+constexpr int64_t kSerialActivationGradElements = int64_t{1} << 16;
+
 // dz = dy ⊙ f'(y) in place over g: [batch, out], and (unless db is null)
 // db[j] = Σ_r dz[r, j] summed row by row — the same order whatever the
 // thread count, so the result is deterministic. `deriv` maps y to f'.
@@ -88,7 +95,7 @@ inline void GradAndBiasSumColumns(int64_t batch, int64_t out, int64_t j0, int64_
 template <typename Deriv>
 void GradAndBiasSumLoop(int64_t batch, int64_t out, const float* y, float* g, float* db,
                         Deriv deriv) {
-  if (batch * out <= kParallelThreshold || out < 32) {
+  if (batch * out <= kSerialActivationGradElements || out < 32) {
     GradAndBiasSumColumns(batch, out, 0, out, y, g, db, deriv);
     return;
   }

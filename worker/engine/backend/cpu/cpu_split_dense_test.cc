@@ -68,16 +68,17 @@ class CpuSplitDenseTest : public ::testing::TestWithParam<Param> {
 
   // One forward and backward pass of `kernel` against the reference
   // (testing/dense_reference.h).
-  void Check(DenseKernel* kernel, ActivationFn f, bool bias, int64_t in = kIn) {
+  void Check(DenseKernel* kernel, ActivationFn f, bool bias, int64_t in = kIn,
+             int64_t batch = kBatch, int64_t out = kOut) {
     Rng rng(17);
-    Tensor x = Random(kBatch, in, 1.0, rng);
-    Tensor w = Random(in, kOut, 0.2, rng);
-    Tensor b = Random(kOut, 0, 0.5, rng);
-    Tensor dy = Random(kBatch, kOut, 1.0, rng);
-    Tensor y = std::move(backend_->Allocate2d(DType::kF32, kBatch, kOut)).value();
-    Tensor dw = std::move(backend_->Allocate2d(DType::kF32, in, kOut)).value();
-    Tensor db = std::move(backend_->Allocate1d(DType::kF32, kOut)).value();
-    Tensor dx = std::move(backend_->Allocate2d(DType::kF32, kBatch, in)).value();
+    Tensor x = Random(batch, in, 1.0, rng);
+    Tensor w = Random(in, out, 0.2, rng);
+    Tensor b = Random(out, 0, 0.5, rng);
+    Tensor dy = Random(batch, out, 1.0, rng);
+    Tensor y = std::move(backend_->Allocate2d(DType::kF32, batch, out)).value();
+    Tensor dw = std::move(backend_->Allocate2d(DType::kF32, in, out)).value();
+    Tensor db = std::move(backend_->Allocate1d(DType::kF32, out)).value();
+    Tensor dx = std::move(backend_->Allocate2d(DType::kF32, batch, in)).value();
     const std::vector<float> dy_in(dy.f32(), dy.f32() + dy.size());
     ASSERT_TRUE(kernel->Forward(x, w, b, &y).ok());
     ASSERT_TRUE(kernel->Backward(x, w, y, &dy, &dw, bias ? &db : nullptr, &dx).ok());
@@ -106,6 +107,22 @@ TEST_P(CpuSplitDenseTest, EveryFusedActivationMatchesTheReference) {
       ASSERT_TRUE(kernel.ok()) << kernel.status();
       Check(kernel->get(), f, bias);
     }
+  }
+}
+
+// A layer with more outputs than one thread takes for its activation
+// gradient (2^16): the threads split dz's columns and db.
+TEST_P(CpuSplitDenseTest, AWideLayersActivationGradientSplitByColumnsMatches) {
+  const int64_t batch = 67, in = 40, out = 1111;
+  for (ActivationFn f :
+       {ActivationFn{DenseActivation::kRelu, 0}, ActivationFn{DenseActivation::kTanh, 0}}) {
+    SCOPED_TRACE(::testing::Message() << "activation " << static_cast<int>(f.kind));
+    DenseKernelOptions options;
+    options.activation = f;
+    absl::StatusOr<std::unique_ptr<DenseKernel>> kernel =
+        backend_->CreateDenseKernel(batch, in, out, options);
+    ASSERT_TRUE(kernel.ok()) << kernel.status();
+    Check(kernel->get(), f, /*bias=*/true, in, batch, out);
   }
 }
 
