@@ -243,10 +243,12 @@ def gemmset(bin_dir, envs, features, hidden, classes, batch, reps=469):
                     Envs.threads(envs.traind, 2))[0]
 
 
-def step_profile(bin_dir, envs, data, hidden, batch, steps=200):
-    """One training step op by op (cpu_bench profile), medians in ms."""
+def step_profile(bin_dir, envs, data, hidden, batch, steps=200, rounds=20, block=50):
+    """One training step op by op (cpu_bench profile), medians in ms; then `rounds` rounds of `block` whole steps
+    and `block` GEMM sets in alternating blocks (its "interleaved" share)."""
     return run_json([os.path.join(bin_dir, "cpu_bench"), "profile", "--data", data, "--hidden", hidden,
-                     "--batch", str(batch), "--steps", str(steps)], Envs.threads(envs.traind, 2))[0]
+                     "--batch", str(batch), "--steps", str(steps), "--interleave-rounds", str(rounds),
+                     "--interleave-block", str(block)], Envs.threads(envs.traind, 2))[0]
 
 
 def ceiling_report(r, sets, profile, flops_per_sample, batch):
@@ -277,6 +279,16 @@ def ceiling_report(r, sets, profile, flops_per_sample, batch):
             100 * best_fraction))
     say()
     r["gemmset_best"] = best_fraction
+    inter = profile.get("interleaved")
+    if inter:
+        r["gemmset_interleaved"] = inter["share_median"]
+        say("The same comparison in alternating blocks, in one process (`cpu_bench profile --interleave-rounds %d "
+            "--interleave-block %d`): %d whole steps (the engine's parts as fit calls them, no clock inside), then %d "
+            "sets, each in turn first; the set's time ÷ the steps', median over the rounds **%.0f%%** (quartiles "
+            "%.0f–%.0f%%; a step %.3f ms, a set %.3f ms, each a block's mean, median over rounds)." % (
+                inter["rounds"], inter["block"], inter["block"], inter["block"], 100 * inter["share_median"],
+                100 * inter["share_p25"], 100 * inter["share_p75"], inter["step_ms"], inter["set_ms"]))
+        say()
     gemm_ms = sets[-1]["set_mflop"] / 1e3 / sets[-1]["sustained_gflops"] * 1e3
     bw = profile["backward_ms_by_layer"]
     products = sets[-1].get("products_ms", {})
@@ -639,7 +651,7 @@ def main():
         r["sgemm"] = sg
         r["fraction"] = frac
         r["gemmset"] = ceiling_report(r, [gemmset(a.bin, envs, 1024, "4096,4096", 1024, 256, 20)],
-                                      step_profile(a.bin, envs, path, "4096,4096", 256, 20), fl, 256)
+                                      step_profile(a.bin, envs, path, "4096,4096", 256, 20, rounds=6, block=2), fl, 256)
         summary["3"] = r
     if "4" in only:
         summary["4"] = cv_case(a.bin, a.work, envs, a.repeats)
@@ -651,8 +663,11 @@ def main():
     if "1" in summary:
         s = summary["1"]
         say("| case 1 ahead of PyTorch (best); ≥ 1.5× where the GEMM-set ceiling allows | %.2f× (%s vs %s samples/s; fastest runs: %.2f×) | %s |" % (s["ratio"], fmt(s["traind"]), fmt(s["peer"]), s["best_ratio"], "yes" if s["ratio"] >= 1.5 else ("ahead, not 1.5×" if s["ratio"] > 1 else "**no**")))
-        say("| case 1 ≥ 90%% of the step's GEMM-set rate (each epoch ÷ the set's sustained rate right after it; ÷ a standalone fastest single set: %.0f%%) | %.0f%% | %s |" % (
-            100 * s["gemmset_best"], 100 * s["gemmset"], "yes" if s["gemmset"] >= 0.9 else "**no**"))
+        inter = s.get("gemmset_interleaved")
+        both = min(s["gemmset"], inter) if inter is not None else s["gemmset"]
+        say("| case 1 ≥ 90%% of the step's GEMM-set rate (each epoch ÷ the set's sustained rate right after it; whole steps ÷ sets in alternating blocks; met when both are; ÷ a standalone fastest single set: %.0f%%) | %.0f%%; %s | %s |" % (
+            100 * s["gemmset_best"], 100 * s["gemmset"], "%.0f%%" % (100 * inter) if inter is not None else "–",
+            "yes" if both >= 0.9 else "**no**"))
         if "bf16_ratio" in s:
             say("| case 1, bf16: traind bf16 above the faster of PyTorch fp32 / bf16 | %.2f× (%s vs %s samples/s) | %s |" % (
                 s["bf16_ratio"], fmt(s["traind_bf16"]), fmt(max(s["peer"], s["peer_bf16"])), "yes" if s["bf16_ratio"] > 1 else "**no**"))

@@ -124,3 +124,20 @@ def test_profile_times_every_part(tmp_path):
     r = cpu_bench("profile", "--data", data, "--hidden", "300,200", "--batch", 64, "--steps", 5,
                   "--update-in-backward", 0)
     assert r["steps"] == 5 and r["optimizer_ms"] > 0
+    assert "interleaved" not in r
+
+
+def test_profile_interleaves_whole_steps_with_sets(tmp_path):
+    data = tmp_path / "d.bin"
+    write_data(data, 256, 20, 3)
+    r = cpu_bench("profile", "--data", data, "--hidden", "300,200", "--batch", 64, "--steps", 2,
+                  "--interleave-rounds", 3, "--interleave-block", 2)
+    i = r["interleaved"]
+    assert i["rounds"] == 3 and i["block"] == 2
+    assert 0 < i["share_p25"] <= i["share_median"] <= i["share_p75"]
+    assert i["step_ms"] > 0 and i["set_ms"] > 0
+    p = subprocess.run([os.path.join(BIN, "cpu_bench"), "profile", "--data", str(data), "--hidden", "300,200",
+                        "--batch", "64", "--interleave-rounds", "3", "--interleave-block", "0"],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 2
+    assert "--interleave-block must be at least 1" in p.stderr
