@@ -8,16 +8,19 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <condition_variable>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <mutex>
 #include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "spec/loader.h"
@@ -190,6 +193,37 @@ inline absl::StatusOr<traind::v1::Job> SubmitJob(traind::v1::TrainingService::St
 }
 
 // GetJob of a job that must exist.
+// Calls `method` with `bytes` as the request, whatever they are, and waits.
+inline grpc::Status RawUnaryCall(std::shared_ptr<grpc::Channel> channel, const std::string& method,
+                                 const std::string& bytes) {
+  grpc::GenericStub generic(channel);
+  grpc::Slice slice(bytes);
+  grpc::ByteBuffer request(&slice, 1), response;
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
+  grpc::Status status;
+  generic.UnaryCall(&ctx, method, grpc::StubOptions(), &request, &response, [&](grpc::Status st) {
+    std::lock_guard<std::mutex> l(mu);
+    status = st;
+    done = true;
+    cv.notify_one();
+  });
+  std::unique_lock<std::mutex> l(mu);
+  cv.wait(l, [&] { return done; });
+  return status;
+}
+
+// How many jobs ListJobs lists (as the local admin, on the unix socket).
+inline int JobCount(traind::v1::TrainingService::Stub* stub) {
+  traind::v1::ListJobsResponse resp;
+  auto ctx = Ctx();
+  EXPECT_TRUE(stub->ListJobs(ctx.get(), traind::v1::ListJobsRequest(), &resp).ok());
+  return resp.jobs_size();
+}
+
 inline traind::v1::Job GetJob(traind::v1::TrainingService::Stub* stub, const std::string& id) {
   traind::v1::GetJobRequest req;
   req.set_job_id(id);
