@@ -13,6 +13,7 @@
 #include "gtest/gtest.h"
 #include "spec/loader.h"
 #include "tests/integration/daemon.h"
+#include "tests/integration/daemon_fixture.h"
 
 namespace traind::testing {
 namespace {
@@ -36,18 +37,9 @@ std::vector<std::string> ExampleSpecs() {
   return paths;
 }
 
-class SpecTextTest : public ::testing::Test {
+// DaemonTest's traind (2 CPU slots), given specs as text.
+class SpecTextTest : public DaemonTest {
  protected:
-  void SetUp() override {
-    daemon_ =
-        std::make_unique<Daemon>(dir_.path() + "/state", std::vector<std::string>{"--cpu-slots=2"});
-    ASSERT_TRUE(daemon_->Start()) << daemon_->Log();
-  }
-  void TearDown() override {
-    daemon_->Stop();
-    if (HasFailure()) std::cerr << "--- traind log ---\n" << daemon_->Log();
-  }
-
   grpc::Status Submit(const std::string& text, const std::vector<std::string>& overrides,
                       const std::string& base_dir, Job* job) {
     traind::v1::SubmitJobRequest req;
@@ -58,14 +50,6 @@ class SpecTextTest : public ::testing::Test {
     return daemon_->stub()->SubmitJob(ctx.get(), req, job);
   }
 
-  int JobCount() {
-    traind::v1::ListJobsRequest req;
-    traind::v1::ListJobsResponse resp;
-    auto ctx = Ctx();
-    EXPECT_TRUE(daemon_->stub()->ListJobs(ctx.get(), req, &resp).ok());
-    return resp.jobs_size();
-  }
-
   void Cancel(const std::string& id) {
     traind::v1::CancelJobRequest req;
     req.set_job_id(id);
@@ -74,9 +58,6 @@ class SpecTextTest : public ::testing::Test {
     auto ctx = Ctx();
     EXPECT_TRUE(daemon_->stub()->CancelJob(ctx.get(), req, &job).ok());
   }
-
-  TempDir dir_;
-  std::unique_ptr<Daemon> daemon_;
 };
 
 // Every example file, sent as it is with the source tree as base_dir, is
