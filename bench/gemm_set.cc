@@ -78,35 +78,17 @@ void SlabProducts::Run(Op op, bool openblas) {
   for (int t = 0; t < parts; ++t) RunSlab(op, openblas, t);
 }
 
-// As the kernel's MakePlans: x's columns, w's rows and dx's columns
-// [r0, r1) as strided views.
+// The kernel's own slab products (onednn_plans.h CreateSlabMatmul).
 void SlabProducts::Plan(const dnnl::engine& eng, int t) {
-  using dt = dnnl::memory::data_type;
-  using dims = dnnl::memory::dims;
   const int parts = static_cast<int>(slabs_.size());
   Slab& s = slabs_[static_cast<size_t>(t)];
   s.r0 = cpu::SlabBegin(in_, parts, t);
   s.r1 = cpu::SlabBegin(in_, parts, t + 1);
   const int64_t rows = s.r1 - s.r0;
-  auto mm = [&](const dnnl::memory::desc& a, const dnnl::memory::desc& b,
-                const dnnl::memory::desc& c, float sum = 0.0f) {
-    dnnl::primitive_attr attr;
-    if (sum > 0.0f) {
-      dnnl::post_ops ops;
-      ops.append_sum(sum);
-      attr.set_post_ops(ops);
-    }
-    return cpu::MatmulPlan::Create(eng, a, b, nullptr, c, attr);
-  };
-  const dnnl::memory::desc xs({batch_, rows}, dt::f32, dims{in_, 1});
-  const dnnl::memory::desc xt({rows, batch_}, dt::f32, dims{1, in_});
-  const dnnl::memory::desc ws({rows, out_}, dt::f32, dims{out_, 1});
-  const dnnl::memory::desc wt({out_, rows}, dt::f32, dims{1, out_});
-  const dnnl::memory::desc full({batch_, out_}, dt::f32, dims{out_, 1});
-  const dnnl::memory::desc dxs({batch_, rows}, dt::f32, dims{in_, 1});
-  s.forward = mm(xs, ws, full);
-  s.weights = mm(xt, full, ws, momentum_);
-  s.data = mm(full, wt, dxs);
+  using cpu::SlabProduct;
+  s.forward = cpu::CreateSlabMatmul(eng, SlabProduct::kForward, batch_, in_, out_, rows);
+  s.weights = cpu::CreateSlabMatmul(eng, SlabProduct::kWeights, batch_, in_, out_, rows, momentum_);
+  s.data = cpu::CreateSlabMatmul(eng, SlabProduct::kData, batch_, in_, out_, rows);
   s.stream = dnnl::stream(eng);
 }
 

@@ -18,35 +18,11 @@
 #include "spec/validation.h"
 #include "worker/engine/random.h"
 #include "worker/engine/status.h"
+#include "worker/engine/testing/cpu_backend_fixture.h"
 #include "worker/engine/testing/dense_reference.h"
 
 namespace traind::engine {
 namespace {
-
-class CpuBackendTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    absl::StatusOr<std::unique_ptr<Backend>> backend = CreateCpuBackend();
-    ASSERT_TRUE(backend.ok()) << backend.status();
-    backend_ = std::move(*backend);
-  }
-
-  Tensor Random2d(int64_t rows, int64_t cols, double scale, Rng& rng) {
-    Tensor t = std::move(backend_->Allocate2d(DType::kF32, rows, cols)).value();
-    for (int64_t i = 0; i < t.size(); ++i) {
-      t.f32()[i] = static_cast<float>(scale * (2 * rng.Uniform() - 1));
-    }
-    return t;
-  }
-  Tensor Random1d(int64_t n, double scale, Rng& rng) {
-    Tensor t = std::move(backend_->Allocate1d(DType::kF32, n)).value();
-    for (int64_t i = 0; i < n; ++i)
-      t.f32()[i] = static_cast<float>(scale * (2 * rng.Uniform() - 1));
-    return t;
-  }
-
-  std::unique_ptr<Backend> backend_;
-};
 
 // Odd sizes, so no kernel gets a convenient multiple of its vector width.
 TEST_F(CpuBackendTest, DenseMatchesReference) {

@@ -451,41 +451,20 @@ class CpuSplitDenseKernel final : public DenseKernel {
   }
 
   void MakePlans(const dnnl::engine& engine, Part* part) const {
-    using dt = dnnl::memory::data_type;
-    using tag = dnnl::memory::format_tag;
-    using dims = dnnl::memory::dims;
     const int64_t rows = part->r1 - part->r0;
-    // x's columns [r0, r1), w's rows [r0, r1) and dx's columns [r0, r1).
-    const dnnl::memory::desc x({batch_, rows}, dt::f32, dims{in_, 1});
-    const dnnl::memory::desc x_t({rows, batch_}, dt::f32, dims{1, in_});
-    const dnnl::memory::desc w({rows, out_}, dt::f32, tag::ab);
-    const dnnl::memory::desc w_t({out_, rows}, dt::f32, dims{1, out_});
-    const dnnl::memory::desc y({batch_, out_}, dt::f32, tag::ab);
-    const dnnl::memory::desc dw({rows, out_}, dt::f32, tag::ab);
-    const dnnl::memory::desc dx({batch_, rows}, dt::f32, dims{in_, 1});
     if (!libraries_.forward_openblas) {
-      part->forward = MatmulPlan::Create(engine, x, w, nullptr, y, dnnl::primitive_attr());
+      part->forward = CreateSlabMatmul(engine, SlabProduct::kForward, batch_, in_, out_, rows);
     }
-    part->weights = MatmulPlan::Create(engine, x_t, y, nullptr, dw, dnnl::primitive_attr());
+    part->weights = CreateSlabMatmul(engine, SlabProduct::kWeights, batch_, in_, out_, rows);
     if (!libraries_.data_openblas) {
-      part->data = MatmulPlan::Create(engine, y, w_t, nullptr, dx, dnnl::primitive_attr());
+      part->data = CreateSlabMatmul(engine, SlabProduct::kData, batch_, in_, out_, rows);
     }
     part->stream = dnnl::stream(engine);
   }
 
   void MakeMomentumPlan(float momentum, Part* part) const {
-    using dt = dnnl::memory::data_type;
-    using tag = dnnl::memory::format_tag;
-    using dims = dnnl::memory::dims;
-    const int64_t rows = part->r1 - part->r0;
-    dnnl::post_ops ops;
-    ops.append_sum(momentum);
-    dnnl::primitive_attr attr;
-    attr.set_post_ops(ops);
-    part->weights_momentum =
-        MatmulPlan::Create(engine_, dnnl::memory::desc({rows, batch_}, dt::f32, dims{1, in_}),
-                           dnnl::memory::desc({batch_, out_}, dt::f32, tag::ab), nullptr,
-                           dnnl::memory::desc({rows, out_}, dt::f32, tag::ab), attr);
+    part->weights_momentum = CreateSlabMatmul(engine_, SlabProduct::kWeights, batch_, in_, out_,
+                                              part->r1 - part->r0, momentum);
   }
 
   void Epilogue(int64_t r0, int64_t r1, const float* b, float* y) const {

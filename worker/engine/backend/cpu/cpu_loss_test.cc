@@ -20,28 +20,12 @@
 #include "worker/engine/backend/loss_math.h"
 #include "worker/engine/random.h"
 #include "worker/engine/status.h"
+#include "worker/engine/testing/cpu_backend_fixture.h"
 
 namespace traind::engine {
 namespace {
 
-class CpuLossKernelTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    absl::StatusOr<std::unique_ptr<Backend>> backend = CreateCpuBackend();
-    ASSERT_TRUE(backend.ok()) << backend.status();
-    backend_ = std::move(*backend);
-  }
-
-  Tensor Random2d(int64_t rows, int64_t cols, double scale, Rng& rng) {
-    Tensor t = std::move(backend_->Allocate2d(DType::kF32, rows, cols)).value();
-    for (int64_t i = 0; i < t.size(); ++i) {
-      t.f32()[i] = static_cast<float>(scale * (2 * rng.Uniform() - 1));
-    }
-    return t;
-  }
-
-  std::unique_ptr<Backend> backend_;
-};
+class CpuLossKernelTest : public CpuBackendTest {};
 
 // A loss kernel of `options` on the test's backend.
 std::unique_ptr<LossKernel> MakeLoss(Backend* backend, const LossKernelOptions& options) {

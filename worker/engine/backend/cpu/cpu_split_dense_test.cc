@@ -23,6 +23,7 @@
 #include "worker/engine/backend/cpu/cpu_gemm.h"
 #include "worker/engine/backend/cpu/cpu_parallel.h"
 #include "worker/engine/random.h"
+#include "worker/engine/testing/cpu_backend_fixture.h"
 #include "worker/engine/testing/dense_reference.h"
 
 namespace traind::engine {
@@ -57,13 +58,7 @@ class CpuSplitDenseTest : public ::testing::TestWithParam<Param> {
   static const char* Gemm() { return std::get<1>(GetParam()); }
 
   Tensor Random(int64_t rows, int64_t cols, double scale, Rng& rng) {
-    Tensor t = std::move(cols > 0 ? backend_->Allocate2d(DType::kF32, rows, cols)
-                                  : backend_->Allocate1d(DType::kF32, rows))
-                   .value();
-    for (int64_t i = 0; i < t.size(); ++i) {
-      t.f32()[i] = static_cast<float>(scale * (2 * rng.Uniform() - 1));
-    }
-    return t;
+    return RandomTensor(backend_.get(), rows, cols, scale, rng);
   }
 
   // One forward and backward pass of `kernel` against the reference

@@ -27,6 +27,15 @@ inline absl::Status SetDataHandle(const dnnl::memory& memory, const void* data) 
       "set data handle");
 }
 
+// Runs `primitive` on `nargs` arguments and waits for it; `what` names it
+// in an error.
+inline absl::Status ExecuteAndWait(const dnnl::primitive& primitive, const dnnl::stream& stream,
+                                   int nargs, const dnnl_exec_arg_t* args, const char* what) {
+  TRAIND_RETURN_IF_ERROR(
+      FromDnnlStatus(dnnl_primitive_execute(primitive.get(), stream.get(), nargs, args), what));
+  return FromDnnlStatus(dnnl_stream_wait(stream.get()), "stream wait");
+}
+
 // One matmul primitive with its memory objects. The memory objects carry no
 // buffer of their own: Run points them at the caller's tensors, then executes
 // through the C API on a stack array, so a step allocates nothing here.
@@ -73,16 +82,52 @@ class MatmulPlan {
       TRAIND_RETURN_IF_ERROR(SetDataHandle(bias_, bias));
       args[nargs++] = {DNNL_ARG_BIAS, bias_.get()};
     }
-    TRAIND_RETURN_IF_ERROR(
-        FromDnnlStatus(dnnl_primitive_execute(primitive_.get(), stream.get(), nargs, args.data()),
-                       "matmul execute"));
-    return FromDnnlStatus(dnnl_stream_wait(stream.get()), "stream wait");
+    return ExecuteAndWait(primitive_, stream, nargs, args.data(), "matmul execute");
   }
 
  private:
   dnnl::matmul primitive_;
   dnnl::memory src_, weights_, bias_, dst_, scratchpad_;
 };
+
+// The f32 products of the row slab [r0, r0 + rows) of w in a dense layer
+// [batch, in] -> [batch, out], on strided views of the whole tensors (no
+// copies), as the row-slab kernel runs them (cpu_dense_kernel.cc) and the
+// benchmark's GEMM set times them:
+//   kForward: x[:, r0:r1] · w[r0:r1, :] -> [batch, out];
+//   kWeights: x[:, r0:r1]ᵀ · dz -> dw[r0:r1, :], plus momentum · dw[r0:r1, :]
+//             when momentum > 0 (a sum post-op: SGD's velocity accumulates);
+//   kData:    dz · w[r0:r1, :]ᵀ -> dx[:, r0:r1].
+// Operand pointers are the slab's first element (x + r0, w + r0·out,
+// dx + r0; dz and a kForward result whole).
+enum class SlabProduct { kForward, kWeights, kData };
+
+inline MatmulPlan CreateSlabMatmul(const dnnl::engine& engine, SlabProduct product, int64_t batch,
+                                   int64_t in, int64_t out, int64_t rows, float momentum = 0.0f) {
+  using dt = dnnl::memory::data_type;
+  using tag = dnnl::memory::format_tag;
+  using dims = dnnl::memory::dims;
+  const dnnl::memory::desc whole({batch, out}, dt::f32, tag::ab);  // y, dz
+  const dnnl::memory::desc w_rows({rows, out}, dt::f32, tag::ab);  // w's or dw's rows
+  dnnl::primitive_attr attr;
+  switch (product) {
+    case SlabProduct::kForward:
+      return MatmulPlan::Create(engine, dnnl::memory::desc({batch, rows}, dt::f32, dims{in, 1}),
+                                w_rows, nullptr, whole, attr);
+    case SlabProduct::kWeights:
+      if (momentum > 0.0f) {
+        dnnl::post_ops ops;
+        ops.append_sum(momentum);
+        attr.set_post_ops(ops);
+      }
+      return MatmulPlan::Create(engine, dnnl::memory::desc({rows, batch}, dt::f32, dims{1, in}),
+                                whole, nullptr, w_rows, attr);
+    case SlabProduct::kData:
+      break;
+  }
+  return MatmulPlan::Create(engine, whole, dnnl::memory::desc({out, rows}, dt::f32, dims{1, out}),
+                            nullptr, dnnl::memory::desc({batch, rows}, dt::f32, dims{in, 1}), attr);
+}
 
 // One f32 -> bf16 reorder (round to nearest even) of a plain [rows, cols]
 // matrix, run like MatmulPlan: memory objects without buffers of their own,
@@ -118,10 +163,7 @@ class ReorderPlan {
     }};
     int nargs = 2;
     if (scratchpad_) args[nargs++] = {DNNL_ARG_SCRATCHPAD, scratchpad_.get()};
-    TRAIND_RETURN_IF_ERROR(
-        FromDnnlStatus(dnnl_primitive_execute(primitive_.get(), stream.get(), nargs, args.data()),
-                       "reorder execute"));
-    return FromDnnlStatus(dnnl_stream_wait(stream.get()), "stream wait");
+    return ExecuteAndWait(primitive_, stream, nargs, args.data(), "reorder execute");
   }
 
  private:
