@@ -30,7 +30,6 @@ namespace {
 using cpu::FreeAligned;
 using cpu::FromDnnl;
 using cpu::kAlignment;
-using cpu::kParallelThreshold;
 using cpu::ParallelFor;
 using cpu::SlabBegin;
 
@@ -42,7 +41,7 @@ template <typename Body>
 void ForEachSegment(absl::Span<Tensor* const> tensors, Body body) {
   int64_t total = 0;
   for (const Tensor* t : tensors) total += t->size();
-  if (total <= kParallelThreshold) {
+  if (!cpu::Forks(total)) {
     for (size_t t = 0; t < tensors.size(); ++t) body(t, 0, tensors[t]->size());
     return;
   }
@@ -135,7 +134,7 @@ class CpuLossKernel final : public LossKernel {
     float* g = grad != nullptr && batch > 0 ? grad->f32() : nullptr;
     float* pred = predictions != nullptr && batch > 0 ? predictions->f32() : nullptr;
     const int64_t w = options_.width;
-    if (batch * w < kParallelLossElements) {
+    if (!cpu::Forks(batch * w, kParallelLossElements - 1)) {
       slots_[static_cast<size_t>(slot)] =
           loss_math::SumOnHost(params_, z, batch, y, values, scale, g, pred);
       return absl::OkStatus();
@@ -251,7 +250,7 @@ class CpuBackend final : public Backend {
                     static_cast<size_t>(cols) * sizeof(float));
       }
     };
-    if (n * cols > kParallelThreshold) {
+    if (cpu::Forks(n * cols)) {
 #pragma omp parallel
       {
         const int64_t threads = omp_get_num_threads(), t = omp_get_thread_num();

@@ -95,7 +95,7 @@ constexpr int64_t kSerialActivationGradElements = int64_t{1} << 16;
 template <typename Deriv>
 void GradAndBiasSumLoop(int64_t batch, int64_t out, const float* y, float* g, float* db,
                         Deriv deriv) {
-  if (batch * out <= kSerialActivationGradElements || out < 32) {
+  if (!Forks(batch * out, kSerialActivationGradElements) || out < 32) {
     GradAndBiasSumColumns(batch, out, 0, out, y, g, db, deriv);
     return;
   }

@@ -19,12 +19,20 @@ inline constexpr int64_t kParallelThreshold = 1 << 15;
 inline constexpr std::align_val_t kAlignment{64};
 inline void FreeAligned(void* p) { ::operator delete(p, kAlignment); }
 
-// body(i0, i1) over [0, n): split evenly across the threads when n is large,
-// else on this thread. (Branching here rather than `omp parallel if (...)`:
-// a one-thread region still builds a team, which allocates in libgomp.)
+// Whether a loop over n elements forks: more than `threshold` of them, and
+// more than one thread to run them. Every loop of the backend branches on
+// this rather than `omp parallel if (...)`: a one-thread region still builds
+// a team, which allocates in libgomp each time (with OMP_NUM_THREADS=1, as
+// traind's workers run by default, too).
+inline bool Forks(int64_t n, int64_t threshold = kParallelThreshold) {
+  return n > threshold && omp_get_max_threads() > 1;
+}
+
+// body(i0, i1) over [0, n): split evenly across the threads when the loop
+// forks (Forks), else on this thread.
 template <typename Body>
 void ParallelFor(int64_t n, Body body) {
-  if (n <= kParallelThreshold) {
+  if (!Forks(n)) {
     body(0, n);
     return;
   }
