@@ -67,6 +67,11 @@ class EpochReporter {
   EpochReporter(const EpochReporter&) = delete;
   EpochReporter& operator=(const EpochReporter&) = delete;
 
+  // Heartbeats every `every` instead of options.heartbeat_every (what traind
+  // asks for: TaskAssignment.heartbeat_interval_ms). REQUIRES: before
+  // Start(); every > 0.
+  void set_heartbeat_every(std::chrono::milliseconds every) { options_.heartbeat_every = every; }
+
   // Starts the thread. REQUIRES: called once.
   void Start();
 
@@ -89,7 +94,7 @@ class EpochReporter {
   void Run();
 
   EpochSink* const sink_;
-  const EpochReporterOptions options_;
+  EpochReporterOptions options_;  // not changed once the thread runs
   std::mutex mu_;
   std::condition_variable cv_;
   bool done_ = false;                            // guarded by mu_

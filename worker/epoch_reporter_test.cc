@@ -177,6 +177,15 @@ TEST(WorkerEpochReporter, HeartbeatsBeforeTrainingStarts) {
   EXPECT_TRUE(sink.WaitForHeartbeats(3));
 }
 
+// traind's TaskAssignment.heartbeat_interval_ms replaces the option.
+TEST(WorkerEpochReporter, TheIntervalTraindAsksForReplacesTheOption) {
+  FakeSink sink;
+  EpochReporter reporter(&sink, Quiet());  // 10 minutes
+  reporter.set_heartbeat_every(milliseconds(5));
+  reporter.Start();
+  EXPECT_TRUE(sink.WaitForHeartbeats(3));
+}
+
 TEST(WorkerEpochReporter, HeartbeatsFollowTrainingProgress) {
   FakeSink sink;
   EpochReporterOptions o;

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <string>
 #include <utility>
@@ -64,6 +65,9 @@ int RunTaskUnderDaemon(const TaskRunOptions& o) {
     return absl::IsUnavailable(s) || absl::IsDeadlineExceeded(s) ? kUnreachable : kFailed;
   }
   Log(absl::StrCat("task fetched ", where, " fold=", assignment.fold(), " pid=", getpid()));
+  if (assignment.heartbeat_interval_ms() > 0) {
+    reporter.set_heartbeat_every(std::chrono::milliseconds(assignment.heartbeat_interval_ms()));
+  }
   reporter.Start();
 
   auto fail = [&](const absl::Status& s) {

@@ -20,7 +20,9 @@
 #ifndef TRAIND_SERVER_SCHEDULER_SCHEDULER_H_
 #define TRAIND_SERVER_SCHEDULER_SCHEDULER_H_
 
+#include <algorithm>
 #include <atomic>
+#include <cstdint>
 #include <deque>
 #include <functional>
 #include <map>
@@ -56,6 +58,15 @@
 
 namespace traind::server {
 
+// How often a worker says it is alive while it trains
+// (TaskAssignment.heartbeat_interval_ms) under `heartbeat_timeout`: a quarter
+// of it, so that a heartbeat can be late or lost three times before the
+// worker is killed; at most 2 s (the worker's own default), at least 1 ms.
+inline int32_t HeartbeatIntervalMs(absl::Duration heartbeat_timeout) {
+  const int64_t quarter = absl::ToInt64Milliseconds(heartbeat_timeout / 4);
+  return static_cast<int32_t>(std::clamp<int64_t>(quarter, 1, 2000));
+}
+
 struct SchedulerOptions {
   // Root of the daemon's files; worker logs and artifacts go under jobs/.
   std::string state_dir;
@@ -77,7 +88,8 @@ struct SchedulerOptions {
   // On Stop(), time workers get after SIGTERM (to checkpoint) before SIGKILL.
   absl::Duration stop_grace = absl::Seconds(10);
   // A worker silent for this long (no heartbeat or report) is killed and its
-  // attempt fails with TIMEOUT.
+  // attempt fails with TIMEOUT. Workers are told to say they are alive four
+  // times as often (HeartbeatIntervalMs).
   absl::Duration heartbeat_timeout = absl::Seconds(30);
   // Where the scheduler reads the time (the system clock when null). Must
   // outlive the scheduler.

@@ -91,6 +91,43 @@ TEST_F(SchedulerClockTest, HeartbeatsKeepAWorkerAliveUntilItFallsSilent) {
   ASSERT_TRUE(launcher_.WaitForLaunches(2)) << "a hang is retried";
 }
 
+// Workers are told to say they are alive four times per timeout, at most
+// every 2 s (their default): a timeout shorter than that default must not
+// kill a worker that trains.
+TEST(HeartbeatIntervalTest, AQuarterOfTheTimeoutAtMostTwoSeconds) {
+  EXPECT_EQ(HeartbeatIntervalMs(absl::Seconds(30)), 2000);
+  EXPECT_EQ(HeartbeatIntervalMs(absl::Seconds(8)), 2000);
+  EXPECT_EQ(HeartbeatIntervalMs(absl::Seconds(6)), 1500);
+  EXPECT_EQ(HeartbeatIntervalMs(absl::Milliseconds(1500)), 375);
+  EXPECT_EQ(HeartbeatIntervalMs(absl::Milliseconds(2)), 1);
+  EXPECT_EQ(HeartbeatIntervalMs(absl::ZeroDuration()), 1);
+}
+
+TEST_F(SchedulerClockTest, TheAssignmentCarriesTheHeartbeatInterval) {
+  ASSERT_TRUE(scheduler_->Submit(OneTaskSpec()).ok());
+  ASSERT_TRUE(launcher_.WaitForLaunches(1));
+  absl::StatusOr<traind::v1::TaskAssignment> a =
+      scheduler_->GetTask(CredentialsOf(launcher_.launched()[0]));
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->heartbeat_interval_ms(), 2000);  // 30 s: the default
+
+  // A daemon whose timeout is shorter than the workers' default interval.
+  scheduler_.reset();
+  SchedulerOptions o = TestSchedulerOptions(dir_.path());
+  o.heartbeat_timeout = absl::Milliseconds(1500);
+  o.clock = &clock_;
+  FakeLauncher launcher;
+  Scheduler short_timeout(o, store_.get(), &launcher);
+  ASSERT_TRUE(short_timeout.Recover().ok());
+  short_timeout.Start();
+  ASSERT_TRUE(short_timeout.Submit(OneTaskSpec()).ok());
+  ASSERT_TRUE(launcher.WaitForLaunches(1));
+  const FakeLauncher::Launched l = launcher.launched().back();
+  a = short_timeout.GetTask(CredentialsOf(l));
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->heartbeat_interval_ms(), 375);
+}
+
 TEST_F(SchedulerClockTest, ACancelledWorkerGetsItsGraceThenIsKilled) {
   auto job = scheduler_->Submit(OneTaskSpec());
   ASSERT_TRUE(launcher_.WaitForLaunches(1));

@@ -89,6 +89,7 @@ absl::StatusOr<traind::v1::TaskAssignment> Scheduler::GetTask(
   // One run directory per task, side by side, so that `tensorboard --logdir
   // jobs/<job>/tensorboard` overlays the folds.
   if (options_.tensorboard) a.set_tensorboard_dir((job_dir / "tensorboard" / task_dir).string());
+  a.set_heartbeat_interval_ms(HeartbeatIntervalMs(options_.heartbeat_timeout));
   return a;
 }
 
