@@ -317,12 +317,14 @@ TEST_F(BatchScriptTest, ARequestThatSetsNoVisibleDevicesHidesTheJobsGpus) {
 // with ignored, a program can) that does what traind-worker does: after
 // `before_handlers` (perl), it handles SIGUSR2 by exiting 3 and takes a USR2
 // written in $TRAIND_STOP_SIGNALS_FILE as received. It creates `ready` once
-// it runs and gives up (exit 0) after 10 s.
+// it runs, `ready`.armed once its handler is in, and gives up (exit 0) after
+// 10 s.
 std::vector<std::string> StandInWorker(const std::string& ready,
                                        const std::string& before_handlers) {
   return {"/usr/bin/perl", "-e",
           absl::StrCat("open(my $r, '>', '", ready, "'); close($r); ", before_handlers,
-                       "; $SIG{USR2} = sub { exit 3 }; "
+                       "; $SIG{USR2} = sub { exit 3 }; open(my $a, '>', '", ready,
+                       ".armed'); close($a); "
                        "if (open(my $f, '<', $ENV{TRAIND_STOP_SIGNALS_FILE})) "
                        "{ exit 3 if grep { $_ eq \"USR2\\n\" } <$f>; } "
                        "for (1 .. 200) { select(undef, undef, undef, 0.05); } exit 0;")};
@@ -331,8 +333,7 @@ std::vector<std::string> StandInWorker(const std::string& ready,
 TEST_F(BatchScriptTest, Usr2ReachesTheWorkerThroughTheScriptAndIsRecorded) {
   const std::string ready = dir_.path() + "/ready";
   const pid_t pid = StartArgv(StandInWorker(ready, ""), {"PATH=/usr/bin:/bin"});
-  ASSERT_TRUE(WaitForFile(ready));
-  absl::SleepFor(absl::Milliseconds(200));  // its handler is in
+  ASSERT_TRUE(WaitForFile(ready + ".armed"));  // its handler is in
   kill(pid, SIGUSR2);  // what sbatch --signal=B:USR2@... does: the batch shell only
   EXPECT_EQ(Wait(pid), 3);
   absl::StatusOr<SlurmExitRecord> r = ParseExitRecord(ReadAll(exits_ + "/4242"));

@@ -36,6 +36,28 @@ class GpuSchedulerTest : public SchedulerTest {
   }
   // The scheduler goes before probe_ (its loop polls the probe).
   void TearDown() override { Close(); }
+  // The scheduler again, as SetUp opens it, but on clock_ (drain timeouts
+  // then pass only when the test advances it).
+  void UseFakeClock() {
+    Close();
+    Open(/*slots=*/4, [this](SchedulerOptions* o) {
+      o->gpu_probe = &probe_;
+      o->worker_has_gpu_backend = true;
+      o->gpu.drain_timeout = absl::Milliseconds(800);
+      o->clock = &clock_;
+    });
+    ASSERT_TRUE(scheduler_->Recover().ok());
+  }
+  // Polls `done` every 10 ms for up to 10 s (the scheduler's loop acts on
+  // its own thread).
+  template <typename Done>
+  static bool WaitUntil(Done done) {
+    for (int i = 0; i < 1000; ++i) {
+      if (done()) return true;
+      absl::SleepFor(absl::Milliseconds(10));
+    }
+    return done();
+  }
   traind::v1::JobSpec GpuSpec(int folds) {
     auto spec = ThreeFoldSpec();
     spec.mutable_cross_validation()->set_folds(folds);
@@ -70,6 +92,9 @@ TEST_F(GpuSchedulerTest, RejectsJobsThatCanNeverFit) {
 }
 
 TEST_F(GpuSchedulerTest, ReusesAGpuOnlyAfterItDrains) {
+  // On the fake clock, which stands still: a GPU drains for as long as the
+  // test looks at it, however slowly the machine runs.
+  UseFakeClock();
   SubmitOptions o;
   o.gpu_memory_bytes = 10 * kGiB;
   auto job = scheduler_->Submit(GpuSpec(3), o);
@@ -94,10 +119,12 @@ TEST_F(GpuSchedulerTest, ReusesAGpuOnlyAfterItDrains) {
   // Task 0 finishes, but its process still holds GPU-0.
   probe_.SetUsage(0, 20 * kGiB, {{gpu_tasks[0].pid, 19 * kGiB}});
   RunWorker(gpu_tasks[0], 0.9);
-  absl::SleepFor(absl::Milliseconds(300));
+  ASSERT_TRUE(WaitUntil([&] {
+    auto view = scheduler_->GetJob(job->id());
+    return view.ok() && view->tasks(2).wait_reason() == Task::DEVICE_DRAINING;
+  })) << "task 2 never waited for GPU-0 to drain";
   auto view = scheduler_->GetJob(job->id());
   EXPECT_EQ(view->tasks(2).state(), Task::QUEUED);
-  EXPECT_EQ(view->tasks(2).wait_reason(), Task::DEVICE_DRAINING);
   std::string why;
   auto gpus = scheduler_->Gpus(&why);
   EXPECT_EQ(gpus[0].state, GpuPool::State::kDraining);
@@ -112,6 +139,7 @@ TEST_F(GpuSchedulerTest, ReusesAGpuOnlyAfterItDrains) {
 }
 
 TEST_F(GpuSchedulerTest, AGpuThatNeverDrainsIsReportedAndAvoided) {
+  UseFakeClock();
   SubmitOptions o;
   o.gpu_memory_bytes = 10 * kGiB;
   auto job = scheduler_->Submit(GpuSpec(3), o);
@@ -121,9 +149,11 @@ TEST_F(GpuSchedulerTest, AGpuThatNeverDrainsIsReportedAndAvoided) {
   auto l1 = launcher_->launched()[1];
   probe_.SetUsage(0, 30 * kGiB, {});  // leaked memory, no process
   RunWorker(l0, 0.9);
-  absl::SleepFor(absl::Milliseconds(1200));  // past the 800 ms drain timeout
+  clock_.Advance(absl::Milliseconds(1200));  // past the 800 ms drain timeout
   std::string why;
-  EXPECT_EQ(scheduler_->Gpus(&why)[0].state, GpuPool::State::kUnhealthy);
+  ASSERT_TRUE(WaitUntil([&] {
+    return scheduler_->Gpus(&why)[0].state == GpuPool::State::kUnhealthy;
+  })) << "the scheduler's next look at the GPUs did not find GPU-0 past its drain timeout";
   EXPECT_EQ(scheduler_->UsableGpus(), 1);
   EXPECT_EQ(launcher_->launched().size(), 2u) << "nothing placed on the unhealthy GPU";
   // GPU-1 frees up normally: task 2 runs there.

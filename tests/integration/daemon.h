@@ -123,14 +123,16 @@ class Daemon {
     return false;
   }
 
-  // SIGTERM; returns the exit status (or -1).
-  int Stop(int sig = SIGTERM) {
+  // `sig` (SIGTERM); returns the exit status (or -1). A traind still running
+  // after `wait` is killed (SIGKILL): give more than any grace under test.
+  int Stop(int sig = SIGTERM, std::chrono::milliseconds wait = std::chrono::seconds(10)) {
     if (pid_ <= 0) return -1;
     stub_.reset();
     channel_.reset();
     kill(pid_, sig);
     int status = 0;
-    for (int i = 0; i < 200; ++i) {
+    const auto deadline = std::chrono::steady_clock::now() + wait;
+    while (std::chrono::steady_clock::now() < deadline) {
       if (waitpid(pid_, &status, WNOHANG) == pid_) {
         pid_ = -1;
         return status;

@@ -160,7 +160,10 @@ TEST(SearchJobTest, ADaemonKilledMidSearchResumesWithoutRerunningOrRepeating) {
   auto daemon = std::make_unique<Daemon>(state, args);
   ASSERT_TRUE(daemon->Start()) << daemon->Log();
   traind::v1::JobSpec spec = SearchSpec();
-  spec.mutable_training()->set_epochs(3000);
+  // Long enough folds that the kill lands well inside the fourth: from the
+  // poll that sees epoch 250 to the kill, its other 5,750 epochs could run.
+  constexpr int kEpochs = 6000;
+  spec.mutable_training()->set_epochs(kEpochs);
   spec.mutable_checkpoint()->set_every_epochs(100);
   absl::StatusOr<Job> job = SubmitJob(daemon->stub(), spec);
   ASSERT_TRUE(job.ok()) << job.status();
@@ -190,7 +193,7 @@ TEST(SearchJobTest, ADaemonKilledMidSearchResumesWithoutRerunningOrRepeating) {
   EXPECT_GE(resumed[std::make_pair(3, 2)], 200);
   for (int t = 0; t < done.tasks_size() - 1; ++t) {
     const int a = done.tasks(t).attempts_size();
-    EXPECT_EQ(last[std::make_pair(t, a)], 3000) << "task " << t;
+    EXPECT_EQ(last[std::make_pair(t, a)], kEpochs) << "task " << t;
   }
 
   // As uninterrupted.

@@ -182,14 +182,16 @@ TEST_F(TrainctlDaemonTest, LiveViewFitsTheTerminalAndRedrawsOnResize) {
   usleep(500000);  // several redraws
   check(80);
   RunCommand(tmux + "resize-window -t t -x 160 -y 45", &out);
-  usleep(800000);
-  const std::string wide = check(160);
-  // The bars use the width they have: longer at 160 columns than at 80.
+  // The bars use the width they have: longer at 160 columns than at 80, once
+  // the view has redrawn (polled: a loaded machine redraws late).
   auto bar_width = [](const std::string& text) {
     const size_t at = text.find("fold 0  [");
     if (at == std::string::npos) return size_t{0};
     return text.find(']', at) - at - 9;
   };
+  for (int i = 0; i < 200 && bar_width(capture()) <= bar_width(pane); ++i) usleep(50000);
+  usleep(200000);  // a redraw or two more at the new size
+  const std::string wide = check(160);
   EXPECT_GT(bar_width(wide), bar_width(pane)) << pane << wide;
   traind::v1::ListJobsRequest req;
   traind::v1::ListJobsResponse list;
