@@ -25,12 +25,18 @@ using traind::v1::Task;
 
 class SchedulerClockTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    auto store = JobStore::Open(dir_.Path("traind.db"));
-    ASSERT_TRUE(store.ok()) << store.status();
-    store_ = *std::move(store);
+  void SetUp() override { Open(absl::Seconds(30)); }
+  // (Again) a started scheduler on the fake clock, with `heartbeat_timeout`
+  // and a 10 s cancel grace.
+  void Open(absl::Duration heartbeat_timeout) {
+    scheduler_.reset();
+    if (store_ == nullptr) {
+      auto store = JobStore::Open(dir_.Path("traind.db"));
+      ASSERT_TRUE(store.ok()) << store.status();
+      store_ = *std::move(store);
+    }
     SchedulerOptions o = TestSchedulerOptions(dir_.path());
-    o.heartbeat_timeout = absl::Seconds(30);
+    o.heartbeat_timeout = heartbeat_timeout;
     o.cancel_grace = absl::Seconds(10);
     o.clock = &clock_;
     scheduler_ = std::make_unique<Scheduler>(o, store_.get(), &launcher_);
@@ -112,18 +118,11 @@ TEST_F(SchedulerClockTest, TheAssignmentCarriesTheHeartbeatInterval) {
   EXPECT_EQ(a->heartbeat_interval_ms(), 2000);  // 30 s: the default
 
   // A daemon whose timeout is shorter than the workers' default interval.
-  scheduler_.reset();
-  SchedulerOptions o = TestSchedulerOptions(dir_.path());
-  o.heartbeat_timeout = absl::Milliseconds(1500);
-  o.clock = &clock_;
-  FakeLauncher launcher;
-  Scheduler short_timeout(o, store_.get(), &launcher);
-  ASSERT_TRUE(short_timeout.Recover().ok());
-  short_timeout.Start();
-  ASSERT_TRUE(short_timeout.Submit(OneTaskSpec()).ok());
-  ASSERT_TRUE(launcher.WaitForLaunches(1));
-  const FakeLauncher::Launched l = launcher.launched().back();
-  a = short_timeout.GetTask(CredentialsOf(l));
+  Open(absl::Milliseconds(1500));
+  const size_t launched = launcher_.launched().size();
+  ASSERT_TRUE(scheduler_->Submit(OneTaskSpec()).ok());
+  ASSERT_TRUE(launcher_.WaitForLaunches(launched + 1));
+  a = scheduler_->GetTask(CredentialsOf(launcher_.launched().back()));
   ASSERT_TRUE(a.ok()) << a.status();
   EXPECT_EQ(a->heartbeat_interval_ms(), 375);
 }

@@ -2,6 +2,7 @@
 // out-of-memory retries on another GPU, and multi-GPU tasks' ranks.
 #include <signal.h>
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -27,26 +28,26 @@ class GpuSchedulerTest : public SchedulerTest {
   static constexpr int64_t kGiB = 1ll << 30;
   void SetUp() override {
     probe_.Set({FakeGpu("GPU-0", 80 * kGiB, kGiB / 2), FakeGpu("GPU-1", 80 * kGiB, kGiB / 2)});
-    Open(/*slots=*/4, [this](SchedulerOptions* o) {
-      o->gpu_probe = &probe_;
-      o->worker_has_gpu_backend = true;
-      o->gpu.drain_timeout = absl::Milliseconds(800);
-    });
-    ASSERT_TRUE(scheduler_->Recover().ok());
+    OpenWithGpus();
   }
   // The scheduler goes before probe_ (its loop polls the probe).
   void TearDown() override { Close(); }
-  // The scheduler again, as SetUp opens it, but on clock_ (drain timeouts
-  // then pass only when the test advances it).
-  void UseFakeClock() {
+  // (Again) a scheduler with the two fake GPUs, an 800 ms drain timeout and
+  // `tweak`'s other options, recovered.
+  void OpenWithGpus(std::function<void(SchedulerOptions*)> tweak = nullptr) {
     Close();
-    Open(/*slots=*/4, [this](SchedulerOptions* o) {
+    Open(/*slots=*/4, [&](SchedulerOptions* o) {
       o->gpu_probe = &probe_;
       o->worker_has_gpu_backend = true;
       o->gpu.drain_timeout = absl::Milliseconds(800);
-      o->clock = &clock_;
+      if (tweak) tweak(o);
     });
     ASSERT_TRUE(scheduler_->Recover().ok());
+  }
+  // The scheduler again, on clock_ (drain timeouts then pass only when the
+  // test advances it).
+  void UseFakeClock() {
+    OpenWithGpus([this](SchedulerOptions* o) { o->clock = &clock_; });
   }
   // Polls `done` every 10 ms for up to 10 s (the scheduler's loop acts on
   // its own thread).
@@ -57,6 +58,14 @@ class GpuSchedulerTest : public SchedulerTest {
       absl::SleepFor(absl::Milliseconds(10));
     }
     return done();
+  }
+  // A 2-fold job whose tasks take both GPUs (1 GiB each).
+  absl::StatusOr<Job> SubmitTwoGpuJob() {
+    SubmitOptions o;
+    o.gpu_memory_bytes = kGiB;
+    auto spec = GpuSpec(2);
+    spec.mutable_resources()->set_count(2);
+    return scheduler_->Submit(spec, o);
   }
   traind::v1::JobSpec GpuSpec(int folds) {
     auto spec = ThreeFoldSpec();
@@ -221,11 +230,7 @@ TEST_F(SchedulerTest, OutOfMemoryOnTheCpuIsNotRetried) {
 }
 
 TEST_F(GpuSchedulerTest, MultiGpuTaskRunsOneRankPerGpuAndMeetsAtRendezvous) {
-  SubmitOptions o;
-  o.gpu_memory_bytes = kGiB;
-  auto spec = GpuSpec(2);
-  spec.mutable_resources()->set_count(2);
-  auto job = scheduler_->Submit(spec, o);
+  auto job = SubmitTwoGpuJob();
   ASSERT_TRUE(job.ok()) << job.status();
   scheduler_->Start();
   ASSERT_TRUE(launcher_->WaitForLaunches(2));
@@ -285,11 +290,7 @@ TEST_F(GpuSchedulerTest, MultiGpuTaskRunsOneRankPerGpuAndMeetsAtRendezvous) {
 }
 
 TEST_F(GpuSchedulerTest, ADeadRankStopsItsPeersAndTheAttemptIsRetried) {
-  SubmitOptions o;
-  o.gpu_memory_bytes = kGiB;
-  auto spec = GpuSpec(2);
-  spec.mutable_resources()->set_count(2);
-  auto job = scheduler_->Submit(spec, o);
+  auto job = SubmitTwoGpuJob();
   scheduler_->Start();
   ASSERT_TRUE(launcher_->WaitForLaunches(2));
   auto r0 = launcher_->launched()[0], r1 = launcher_->launched()[1];
@@ -322,11 +323,7 @@ struct TwoRanks {
 class MultiGpuSchedulerTest : public GpuSchedulerTest {
  protected:
   std::string Start2RankJob(TwoRanks* ranks) {
-    SubmitOptions o;
-    o.gpu_memory_bytes = kGiB;
-    auto spec = GpuSpec(2);
-    spec.mutable_resources()->set_count(2);
-    auto job = scheduler_->Submit(spec, o);
+    auto job = SubmitTwoGpuJob();
     EXPECT_TRUE(job.ok()) << job.status();
     scheduler_->Start();
     EXPECT_TRUE(launcher_->WaitForLaunches(2));
@@ -409,15 +406,10 @@ TEST_F(MultiGpuSchedulerTest, AnUncleanRankExitStopsThePeersAfterAReportedFailur
 }
 
 TEST_F(MultiGpuSchedulerTest, AFailedRankThatStaysIsKilledByTheHeartbeatTimeout) {
-  Close();
-  Open(/*slots=*/4, [this](SchedulerOptions* o) {
-    o->gpu_probe = &probe_;
-    o->worker_has_gpu_backend = true;
-    o->gpu.drain_timeout = absl::Milliseconds(800);
+  OpenWithGpus([this](SchedulerOptions* o) {
     o->heartbeat_timeout = absl::Milliseconds(300);
     o->clock = &clock_;
   });
-  ASSERT_TRUE(scheduler_->Recover().ok());
   TwoRanks t;
   const std::string id = Start2RankJob(&t);
   ReportFailure(t.c1, Failure::DATA_ERROR, "data.csv:3: not a number");
