@@ -79,19 +79,19 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "base/random.h"
 #include "bench/gemm_set.h"
+#include "data/dataset.h"
+#include "data/split.h"
 #include "dnnl.hpp"
 #include "traind/v1/job.pb.h"
 #include "worker/engine/backend/cpu/cpu_backend.h"
 #include "worker/engine/backend/cpu/cpu_gemm.h"
-#include "worker/engine/data/dataset.h"
 #include "worker/engine/data/huge_pages.h"
-#include "worker/engine/data/split.h"
 #include "worker/engine/fit.h"
 #include "worker/engine/losses.h"
 #include "worker/engine/network.h"
 #include "worker/engine/optimizers.h"
-#include "worker/engine/random.h"
 
 namespace {
 
@@ -99,8 +99,8 @@ using traind::bench::AlignedBuffers;
 using traind::bench::GemmSetRunner;
 using traind::bench::SecondsSince;
 using traind::bench::SlabProducts;
-using traind::engine::Dataset;
-using traind::engine::FoldRows;
+using traind::data::Dataset;
+using traind::data::FoldRows;
 
 class SecondsObserver final : public traind::engine::FitObserver {
  public:
@@ -118,7 +118,7 @@ class SecondsObserver final : public traind::engine::FitObserver {
   std::function<void()> after_epoch;
 };
 
-bool ReadData(const std::string& path, int64_t max_rows, Dataset* d) {
+bool ReadData(const std::string& path, int64_t max_rows, traind::data::Dataset* d) {
   std::ifstream in(path, std::ios::binary);
   char magic[4];
   int64_t rows = 0, features = 0, classes = 0;
@@ -139,7 +139,7 @@ bool ReadData(const std::string& path, int64_t max_rows, Dataset* d) {
   d->features = features;
   d->x = std::move(x);
   d->y = std::move(y);
-  d->target = traind::engine::TargetKind::kClasses;
+  d->target = traind::data::TargetKind::kClasses;
   for (int64_t f = 0; f < features; ++f) d->feature_names.push_back(absl::StrCat("f", f));
   for (int64_t c = 0; c < classes; ++c) d->classes.push_back(std::to_string(c));
   d->lines.resize(static_cast<size_t>(n));
@@ -299,7 +299,7 @@ int Fit(int argc, char** argv) {
     std::fprintf(stderr, "cpu_bench: --precision must be fp32 or bf16\n");
     return 2;
   }
-  Dataset data;
+  traind::data::Dataset data;
   if (!ReadData(data_path, max_rows, &data)) {
     std::fprintf(stderr, "cpu_bench: cannot read %s\n", data_path.c_str());
     return 2;
@@ -307,7 +307,7 @@ int Fit(int argc, char** argv) {
   const traind::v1::JobSpec spec = MlpSpec(
       data_path, hidden, static_cast<int64_t>(data.classes.size()), batch, epochs, precision);
 
-  FoldRows rows;
+  traind::data::FoldRows rows;
   rows.train.resize(static_cast<size_t>(data.rows));
   std::iota(rows.train.begin(), rows.train.end(), 0);
   SecondsObserver observer;
@@ -446,7 +446,7 @@ int Profile(int argc, char** argv) {
     std::fprintf(stderr, "cpu_bench: --interleave-block must be at least 1\n");
     return 2;
   }
-  Dataset data;
+  traind::data::Dataset data;
   if (!ReadData(data_path, 0, &data)) {
     std::fprintf(stderr, "cpu_bench: cannot read %s\n", data_path.c_str());
     return 2;
@@ -458,14 +458,14 @@ int Profile(int argc, char** argv) {
       Check(traind::engine::CreateCpuBackend(traind::v1::FP32), "backend");
   traind::engine::Network network =
       Check(traind::engine::Network::Create(backend.get(), data.features, spec.model()), "network");
-  traind::engine::Rng rng(42);
+  traind::Rng rng(42);
   Check(network.Initialize(rng), "initialize");
   std::unique_ptr<traind::engine::Optimizer> optimizer =
       Check(traind::engine::CreateOptimizer(spec.optimizer(), backend.get(), network.parameters()),
             "optimizer");
-  std::unique_ptr<traind::engine::Loss> loss = Check(
-      traind::engine::Loss::Create(spec.loss(), traind::engine::TargetKind::kClasses, classes),
-      "loss");
+  std::unique_ptr<traind::engine::Loss> loss =
+      Check(traind::engine::Loss::Create(spec.loss(), traind::data::TargetKind::kClasses, classes),
+            "loss");
   std::unique_ptr<traind::engine::LossKernel> loss_kernel =
       Check(backend->CreateLossKernel(loss->KernelOptions(batch, 1)), "loss kernel");
   Tensor x = Check(backend->Allocate2d(DType::kF32, batch, data.features), "x");

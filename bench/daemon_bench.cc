@@ -1,4 +1,4 @@
-// Benchmarks of the daemon itself (DESIGN.md budgets), against a real traind
+// Benchmarks of the daemon itself (the budgets of docs/benchmarks.md), against a real traind
 // started by this program on a temporary state directory:
 //
 //   1. GetJob latency under an open-loop load of 1,000 requests/s (p50, p99).
@@ -53,7 +53,7 @@
 #include "google/protobuf/util/time_util.h"
 #include "grpcpp/grpcpp.h"
 #include "httplib.h"
-#include "server/api/auth.h"
+#include "server/core/auth.h"
 #include "spec/loader.h"
 #include "traind/v1/training_service.grpc.pb.h"
 
@@ -700,7 +700,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   auto stub = Connect(d.address);
-  auto spec = traind::LoadJobSpecFile(source_dir + "/examples/iris-cv.yaml");
+  auto spec = traind::spec::LoadJobSpecFile(source_dir + "/examples/iris-cv.yaml");
   if (!spec.ok()) {
     std::fprintf(stderr, "%s\n", std::string(spec.status().message()).c_str());
     return 1;

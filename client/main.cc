@@ -217,7 +217,7 @@ class Commands {
   // submit FILE [--watch | --wait] [--name NAME] [--set PATH=VALUE]...
   int Submit(const std::string& file, bool watch, bool wait, const std::string& name,
              const std::vector<std::string>& sets, std::optional<int> priority) {
-    absl::StatusOr<v1::JobSpec> spec = LoadJobSpecFile(file);
+    absl::StatusOr<v1::JobSpec> spec = spec::LoadJobSpecFile(file);
     if (!spec.ok()) return Fail(spec.status());
     for (const std::string& assignment : sets) {
       size_t eq = assignment.find('=');
@@ -225,7 +225,7 @@ class Commands {
         return UsageError(absl::StrCat("--set ", assignment, ": expected PATH=VALUE"));
       }
       absl::Status set =
-          SetJobSpecField(&*spec, assignment.substr(0, eq), assignment.substr(eq + 1));
+          spec::SetJobSpecField(&*spec, assignment.substr(0, eq), assignment.substr(eq + 1));
       if (!set.ok()) return UsageError(absl::StrCat("--set ", set.message()));
     }
     if (!name.empty()) spec->set_name(name);

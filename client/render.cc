@@ -48,7 +48,7 @@ std::string TaskWord(const JobSpec& spec) { return spec.has_cross_validation() ?
 // "refit of the best trial".
 std::string TaskLabel(const JobSpec& spec, int task) {
   if (!spec.has_search()) return absl::StrCat(TaskWord(spec), " ", task);
-  const engine::SearchTask where = engine::LocateSearchTask(spec, task);
+  const spec::SearchTask where = spec::LocateSearchTask(spec, task);
   if (where.trial < 0) return "refit of the best trial";
   return absl::StrCat("trial ", where.trial, " fold ", where.spec_task);
 }

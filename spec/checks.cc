@@ -8,9 +8,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "worker/engine/status.h"
+#include "base/status.h"
 
-namespace traind::engine {
+namespace traind::spec {
 using traind::v1::JobSpec;
 using traind::v1::Metric;
 
@@ -63,19 +63,6 @@ absl::Status CheckActivation(int value, bool has_alpha, double alpha, const std:
 }
 
 }  // namespace
-
-TargetKind TargetKindOf(const JobSpec& spec) {
-  switch (spec.loss().kind_case()) {
-    case traind::v1::LossSpec::kSigmoidBinaryCrossEntropy:
-      return spec.data().labels_size() > 0 ? TargetKind::kMultiLabel : TargetKind::kBinary;
-    case traind::v1::LossSpec::kMse:
-    case traind::v1::LossSpec::kL1:
-    case traind::v1::LossSpec::kHuber:
-      return TargetKind::kRegression;
-    default:
-      return TargetKind::kClasses;
-  }
-}
 
 absl::Status CheckModelSpec(const traind::v1::ModelSpec& model) {
   if (model.layers_size() == 0) {
@@ -424,14 +411,14 @@ absl::Status CheckDataShape(const JobSpec& spec) {
     }
   }
   if (cv.has_stratified() && cv.stratified() &&
-      (TargetKindOf(spec) == TargetKind::kRegression ||
-       TargetKindOf(spec) == TargetKind::kMultiLabel)) {
+      (data::TargetKindOf(spec) == data::TargetKind::kRegression ||
+       data::TargetKindOf(spec) == data::TargetKind::kMultiLabel)) {
     return Bad("cross_validation.stratified", "needs class labels (data.label with a class loss)");
   }
   return absl::OkStatus();
 }
 
-bool AppliesTo(Metric m, TargetKind target) {
+bool AppliesTo(Metric m, data::TargetKind target) {
   switch (m) {
     case traind::v1::LOSS:
       return true;
@@ -439,11 +426,11 @@ bool AppliesTo(Metric m, TargetKind target) {
     case traind::v1::RMSE:
     case traind::v1::MAE:
     case traind::v1::R2:
-      return target == TargetKind::kRegression;
+      return target == data::TargetKind::kRegression;
     case traind::v1::TOP_K_ACCURACY:
-      return target == TargetKind::kClasses;
+      return target == data::TargetKind::kClasses;
     default:
-      return target != TargetKind::kRegression;
+      return target != data::TargetKind::kRegression;
   }
 }
 
@@ -513,14 +500,14 @@ bool HigherIsBetter(Metric metric) {
 
 absl::StatusOr<std::vector<Metric>> ResolveMetrics(
     const google::protobuf::RepeatedField<int>& metrics, const std::string& field) {
-  return ResolveMetrics(metrics, field, TargetKind::kClasses);
+  return ResolveMetrics(metrics, field, data::TargetKind::kClasses);
 }
 
 absl::StatusOr<std::vector<Metric>> ResolveMetrics(
     const google::protobuf::RepeatedField<int>& metrics, const std::string& field,
-    TargetKind target) {
+    data::TargetKind target) {
   if (metrics.empty()) {
-    if (target == TargetKind::kRegression) return std::vector<Metric>{traind::v1::LOSS};
+    if (target == data::TargetKind::kRegression) return std::vector<Metric>{traind::v1::LOSS};
     return std::vector<Metric>{traind::v1::LOSS, traind::v1::ACCURACY};
   }
   std::vector<Metric> result;
@@ -542,7 +529,7 @@ absl::StatusOr<std::vector<Metric>> ResolveMetrics(
 }
 
 absl::StatusOr<ResolvedMetrics> ResolveSpecMetrics(const JobSpec& spec) {
-  const TargetKind target = TargetKindOf(spec);
+  const data::TargetKind target = data::TargetKindOf(spec);
   ResolvedMetrics r;
   TRAIND_ASSIGN_OR_RETURN(r.train, ResolveMetrics(spec.metrics().train(), "metrics.train", target));
   if (spec.metrics().val().empty()) {
@@ -689,4 +676,4 @@ absl::Status CheckCpuPrecision(traind::v1::Precision precision, bool cpu_bf16) {
   }
 }
 
-}  // namespace traind::engine
+}  // namespace traind::spec

@@ -12,19 +12,11 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "data/target.h"
 #include "google/protobuf/repeated_field.h"
 #include "traind/v1/job.pb.h"
 
-namespace traind::engine {
-
-// What the model predicts, from the loss and the data section.
-enum class TargetKind {
-  kClasses,     // softmax_cross_entropy: one output per class
-  kBinary,      // sigmoid_binary_cross_entropy on data.label: one output
-  kMultiLabel,  // sigmoid_binary_cross_entropy on data.labels: one per label
-  kRegression,  // mse, l1, huber: one output per target column
-};
-TargetKind TargetKindOf(const traind::v1::JobSpec& spec);
+namespace traind::spec {
 
 // InvalidSpecError naming the first bad field ("model.layers[1].dense.units:
 // must be positive, got 0"), or ok. Does not check what needs the data (the
@@ -57,7 +49,7 @@ absl::StatusOr<std::vector<traind::v1::Metric>> ResolveMetrics(
 // target (accuracy of a regression, r2 of classes) is an InvalidSpecError.
 absl::StatusOr<std::vector<traind::v1::Metric>> ResolveMetrics(
     const google::protobuf::RepeatedField<int>& metrics, const std::string& field,
-    TargetKind target);
+    data::TargetKind target);
 
 // The metrics the spec computes: metrics.train and metrics.val resolved
 // (metrics.val defaults to metrics.train), each with loss first when the
@@ -97,6 +89,6 @@ bool HasValidation(const traind::v1::JobSpec& spec);
 // field. Used at submit (ValidateJobSpec) and by the worker's CPU backend.
 absl::Status CheckCpuPrecision(traind::v1::Precision precision, bool cpu_bf16);
 
-}  // namespace traind::engine
+}  // namespace traind::spec
 
 #endif  // TRAIND_SPEC_CHECKS_H_

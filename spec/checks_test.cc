@@ -1,10 +1,10 @@
 #include "spec/checks.h"
 
+#include "base/status.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "worker/engine/status.h"
 
-namespace traind::engine {
+namespace traind::spec {
 namespace {
 
 using ::testing::ElementsAre;
@@ -72,4 +72,4 @@ TEST(ResolveMetricsTest, DefaultsAndRepeats) {
 }
 
 }  // namespace
-}  // namespace traind::engine
+}  // namespace traind::spec

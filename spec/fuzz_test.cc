@@ -21,14 +21,14 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "base/status.h"
+#include "data/csv.h"
+#include "data/dataset.h"
 #include "gtest/gtest.h"
 #include "spec/loader.h"
 #include "spec/validation.h"
-#include "worker/engine/data/csv.h"
-#include "worker/engine/data/dataset.h"
-#include "worker/engine/status.h"
 
-namespace traind {
+namespace traind::spec {
 namespace {
 
 std::string Read(const std::string& path) {
@@ -222,7 +222,7 @@ TEST(FuzzTest, CsvReaderNamesTheFileAndLineOrGivesConsistentRows) {
   while (!deadline.Passed() || runs < 200) {
     const std::string text = Mutate(iris, rng);
     const char delimiter = runs % 5 == 0 ? ';' : ',';
-    absl::StatusOr<engine::CsvTable> table = engine::ParseCsv(text, "fuzz.csv", delimiter);
+    absl::StatusOr<data::CsvTable> table = data::ParseCsv(text, "fuzz.csv", delimiter);
     ++runs;
     if (!table.ok()) {
       ASSERT_TRUE(absl::StartsWith(table.status().message(), "fuzz.csv")) << table.status();
@@ -262,18 +262,18 @@ TEST(FuzzTest, ValidationAgainstMutatedDataNamesTheFileOrSucceeds) {
       std::ofstream out(data, std::ios::binary | std::ios::trunc);
       out << Mutate(iris, rng);
     }
-    absl::Status s = engine::ValidateJobSpec(*spec, engine::ValidationContext());
+    absl::Status s = spec::ValidateJobSpec(*spec, spec::ValidationContext());
     ++runs;
     // Submit's one pass (SummarizeDataset) agrees with what the worker loads.
-    absl::StatusOr<engine::Dataset> loaded = engine::LoadDataset(*spec);
-    absl::StatusOr<engine::DatasetSummary> summary = engine::SummarizeDataset(*spec);
+    absl::StatusOr<data::Dataset> loaded = data::LoadDataset(*spec);
+    absl::StatusOr<data::DatasetSummary> summary = data::SummarizeDataset(*spec);
     if (loaded.ok()) {
       ASSERT_TRUE(summary.ok()) << summary.status();
       ASSERT_EQ(summary->rows, loaded->rows);
       ASSERT_EQ(summary->columns, loaded->columns);
       ASSERT_EQ(summary->features, loaded->features);
       ASSERT_EQ(summary->ModelOutputs(), loaded->ModelOutputs());
-    } else if (engine::FailureKindOf(loaded.status()) == engine::FailureKind::kInvalidSpec) {
+    } else if (traind::FailureKindOf(loaded.status()) == traind::FailureKind::kInvalidSpec) {
       ASSERT_FALSE(summary.ok() && summary->classes_known) << loaded.status();
     }
     if (s.ok()) {
@@ -297,4 +297,4 @@ TEST(FuzzTest, ValidationAgainstMutatedDataNamesTheFileOrSucceeds) {
 }
 
 }  // namespace
-}  // namespace traind
+}  // namespace traind::spec

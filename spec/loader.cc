@@ -23,7 +23,7 @@
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/util/json_util.h"
 
-namespace traind {
+namespace traind::spec {
 namespace {
 
 using ::google::protobuf::Descriptor;
@@ -671,4 +671,4 @@ absl::Status SetJobSpecField(traind::v1::JobSpec* spec, absl::string_view path,
   return absl::OkStatus();
 }
 
-}  // namespace traind
+}  // namespace traind::spec

@@ -35,7 +35,7 @@
 #include "absl/strings/string_view.h"
 #include "traind/v1/job.pb.h"
 
-namespace traind {
+namespace traind::spec {
 
 // Limits of a spec's text: its size, and what it expands to once YAML
 // aliases are resolved (nodes written, JSON bytes). Past them, parsing stops
@@ -67,6 +67,6 @@ absl::StatusOr<traind::v1::JobSpec> LoadJobSpecFile(const std::string& path);
 absl::Status SetJobSpecField(traind::v1::JobSpec* spec, absl::string_view path,
                              absl::string_view value);
 
-}  // namespace traind
+}  // namespace traind::spec
 
 #endif  // TRAIND_SPEC_LOADER_H_

@@ -15,7 +15,7 @@
 #include "google/protobuf/util/message_differencer.h"
 #include "tests/testing/temp_dir.h"
 
-namespace traind {
+namespace traind::spec {
 namespace {
 
 using ::testing::HasSubstr;
@@ -427,4 +427,4 @@ TEST(LoadJobSpecFileKindTest, OnlyRegularFilesAreRead) {
 }
 
 }  // namespace
-}  // namespace traind
+}  // namespace traind::spec

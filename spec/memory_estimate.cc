@@ -2,7 +2,10 @@
 
 #include <algorithm>
 
-namespace traind::engine {
+#include "base/status.h"
+#include "spec/search.h"
+
+namespace traind::spec {
 
 MemoryEstimate EstimateMemory(const traind::v1::JobSpec& spec, int64_t features, int64_t outputs) {
   constexpr int64_t kFloat = 4;
@@ -86,4 +89,19 @@ int64_t EstimateMemoryBytes(const traind::v1::JobSpec& spec, int64_t features, i
   return EstimateMemory(spec, features, outputs).total();
 }
 
-}  // namespace traind::engine
+absl::StatusOr<TaskMemory> EstimateTaskMemory(const traind::v1::JobSpec& spec, int64_t features,
+                                              int64_t outputs, int64_t rows) {
+  TaskMemory memory;
+  memory.model_bytes = EstimateMemoryBytes(spec, features, outputs);
+  const int64_t trials = SearchTrials(spec);
+  for (int64_t i = 0; i < trials; ++i) {
+    TRAIND_ASSIGN_OR_RETURN(Trial trial, MakeTrial(spec, static_cast<int>(i)));
+    memory.model_bytes =
+        std::max(memory.model_bytes, EstimateMemoryBytes(trial.spec, features, outputs));
+  }
+  const int64_t cells = rows * (features + outputs);
+  memory.host_bytes = memory.model_bytes + 24 * cells + (int64_t{256} << 20);
+  return memory;
+}
+
+}  // namespace traind::spec

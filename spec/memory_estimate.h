@@ -4,9 +4,10 @@
 
 #include <cstdint>
 
+#include "absl/status/statusor.h"
 #include "traind/v1/job.pb.h"
 
-namespace traind::engine {
+namespace traind::spec {
 
 // What EstimateMemoryBytes adds up, in bytes.
 struct MemoryEstimate {
@@ -28,6 +29,18 @@ struct MemoryEstimate {
 MemoryEstimate EstimateMemory(const traind::v1::JobSpec& spec, int64_t features, int64_t outputs);
 int64_t EstimateMemoryBytes(const traind::v1::JobSpec& spec, int64_t features, int64_t outputs);
 
-}  // namespace traind::engine
+// What one task of a validated job needs, for placement. The model's part
+// is the largest of the spec's and its search trials' (their layers and
+// batch sizes may differ); the host's adds the table the worker holds (the
+// parsed values and the folds' copies, 24 bytes a cell of `rows` rows of
+// `features` + `outputs` columns) and the worker process itself (256 MiB).
+struct TaskMemory {
+  int64_t model_bytes = 0;  // on the device (EstimateMemoryBytes)
+  int64_t host_bytes = 0;   // on the host
+};
+absl::StatusOr<TaskMemory> EstimateTaskMemory(const traind::v1::JobSpec& spec, int64_t features,
+                                              int64_t outputs, int64_t rows);
+
+}  // namespace traind::spec
 
 #endif  // TRAIND_SPEC_MEMORY_ESTIMATE_H_

@@ -7,13 +7,14 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "base/random.h"
+#include "base/status.h"
 #include "google/protobuf/util/json_util.h"
 #include "spec/checks.h"
 #include "spec/loader.h"
 #include "spec/task_plan.h"
-#include "worker/engine/status.h"
 
-namespace traind::engine {
+namespace traind::spec {
 namespace {
 
 using traind::v1::JobSpec;
@@ -45,13 +46,9 @@ std::string FirstField(const std::string& path) {
   return snake;
 }
 
-// SplitMix64: a fixed generator, so that trials are the same everywhere.
-uint64_t Mix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
+// SplitMix64 (base/random.h's mixer after its increment): a fixed
+// generator, so that trials are the same everywhere.
+uint64_t Mix(uint64_t x) { return MixBits(x + 0x9E3779B97F4A7C15ULL); }
 // A uniform double in [0, 1) for (seed, trial, dimension).
 double Uniform01(uint64_t seed, int trial, int dim) {
   const uint64_t x = Mix(Mix(Mix(seed) ^ static_cast<uint64_t>(trial)) ^
@@ -284,4 +281,4 @@ absl::StatusOr<std::pair<JobSpec, int>> RefitBestSpec(const JobSpec& spec, int b
   return std::make_pair(std::move(trial->spec), refit_task);
 }
 
-}  // namespace traind::engine
+}  // namespace traind::spec

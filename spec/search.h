@@ -25,7 +25,7 @@
 #include "absl/status/statusor.h"
 #include "traind/v1/job.pb.h"
 
-namespace traind::engine {
+namespace traind::spec {
 
 // Limit on a search's trials, whatever the task limit.
 inline constexpr int64_t kMaxSearchTrials = 10000;
@@ -72,6 +72,6 @@ SearchTask LocateSearchTask(const traind::v1::JobSpec& spec, int task);
 absl::StatusOr<std::pair<traind::v1::JobSpec, int>> RefitBestSpec(const traind::v1::JobSpec& spec,
                                                                   int best);
 
-}  // namespace traind::engine
+}  // namespace traind::spec
 
 #endif  // TRAIND_SPEC_SEARCH_H_

@@ -10,7 +10,7 @@
 #include "spec/loader.h"
 #include "spec/task_plan.h"
 
-namespace traind::engine {
+namespace traind::spec {
 namespace {
 
 using ::testing::HasSubstr;
@@ -195,4 +195,4 @@ search:
 }
 
 }  // namespace
-}  // namespace traind::engine
+}  // namespace traind::spec

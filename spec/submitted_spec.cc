@@ -6,7 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "spec/loader.h"
 
-namespace traind {
+namespace traind::spec {
 namespace {
 
 // The request field that carries the text; it prefixes parse errors.
@@ -107,4 +107,4 @@ absl::StatusOr<traind::v1::JobSpec> BuildSubmittedSpec(const SpecSubmission& sub
   return spec;
 }
 
-}  // namespace traind
+}  // namespace traind::spec

@@ -29,7 +29,7 @@
 #include "absl/strings/string_view.h"
 #include "traind/v1/job.pb.h"
 
-namespace traind {
+namespace traind::spec {
 
 // The longest spec_text accepted, and the most overrides.
 inline constexpr size_t kMaxSpecTextBytes = 1 << 20;
@@ -68,6 +68,6 @@ absl::Status ApplySpecOverrides(traind::v1::JobSpec* spec,
 // REQUIRES: spec != nullptr.
 absl::Status ResolveSpecPaths(traind::v1::JobSpec* spec, absl::string_view base_dir);
 
-}  // namespace traind
+}  // namespace traind::spec
 
 #endif  // TRAIND_SPEC_SUBMITTED_SPEC_H_

@@ -10,7 +10,7 @@
 #include "google/protobuf/util/message_differencer.h"
 #include "spec/loader.h"
 
-namespace traind {
+namespace traind::spec {
 namespace {
 
 using ::testing::HasSubstr;
@@ -211,4 +211,4 @@ TEST(BuildSubmittedSpecTest, HostileTextIsRefused) {
 }
 
 }  // namespace
-}  // namespace traind
+}  // namespace traind::spec

@@ -5,7 +5,7 @@
 #include "spec/checks.h"
 #include "spec/search.h"
 
-namespace traind::engine {
+namespace traind::spec {
 
 using traind::v1::JobSpec;
 
@@ -36,4 +36,4 @@ bool IsRefitTask(const JobSpec& spec, int task) {
   return plan.refit && task == plan.fold_tasks;
 }
 
-}  // namespace traind::engine
+}  // namespace traind::spec

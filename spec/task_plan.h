@@ -6,7 +6,7 @@
 
 #include "traind/v1/job.pb.h"
 
-namespace traind::engine {
+namespace traind::spec {
 
 // The tasks a spec expands to.
 //
@@ -38,6 +38,6 @@ int TaskCount(const traind::v1::JobSpec& spec);
 // True when task `task` of `spec` is the refit task.
 bool IsRefitTask(const traind::v1::JobSpec& spec, int task);
 
-}  // namespace traind::engine
+}  // namespace traind::spec
 
 #endif  // TRAIND_SPEC_TASK_PLAN_H_

@@ -11,15 +11,15 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "base/status.h"
+#include "data/csv.h"
+#include "data/dataset.h"
+#include "data/split.h"
 #include "spec/checks.h"
 #include "spec/search.h"
 #include "spec/task_plan.h"
-#include "worker/engine/data/csv.h"
-#include "worker/engine/data/dataset.h"
-#include "worker/engine/data/split.h"
-#include "worker/engine/status.h"
 
-namespace traind::engine {
+namespace traind::spec {
 namespace {
 
 using traind::v1::JobSpec;
@@ -31,7 +31,7 @@ absl::Status Err(absl::string_view path, absl::string_view what) {
 // A regular file that can be opened, without blocking (a FIFO is refused):
 // "data.path: <path>: is a FIFO, not a regular file (...)".
 absl::Status CheckReadable(const std::string& path, const std::string& field) {
-  absl::StatusOr<int> fd = OpenRegularFile(path);
+  absl::StatusOr<int> fd = data::OpenRegularFile(path);
   if (!fd.ok()) return Err(field, fd.status().message());
   close(*fd);
   return absl::OkStatus();
@@ -48,29 +48,29 @@ int LastDense(const traind::v1::ModelSpec& model) {
 
 // Checks that need the data's summary. What it does not know (classes or
 // groups past its budget) is left to the worker.
-absl::Status CheckAgainstData(const JobSpec& spec, const DatasetSummary& data) {
+absl::Status CheckAgainstData(const JobSpec& spec, const data::DatasetSummary& data) {
   const int last = LastDense(spec.model());
   const int64_t units = spec.model().layers(last).dense().units();
   const int64_t needed = data.ModelOutputs();  // -1: classes not known
   if (needed < 0) return absl::OkStatus();
   const std::string units_path = absl::StrCat("model.layers[", last, "].dense.units");
   switch (data.target) {
-    case TargetKind::kClasses:
+    case data::TargetKind::kClasses:
       if (units != needed) {
         return Err(units_path,
                    absl::StrCat("the last layer has ", units, " units, but data.label \"",
                                 spec.data().label(), "\" has ", needed, " classes"));
       }
       break;
-    case TargetKind::kBinary:
+    case data::TargetKind::kBinary:
       if (units != 1) {
         return Err(units_path, absl::StrCat("the last layer has ", units,
                                             " units, but a binary sigmoid_binary_cross_entropy "
                                             "needs 1"));
       }
       break;
-    case TargetKind::kMultiLabel:
-    case TargetKind::kRegression:
+    case data::TargetKind::kMultiLabel:
+    case data::TargetKind::kRegression:
       if (units != needed) {
         return Err(units_path, absl::StrCat("the last layer has ", units, " units, but there are ",
                                             needed, " target columns"));
@@ -94,7 +94,7 @@ absl::Status CheckAgainstData(const JobSpec& spec, const DatasetSummary& data) {
   TRAIND_ASSIGN_OR_RETURN(ResolvedMetrics metrics, ResolveSpecMetrics(spec));
   for (const auto* list : {&metrics.train, &metrics.val}) {
     for (traind::v1::Metric m : *list) {
-      if (m == traind::v1::ROC_AUC && data.target == TargetKind::kClasses && needed != 2) {
+      if (m == traind::v1::ROC_AUC && data.target == data::TargetKind::kClasses && needed != 2) {
         return Err(list == &metrics.train ? "metrics.train" : "metrics.val",
                    absl::StrCat("roc_auc needs a binary or multi-label target (data.label has ",
                                 needed, " classes)"));
@@ -131,7 +131,7 @@ absl::Status CheckAgainstData(const JobSpec& spec, const DatasetSummary& data) {
 // holdout are split once here, as the worker splits them; a validation file
 // and the refit task train on every row of data.path. Where the summary does
 // not know the classes or groups, the even split is taken.
-int64_t MinTrainRows(const JobSpec& spec, const DatasetSummary& data) {
+int64_t MinTrainRows(const JobSpec& spec, const data::DatasetSummary& data) {
   const TaskPlan plan = PlanTasks(spec);
   const int64_t rows = data.rows;
   if (!HasValidation(spec) || !spec.cross_validation().validation_path().empty()) return rows;
@@ -139,21 +139,21 @@ int64_t MinTrainRows(const JobSpec& spec, const DatasetSummary& data) {
   const bool shuffle = !cv.has_shuffle() || cv.shuffle();
   if (cv.validation_fraction() > 0) {  // one task
     const bool class_target =
-        data.target == TargetKind::kClasses || data.target == TargetKind::kBinary;
+        data.target == data::TargetKind::kClasses || data.target == data::TargetKind::kBinary;
     const bool stratified = class_target && cv.group_column().empty() &&
                             (!cv.has_stratified() || cv.stratified()) && data.classes_known;
     int64_t val = 0;
     if (stratified) {
-      for (int64_t n : data.class_rows) val += HoldoutTake(n, cv.validation_fraction(), true);
+      for (int64_t n : data.class_rows) val += data::HoldoutTake(n, cv.validation_fraction(), true);
     } else {
-      val = HoldoutTake(rows, cv.validation_fraction(), false);
+      val = data::HoldoutTake(rows, cv.validation_fraction(), false);
     }
     return rows - val;
   }
   if (!cv.group_column().empty() && data.groups_known) {
     // One split (no repeats), with the job's seed as is.
     const std::vector<int> fold_of =
-        GroupKFoldAssignment(data.group_rows, plan.folds, shuffle, spec.seed());
+        data::GroupKFoldAssignment(data.group_rows, plan.folds, shuffle, spec.seed());
     std::vector<int64_t> fold_rows(static_cast<size_t>(plan.folds), 0);
     for (size_t g = 0; g < fold_of.size(); ++g) {
       fold_rows[static_cast<size_t>(fold_of[g])] += data.group_rows[g];
@@ -257,7 +257,7 @@ absl::Status ValidateJobSpec(const JobSpec& spec, const ValidationContext& conte
   }
   // One pass over the file, holding no rows (SummarizeDataset): submit's
   // memory does not grow with the data.
-  absl::StatusOr<DatasetSummary> data = SummarizeDataset(spec);
+  absl::StatusOr<data::DatasetSummary> data = data::SummarizeDataset(spec);
   if (!data.ok()) {
     // A spec error (a column that is not there) is the submitter's; a problem
     // in the rows fails the task with DATA_ERROR when the worker loads them.
@@ -289,4 +289,4 @@ absl::Status ValidateJobSpec(const JobSpec& spec, const ValidationContext& conte
   return absl::OkStatus();
 }
 
-}  // namespace traind::engine
+}  // namespace traind::spec

@@ -16,7 +16,7 @@
 #include "absl/status/statusor.h"
 #include "traind/v1/job.pb.h"
 
-namespace traind::engine {
+namespace traind::spec {
 
 struct ValidationContext {
   // GPUs this server can place tasks on.
@@ -48,6 +48,6 @@ struct ValidatedShape {
 absl::Status ValidateJobSpec(const traind::v1::JobSpec& spec, const ValidationContext& context,
                              ValidatedShape* shape = nullptr);
 
-}  // namespace traind::engine
+}  // namespace traind::spec
 
 #endif  // TRAIND_SPEC_VALIDATION_H_

@@ -9,16 +9,16 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "base/status.h"
+#include "data/dataset.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "spec/memory_estimate.h"
 #include "spec/task_plan.h"
-#include "worker/engine/data/dataset.h"
-#include "worker/engine/data/task_rows.h"
-#include "worker/engine/status.h"
-#include "worker/engine/testing/temp_file.h"
+#include "spec/task_rows.h"
+#include "tests/testing/temp_dir.h"
 
-namespace traind::engine {
+namespace traind::spec {
 namespace {
 
 using traind::v1::JobSpec;
@@ -94,7 +94,7 @@ TEST(ValidateJobSpecTest, MinTrainRowsIsWhatTheWorkersSplitGives) {
     const int label = rng() % 10 < 7 ? 0 : (rng() % 2 ? 1 : 2);                    // imbalanced
     csv += absl::StrCat(r % 17, ",", "g", group, ",", label, "\n");
   }
-  testing::TempFile file(csv);
+  traind::testing::TempFile file(csv);
   JobSpec base = Iris();
   base.mutable_data()->set_path(file.path());
   base.mutable_data()->set_label("y");
@@ -129,11 +129,11 @@ TEST(ValidateJobSpecTest, MinTrainRowsIsWhatTheWorkersSplitGives) {
     ValidatedShape shape;
     absl::Status s = ValidateJobSpec(spec, ValidationContext(), &shape);
     ASSERT_TRUE(s.ok()) << s << spec.cross_validation().DebugString();
-    absl::StatusOr<Dataset> data = LoadDataset(spec);
+    absl::StatusOr<data::Dataset> data = data::LoadDataset(spec);
     ASSERT_TRUE(data.ok()) << data.status();
     size_t fewest = SIZE_MAX;
     for (int task = 0; task < PlanTasks(spec).total; ++task) {
-      absl::StatusOr<FoldRows> rows = RowsForTask(spec, *data, task);
+      absl::StatusOr<data::FoldRows> rows = RowsForTask(spec, *data, task);
       ASSERT_TRUE(rows.ok()) << rows.status();
       fewest = std::min(fewest, rows->train.size());
     }
@@ -312,9 +312,9 @@ TEST(MemoryEstimateTest, Bf16CopiesAndTheGpuWorkspaceAreCounted) {
 }
 
 }  // namespace
-}  // namespace traind::engine
+}  // namespace traind::spec
 
-namespace traind::engine {
+namespace traind::spec {
 namespace {
 
 // The daemon's integration test expects these field paths.
@@ -347,9 +347,9 @@ TEST(ValidateJobSpecTest, DaemonCases) {
 }
 
 }  // namespace
-}  // namespace traind::engine
+}  // namespace traind::spec
 
-namespace traind::engine {
+namespace traind::spec {
 namespace {
 
 absl::Status ValidateWith(const JobSpec& spec, bool cpu_bf16, int gpus = 0) {
@@ -429,4 +429,4 @@ TEST(ValidateJobSpecTest, EveryTrialOfASearchIsValidated) {
 }
 
 }  // namespace
-}  // namespace traind::engine
+}  // namespace traind::spec

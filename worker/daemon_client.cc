@@ -9,7 +9,7 @@
 
 #include "grpcpp/grpcpp.h"
 #include "traind/v1/worker_service.grpc.pb.h"
-#include "worker/retry_policy.h"
+#include "worker/call_retry.h"
 
 namespace traind::worker {
 namespace {

@@ -1,5 +1,5 @@
 // The worker's side of WorkerService: one attempt's calls to traind, with
-// their deadlines, retries and backoff (retry_policy.h).
+// their deadlines, retries and backoff (call_retry.h).
 //
 // gRPC stays in daemon_client.cc: this header names only the service's
 // messages.

@@ -6,7 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
-#include "worker/engine/status.h"
+#include "base/status.h"
 #include "worker/log.h"
 #include "worker/task_failure.h"
 
@@ -31,7 +31,7 @@ absl::Status OpenGpu(const traind::v1::JobSpec& spec, int device, GpuContext* gp
   if (count <= device) {
     const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
     if (count > 0) reason = absl::StrCat(count, " visible, this rank needs device ", device);
-    return engine::DeviceError(
+    return traind::DeviceError(
         absl::StrCat("resources.device gpu: ", reason,
                      " (CUDA_VISIBLE_DEVICES=", visible != nullptr ? visible : "unset", ")"));
   }

@@ -10,11 +10,11 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "base/status.h"
 #include "traind/v1/worker_service.pb.h"
 #include "worker/engine/backend/backend.h"
 #include "worker/engine/backend/cpu/cpu_backend.h"
 #include "worker/engine/onnx_export.h"
-#include "worker/engine/status.h"
 
 namespace traind::worker {
 

@@ -7,16 +7,16 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "base/status.h"
+#include "data/dataset.h"
+#include "data/split.h"
 #include "google/protobuf/util/json_util.h"
 #include "spec/loader.h"
 #include "spec/task_plan.h"
+#include "spec/task_rows.h"
 #include "spec/validation.h"
 #include "worker/engine/backend/cpu/cpu_backend.h"
-#include "worker/engine/data/dataset.h"
-#include "worker/engine/data/split.h"
-#include "worker/engine/data/task_rows.h"
 #include "worker/engine/fit.h"
-#include "worker/engine/status.h"
 #include "worker/exit_code.h"
 #include "worker/gpu_context.h"
 #include "worker/log.h"
@@ -48,12 +48,12 @@ class PrintingObserver final : public engine::FitObserver {
 
 int RunStandalone(const StandaloneOptions& so) {
   const std::string& spec_path = so.spec_path;
-  absl::StatusOr<traind::v1::JobSpec> spec = LoadJobSpecFile(spec_path);
+  absl::StatusOr<traind::v1::JobSpec> spec = spec::LoadJobSpecFile(spec_path);
   if (!spec.ok()) {
     Log(absl::StrCat("error: ", spec.status().message()));
     return kUsage;
   }
-  engine::ValidationContext vc;
+  spec::ValidationContext vc;
   vc.cpu_bf16 = engine::CpuSupportsBf16();
   // A GPU spec trains on this process's first visible GPU (standalone runs
   // one rank).
@@ -70,16 +70,16 @@ int RunStandalone(const StandaloneOptions& so) {
       vc.gpus = std::max(vc.gpus, spec->resources().count());
     }
   }
-  if (absl::Status s = engine::ValidateJobSpec(*spec, vc); !s.ok()) {
+  if (absl::Status s = spec::ValidateJobSpec(*spec, vc); !s.ok()) {
     Log(absl::StrCat("error: ", spec_path, ": ", s.message()));
     return kUsage;
   }
-  absl::StatusOr<engine::Dataset> data = engine::LoadDataset(*spec);
+  absl::StatusOr<data::Dataset> data = data::LoadDataset(*spec);
   if (!data.ok()) {
     Log(absl::StrCat("error: ", data.status().message()));
     return kFailed;
   }
-  const int tasks = engine::TaskCount(*spec);
+  const int tasks = spec::TaskCount(*spec);
   PrintingObserver observer;
   for (int task = 0; task < tasks; ++task) {
     if (so.only_task >= 0 && task != so.only_task) continue;
@@ -90,7 +90,7 @@ int RunStandalone(const StandaloneOptions& so) {
       options.artifacts_dir = absl::StrCat(so.artifacts_dir, "/task-", task);
       options.checkpoint_dir = options.artifacts_dir + "/checkpoints";
     }
-    absl::StatusOr<engine::FoldRows> rows = engine::RowsForTask(*spec, *data, task);
+    absl::StatusOr<data::FoldRows> rows = spec::RowsForTask(*spec, *data, task);
     if (!rows.ok()) {
       Log(absl::StrCat("error: task ", task, ": ", rows.status().message()));
       return kFailed;
@@ -99,7 +99,7 @@ int RunStandalone(const StandaloneOptions& so) {
         engine::Fit(*spec, *data, *rows, task, options, &observer);
     if (!result.ok()) {
       Log(absl::StrCat("error: fold ", task, ": ", result.status().message()));
-      return engine::FailureKindOf(result.status()) == engine::FailureKind::kCancelled ? kCancelled
+      return traind::FailureKindOf(result.status()) == traind::FailureKind::kCancelled ? kCancelled
                                                                                        : kFailed;
     }
     std::printf("{\"fold_result\": %s}\n", ToJson(*result).c_str());

@@ -9,7 +9,7 @@
 
 namespace traind::worker {
 
-// The reason of `s` from its engine failure kind (engine/status.h);
+// The reason of `s` from its engine failure kind (base/status.h);
 // WORKER_CRASHED when it has none.
 traind::v1::Failure::Reason ReasonOf(const absl::Status& s);
 

@@ -12,15 +12,15 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "base/status.h"
+#include "data/dataset.h"
+#include "data/split.h"
+#include "spec/task_rows.h"
 #include "spec/validation.h"
 #include "traind/v1/worker_service.pb.h"
 #include "worker/daemon_client.h"
 #include "worker/daemon_fit_observer.h"
-#include "worker/engine/data/dataset.h"
-#include "worker/engine/data/split.h"
-#include "worker/engine/data/task_rows.h"
 #include "worker/engine/fit.h"
-#include "worker/engine/status.h"
 #include "worker/epoch_reporter.h"
 #include "worker/exit_code.h"
 #include "worker/gpu_context.h"
@@ -97,11 +97,11 @@ int RunTaskUnderDaemon(const TaskRunOptions& o) {
   // The task of `spec` (in a search: of the trial's spec) this one runs.
   const int spec_task = assignment.has_spec_task() ? assignment.spec_task() : task;
   observer.PauseAfter(assignment.pause_after_epoch());
-  absl::StatusOr<engine::Dataset> data = engine::LoadDataset(spec);
+  absl::StatusOr<data::Dataset> data = data::LoadDataset(spec);
   if (!data.ok()) return fail(data.status());
-  absl::StatusOr<engine::FoldRows> split = engine::RowsForTask(spec, *data, spec_task);
+  absl::StatusOr<data::FoldRows> split = spec::RowsForTask(spec, *data, spec_task);
   if (!split.ok()) return fail(split.status());
-  const engine::FoldRows& rows = *split;
+  const data::FoldRows& rows = *split;
 
   // Released (communicator, then backend) when this function returns, on
   // every path out of here: before the process exits.
@@ -118,7 +118,7 @@ int RunTaskUnderDaemon(const TaskRunOptions& o) {
       if (!s.ok()) return fail(s);
     }
   } else if (world_size > 1) {
-    return fail(engine::InvalidSpecError(
+    return fail(traind::InvalidSpecError(
         "resources: several ranks need resources.device: gpu (one rank per GPU)"));
   }
   if (rank == 0) {

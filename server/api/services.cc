@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <deque>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -18,12 +17,9 @@
 #include "absl/synchronization/mutex.h"
 #include "google/protobuf/util/time_util.h"
 #include "server/api/grpc_reply.h"
+#include "server/core/event_feed.h"
 #include "server/log.h"
 #include "server/store/job_files.h"
-#include "spec/memory_estimate.h"
-#include "spec/search.h"
-#include "spec/submitted_spec.h"
-#include "spec/validation.h"
 
 namespace traind::server {
 namespace {
@@ -32,34 +28,28 @@ using google::protobuf::util::TimeUtil;
 using grpc::CallbackServerContext;
 using grpc::ServerUnaryReactor;
 
-// Streams a job's events: stored ones from the cursor, then live ones, and
-// closes after the `last` event. Live events arrive through the EventHub
-// into a bounded buffer; when the buffer is full or an event is out of
-// order, the missing ones are read back from the store, so a slow client
-// never blocks the scheduler and never loses an event.
+// WatchJob: a job's EventFeed (core/event_feed.h) written to one gRPC
+// stream, one event per write.
 //
-// The hub calls OnEvent with its lock held, on the scheduler's store
-// writer thread: it only enqueues. Every store read (whether the job exists and has ended, events
-// from the cursor) runs on the store-reads pool, never on a gRPC thread.
-// The reactor deletes itself once gRPC is done with it and no read is
-// pending.
+// The hub calls OnEvent with its lock held, on the scheduler's store writer
+// thread: the feed only enqueues. Every store read (whether the job exists
+// and has ended, events after the cursor) runs on the store-reads pool,
+// never on a gRPC thread. The reactor deletes itself once gRPC is done with
+// it and no read is pending.
 class WatchReactor final : public grpc::ServerWriteReactor<traind::v1::JobEvent>,
                            public EventSubscriber {
  public:
-  static constexpr size_t kMaxBuffered = 256;
-  static constexpr int kStoreBatch = 128;
-
   WatchReactor(Scheduler* scheduler, WorkPool* store_reads, ServerMetrics* metrics,
                std::string job_id, int64_t after)
       : scheduler_(scheduler),
         store_reads_(store_reads),
         metrics_(metrics),
         job_id_(std::move(job_id)),
-        cursor_(after) {
+        feed_(after) {
     if (metrics_ != nullptr) metrics_->StreamOpened(ServerMetrics::Stream::kGrpc);
     scheduler_->hub()->Subscribe(job_id_, this);
     absl::MutexLock lock(&mu_);
-    reading_ = true;
+    checking_ = true;
     refs_.fetch_add(1);
     store_reads_->Post([this] { CheckJob(); });
   }
@@ -67,18 +57,7 @@ class WatchReactor final : public grpc::ServerWriteReactor<traind::v1::JobEvent>
   void OnEvent(const traind::v1::JobEvent& event) override {
     absl::MutexLock lock(&mu_);
     if (finishing_) return;
-    if (reading_) {  // the read may have missed it: read again after
-      event_during_read_ = true;
-      return;
-    }
-    const int64_t expected = cursor_ + static_cast<int64_t>(buffer_.size()) + 1;
-    if (event.sequence() < expected) return;  // already have it
-    if (!need_store_ && event.sequence() == expected && buffer_.size() < kMaxBuffered) {
-      buffer_.push_back(event);
-    } else {
-      need_store_ = true;
-    }
-    PumpLocked();
+    if (feed_.OnLive(event)) PumpLocked();
   }
 
   void OnWriteDone(bool ok) override {
@@ -88,7 +67,7 @@ class WatchReactor final : public grpc::ServerWriteReactor<traind::v1::JobEvent>
       FinishLocked(grpc::Status(grpc::StatusCode::UNAVAILABLE, "write failed"));
       return;
     }
-    if (last_sent_) {
+    if (feed_.ended()) {
       FinishLocked(grpc::Status::OK);
       return;
     }
@@ -120,10 +99,10 @@ class WatchReactor final : public grpc::ServerWriteReactor<traind::v1::JobEvent>
     absl::Status s = scheduler_->JobEventsState(job_id_, &last, &terminal);
     {
       absl::MutexLock lock(&mu_);
-      reading_ = false;
+      checking_ = false;
       if (!s.ok()) {
         FinishLocked(ToGrpc(s));
-      } else if (terminal && cursor_ >= last) {
+      } else if (terminal && feed_.cursor() >= last) {
         FinishLocked(grpc::Status::OK);
       } else {
         PumpLocked();
@@ -132,48 +111,41 @@ class WatchReactor final : public grpc::ServerWriteReactor<traind::v1::JobEvent>
     Unref();
   }
 
-  // Pool thread: the events after the cursor, from the store.
-  void ReadStore() {
-    int64_t after;
-    {
-      absl::MutexLock lock(&mu_);
-      after = cursor_;
-    }
+  // Pool thread: the events after `after`, from the store.
+  void ReadStore(int64_t after) {
     absl::StatusOr<std::vector<traind::v1::JobEvent>> events =
-        scheduler_->store()->ReadEvents(job_id_, after, kStoreBatch);
+        scheduler_->store()->ReadEvents(job_id_, after, EventFeed::kStoreBatch);
     {
       absl::MutexLock lock(&mu_);
-      reading_ = false;
-      if (!finishing_) {
-        if (!events.ok()) {
-          FinishLocked(
-              grpc::Status(grpc::StatusCode::INTERNAL, std::string(events.status().message())));
-        } else {
-          need_store_ = static_cast<int>(events->size()) == kStoreBatch || event_during_read_;
-          for (auto& e : *events) buffer_.push_back(std::move(e));
-          PumpLocked();
-        }
+      if (!events.ok()) {
+        feed_.AbortRead();
+        FinishLocked(
+            grpc::Status(grpc::StatusCode::INTERNAL, std::string(events.status().message())));
+      } else {
+        feed_.EndRead(*std::move(events));
+        PumpLocked();
       }
     }
     Unref();
   }
 
   void PumpLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (writing_ || finishing_ || reading_) return;
-    if (buffer_.empty() && need_store_) {
-      reading_ = true;
-      event_during_read_ = false;
-      refs_.fetch_add(1);
-      store_reads_->Post([this] { ReadStore(); });
-      return;
+    if (writing_ || finishing_ || checking_) return;
+    switch (feed_.next()) {
+      case EventFeed::Next::kWait:
+        return;  // for OnEvent, or the read in flight
+      case EventFeed::Next::kReadStore: {
+        const int64_t after = feed_.BeginRead();
+        refs_.fetch_add(1);
+        store_reads_->Post([this, after] { ReadStore(after); });
+        return;
+      }
+      case EventFeed::Next::kSend:
+        current_ = std::move(feed_.Take(1).front());
+        writing_ = true;
+        StartWrite(&current_);
+        return;
     }
-    if (buffer_.empty()) return;  // wait for OnEvent
-    current_ = std::move(buffer_.front());
-    buffer_.pop_front();
-    cursor_ = current_.sequence();
-    last_sent_ = current_.last();
-    writing_ = true;
-    StartWrite(&current_);
   }
 
   void FinishLocked(const grpc::Status& status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
@@ -194,13 +166,9 @@ class WatchReactor final : public grpc::ServerWriteReactor<traind::v1::JobEvent>
   // gRPC's (until OnDone) and one per pending pool task.
   std::atomic<int> refs_{1};
   absl::Mutex mu_;
-  int64_t cursor_ ABSL_GUARDED_BY(mu_);  // sequence of the last event handed to StartWrite
-  std::deque<traind::v1::JobEvent> buffer_ ABSL_GUARDED_BY(mu_);  // cursor_+1, cursor_+2, ...
-  bool need_store_ ABSL_GUARDED_BY(mu_) = true;
-  bool reading_ ABSL_GUARDED_BY(mu_) = false;  // a pool task reads the store
-  bool event_during_read_ ABSL_GUARDED_BY(mu_) = false;
+  EventFeed feed_ ABSL_GUARDED_BY(mu_);
+  bool checking_ ABSL_GUARDED_BY(mu_) = false;  // CheckJob has not answered yet
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
-  bool last_sent_ ABSL_GUARDED_BY(mu_) = false;
   bool finishing_ ABSL_GUARDED_BY(mu_) = false;
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
   traind::v1::JobEvent current_ ABSL_GUARDED_BY(mu_);
@@ -248,83 +216,11 @@ ServerUnaryReactor* TrainingServiceImpl::SubmitJob(CallbackServerContext* ctx,
   // it): on the validation pool, which finishes the call.
   ServerUnaryReactor* reactor = ctx->DefaultReactor();
   validation_->Post([this, reactor, req, resp, caller = *std::move(caller)] {
-    reactor->Finish(ToGrpc(ValidateAndSubmit(*req, caller, resp)));
+    absl::StatusOr<traind::v1::Job> job = admission_.Submit(*req, caller);
+    if (job.ok()) *resp = *std::move(job);
+    reactor->Finish(ToGrpc(job.status()));
   });
   return reactor;
-}
-
-absl::Status TrainingServiceImpl::ValidateAndSubmit(const traind::v1::SubmitJobRequest& req,
-                                                    const Caller& caller, traind::v1::Job* resp) {
-  // A retry first: its answer is the job the first submit created, even if
-  // the spec would be refused now (the owner's queue is full, the data file
-  // changed, the limits were lowered).
-  absl::StatusOr<std::optional<traind::v1::Job>> existing =
-      scheduler_->FindSubmitted(caller.name, req.idempotency_key());
-  if (!existing.ok()) return existing.status();
-  if (existing->has_value()) {
-    *resp = **std::move(existing);
-    return absl::OkStatus();
-  }
-  // The spec as a message or as text, with its overrides and relative paths
-  // resolved against the client's base_dir.
-  SpecSubmission submission;
-  if (req.has_spec()) submission.spec = &req.spec();
-  if (req.has_spec_text()) submission.spec_text = &req.spec_text();
-  submission.overrides.assign(req.overrides().begin(), req.overrides().end());
-  submission.base_dir = req.base_dir();
-  absl::StatusOr<traind::v1::JobSpec> submitted = BuildSubmittedSpec(submission);
-  if (!submitted.ok()) return submitted.status();
-  traind::v1::JobSpec spec = *std::move(submitted);
-  // Sizes first (cheap), then confinement: the engine's validation reads the
-  // data file, so it must only ever see paths inside the data roots.
-  if (absl::Status s = CheckSpecLimits(spec, policy_.limits); !s.ok()) return s;
-  if (absl::Status s = policy_.data_roots.ConfineSpec(&spec); !s.ok()) return s;
-  engine::ValidationContext vc;
-  vc.cpu_bf16 = scheduler_->WorkerCpuBf16();
-  std::string no_gpu;
-  vc.gpus = scheduler_->UsableGpus(&no_gpu);
-  if (spec.resources().device() == traind::v1::GPU && vc.gpus == 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("spec.resources.device: gpu requested, but ", no_gpu));
-  }
-  engine::ValidatedShape shape;
-  absl::Status valid = engine::ValidateJobSpec(spec, vc, &shape);
-  if (!valid.ok()) return absl::InvalidArgumentError(absl::StrCat("spec.", valid.message()));
-  if (absl::Status s = CheckDataLimits(spec, shape, policy_.limits); !s.ok()) return s;
-  SubmitOptions options;
-  {
-    // The worker's host memory: the model's (largest trial's), the table it
-    // holds (parsed values, the folds' copies) and the process itself.
-    int64_t model = engine::EstimateMemoryBytes(spec, shape.features, shape.outputs);
-    for (int64_t i = 0; i < engine::SearchTrials(spec); ++i) {
-      absl::StatusOr<engine::Trial> trial = engine::MakeTrial(spec, i);
-      if (!trial.ok()) return trial.status();
-      model =
-          std::max(model, engine::EstimateMemoryBytes(trial->spec, shape.features, shape.outputs));
-    }
-    const int64_t cells = (shape.rows + shape.validation_rows) * (shape.features + shape.outputs);
-    options.host_memory_bytes = model + 24 * cells + (int64_t{256} << 20);
-  }
-  if (spec.resources().device() == traind::v1::GPU) {
-    options.gpu_memory_bytes = engine::EstimateMemoryBytes(spec, shape.features, shape.outputs);
-    // A search: the largest of its trials (layers and batches may differ).
-    const int64_t trials = engine::SearchTrials(spec);
-    for (int i = 0; i < trials; ++i) {
-      absl::StatusOr<engine::Trial> trial = engine::MakeTrial(spec, i);
-      if (!trial.ok()) return trial.status();
-      options.gpu_memory_bytes =
-          std::max(options.gpu_memory_bytes,
-                   engine::EstimateMemoryBytes(trial->spec, shape.features, shape.outputs));
-    }
-  }
-  options.owner = caller.name;
-  options.idempotency_key = req.idempotency_key();
-  // Checked by Submit after its own idempotency lookup, atomically with the
-  // insert (a concurrent retry of the same key may have won the race).
-  options.max_queued_jobs = policy_.limits.max_queued_jobs_per_user;
-  absl::StatusOr<traind::v1::Job> job = scheduler_->Submit(spec, options);
-  if (job.ok()) *resp = *std::move(job);
-  return job.status();
 }
 
 ServerUnaryReactor* TrainingServiceImpl::GetJob(CallbackServerContext* ctx,

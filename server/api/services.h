@@ -13,28 +13,19 @@
 
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "server/api/auth.h"
-#include "server/api/policy.h"
-#include "server/api/read_api.h"
-#include "server/api/sessions.h"
-#include "server/api/work_pool.h"
 #include "server/config.h"
+#include "server/core/admission.h"
+#include "server/core/auth.h"
+#include "server/core/policy.h"
+#include "server/core/read_api.h"
+#include "server/core/sessions.h"
+#include "server/core/work_pool.h"
 #include "server/metrics/server_metrics.h"
 #include "server/scheduler/scheduler.h"
 #include "traind/v1/training_service.grpc.pb.h"
 #include "traind/v1/worker_service.grpc.pb.h"
 
 namespace traind::server {
-
-// What the public API enforces besides the engine's spec validation.
-struct AccessPolicy {
-  // Who may call what (unix-socket callers are the admin "local").
-  std::shared_ptr<const Authenticator> authenticator =
-      std::make_shared<Authenticator>(std::make_shared<TokenStore>());
-  // Data paths of a spec must resolve inside these.
-  DataRoots data_roots;
-  LimitsConfig limits;
-};
 
 class TrainingServiceImpl final : public traind::v1::TrainingService::CallbackService {
  public:
@@ -96,8 +87,6 @@ class TrainingServiceImpl final : public traind::v1::TrainingService::CallbackSe
   // The caller of `ctx`, if it may call `rpc`.
   absl::StatusOr<Caller> Authorize(grpc::CallbackServerContext* ctx, Rpc rpc) const;
   // SubmitJob after its cheap checks, on the validation pool.
-  absl::Status ValidateAndSubmit(const traind::v1::SubmitJobRequest& req, const Caller& caller,
-                                 traind::v1::Job* resp);
   // Runs `work` (which may read the store) on the store-reads pool and
   // finishes the call with its status.
   grpc::ServerUnaryReactor* OnStoreReads(grpc::CallbackServerContext* ctx,
@@ -118,6 +107,7 @@ class TrainingServiceImpl final : public traind::v1::TrainingService::CallbackSe
   Scheduler* const scheduler_;
   ReadApi* const reads_;
   const AccessPolicy policy_;
+  const Admission admission_{scheduler_, &policy_};
   SessionStore* const sessions_;
   ServerMetrics* const metrics_;
   // Last: their threads run work that uses the members above, and finish

@@ -21,6 +21,7 @@
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
 #include "httplib.h"
+#include "server/core/event_feed.h"
 #include "server/http/json.h"
 #include "server/http/web_assets.h"
 #include "server/log.h"
@@ -176,24 +177,20 @@ void JsonCache::Erase(const std::string& key) {
   entries_.erase(key);  // its place in order_ ages out with the others
 }
 
-// One server-sent event stream of a job's events: stored ones after the
-// cursor, then live ones, ending after the `last` event. Live events come
-// from the EventHub into a bounded buffer (OnEvent only enqueues); when it
-// overflows or an event arrives out of order, the missing ones are read
-// back from the store, on the stream's own connection thread.
+// One server-sent event stream: a job's EventFeed (core/event_feed.h)
+// written to one HTTP connection. Live events come from the EventHub (the
+// feed only enqueues); store reads run on the stream's own connection
+// thread.
 class SseStream final : public EventSubscriber {
  public:
-  static constexpr size_t kMaxBuffered = 256;
-  static constexpr int kStoreBatch = 128;
-
   SseStream(Scheduler* scheduler, ServerMetrics* metrics, JsonCache* json, std::string job_id,
             int64_t after, bool finished)
       : scheduler_(scheduler),
         metrics_(metrics),
         json_(json),
         job_id_(std::move(job_id)),
-        cursor_(after) {
-    finished_ = finished;
+        feed_(after),
+        finished_(finished) {
     if (metrics_ != nullptr) metrics_->StreamOpened(ServerMetrics::Stream::kSse);
     scheduler_->hub()->Subscribe(job_id_, this);
   }
@@ -204,17 +201,7 @@ class SseStream final : public EventSubscriber {
 
   void OnEvent(const traind::v1::JobEvent& event) override {
     absl::MutexLock lock(&mu_);
-    if (reading_) {  // the read may have missed it: read again after
-      event_during_read_ = true;
-      return;
-    }
-    const int64_t expected = cursor_ + static_cast<int64_t>(buffer_.size()) + 1;
-    if (event.sequence() < expected) return;
-    if (!need_store_ && event.sequence() == expected && buffer_.size() < kMaxBuffered) {
-      buffer_.push_back(event);
-    } else {
-      need_store_ = true;
-    }
+    feed_.OnLive(event);  // Pump's wait wakes on the feed's next()
   }
 
   void Stop() {
@@ -235,35 +222,33 @@ class SseStream final : public EventSubscriber {
         return true;
       }
       auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        return stop_ || need_store_ || !buffer_.empty();
+        return stop_ || feed_.next() != EventFeed::Next::kWait;
       };
       mu_.AwaitWithTimeout(absl::Condition(&ready), keepalive);
       if (stop_) return false;
-      if (need_store_) {
-        read_store = true;
-        reading_ = true;
-        need_store_ = false;
-        event_during_read_ = false;
-        after = cursor_;
-      } else if (!buffer_.empty()) {
-        out.assign(std::make_move_iterator(buffer_.begin()),
-                   std::make_move_iterator(buffer_.end()));
-        buffer_.clear();
-        cursor_ = out.back().sequence();
+      switch (feed_.next()) {
+        case EventFeed::Next::kReadStore:
+          read_store = true;
+          after = feed_.BeginRead();
+          break;
+        case EventFeed::Next::kSend:
+          out = feed_.Take(EventFeed::kMaxBuffered);
+          break;
+        case EventFeed::Next::kWait:
+          break;
       }
     }
     if (read_store) {
       absl::StatusOr<std::vector<traind::v1::JobEvent>> events =
-          scheduler_->store()->ReadEvents(job_id_, after, kStoreBatch);
+          scheduler_->store()->ReadEvents(job_id_, after, EventFeed::kStoreBatch);
       absl::MutexLock lock(&mu_);
-      reading_ = false;
       if (!events.ok()) {
+        feed_.AbortRead();
         LogError("event stream job=%s: cannot read events: %s", job_id_, events.status().message());
         return false;
       }
-      out = *std::move(events);
-      if (!out.empty()) cursor_ = out.back().sequence();
-      need_store_ = static_cast<int>(out.size()) == kStoreBatch || event_during_read_;
+      feed_.EndRead(*std::move(events));
+      out = feed_.Take(EventFeed::kStoreBatch);
     }
     if (out.empty() && !read_store) {
       static constexpr char kPing[] = ": keepalive\n\n";
@@ -279,15 +264,13 @@ class SseStream final : public EventSubscriber {
         json_->Add(key, *data);
       }
       absl::StrAppend(&text, "id: ", e.sequence(), "\nevent: job\ndata: ", *data, "\n\n");
-      if (e.last()) {
-        absl::MutexLock lock(&mu_);
-        finished_ = true;
-        break;
-      }
     }
     if (!sink.write(text.data(), text.size())) return false;
     absl::MutexLock lock(&mu_);
-    if (finished_) sink.done();
+    if (feed_.ended()) {
+      finished_ = true;
+      sink.done();
+    }
     return true;
   }
 
@@ -297,12 +280,8 @@ class SseStream final : public EventSubscriber {
   JsonCache* const json_;
   const std::string job_id_;
   absl::Mutex mu_;
-  int64_t cursor_ ABSL_GUARDED_BY(mu_);  // sequence of the last event written
-  std::deque<traind::v1::JobEvent> buffer_ ABSL_GUARDED_BY(mu_);  // cursor_+1, ...
-  bool need_store_ ABSL_GUARDED_BY(mu_) = true;
-  bool reading_ ABSL_GUARDED_BY(mu_) = false;
-  bool event_during_read_ ABSL_GUARDED_BY(mu_) = false;
-  bool finished_ ABSL_GUARDED_BY(mu_) = false;
+  EventFeed feed_ ABSL_GUARDED_BY(mu_);
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;  // the last event was written
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
 };
 

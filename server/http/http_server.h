@@ -44,10 +44,10 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "server/api/auth.h"
-#include "server/api/read_api.h"
-#include "server/api/sessions.h"
 #include "server/config.h"
+#include "server/core/auth.h"
+#include "server/core/read_api.h"
+#include "server/core/sessions.h"
 #include "server/metrics/server_metrics.h"
 
 namespace httplib {

@@ -5,6 +5,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "base/json.h"
 #include "google/protobuf/util/json_util.h"
 
 namespace traind::server {
@@ -51,47 +52,10 @@ int HttpStatus(absl::StatusCode code) {
   }
 }
 
-namespace {
-
-// JSON string literal of `s` (valid UTF-8 is passed through; control
-// characters, quotes and backslashes are escaped).
-std::string Quote(absl::string_view s) {
-  std::string out = "\"";
-  for (char c : s) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          absl::StrAppend(&out, "\\u00", absl::Hex(static_cast<unsigned char>(c), absl::kZeroPad2));
-        } else {
-          out += c;
-        }
-    }
-  }
-  out += "\"";
-  return out;
-}
-
-}  // namespace
-
 std::string ErrorJson(const absl::Status& status) {
   return absl::StrCat("{\"error\":{\"code\":", HttpStatus(status.code()),
-                      ",\"status\":", Quote(absl::StatusCodeToString(status.code())),
-                      ",\"message\":", Quote(status.message()), "}}");
+                      ",\"status\":", JsonQuote(absl::StatusCodeToString(status.code())),
+                      ",\"message\":", JsonQuote(status.message()), "}}");
 }
 
 absl::StatusOr<traind::v1::ListJobsRequest> ListJobsFromQuery(

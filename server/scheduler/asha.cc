@@ -26,13 +26,13 @@ std::optional<AshaRungs> AshaRungs::ForJob(const traind::v1::JobSpec& spec, std:
   std::vector<int> rungs;
   for (int64_t r = grace; r < spec.training().epochs(); r *= eta)
     rungs.push_back(static_cast<int>(r));
-  const engine::TaskPlan plan = engine::PlanTasks(spec);
+  const spec::TaskPlan plan = spec::PlanTasks(spec);
   return AshaRungs(std::move(rungs), plan.trials, plan.tasks_per_trial, eta, std::move(key),
                    maximize);
 }
 
 std::optional<AshaRungs> AshaRungs::ForJob(const traind::v1::JobSpec& spec) {
-  engine::SearchScore score = engine::SearchScoreOf(spec);
+  spec::SearchScore score = spec::SearchScoreOf(spec);
   return ForJob(spec, std::move(score.key), score.maximize);
 }
 

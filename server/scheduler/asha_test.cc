@@ -10,19 +10,19 @@ namespace {
 using Decision = AshaRungs::Decision;
 
 traind::v1::JobSpec Spec(int trials, int epochs) {
-  absl::StatusOr<traind::v1::JobSpec> spec = ParseJobSpec(absl::StrCat(R"(
+  absl::StatusOr<traind::v1::JobSpec> spec = spec::ParseJobSpec(absl::StrCat(R"(
 data: {path: d.csv, label: y}
 cross_validation: {folds: 2}
 model: {layers: [{dense: {units: 2}}]}
 training: {epochs: )",
-                                                                       epochs, R"(}
+                                                                             epochs, R"(}
 search:
   space: [{path: optimizer.adam.learning_rate, uniform: {low: 0.001, high: 0.1}}]
   sampler: {random: {trials: )",
-                                                                       trials, R"(}}
+                                                                             trials, R"(}}
   asha: {grace_epochs: 1, reduction_factor: 3}
 )"),
-                                                          "t.yaml");
+                                                                "t.yaml");
   EXPECT_TRUE(spec.ok()) << spec.status();
   return *spec;
 }

@@ -43,7 +43,7 @@ using traind::v1::TrialResult;
 void AggregateSearch(Job* job) {
   traind::v1::JobResult* r = job->mutable_result();
   const traind::v1::JobSpec& spec = job->spec();
-  const engine::SearchScore score = engine::SearchScoreOf(spec);
+  const spec::SearchScore score = spec::SearchScoreOf(spec);
   const std::string& key = score.key;
   const bool maximize = score.maximize;
   std::vector<int> scored;
@@ -126,11 +126,11 @@ void AggregateSearch(Job* job) {
   std::map<std::string, std::vector<double>> best_values;
   for (const Task& t : job->tasks()) {
     if (t.state() != Task::SUCCEEDED) continue;
-    if (engine::IsRefitTask(spec, t.index())) {
+    if (spec::IsRefitTask(spec, t.index())) {
       *r->mutable_refit() = t.result();
       continue;
     }
-    if (r->best_trial() < 0 || engine::LocateSearchTask(spec, t.index()).trial != r->best_trial()) {
+    if (r->best_trial() < 0 || spec::LocateSearchTask(spec, t.index()).trial != r->best_trial()) {
       continue;
     }
     *r->add_folds() = t.result();
@@ -155,7 +155,7 @@ void AggregateFoldResults(Job* job) {
   r->clear_refit();
   for (const Task& t : job->tasks()) {
     if (t.state() != Task::SUCCEEDED) continue;
-    if (engine::IsRefitTask(job->spec(), t.index())) {
+    if (spec::IsRefitTask(job->spec(), t.index())) {
       *r->mutable_refit() = t.result();
       continue;
     }

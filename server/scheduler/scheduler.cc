@@ -6,9 +6,10 @@
 #include "absl/strings/str_format.h"
 #include "google/protobuf/util/time_util.h"
 #include "server/log.h"
+#include "server/scheduler/attempt_outcome.h"
 #include "server/scheduler/attempt_secrets.h"
 #include "server/scheduler/list_jobs_query.h"
-#include "server/scheduler/retry_policy.h"
+#include "server/secrets.h"
 #include "spec/search.h"
 #include "spec/task_plan.h"
 #include "spec/validation.h"
@@ -184,13 +185,13 @@ absl::StatusOr<Job> Scheduler::SubmitUnstored(const JobSpec& spec, const SubmitO
                                               uint64_t* ticket) {
   auto lj = std::make_unique<LiveJob>();
   Job& job = lj->job;
-  job.set_id(NewJobId());
+  job.set_id(RandomHex(6));  // 12 hex digits
   *job.mutable_spec() = spec;
   *job.mutable_create_time() = NowProto();
   job.set_owner(options.owner);
   job.set_gpu_memory_bytes(options.gpu_memory_bytes);
   job.set_host_memory_bytes(options.host_memory_bytes);
-  const int tasks = engine::TaskCount(spec);
+  const int tasks = spec::TaskCount(spec);
   for (int i = 0; i < tasks; ++i) {
     Task* t = job.add_tasks();
     t->set_index(i);
@@ -257,7 +258,7 @@ absl::StatusOr<Job> Scheduler::SubmitUnstored(const JobSpec& spec, const SubmitO
 bool Scheduler::DependenciesDoneLocked(const LiveJob& lj, int task) {
   if (AtRungLocked(lj, task)) return false;
   // The refit task trains on all rows once every fold has succeeded.
-  if (!engine::IsRefitTask(lj.job.spec(), task)) return true;
+  if (!spec::IsRefitTask(lj.job.spec(), task)) return true;
   if (lj.job.spec().has_search()) {
     // The refit of the best trial: once every trial has ended, one with a score.
     for (const Task& t : lj.job.tasks()) {
@@ -532,92 +533,103 @@ void Scheduler::FinishAttemptLocked(LiveJob& lj, int task, const Failure* failur
   *a->mutable_end_time() = NowProto();
   LiveAttempt la = std::move(lj.attempts[task]);
   lj.attempts.erase(task);
+  a->set_trained_epochs(la.trained_epochs);
   for (auto& waiter : la.rendezvous_waiters) {
     waiter(absl::AbortedError("the attempt ended before rank 0 posted its id"));
   }
-  const engine::SearchTask where =
-      job.spec().has_search() ? engine::LocateSearchTask(job.spec(), task) : engine::SearchTask();
-  if (failure != nullptr && lj.asha.has_value() && where.trial >= 0 &&
-      failure->reason() == Failure::CANCELLED && !la.stop_requested && la.pause_after > 0 &&
-      la.last_epoch >= la.pause_after && job.state() == Job::RUNNING && !job.has_failure()) {
-    // ASHA: the fold stopped at its rung (checkpointed); it goes on once
-    // its trial is promoted there (AtRungLocked holds it until then).
-    JobChange change = ChangeLocked(lj);
-    change.WriteJob();
-    change.SetTaskState(task, Task::QUEUED, la.number, la.pid)->set_rung_epoch(la.last_epoch);
-    EnqueueLocked(lj, task);
-    CommitLocked(lj, change);
-    LogInfo("task paused job=%s task=%d attempt=%d epoch=%d: at a rung", job.id(), task, la.number,
-            la.last_epoch);
-    return;
+  const spec::SearchTask where =
+      job.spec().has_search() ? spec::LocateSearchTask(job.spec(), task) : spec::SearchTask();
+
+  // What the attempt's end means (attempt_outcome.h's table).
+  EndedAttempt ended;
+  ended.succeeded = failure == nullptr;
+  ended.job_running = job.state() == Job::RUNNING && !job.has_failure();
+  ended.trained_epochs = la.trained_epochs;
+  ended.last_epoch = la.last_epoch;
+  ended.stop_requested = la.stop_requested;
+  ended.search_fold = job.spec().has_search() && !spec::IsRefitTask(job.spec(), task);
+  const bool asha_fold = lj.asha.has_value() && where.trial >= 0;
+  if (asha_fold) {
+    ended.pause_after = la.pause_after;
+    ended.trial_pruned = lj.asha->Pruned(where.trial);
   }
+  if (failure != nullptr) {
+    ended.reason = failure->reason();
+    for (int i = 0; i + 1 < t->attempts_size(); ++i) {
+      const Attempt& prev = t->attempts(i);
+      ended.earlier_restarts +=
+          CountsAgainstRestarts(prev.failure().reason(), prev.trained_epochs());
+    }
+    // Out of memory on GPUs: a retry avoids the GPUs this task ran out of
+    // memory on.
+    if (failure->reason() == Failure::OUT_OF_MEMORY && !la.gpus.empty() && ended.job_running) {
+      std::set<int>& avoid = lj.oom_gpus[task];
+      avoid.insert(la.gpus.begin(), la.gpus.end());
+      ended.on_gpus = true;
+      for (const GpuPool::Gpu& g : gpus_.gpus()) {
+        ended.gpus_elsewhere += g.state != GpuPool::State::kUnhealthy && avoid.count(g.index) == 0;
+      }
+      ended.gpus_needed = job.spec().resources().count();
+    }
+  }
+  const AttemptOutcome outcome = DecideAttemptOutcome(ended, options_.max_restarts);
+
   JobChange change = ChangeLocked(lj);
   change.WriteJob();
   int failed_trial = -1;
-  if (failure == nullptr) {
-    *t->mutable_result() = *la.result;
-    t->clear_failure();
-    *change.SetTaskState(task, Task::SUCCEEDED, la.number, la.pid)->mutable_result() = *la.result;
-    AggregateFoldResults(&job);
-    LogInfo("task succeeded job=%s task=%d attempt=%d pid=%d", job.id(), task, la.number, la.pid);
-  } else {
-    *a->mutable_failure() = *failure;
-    t->clear_result();  // one a remote attempt reported before it failed
-    FailedAttempt fa;
-    fa.reason = failure->reason();
-    for (const Attempt& prev : t->attempts()) {
-      fa.transient_failures += IsTransient(prev.failure().reason());
-    }
-    // A preempted attempt that trained nothing counts as a transient failure.
-    fa.made_progress = la.trained_epochs > 0;
-    if (failure->reason() == Failure::PREEMPTED && !fa.made_progress) ++fa.transient_failures;
-    fa.job_running = job.state() == Job::RUNNING && !job.has_failure();
-    // Out of memory on GPUs: a retry avoids the GPUs this task ran out of
-    // memory on.
-    if (failure->reason() == Failure::OUT_OF_MEMORY && !la.gpus.empty() && fa.job_running) {
-      std::set<int>& avoid = lj.oom_gpus[task];
-      avoid.insert(la.gpus.begin(), la.gpus.end());
-      fa.on_gpus = true;
-      for (const GpuPool::Gpu& g : gpus_.gpus()) {
-        fa.gpus_elsewhere += g.state != GpuPool::State::kUnhealthy && avoid.count(g.index) == 0;
+  switch (outcome.kind) {
+    case AttemptOutcome::Kind::kPaused:
+      // The fold stopped at its rung (checkpointed); it goes on once its
+      // trial is promoted there (AtRungLocked holds it until then).
+      change.SetTaskState(task, Task::QUEUED, la.number, la.pid)->set_rung_epoch(la.last_epoch);
+      EnqueueLocked(lj, task);
+      CommitLocked(lj, change);
+      LogInfo("task paused job=%s task=%d attempt=%d epoch=%d: at a rung", job.id(), task,
+              la.number, la.last_epoch);
+      return;
+    case AttemptOutcome::Kind::kSucceeded:
+      *t->mutable_result() = *la.result;
+      t->clear_failure();
+      *change.SetTaskState(task, Task::SUCCEEDED, la.number, la.pid)->mutable_result() = *la.result;
+      AggregateFoldResults(&job);
+      LogInfo("task succeeded job=%s task=%d attempt=%d pid=%d", job.id(), task, la.number, la.pid);
+      break;
+    case AttemptOutcome::Kind::kRetried:
+      *a->mutable_failure() = *failure;
+      t->clear_result();  // one a remote attempt reported before it failed
+      *change.SetTaskState(task, Task::QUEUED, la.number, la.pid)->mutable_failure() = *failure;
+      EnqueueLocked(lj, task);
+      LogWarning("task retry job=%s task=%d attempt=%d pid=%d reason=%s: %s (%s)", job.id(), task,
+                 la.number, la.pid, ReasonName(failure->reason()), failure->message(), outcome.why);
+      break;
+    case AttemptOutcome::Kind::kStopped:
+      *a->mutable_failure() = *failure;
+      t->clear_result();
+      *change.SetTaskState(task, outcome.task_state, la.number, la.pid)->mutable_failure() =
+          *failure;
+      LogInfo("task %s job=%s task=%d attempt=%d pid=%d",
+              outcome.task_state == Task::PRUNED ? "pruned" : "cancelled", job.id(), task,
+              la.number, la.pid);
+      break;
+    case AttemptOutcome::Kind::kFailed:
+      *a->mutable_failure() = *failure;
+      t->clear_result();
+      *t->mutable_failure() = *failure;
+      *change.SetTaskState(task, Task::FAILED, la.number, la.pid)->mutable_failure() = *failure;
+      LogWarning("task failed job=%s task=%d attempt=%d pid=%d reason=%s: %s", job.id(), task,
+                 la.number, la.pid, ReasonName(failure->reason()), failure->message());
+      if (outcome.fails == AttemptOutcome::Fails::kTrial) {
+        // In a search, a task that fails ends its trial, not the job.
+        failed_trial = where.trial;
+        AggregateFoldResults(&job);
+      } else if (!job.has_failure()) {
+        *job.mutable_failure() = *failure;
+        job.mutable_failure()->set_message(absl::StrCat("fold ", task, ": ", failure->message()));
       }
-      fa.gpus_needed = job.spec().resources().count();
-    }
-    switch (DecideRetry(fa, options_.max_restarts)) {
-      case RetryDecision::kRetry:
-        *change.SetTaskState(task, Task::QUEUED, la.number, la.pid)->mutable_failure() = *failure;
-        EnqueueLocked(lj, task);
-        LogWarning("task retry job=%s task=%d attempt=%d pid=%d reason=%s: %s", job.id(), task,
-                   la.number, la.pid, ReasonName(failure->reason()), failure->message());
-        break;
-      case RetryDecision::kCancel:
-        *change
-             .SetTaskState(task,
-                           lj.asha.has_value() && lj.asha->Pruned(where.trial) ? Task::PRUNED
-                                                                               : Task::CANCELLED,
-                           la.number, la.pid)
-             ->mutable_failure() = *failure;
-        LogInfo("task cancelled job=%s task=%d attempt=%d pid=%d", job.id(), task, la.number,
-                la.pid);
-        break;
-      case RetryDecision::kFail:
-        *t->mutable_failure() = *failure;
-        *change.SetTaskState(task, Task::FAILED, la.number, la.pid)->mutable_failure() = *failure;
-        LogWarning("task failed job=%s task=%d attempt=%d pid=%d reason=%s: %s", job.id(), task,
-                   la.number, la.pid, ReasonName(failure->reason()), failure->message());
-        if (job.spec().has_search() && !engine::IsRefitTask(job.spec(), task)) {
-          // In a search, a task that fails ends its trial, not the job.
-          failed_trial = engine::LocateSearchTask(job.spec(), task).trial;
-          AggregateFoldResults(&job);
-        } else if (!job.has_failure()) {
-          *job.mutable_failure() = *failure;
-          job.mutable_failure()->set_message(absl::StrCat("fold ", task, ": ", failure->message()));
-        }
-        break;
-    }
+      break;
   }
   CommitLocked(lj, change);
-  if (failure == nullptr && lj.asha.has_value() && where.trial >= 0) {
+  if (outcome.kind == AttemptOutcome::Kind::kSucceeded && asha_fold) {
     // A fold that ended before the later rungs counts at its score there.
     auto it = t->result().val().find(lj.asha->key());
     if (it != t->result().val().end()) {
@@ -627,7 +639,7 @@ void Scheduler::FinishAttemptLocked(LiveJob& lj, int task, const Failure* failur
     }
   }
   if (failed_trial >= 0) {
-    const int per_trial = engine::PlanTasks(job.spec()).tasks_per_trial;
+    const int per_trial = spec::PlanTasks(job.spec()).tasks_per_trial;
     LogWarning("trial failed job=%s trial=%d: its other tasks are stopped", job.id(), failed_trial);
     StopTasksLocked(lj, false, [&](int i) { return i / per_trial == failed_trial; });
     // Every trial failed: so does the job.
@@ -655,7 +667,7 @@ void Scheduler::MaybeFinishJobLocked(LiveJob& lj) {
     bool trials_ended = true;
     const Failure* first = nullptr;
     for (const Task& t : job.tasks()) {
-      if (engine::IsRefitTask(job.spec(), t.index())) continue;
+      if (spec::IsRefitTask(job.spec(), t.index())) continue;
       trials_ended = trials_ended && IsTerminal(t.state());
       if (first == nullptr && t.has_failure()) first = &t.failure();
     }

@@ -4,11 +4,14 @@
 // writes every change to the JobStore before publishing it as an event.
 //
 // Knows nothing of gRPC: server/api adapts it. Its rules live in their own
-// files: state_transitions (which state may follow which), retry_policy,
+// files: state_transitions (which state may follow which), attempt_outcome
+// (what an ended attempt means for its task, trial and job: the retry rule),
 // dispatch_queue (order and wait reasons), attempt_tracker (ranks, signals,
 // heartbeats, rendezvous), job_results (aggregation, predictions) and
 // recovery.cc; scheduler_dispatch.cc holds dispatch, launches and the GPU pool,
-// scheduler_workers.cc the WorkerService side.
+// scheduler_workers.cc the WorkerService side, scheduler_side_processes.cc the
+// processes run for a caller (RunProcess), scheduler_deletion.cc deletion and
+// retention, scheduler_search.cc the search controller (trials, ASHA).
 //
 // Nothing that can wait on a process or on files runs under the scheduler's
 // mutex: launches, GPU probes and the predictions merge run without it, then
@@ -229,7 +232,7 @@ class Scheduler final {
   // no GPU. `*placed` (if given) receives "gpu <uuid>" or "cpu".
   // UNAVAILABLE once Stop() has begun: Stop() kills side processes at once
   // (they hold nothing a grace would save) and waits for their exits.
-  // (scheduler_deletion.cc)
+  // (scheduler_side_processes.cc)
   absl::StatusOr<ProcessExit> RunProcess(LaunchRequest request, absl::Duration timeout,
                                          bool want_gpu = false, std::string* placed = nullptr);
   const std::string& worker_path() const { return options_.worker_path; }

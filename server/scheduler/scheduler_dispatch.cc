@@ -399,17 +399,6 @@ void Scheduler::StopTasksLocked(LiveJob& lj, bool force, const std::function<boo
   }
 }
 
-void Scheduler::OnSideExit(const ProcessExit& exit) {
-  absl::MutexLock lock(&mu_);
-  auto known = [this, &exit]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return launches_in_flight_ == 0 || side_processes_.count(exit.pid) > 0;
-  };
-  mu_.Await(absl::Condition(&known));
-  if (auto side = side_processes_.find(exit.pid); side != side_processes_.end()) {
-    side->second = exit;
-  }
-}
-
 void Scheduler::OnLaunchStatus(const LaunchStatus& status) {
   absl::MutexLock lock(&mu_);
   auto known = [this, &status]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {

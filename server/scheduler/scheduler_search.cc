@@ -21,10 +21,10 @@ absl::Status Scheduler::InitSearch(LiveJob* lj) {
   lj->asha = AshaRungs::ForJob(spec);
   if (!spec.has_search()) return absl::OkStatus();
   // The trials' values, once (validated at submit: every trial is valid).
-  const engine::TaskPlan plan = engine::PlanTasks(spec);
+  const spec::TaskPlan plan = spec::PlanTasks(spec);
   job.mutable_result()->set_best_trial(-1);
   for (int i = 0; i < plan.trials; ++i) {
-    absl::StatusOr<engine::Trial> trial = engine::MakeTrial(spec, i);
+    absl::StatusOr<spec::Trial> trial = spec::MakeTrial(spec, i);
     if (!trial.ok()) return trial.status();
     traind::v1::TrialResult* tr = job.mutable_result()->add_trials();
     tr->set_trial(i);
@@ -44,12 +44,12 @@ absl::Status Scheduler::InitSearch(LiveJob* lj) {
 
 bool Scheduler::AtRungLocked(const LiveJob& lj, int task) {
   if (!lj.asha.has_value()) return false;
-  const engine::SearchTask where = engine::LocateSearchTask(lj.job.spec(), task);
+  const spec::SearchTask where = spec::LocateSearchTask(lj.job.spec(), task);
   return where.trial >= 0 && lj.asha->WaitsAtRung(where.trial, lj.job.tasks(task).epochs_done());
 }
 
 void Scheduler::PruneTrialLocked(LiveJob& lj, int trial) {
-  const int per_trial = engine::PlanTasks(lj.job.spec()).tasks_per_trial;
+  const int per_trial = spec::PlanTasks(lj.job.spec()).tasks_per_trial;
   StopTasksLocked(
       lj, false, [&](int i) { return i / per_trial == trial; }, Task::PRUNED);
   JobChange change = ChangeLocked(lj);
@@ -61,7 +61,7 @@ void Scheduler::PruneTrialLocked(LiveJob& lj, int trial) {
 void Scheduler::RecordRungLocked(LiveJob& lj, int task, const traind::v1::EpochMetrics& m, bool act,
                                  std::optional<double> final_value) {
   if (!lj.asha.has_value()) return;
-  const engine::SearchTask where = engine::LocateSearchTask(lj.job.spec(), task);
+  const spec::SearchTask where = spec::LocateSearchTask(lj.job.spec(), task);
   if (where.trial < 0) return;
   std::vector<std::pair<int, double>> reports;  // (epoch, value)
   if (final_value.has_value()) {
@@ -90,7 +90,7 @@ void Scheduler::RecordRungLocked(LiveJob& lj, int task, const traind::v1::EpochM
 bool Scheduler::AtTrialLimitLocked(const LiveJob& lj, int task) {
   const traind::v1::JobSpec& spec = lj.job.spec();
   if (!spec.has_search() || spec.search().max_concurrent_trials() <= 0) return false;
-  const int per_trial = engine::PlanTasks(spec).tasks_per_trial;
+  const int per_trial = spec::PlanTasks(spec).tasks_per_trial;
   const int trials = static_cast<int>(lj.job.result().trials_size());
   const int trial = task / per_trial;
   if (trial >= trials) return false;  // the refit of the best trial

@@ -23,7 +23,7 @@ using traind::v1::Task;
 using traind::v1::TrialResult;
 
 traind::v1::JobSpec SearchSpec() {
-  absl::StatusOr<traind::v1::JobSpec> spec = ParseJobSpec(R"(
+  absl::StatusOr<traind::v1::JobSpec> spec = spec::ParseJobSpec(R"(
 name: search
 data: {path: /nonexistent.csv, label: y}
 cross_validation: {folds: 2}
@@ -38,7 +38,7 @@ search:
   metric: val.accuracy
   refit_best: true
 )",
-                                                          "search.yaml");
+                                                                "search.yaml");
   EXPECT_TRUE(spec.ok()) << spec.status();
   return *spec;
 }

@@ -56,9 +56,9 @@ absl::StatusOr<traind::v1::TaskAssignment> Scheduler::GetTask(
   int spec_task = c.task();
   if (job.spec().has_search()) {
     // A trial's task: the trial's spec, and the task within it.
-    const engine::SearchTask where = engine::LocateSearchTask(job.spec(), c.task());
+    const spec::SearchTask where = spec::LocateSearchTask(job.spec(), c.task());
     if (where.trial >= 0) {
-      absl::StatusOr<engine::Trial> trial = engine::MakeTrial(job.spec(), where.trial);
+      absl::StatusOr<spec::Trial> trial = spec::MakeTrial(job.spec(), where.trial);
       if (!trial.ok()) return trial.status();
       *a.mutable_spec() = std::move(trial->spec);
       spec_task = where.spec_task;
@@ -68,7 +68,7 @@ absl::StatusOr<traind::v1::TaskAssignment> Scheduler::GetTask(
       }
     } else {
       absl::StatusOr<std::pair<traind::v1::JobSpec, int>> refit =
-          engine::RefitBestSpec(job.spec(), job.result().best_trial());
+          spec::RefitBestSpec(job.spec(), job.result().best_trial());
       if (!refit.ok()) return refit.status();
       *a.mutable_spec() = std::move(refit->first);
       spec_task = refit->second;

@@ -62,14 +62,6 @@ bool Allowed(const Transition<State> (&table)[N], State from, State to) {
 
 }  // namespace
 
-bool IsTerminal(Job::State s) {
-  return s == Job::SUCCEEDED || s == Job::FAILED || s == Job::CANCELLED;
-}
-
-bool IsTerminal(Task::State s) {
-  return s == Task::SUCCEEDED || s == Task::FAILED || s == Task::CANCELLED || s == Task::PRUNED;
-}
-
 bool IsAllowedTransition(Job::State from, Job::State to) {
   return Allowed(kJobTransitions, from, to);
 }

@@ -8,22 +8,21 @@
 //   task: QUEUED -> STARTING -> RUNNING -> SUCCEEDED | FAILED | CANCELLED
 //         STARTING | RUNNING -> QUEUED (retried, or LOST at recovery)
 //         QUEUED -> FAILED (the launch failed) | CANCELLED
+//         QUEUED | STARTING | RUNNING -> PRUNED (ASHA stopped the trial)
 //
-// The tables are in state_transitions.cc; the store uses IsTerminal too.
+// The tables are in state_transitions.cc; which states are final is
+// store/job_states.h's (the store needs it too).
 // Thread-safety: the functions are pure; a JobChange belongs to one thread.
 #ifndef TRAIND_SERVER_SCHEDULER_STATE_TRANSITIONS_H_
 #define TRAIND_SERVER_SCHEDULER_STATE_TRANSITIONS_H_
 
 #include <functional>
 
+#include "server/store/job_states.h"
 #include "server/store/job_store.h"
 #include "traind/v1/job.pb.h"
 
 namespace traind::server {
-
-// SUCCEEDED, FAILED and CANCELLED: nothing follows.
-bool IsTerminal(traind::v1::Job::State s);
-bool IsTerminal(traind::v1::Task::State s);
 
 // Whether `to` may follow `from` (a state never follows itself).
 bool IsAllowedTransition(traind::v1::Job::State from, traind::v1::Job::State to);

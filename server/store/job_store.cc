@@ -11,7 +11,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "google/protobuf/util/time_util.h"
-#include "server/scheduler/state_transitions.h"
+#include "server/store/job_states.h"
 
 namespace traind::server {
 // Prepared statements of the connection, kept for reuse and keyed by their

@@ -36,7 +36,7 @@ inline std::string SourceDir() { return TRAIND_SOURCE_DIR; }
 // `epochs` replace the example's where given (> 0).
 inline traind::v1::JobSpec IrisExampleSpec(int folds = 0, int epochs = 0) {
   absl::StatusOr<traind::v1::JobSpec> spec =
-      LoadJobSpecFile(SourceDir() + "/examples/iris-cv.yaml");
+      spec::LoadJobSpecFile(SourceDir() + "/examples/iris-cv.yaml");
   EXPECT_TRUE(spec.ok()) << spec.status();
   if (!spec.ok()) return traind::v1::JobSpec();
   spec->mutable_data()->set_path(SourceDir() + "/examples/data/iris.csv");

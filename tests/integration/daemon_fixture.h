@@ -21,7 +21,7 @@ inline std::string IrisPath() { return SourceDir() + "/examples/data/iris.csv"; 
 
 // The example spec with an absolute data path.
 inline traind::v1::JobSpec IrisSpec() {
-  auto spec = LoadJobSpecFile(SourceDir() + "/examples/iris-cv.yaml");
+  auto spec = spec::LoadJobSpecFile(SourceDir() + "/examples/iris-cv.yaml");
   EXPECT_TRUE(spec.ok()) << spec.status();
   spec->mutable_data()->set_path(IrisPath());
   return *spec;

@@ -44,7 +44,7 @@ constexpr int kLongEpochs = 400;
 constexpr double kDataParallelTolerance = 1e-6;
 
 traind::v1::JobSpec IrisSpec() {
-  auto spec = LoadJobSpecFile(SourceDir() + "/examples/iris-cv.yaml");
+  auto spec = spec::LoadJobSpecFile(SourceDir() + "/examples/iris-cv.yaml");
   EXPECT_TRUE(spec.ok()) << spec.status();
   spec->mutable_data()->set_path(SourceDir() + "/examples/data/iris.csv");
   spec->mutable_cross_validation()->set_folds(kFolds);
@@ -240,8 +240,8 @@ TEST_F(GpuPathTest, ASearchIsPlacedByItsLargestTrialsMemoryEstimate) {
   traind::v1::JobSpec narrow = wide;
   narrow.mutable_model()->mutable_layers(0)->mutable_dense()->set_units(4);
   // iris: 4 features, 3 classes.
-  const int64_t wide_bytes = engine::EstimateMemoryBytes(wide, 4, 3);
-  EXPECT_GT(wide_bytes, engine::EstimateMemoryBytes(narrow, 4, 3));
+  const int64_t wide_bytes = spec::EstimateMemoryBytes(wide, 4, 3);
+  EXPECT_GT(wide_bytes, spec::EstimateMemoryBytes(narrow, 4, 3));
   EXPECT_EQ(job->gpu_memory_bytes(), wide_bytes);
   std::vector<JobEvent> events;
   ASSERT_TRUE(WatchAll(daemon_->stub(), job->id(), 0, &events, 240).ok());

@@ -50,7 +50,7 @@ TEST(HealthTest, ServingByNameAndNotServingWhileDraining) {
 
   // A running job whose worker cannot stop (SIGSTOP): traind drains for
   // the whole grace.
-  auto spec = LoadJobSpecFile(SourceDir() + "/examples/iris-cv.yaml");
+  auto spec = spec::LoadJobSpecFile(SourceDir() + "/examples/iris-cv.yaml");
   ASSERT_TRUE(spec.ok()) << spec.status();
   spec->mutable_data()->set_path(SourceDir() + "/examples/data/iris.csv");
   spec->mutable_training()->set_epochs(10000);

@@ -16,7 +16,7 @@
 #include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
 #include "httplib.h"
-#include "server/api/auth.h"
+#include "server/core/auth.h"
 #include "spec/loader.h"
 #include "tests/integration/daemon.h"
 

@@ -22,7 +22,7 @@
 #include "absl/strings/strip.h"
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
-#include "server/api/auth.h"
+#include "server/core/auth.h"
 #include "spec/loader.h"
 #include "tests/integration/daemon.h"
 #include "tests/testing/temp_dir.h"
@@ -125,7 +125,7 @@ TEST_P(ModelsTest, TrainListDownloadPredictRunInOnnxRuntimeAndDelete) {
   // The example's data: its first 40 rows held out (without the labels),
   // the rest to train on; regression gets missing cells in both.
   absl::StatusOr<traind::v1::JobSpec> loaded =
-      LoadJobSpecFile(SourceDir() + "/examples/" + kind.example + ".yaml");
+      spec::LoadJobSpecFile(SourceDir() + "/examples/" + kind.example + ".yaml");
   ASSERT_TRUE(loaded.ok()) << loaded.status();
   traind::v1::JobSpec spec = *loaded;
   std::vector<std::vector<std::string>> rows =

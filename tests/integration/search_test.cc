@@ -25,7 +25,7 @@ using traind::v1::TrialResult;
 
 traind::v1::JobSpec SearchSpec() {
   absl::StatusOr<traind::v1::JobSpec> spec =
-      LoadJobSpecFile(SourceDir() + "/examples/iris-search.yaml");
+      spec::LoadJobSpecFile(SourceDir() + "/examples/iris-search.yaml");
   EXPECT_TRUE(spec.ok()) << spec.status();
   spec->mutable_data()->set_path(SourceDir() + "/examples/data/iris.csv");
   return *spec;
@@ -131,8 +131,8 @@ TEST(SearchJobTest, AGridGivesEachTrialTheMetricsOfItsOwnCvJobAndRefitsTheBest) 
     SCOPED_TRACE(absl::StrCat("trial ", i));
     traind::v1::JobSpec own = spec;
     own.clear_search();
-    ASSERT_TRUE(SetJobSpecField(&own, "optimizer.adam.learning_rate", grid[i].first).ok());
-    ASSERT_TRUE(SetJobSpecField(&own, "model.layers[0].dense.units", grid[i].second).ok());
+    ASSERT_TRUE(spec::SetJobSpecField(&own, "optimizer.adam.learning_rate", grid[i].first).ok());
+    ASSERT_TRUE(spec::SetJobSpecField(&own, "model.layers[0].dense.units", grid[i].second).ok());
     const Job cv = RunToEnd(&daemon, own);
     ASSERT_EQ(cv.state(), Job::SUCCEEDED);
     ASSERT_EQ(cv.tasks_size(), 3);

@@ -17,7 +17,7 @@
 #include "grpcpp/generic/generic_stub.h"
 #include "gtest/gtest.h"
 #include "httplib.h"
-#include "server/api/auth.h"
+#include "server/core/auth.h"
 #include "spec/loader.h"
 #include "tests/integration/daemon.h"
 

@@ -99,7 +99,7 @@ std::vector<std::string> SlurmArgs(const std::string& root, std::vector<std::str
 // epoch on one thread).
 traind::v1::JobSpec LongDigits(int folds, int epochs) {
   absl::StatusOr<traind::v1::JobSpec> spec =
-      LoadJobSpecFile(SourceDir() + "/examples/digits-multiclass.yaml");
+      spec::LoadJobSpecFile(SourceDir() + "/examples/digits-multiclass.yaml");
   EXPECT_TRUE(spec.ok()) << spec.status();
   spec->mutable_data()->set_path(SourceDir() + "/examples/data/digits.csv");
   spec->mutable_cross_validation()->set_folds(folds);

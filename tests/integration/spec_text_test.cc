@@ -66,7 +66,7 @@ TEST_F(SpecTextTest, UnmodifiedExamplesAreAccepted) {
   const std::vector<std::string> examples = ExampleSpecs();
   ASSERT_GE(examples.size(), 5u);
   for (const std::string& path : examples) {
-    absl::StatusOr<traind::v1::JobSpec> expected = LoadJobSpecFile(path);
+    absl::StatusOr<traind::v1::JobSpec> expected = spec::LoadJobSpecFile(path);
     ASSERT_TRUE(expected.ok()) << expected.status();
     expected->mutable_data()->set_path(SourceDir() + "/" + expected->data().path());
     Job job;
@@ -242,7 +242,7 @@ TEST_F(SpecTextTest, BadTextIsRefusedNamingTheFieldAndNothingIsStored) {
   EXPECT_EQ(s.error_message().rfind("spec or spec_text: required", 0), 0u) << s.error_message();
 
   // A structured spec with a relative path is refused the same way.
-  absl::StatusOr<traind::v1::JobSpec> spec = LoadJobSpecFile(src + "/examples/iris-cv.yaml");
+  absl::StatusOr<traind::v1::JobSpec> spec = spec::LoadJobSpecFile(src + "/examples/iris-cv.yaml");
   ASSERT_TRUE(spec.ok());
   traind::v1::SubmitJobRequest structured;
   *structured.mutable_spec() = *spec;

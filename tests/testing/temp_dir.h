@@ -1,4 +1,4 @@
-// Scratch directories for tests, one kit for every test binary (server,
+// Scratch directories and files for tests, one kit for every test binary (server,
 // spec, engine, worker and the integration suites).
 //
 // Thread-safety: a TempDir is not shared between threads while it changes.
@@ -6,7 +6,9 @@
 #define TRAIND_TESTS_TESTING_TEMP_DIR_H_
 
 #include <stdlib.h>
+#include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -44,6 +46,36 @@ class TempDir {
     std::ofstream(p, std::ios::binary | std::ios::trunc) << text;
     return p;
   }
+
+ private:
+  std::string path_;
+};
+
+// A file with the given contents under $TEST_TMPDIR (or /tmp), deleted with
+// the object. path() is empty when it could not be made.
+class TempFile {
+ public:
+  explicit TempFile(const std::string& contents, const std::string& suffix = ".csv") {
+    const char* root = std::getenv("TEST_TMPDIR");
+    std::string pattern = std::string(root != nullptr && *root != '\0' ? root : "/tmp") +
+                          "/traind-test-XXXXXX" + suffix;
+    const int fd = mkstemps(pattern.data(), static_cast<int>(suffix.size()));
+    if (fd < 0) return;
+    const ssize_t written = ::write(fd, contents.data(), contents.size());
+    ::close(fd);
+    if (written == static_cast<ssize_t>(contents.size())) {
+      path_ = pattern;
+    } else {
+      std::remove(pattern.c_str());
+    }
+  }
+  ~TempFile() {
+    if (!path_.empty()) std::remove(path_.c_str());
+  }
+  TempFile(const TempFile&) = delete;
+  TempFile& operator=(const TempFile&) = delete;
+
+  const std::string& path() const { return path_; }
 
  private:
   std::string path_;

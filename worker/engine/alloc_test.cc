@@ -24,12 +24,12 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "data/dataset.h"
+#include "data/split.h"
 #include "gtest/gtest.h"
 #include "traind/v1/job.pb.h"
 #include "worker/engine/backend/cpu/cpu_backend.h"
 #include "worker/engine/backend/cpu/cpu_gemm.h"
-#include "worker/engine/data/dataset.h"
-#include "worker/engine/data/split.h"
 #include "worker/engine/fit.h"
 
 extern "C" {
@@ -143,8 +143,8 @@ class CountingObserver final : public FitObserver {
   int64_t engine_at_ = 0, dnnl_at_ = 0;
 };
 
-Dataset Synthetic(int64_t rows, int64_t features, int64_t classes) {
-  Dataset d;
+data::Dataset Synthetic(int64_t rows, int64_t features, int64_t classes) {
+  data::Dataset d;
   d.rows = rows;
   d.features = features;
   d.x.resize(static_cast<size_t>(rows * features));
@@ -156,7 +156,7 @@ Dataset Synthetic(int64_t rows, int64_t features, int64_t classes) {
   d.y.resize(static_cast<size_t>(rows));
   for (int64_t r = 0; r < rows; ++r)
     d.y[static_cast<size_t>(r)] = static_cast<int32_t>(r % classes);
-  d.target = TargetKind::kClasses;
+  d.target = data::TargetKind::kClasses;
   for (int64_t f = 0; f < features; ++f) d.feature_names.push_back(absl::StrCat("f", f));
   for (int64_t c = 0; c < classes; ++c) d.classes.push_back(absl::StrCat(c));
   d.lines.resize(static_cast<size_t>(rows));
@@ -189,8 +189,8 @@ traind::v1::JobSpec MlpSpec(const std::vector<int>& hidden, int batch) {
   return spec;
 }
 
-std::vector<StepCounts> CountSteps(const traind::v1::JobSpec& spec, const Dataset& data) {
-  FoldRows rows;
+std::vector<StepCounts> CountSteps(const traind::v1::JobSpec& spec, const data::Dataset& data) {
+  data::FoldRows rows;
   rows.train.resize(static_cast<size_t>(data.rows));
   std::iota(rows.train.begin(), rows.train.end(), 0);
   CountingObserver observer;
@@ -232,7 +232,8 @@ TEST(SteadyStateAllocations, HooksSeeAllocations) {
 // on the ISA: an AVX2 machine's kernels make more than an AVX-512 machine's).
 // No count of those is asserted; only that it is the same in every steady-state
 // step, so nothing grows with the steps or with the data.
-void ExpectSteadyState(const char* name, const traind::v1::JobSpec& spec, const Dataset& data) {
+void ExpectSteadyState(const char* name, const traind::v1::JobSpec& spec,
+                       const data::Dataset& data) {
   void* frames[4];
   backtrace(frames, 4);  // loads the unwinder outside the counted region
   const std::vector<StepCounts> steps = CountSteps(spec, data);

@@ -3,13 +3,13 @@
 #include <cstdio>
 #include <string>
 
+#include "base/status.h"
+#include "data/dataset.h"
+#include "data/split.h"
 #include "gtest/gtest.h"
 #include "traind/v1/job.pb.h"
 #include "worker/engine/backend/cpu/cpu_backend.h"
-#include "worker/engine/data/dataset.h"
-#include "worker/engine/data/split.h"
 #include "worker/engine/fit.h"
-#include "worker/engine/status.h"
 
 namespace traind::engine {
 namespace {
@@ -17,12 +17,12 @@ namespace {
 using traind::v1::FoldResult;
 using traind::v1::JobSpec;
 
-const Dataset& Digits() {
-  static const Dataset* digits = [] {
+const data::Dataset& Digits() {
+  static const data::Dataset* digits = [] {
     traind::v1::DataSpec spec;
     spec.set_path(std::string(TRAIND_SOURCE_DIR) + "/examples/data/digits.csv");
     spec.set_label("digit");
-    return new Dataset(std::move(LoadDataset(spec)).value());
+    return new data::Dataset(std::move(data::LoadDataset(spec)).value());
   }();
   return *digits;
 }
@@ -59,7 +59,8 @@ Outcome FitFolds(traind::v1::Precision precision) {
   Outcome outcome;
   const int folds = 3;
   for (int fold = 0; fold < folds; ++fold) {
-    const FoldRows rows = FoldSplit(StratifiedKFold(Digits().y, 5, true, 7), fold);
+    const data::FoldRows rows =
+        data::FoldSplit(data::StratifiedKFold(Digits().y, 5, true, 7), fold);
     absl::StatusOr<FoldResult> result =
         Fit(DigitsSpec(precision), Digits(), rows, fold, {}, nullptr);
     EXPECT_TRUE(result.ok()) << result.status();
@@ -88,7 +89,7 @@ TEST(Bf16FitTest, DigitsAccuracyWithinPointAndHalfOfFp32) {
 }
 
 TEST(Bf16FitTest, Fp32IsTheUnspecifiedPathBitForBit) {
-  const FoldRows rows = FoldSplit(StratifiedKFold(Digits().y, 5, true, 7), 0);
+  const data::FoldRows rows = data::FoldSplit(data::StratifiedKFold(Digits().y, 5, true, 7), 0);
   JobSpec spec = DigitsSpec(traind::v1::PRECISION_UNSPECIFIED);
   spec.mutable_training()->set_epochs(3);
   absl::StatusOr<FoldResult> unspecified = Fit(spec, Digits(), rows, 0, {}, nullptr);
@@ -102,7 +103,7 @@ TEST(Bf16FitTest, Fp32IsTheUnspecifiedPathBitForBit) {
 }
 
 TEST(Bf16FitTest, Tf32OnTheCpuFailsAsASpecError) {
-  const FoldRows rows = FoldSplit(StratifiedKFold(Digits().y, 5, true, 7), 0);
+  const data::FoldRows rows = data::FoldSplit(data::StratifiedKFold(Digits().y, 5, true, 7), 0);
   absl::StatusOr<FoldResult> result =
       Fit(DigitsSpec(traind::v1::TF32), Digits(), rows, 0, {}, nullptr);
   ASSERT_FALSE(result.ok());

@@ -11,7 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "worker/engine/status.h"
+#include "base/status.h"
 
 namespace traind::engine {
 namespace {

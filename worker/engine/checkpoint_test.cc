@@ -5,9 +5,9 @@
 #include <string>
 #include <vector>
 
+#include "base/status.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "worker/engine/status.h"
 
 namespace traind::engine {
 namespace {

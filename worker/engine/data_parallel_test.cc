@@ -23,6 +23,8 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "base/status.h"
+#include "data/split.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/testing/temp_dir.h"
@@ -30,11 +32,9 @@
 #include "worker/engine/backend/cpu/cpu_backend.h"
 #include "worker/engine/checkpoint.h"
 #include "worker/engine/data/features.h"
-#include "worker/engine/data/split.h"
 #include "worker/engine/fit.h"
 #include "worker/engine/network.h"
 #include "worker/engine/parallel/in_process_communicator.h"
-#include "worker/engine/status.h"
 #include "worker/engine/testing/epoch_recorder.h"
 
 namespace traind::engine {
@@ -57,12 +57,15 @@ traind::v1::DataSpec IrisData() {
   return data;
 }
 
-const Dataset& Iris() {
-  static const Dataset* iris = new Dataset(std::move(LoadDataset(IrisData())).value());
+const data::Dataset& Iris() {
+  static const data::Dataset* iris =
+      new data::Dataset(std::move(data::LoadDataset(IrisData())).value());
   return *iris;
 }
 
-FoldRows IrisFold0() { return FoldSplit(StratifiedKFold(Iris().y, 5, /*shuffle=*/true, 42), 0); }
+data::FoldRows IrisFold0() {
+  return data::FoldSplit(data::StratifiedKFold(Iris().y, 5, /*shuffle=*/true, 42), 0);
+}
 
 void AddDense(JobSpec* spec, int units, traind::v1::Activation activation) {
   traind::v1::Dense* dense = spec->mutable_model()->add_layers()->mutable_dense();
@@ -136,8 +139,9 @@ JobSpec DiabetesSpec() {
   return spec;
 }
 
-const Dataset& Diabetes() {
-  static const Dataset* d = new Dataset(std::move(LoadDataset(DiabetesSpec())).value());
+const data::Dataset& Diabetes() {
+  static const data::Dataset* d =
+      new data::Dataset(std::move(data::LoadDataset(DiabetesSpec())).value());
   return *d;
 }
 
@@ -163,8 +167,9 @@ JobSpec BreastCancerSpec() {
   return spec;
 }
 
-const Dataset& BreastCancer() {
-  static const Dataset* d = new Dataset(std::move(LoadDataset(BreastCancerSpec())).value());
+const data::Dataset& BreastCancer() {
+  static const data::Dataset* d =
+      new data::Dataset(std::move(data::LoadDataset(BreastCancerSpec())).value());
   return *d;
 }
 
@@ -205,13 +210,16 @@ struct RankRun {
 };
 
 // Sets up one rank before it runs: its observer and its rows.
-using RankSetup = std::function<void(int rank, testing::EpochRecorder* recorder, FoldRows* rows)>;
+using RankSetup =
+    std::function<void(int rank, testing::EpochRecorder* recorder, data::FoldRows* rows)>;
 
 // `ranks` threads, each calling Fit as one rank of an InProcessGroup with
 // its own CPU backend. `options` is every rank's, but for the backend and
 // the communicator.
-std::vector<std::unique_ptr<RankRun>> RunRanks(int ranks, const JobSpec& spec, const Dataset& data,
-                                               const FoldRows& rows, const FitOptions& options,
+std::vector<std::unique_ptr<RankRun>> RunRanks(int ranks, const JobSpec& spec,
+                                               const data::Dataset& data,
+                                               const data::FoldRows& rows,
+                                               const FitOptions& options,
                                                const RankSetup& setup = nullptr) {
   // Much longer than any test: a failure that shows up only after this
   // long is a hang, not the fast failure the abort path promises.
@@ -222,7 +230,7 @@ std::vector<std::unique_ptr<RankRun>> RunRanks(int ranks, const JobSpec& spec, c
   for (int r = 0; r < ranks; ++r) {
     threads.emplace_back([&, r] {
       RankRun& run = *runs[static_cast<size_t>(r)];
-      FoldRows my_rows = rows;
+      data::FoldRows my_rows = rows;
       if (setup) setup(r, &run.recorder, &my_rows);
       std::unique_ptr<Communicator> communicator = group.Rank(r);
       absl::StatusOr<std::unique_ptr<Backend>> backend = CreateCpuBackend();
@@ -249,8 +257,8 @@ struct Reference {
 };
 
 // The same task on one rank, no communicator.
-std::unique_ptr<Reference> RunOneRank(const JobSpec& spec, const Dataset& data,
-                                      const FoldRows& rows, const FitOptions& options) {
+std::unique_ptr<Reference> RunOneRank(const JobSpec& spec, const data::Dataset& data,
+                                      const data::FoldRows& rows, const FitOptions& options) {
   auto ref = std::make_unique<Reference>();
   ref->result = Fit(spec, data, rows, 0, options, &ref->recorder);
   return ref;
@@ -329,8 +337,9 @@ void ExpectMatchesOneRank(const Reference& ref, const RankRun& run, double toler
 
 // The names and sizes of the model's state (weights, biases, running
 // statistics), as Fit checkpoints them: "state.<name>".
-std::vector<std::pair<std::string, size_t>> StateLayout(const JobSpec& spec, const Dataset& data,
-                                                        const FoldRows& rows) {
+std::vector<std::pair<std::string, size_t>> StateLayout(const JobSpec& spec,
+                                                        const data::Dataset& data,
+                                                        const data::FoldRows& rows) {
   FeaturePipeline pipeline;
   pipeline.Fit(spec.data(), data, rows.train);
   std::unique_ptr<Backend> backend = std::move(CreateCpuBackend()).value();
@@ -359,7 +368,7 @@ std::vector<std::vector<float>> ReadState(
 
 // The final weights: rank 0's last periodic checkpoint against the
 // one-rank run's.
-void ExpectSameWeights(const JobSpec& spec, const Dataset& data, const FoldRows& rows,
+void ExpectSameWeights(const JobSpec& spec, const data::Dataset& data, const data::FoldRows& rows,
                        const std::string& one_rank_dir, const std::string& ranks_dir, int epoch,
                        double tolerance) {
   const auto layout = StateLayout(spec, data, rows);
@@ -421,7 +430,7 @@ void ExpectSamePredictions(const std::string& one_rank_dir, const std::string& r
 // Runs `spec` on one rank and on each of `rank_counts`, with periodic
 // checkpoints and artifacts, and checks equivalence: metrics, weights,
 // predictions; and identical reports on every rank.
-void ExpectEquivalent(JobSpec spec, const Dataset& data, const FoldRows& rows,
+void ExpectEquivalent(JobSpec spec, const data::Dataset& data, const data::FoldRows& rows,
                       const std::vector<int>& rank_counts, double tolerance,
                       int64_t bucket_bytes = int64_t{4} << 20) {
   spec.mutable_checkpoint()->set_every_epochs(1);
@@ -462,7 +471,7 @@ constexpr double kTolerance = 1e-5;
 TEST(DataParallelTest, OneRankGroupEqualsNoCommunicatorExactly) {
   for (const JobSpec& spec : {IrisSpec(), IrisBatchNormSpec()}) {
     SCOPED_TRACE(spec.model().layers_size());
-    const FoldRows rows = IrisFold0();
+    const data::FoldRows rows = IrisFold0();
     std::unique_ptr<Reference> ref = RunOneRank(spec, Iris(), rows, {});
     const auto runs = RunRanks(1, spec, Iris(), rows, {});
     ASSERT_TRUE(ref->result.ok()) << ref->result.status();
@@ -501,8 +510,8 @@ TEST(DataParallelTest, SgdMomentumUnevenSharesAndALastBatchSmallerThanTheRanks) 
   spec.mutable_training()->set_batch_size(10);  // 3 ranks: 4, 3, 3 rows
   // 121 training rows: the last batch has one row, so two of three ranks
   // have none.
-  const FoldRows fold = IrisFold0();
-  FoldRows rows;
+  const data::FoldRows fold = IrisFold0();
+  data::FoldRows rows;
   rows.train = fold.train;
   rows.train.push_back(fold.val[0]);
   rows.val.assign(fold.val.begin() + 1, fold.val.end());
@@ -518,8 +527,8 @@ TEST(DataParallelTest, ManyBatchesPerEpochAcrossWindowsEqualOneRank) {
   JobSpec spec = IrisSpec();
   spec.mutable_training()->set_batch_size(2);
   spec.mutable_training()->set_epochs(2);
-  const FoldRows fold = IrisFold0();
-  FoldRows rows;
+  const data::FoldRows fold = IrisFold0();
+  data::FoldRows rows;
   for (int repeat = 0; repeat < 5; ++repeat) {
     rows.train.insert(rows.train.end(), fold.train.begin(), fold.train.end());
   }
@@ -543,7 +552,7 @@ TEST(DataParallelTest, ZeroWeightClassWithLabelSmoothingEqualsOneRank) {
   spec.mutable_training()->set_shuffle(false);
   // Batches of (setosa, setosa, versicolor, virginica): on 2 ranks, rank
   // 0's share is two setosa rows (weight 0).
-  FoldRows rows;
+  data::FoldRows rows;
   for (int64_t i = 0; i < 10; ++i) {
     for (int64_t r : {2 * i, 2 * i + 1, 50 + i, 100 + i}) rows.train.push_back(r);
   }
@@ -557,18 +566,20 @@ TEST(DataParallelTest, ZeroWeightClassWithLabelSmoothingEqualsOneRank) {
 }
 
 TEST(DataParallelTest, RegressionWithClippingByNormEqualsOneRank) {
-  const FoldRows rows = FoldSplit(KFold(Diabetes().rows, 5, /*shuffle=*/true, 3), 0);
+  const data::FoldRows rows =
+      data::FoldSplit(data::KFold(Diabetes().rows, 5, /*shuffle=*/true, 3), 0);
   ExpectEquivalent(DiabetesSpec(), Diabetes(), rows, {2, 3}, kTolerance);
 }
 
 TEST(DataParallelTest, BinaryScoresForRocAucAndClippingByValueEqualOneRank) {
-  const FoldRows rows = FoldSplit(StratifiedKFold(BreastCancer().y, 4, true, 11), 2);
+  const data::FoldRows rows =
+      data::FoldSplit(data::StratifiedKFold(BreastCancer().y, 4, true, 11), 2);
   ExpectEquivalent(BreastCancerSpec(), BreastCancer(), rows, {2, 3}, kTolerance);
 }
 
 TEST(DataParallelTest, RefitWithoutValidationEqualsOneRank) {
   // No validation rows: the model checkpoint is the only artifact.
-  FoldRows rows;
+  data::FoldRows rows;
   for (int64_t i = 0; i < Iris().rows; ++i) rows.train.push_back(i);
   ExpectEquivalent(IrisSpec(), Iris(), rows, {3}, kTolerance);
 }
@@ -604,8 +615,8 @@ TEST(DataParallelTest, BatchNormWithARankWithoutRowsEqualsOneRank) {
   spec.mutable_optimizer()->mutable_sgd()->set_momentum(0.9);
   // 121 training rows: the last batch has one row, so with 3 ranks two have
   // none (and with 2 ranks one).
-  const FoldRows fold = IrisFold0();
-  FoldRows rows;
+  const data::FoldRows fold = IrisFold0();
+  data::FoldRows rows;
   rows.train = fold.train;
   rows.train.push_back(fold.val[0]);
   rows.val.assign(fold.val.begin() + 1, fold.val.end());
@@ -631,10 +642,11 @@ TEST(DataParallelTest, ObserverErrorOnOneRankFailsEveryRankPromptly) {
   // validation pass).
   for (int fail_at : {2, 3}) {
     SCOPED_TRACE(absl::StrCat("rank 1 fails at epoch ", fail_at));
-    const auto runs = RunRanks(3, spec, Iris(), IrisFold0(), {},
-                               [fail_at](int rank, testing::EpochRecorder* recorder, FoldRows*) {
-                                 if (rank == 1) recorder->fail_at_epoch = fail_at;
-                               });
+    const auto runs =
+        RunRanks(3, spec, Iris(), IrisFold0(), {},
+                 [fail_at](int rank, testing::EpochRecorder* recorder, data::FoldRows*) {
+                   if (rank == 1) recorder->fail_at_epoch = fail_at;
+                 });
     EXPECT_EQ(runs[1]->result.status().code(), absl::StatusCode::kUnavailable);
     EXPECT_EQ(runs[1]->result.status().message(), "report failed");
     for (int r : {0, 2}) {
@@ -658,7 +670,7 @@ TEST(DataParallelTest, StopOnOneRankStopsEveryRankAfterTheSameBatchAndResumes) {
   // Rank 2 is asked to stop at its 11th poll: epoch 2, batch 3 (8 batches
   // per epoch).
   const auto stopped = RunRanks(3, spec, Iris(), IrisFold0(), options,
-                                [](int rank, testing::EpochRecorder* recorder, FoldRows*) {
+                                [](int rank, testing::EpochRecorder* recorder, data::FoldRows*) {
                                   if (rank == 2) recorder->stop_after_polls = 11;
                                 });
   for (size_t r = 0; r < stopped.size(); ++r) {
@@ -705,7 +717,7 @@ TEST(DataParallelTest, DivergenceIsReportedByEveryRankAtTheSameBatch) {
 
 TEST(DataParallelTest, RanksGivenOtherRowsFailAndSayWhich) {
   const auto runs = RunRanks(3, IrisSpec(), Iris(), IrisFold0(), {},
-                             [](int rank, testing::EpochRecorder*, FoldRows* rows) {
+                             [](int rank, testing::EpochRecorder*, data::FoldRows* rows) {
                                if (rank == 2) std::swap(rows->train[0], rows->val[0]);
                              });
   for (size_t r = 0; r < runs.size(); ++r) {
@@ -717,7 +729,7 @@ TEST(DataParallelTest, RanksGivenOtherRowsFailAndSayWhich) {
   // Other validation rows, as many: their metrics, and so the early-stopping
   // decisions and collectives, would differ.
   const auto val_runs = RunRanks(2, IrisSpec(), Iris(), IrisFold0(), {},
-                                 [](int rank, testing::EpochRecorder*, FoldRows* rows) {
+                                 [](int rank, testing::EpochRecorder*, data::FoldRows* rows) {
                                    if (rank == 1) rows->val[0] = rows->train[0];
                                  });
   for (size_t r = 0; r < val_runs.size(); ++r) {

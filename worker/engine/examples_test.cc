@@ -6,8 +6,8 @@
 
 #include "gtest/gtest.h"
 #include "spec/loader.h"
+#include "spec/task_rows.h"
 #include "spec/validation.h"
-#include "worker/engine/data/task_rows.h"
 #include "worker/engine/fit.h"
 
 namespace traind::engine {
@@ -21,13 +21,14 @@ TEST_P(ExampleSpecTest, ValidatesAndTrains) {
   ASSERT_NE(getcwd(saved, sizeof(saved)), nullptr);
   ASSERT_EQ(chdir(TRAIND_SOURCE_DIR), 0);
   absl::StatusOr<traind::v1::JobSpec> spec =
-      LoadJobSpecFile(std::string("examples/") + GetParam() + ".yaml");
+      spec::LoadJobSpecFile(std::string("examples/") + GetParam() + ".yaml");
   ASSERT_TRUE(spec.ok()) << spec.status();
-  EXPECT_TRUE(ValidateJobSpec(*spec, ValidationContext()).ok()) << ValidateJobSpec(*spec, {});
+  EXPECT_TRUE(spec::ValidateJobSpec(*spec, spec::ValidationContext()).ok())
+      << spec::ValidateJobSpec(*spec, {});
   spec->mutable_training()->set_epochs(2);
-  absl::StatusOr<Dataset> data = LoadDataset(*spec);
+  absl::StatusOr<data::Dataset> data = data::LoadDataset(*spec);
   ASSERT_TRUE(data.ok()) << data.status();
-  absl::StatusOr<FoldRows> rows = RowsForTask(*spec, *data, 0);
+  absl::StatusOr<data::FoldRows> rows = spec::RowsForTask(*spec, *data, 0);
   ASSERT_TRUE(rows.ok()) << rows.status();
   absl::StatusOr<traind::v1::FoldResult> result = Fit(*spec, *data, *rows, 0, {}, nullptr);
   EXPECT_TRUE(result.ok()) << result.status();

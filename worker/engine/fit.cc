@@ -4,6 +4,8 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
+#include "base/random.h"
+#include "base/status.h"
 #include "spec/checks.h"
 #include "spec/task_plan.h"
 #include "spec/validation.h"
@@ -12,9 +14,7 @@
 #include "worker/engine/fit/fit_task.h"
 #include "worker/engine/fit/parallel_strategy.h"
 #include "worker/engine/parallel/communicator.h"
-#include "worker/engine/random.h"
 #include "worker/engine/schedules.h"
-#include "worker/engine/status.h"
 
 namespace traind::engine {
 namespace {
@@ -22,9 +22,10 @@ namespace {
 using traind::v1::FoldResult;
 using traind::v1::JobSpec;
 
-absl::Status CheckInputs(const JobSpec& spec, const Dataset& data, const FoldRows& rows,
+absl::Status CheckInputs(const JobSpec& spec, const data::Dataset& data, const data::FoldRows& rows,
                          int32_t task) {
-  const bool classes = data.target == TargetKind::kClasses || data.target == TargetKind::kBinary;
+  const bool classes =
+      data.target == data::TargetKind::kClasses || data.target == data::TargetKind::kBinary;
   if (data.rows <= 0 || data.x.size() != static_cast<size_t>(data.rows * data.features) ||
       (classes && data.y.size() != static_cast<size_t>(data.rows)) ||
       (!classes && data.targets.size() != static_cast<size_t>(data.rows * data.outputs))) {
@@ -53,7 +54,7 @@ absl::Status CheckInputs(const JobSpec& spec, const Dataset& data, const FoldRow
   if (rows.train.empty()) {
     return InvalidSpecError(absl::StrFormat("task %d has no training rows", task));
   }
-  if (TargetKindOf(spec) != data.target) {
+  if (data::TargetKindOf(spec) != data.target) {
     return absl::InvalidArgumentError("Fit: the dataset was loaded for another loss");
   }
   return absl::OkStatus();
@@ -61,14 +62,15 @@ absl::Status CheckInputs(const JobSpec& spec, const Dataset& data, const FoldRow
 
 }  // namespace
 
-absl::StatusOr<FoldResult> Fit(const JobSpec& spec, const Dataset& data, const FoldRows& rows,
-                               int32_t task, const FitOptions& options, FitObserver* observer) {
+absl::StatusOr<FoldResult> Fit(const JobSpec& spec, const data::Dataset& data,
+                               const data::FoldRows& rows, int32_t task, const FitOptions& options,
+                               FitObserver* observer) {
   Communicator* const comm = options.communicator;
   std::unique_ptr<ParallelStrategy> parallel =
       comm != nullptr ? NewDataParallel(comm, options.allreduce_bucket_bytes) : NewSingleRank();
   bool every_rank_fails = false;
   absl::StatusOr<FoldResult> result = [&]() -> absl::StatusOr<FoldResult> {
-    TRAIND_RETURN_IF_ERROR(CheckTrainingSpec(spec));
+    TRAIND_RETURN_IF_ERROR(spec::CheckTrainingSpec(spec));
     TRAIND_RETURN_IF_ERROR(CheckInputs(spec, data, rows, task));
     TRAIND_RETURN_IF_ERROR(CheckBackendDevice(spec, options.backend, options.backend_factory));
     if (comm != nullptr && (comm->size() < 1 || comm->rank() < 0 || comm->rank() >= comm->size())) {

@@ -17,9 +17,9 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "data/dataset.h"
+#include "data/split.h"
 #include "traind/v1/job.pb.h"
-#include "worker/engine/data/dataset.h"
-#include "worker/engine/data/split.h"
 
 namespace traind::engine {
 
@@ -169,9 +169,10 @@ struct FitOptions {
 //
 // `observer` may be null. Row indices out of [0, data.rows), or a dataset
 // whose sizes disagree, are an absl::InvalidArgumentError.
-absl::StatusOr<traind::v1::FoldResult> Fit(const traind::v1::JobSpec& spec, const Dataset& data,
-                                           const FoldRows& rows, int32_t task,
-                                           const FitOptions& options, FitObserver* observer);
+absl::StatusOr<traind::v1::FoldResult> Fit(const traind::v1::JobSpec& spec,
+                                           const data::Dataset& data, const data::FoldRows& rows,
+                                           int32_t task, const FitOptions& options,
+                                           FitObserver* observer);
 
 }  // namespace traind::engine
 

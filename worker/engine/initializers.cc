@@ -3,7 +3,7 @@
 #include <cmath>
 
 #include "absl/strings/str_format.h"
-#include "worker/engine/status.h"
+#include "base/status.h"
 
 namespace traind::engine {
 namespace {

@@ -5,8 +5,8 @@
 #include <cstdint>
 
 #include "absl/status/status.h"
+#include "base/random.h"
 #include "traind/v1/job.pb.h"
-#include "worker/engine/random.h"
 
 namespace traind::engine {
 

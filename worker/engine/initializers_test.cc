@@ -3,8 +3,8 @@
 #include <cmath>
 #include <vector>
 
+#include "base/status.h"
 #include "gtest/gtest.h"
-#include "worker/engine/status.h"
 
 namespace traind::engine {
 namespace {

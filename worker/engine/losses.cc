@@ -3,7 +3,7 @@
 #include <utility>
 
 #include "absl/strings/str_format.h"
-#include "worker/engine/status.h"
+#include "base/status.h"
 
 namespace traind::engine {
 
@@ -48,9 +48,9 @@ void Loss::Predict(const float* outputs, int64_t batch, float* predictions) cons
 }
 
 absl::StatusOr<std::unique_ptr<Loss>> Loss::Create(const traind::v1::LossSpec& spec,
-                                                   TargetKind target, int64_t outputs) {
+                                                   data::TargetKind target, int64_t outputs) {
   switch (target) {
-    case TargetKind::kClasses: {
+    case data::TargetKind::kClasses: {
       const auto& ce = spec.softmax_cross_entropy();
       std::vector<double> weights(static_cast<size_t>(outputs), 1.0);
       if (ce.class_weights_size() > 0) {
@@ -68,8 +68,8 @@ absl::StatusOr<std::unique_ptr<Loss>> Loss::Create(const traind::v1::LossSpec& s
       o.label_smoothing = ce.label_smoothing();
       return std::unique_ptr<Loss>(new Loss(std::move(o)));
     }
-    case TargetKind::kBinary:
-    case TargetKind::kMultiLabel: {
+    case data::TargetKind::kBinary:
+    case data::TargetKind::kMultiLabel: {
       const auto& bce = spec.sigmoid_binary_cross_entropy();
       std::vector<double> pw(static_cast<size_t>(outputs), 1.0);
       if (bce.pos_weight_size() > 0) {
@@ -87,7 +87,7 @@ absl::StatusOr<std::unique_ptr<Loss>> Loss::Create(const traind::v1::LossSpec& s
       if (bce.pos_weight_size() > 0) o.weights = std::move(pw);
       return std::unique_ptr<Loss>(new Loss(std::move(o)));
     }
-    case TargetKind::kRegression: {
+    case data::TargetKind::kRegression: {
       LossKernelOptions o;
       o.width = outputs;
       o.kind = spec.has_l1() ? LossKind::kL1 : spec.has_huber() ? LossKind::kHuber : LossKind::kMse;

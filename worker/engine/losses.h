@@ -44,7 +44,7 @@ class Loss {
   // Errors: InvalidSpecError when class_weights or pos_weight do not have one
   // value per output.
   static absl::StatusOr<std::unique_ptr<Loss>> Create(const traind::v1::LossSpec& spec,
-                                                      TargetKind target, int64_t outputs);
+                                                      data::TargetKind target, int64_t outputs);
 
   Loss(const Loss&) = delete;  // params_ points into options_
   Loss& operator=(const Loss&) = delete;

@@ -5,14 +5,15 @@
 #include <memory>
 #include <vector>
 
+#include "base/random.h"
+#include "base/status.h"
 #include "gtest/gtest.h"
-#include "worker/engine/random.h"
-#include "worker/engine/status.h"
 
 namespace traind::engine {
 namespace {
 
-std::unique_ptr<Loss> Make(const traind::v1::LossSpec& spec, TargetKind target, int64_t outputs) {
+std::unique_ptr<Loss> Make(const traind::v1::LossSpec& spec, data::TargetKind target,
+                           int64_t outputs) {
   absl::StatusOr<std::unique_ptr<Loss>> loss = Loss::Create(spec, target, outputs);
   EXPECT_TRUE(loss.ok()) << loss.status();
   return std::move(loss).value();
@@ -53,7 +54,7 @@ std::vector<float> Random(size_t n, uint64_t seed) {
 TEST(SoftmaxCrossEntropyTest, HandValueWithSmoothingAndWeights) {
   traind::v1::LossSpec spec;
   spec.mutable_softmax_cross_entropy()->set_label_smoothing(0.1);
-  auto loss = Make(spec, TargetKind::kClasses, 2);
+  auto loss = Make(spec, data::TargetKind::kClasses, 2);
   // logits [0, ln 3] -> p = [1/4, 3/4]; label 1:
   // 0.9 (-ln 3/4) + 0.05 (-ln 1/4 - ln 3/4)
   const std::vector<float> z = {0.0f, static_cast<float>(std::log(3.0))};
@@ -67,7 +68,7 @@ TEST(SoftmaxCrossEntropyTest, HandValueWithSmoothingAndWeights) {
   spec.mutable_softmax_cross_entropy()->set_label_smoothing(0.0);
   spec.mutable_softmax_cross_entropy()->add_class_weights(3);
   spec.mutable_softmax_cross_entropy()->add_class_weights(1);
-  auto weighted = Make(spec, TargetKind::kClasses, 2);
+  auto weighted = Make(spec, data::TargetKind::kClasses, 2);
   const std::vector<float> zeros(4, 0.0f);
   const int32_t y2[2] = {0, 1};
   EXPECT_NEAR(Value(*weighted, zeros, 2, {y2, nullptr}), std::log(2.0), 1e-6);
@@ -82,7 +83,7 @@ TEST(SoftmaxCrossEntropyTest, GradientMatchesFiniteDifferences) {
   traind::v1::LossSpec spec;
   spec.mutable_softmax_cross_entropy()->set_label_smoothing(0.2);
   for (double w : {0.5, 2.0, 1.0, 0.0}) spec.mutable_softmax_cross_entropy()->add_class_weights(w);
-  auto loss = Make(spec, TargetKind::kClasses, 4);
+  auto loss = Make(spec, data::TargetKind::kClasses, 4);
   const int32_t y[5] = {0, 1, 2, 3, 1};
   CheckGradient(*loss, Random(20, 1), 5, {y, nullptr});
 }
@@ -90,7 +91,7 @@ TEST(SoftmaxCrossEntropyTest, GradientMatchesFiniteDifferences) {
 TEST(SigmoidBceTest, HandValueAndGradient) {
   traind::v1::LossSpec spec;
   spec.mutable_sigmoid_binary_cross_entropy()->add_pos_weight(3);
-  auto loss = Make(spec, TargetKind::kBinary, 1);
+  auto loss = Make(spec, data::TargetKind::kBinary, 1);
   // z = 0: y = 1 -> 3 ln 2, y = 0 -> ln 2; mean 2 ln 2.
   const std::vector<float> z = {0.0f, 0.0f};
   const float y[2] = {1, 0};
@@ -98,7 +99,7 @@ TEST(SigmoidBceTest, HandValueAndGradient) {
   // Multi-label with a weight per label.
   spec.mutable_sigmoid_binary_cross_entropy()->add_pos_weight(0.5);
   spec.mutable_sigmoid_binary_cross_entropy()->add_pos_weight(1.0);
-  auto multi = Make(spec, TargetKind::kMultiLabel, 3);
+  auto multi = Make(spec, data::TargetKind::kMultiLabel, 3);
   const float labels[12] = {1, 0, 1, 0, 1, 1, 1, 1, 0, 0, 0, 0};
   CheckGradient(*multi, Random(12, 2), 4, {nullptr, labels});
   // Extreme logits stay finite.
@@ -114,23 +115,24 @@ TEST(RegressionLossTest, HandValuesAndGradients) {
   mse.mutable_mse();
   l1.mutable_l1();
   huber.mutable_huber()->set_delta(1.0);
-  EXPECT_NEAR(Value(*Make(mse, TargetKind::kRegression, 2), z, 1, {nullptr, t}), (0.25 + 4) / 2,
-              1e-6);
-  EXPECT_NEAR(Value(*Make(l1, TargetKind::kRegression, 2), z, 1, {nullptr, t}), (0.5 + 2) / 2,
+  EXPECT_NEAR(Value(*Make(mse, data::TargetKind::kRegression, 2), z, 1, {nullptr, t}),
+              (0.25 + 4) / 2, 1e-6);
+  EXPECT_NEAR(Value(*Make(l1, data::TargetKind::kRegression, 2), z, 1, {nullptr, t}), (0.5 + 2) / 2,
               1e-6);
   // 0.5 · 0.25 and 1 · (2 - 0.5)
-  EXPECT_NEAR(Value(*Make(huber, TargetKind::kRegression, 2), z, 1, {nullptr, t}),
+  EXPECT_NEAR(Value(*Make(huber, data::TargetKind::kRegression, 2), z, 1, {nullptr, t}),
               (0.125 + 1.5) / 2, 1e-6);
   const float targets[6] = {0.3f, -1.2f, 2.0f, 0.1f, 0.9f, -0.4f};
   for (const auto* spec : {&mse, &l1, &huber}) {
-    CheckGradient(*Make(*spec, TargetKind::kRegression, 3), Random(6, 3), 2, {nullptr, targets});
+    CheckGradient(*Make(*spec, data::TargetKind::kRegression, 3), Random(6, 3), 2,
+                  {nullptr, targets});
   }
 }
 
 TEST(LossTest, ParameterLengthsMustMatchOutputs) {
   traind::v1::LossSpec spec;
   spec.mutable_sigmoid_binary_cross_entropy()->add_pos_weight(1);
-  absl::StatusOr<std::unique_ptr<Loss>> loss = Loss::Create(spec, TargetKind::kMultiLabel, 3);
+  absl::StatusOr<std::unique_ptr<Loss>> loss = Loss::Create(spec, data::TargetKind::kMultiLabel, 3);
   ASSERT_FALSE(loss.ok());
   EXPECT_EQ(FailureKindOf(loss.status()), FailureKind::kInvalidSpec);
   EXPECT_EQ(

@@ -26,7 +26,7 @@ double F1(double p, double r) { return p + r > 0 ? 2 * p * r / (p + r) : 0.0; }
 // Predicted class of row r (classes, binary).
 int32_t PredictedClass(const PassPredictions& p, int64_t r) {
   const float* s = p.scores + r * p.width;
-  if (p.target == TargetKind::kBinary) return s[0] > 0.5f ? 1 : 0;
+  if (p.target == data::TargetKind::kBinary) return s[0] > 0.5f ? 1 : 0;
   int32_t best = 0;
   for (int64_t j = 1; j < p.width; ++j) {
     if (s[j] > s[best]) best = static_cast<int32_t>(j);
@@ -36,7 +36,7 @@ int32_t PredictedClass(const PassPredictions& p, int64_t r) {
 
 // Per class (or label) counts, and which ones scikit-learn averages over.
 std::vector<Counts> CountAll(const PassPredictions& p, std::vector<bool>* used) {
-  if (p.target == TargetKind::kMultiLabel) {
+  if (p.target == data::TargetKind::kMultiLabel) {
     std::vector<Counts> c(static_cast<size_t>(p.width));
     for (int64_t r = 0; r < p.rows; ++r) {
       for (int64_t j = 0; j < p.width; ++j) {
@@ -51,7 +51,7 @@ std::vector<Counts> CountAll(const PassPredictions& p, std::vector<bool>* used) 
     used->assign(c.size(), true);
     return c;
   }
-  const int64_t classes = p.target == TargetKind::kBinary ? 2 : p.width;
+  const int64_t classes = p.target == data::TargetKind::kBinary ? 2 : p.width;
   std::vector<Counts> c(static_cast<size_t>(classes));
   used->assign(c.size(), false);
   for (int64_t r = 0; r < p.rows; ++r) {
@@ -133,7 +133,7 @@ double RocAuc(const std::vector<std::pair<float, bool>>& items) {
 
 double Auc(const PassPredictions& p) {
   std::vector<std::pair<float, bool>> items(static_cast<size_t>(p.rows));
-  if (p.target == TargetKind::kMultiLabel) {
+  if (p.target == data::TargetKind::kMultiLabel) {
     double sum = 0;
     int n = 0;
     for (int64_t j = 0; j < p.width; ++j) {
@@ -149,8 +149,8 @@ double Auc(const PassPredictions& p) {
     }
     return n > 0 ? sum / n : kNan;
   }
-  const int64_t column = p.target == TargetKind::kBinary ? 0 : 1;
-  if (p.target == TargetKind::kClasses && p.width != 2) return kNan;
+  const int64_t column = p.target == data::TargetKind::kBinary ? 0 : 1;
+  if (p.target == data::TargetKind::kClasses && p.width != 2) return kNan;
   for (int64_t r = 0; r < p.rows; ++r) {
     items[static_cast<size_t>(r)] = {p.scores[r * p.width + column], p.classes[r] == 1};
   }
@@ -161,7 +161,7 @@ double LogLoss(const PassPredictions& p) {
   static constexpr double kEps = 1e-15;
   auto clip = [](double v) { return std::min(1 - kEps, std::max(kEps, v)); };
   double sum = 0;
-  if (p.target == TargetKind::kClasses) {
+  if (p.target == data::TargetKind::kClasses) {
     for (int64_t r = 0; r < p.rows; ++r) {
       // scikit-learn renormalizes each row of probabilities.
       double total = 0;
@@ -174,8 +174,8 @@ double LogLoss(const PassPredictions& p) {
   for (int64_t r = 0; r < p.rows; ++r) {
     for (int64_t j = 0; j < p.width; ++j) {
       const double q = clip(p.scores[r * p.width + j]);
-      const bool truth =
-          p.target == TargetKind::kBinary ? p.classes[r] == 1 : p.values[r * p.width + j] > 0.5f;
+      const bool truth = p.target == data::TargetKind::kBinary ? p.classes[r] == 1
+                                                               : p.values[r * p.width + j] > 0.5f;
       sum -= truth ? std::log(q) : std::log(1 - q);
       ++n;
     }
@@ -186,7 +186,7 @@ double LogLoss(const PassPredictions& p) {
 double Accuracy(const PassPredictions& p) {
   int64_t correct = 0;
   for (int64_t r = 0; r < p.rows; ++r) {
-    if (p.target == TargetKind::kMultiLabel) {
+    if (p.target == data::TargetKind::kMultiLabel) {
       bool all = true;
       for (int64_t j = 0; j < p.width; ++j) {
         all = all && ((p.scores[r * p.width + j] > 0.5f) == (p.values[r * p.width + j] > 0.5f));
@@ -288,7 +288,7 @@ double ComputeMetric(Metric metric, const PassPredictions& p, int top_k) {
 void WriteMetrics(const std::vector<Metric>& metrics, const PassPredictions& p, double loss,
                   int top_k, google::protobuf::Map<std::string, double>* out) {
   for (Metric m : metrics) {
-    (*out)[MetricName(m)] = m == traind::v1::LOSS ? loss : ComputeMetric(m, p, top_k);
+    (*out)[spec::MetricName(m)] = m == traind::v1::LOSS ? loss : ComputeMetric(m, p, top_k);
   }
 }
 

@@ -15,7 +15,7 @@ namespace traind::engine {
 
 // The predictions of a pass and the true targets, row by row.
 struct PassPredictions {
-  TargetKind target = TargetKind::kClasses;
+  data::TargetKind target = data::TargetKind::kClasses;
   int64_t rows = 0;
   int64_t width = 0;
   // [rows, width]: class probabilities (kClasses), positive-class / label

@@ -37,7 +37,7 @@ class MetricsFixtureTest : public ::testing::Test {
   void Expect(const std::string& prefix, const PassPredictions& p,
               const std::vector<Metric>& metrics, int top_k = 2) {
     for (Metric m : metrics) {
-      const std::string key = prefix + "." + MetricName(m);
+      const std::string key = prefix + "." + spec::MetricName(m);
       ASSERT_EQ(Get(key).size(), 1u) << key;
       EXPECT_NEAR(ComputeMetric(m, p, top_k), Get(key)[0], 1e-6) << key;
     }
@@ -54,7 +54,7 @@ TEST_F(MetricsFixtureTest, MultiClass) {
   const std::vector<double>& shape = Get("multiclass.shape");
   std::vector<float> probs = Floats("multiclass.probs");
   std::vector<int32_t> y = Ints("multiclass.y");
-  PassPredictions p{TargetKind::kClasses,
+  PassPredictions p{data::TargetKind::kClasses,
                     static_cast<int64_t>(shape[0]),
                     static_cast<int64_t>(shape[1]),
                     probs.data(),
@@ -70,8 +70,12 @@ TEST_F(MetricsFixtureTest, MultiClass) {
 TEST_F(MetricsFixtureTest, Binary) {
   std::vector<float> probs = Floats("binary.p");
   std::vector<int32_t> y = Ints("binary.y");
-  PassPredictions p{
-      TargetKind::kBinary, static_cast<int64_t>(probs.size()), 1, probs.data(), y.data(), nullptr};
+  PassPredictions p{data::TargetKind::kBinary,
+                    static_cast<int64_t>(probs.size()),
+                    1,
+                    probs.data(),
+                    y.data(),
+                    nullptr};
   std::vector<Metric> metrics = kPrf;
   metrics.push_back(traind::v1::ACCURACY);
   metrics.push_back(traind::v1::ROC_AUC);
@@ -83,7 +87,7 @@ TEST_F(MetricsFixtureTest, MultiLabel) {
   const std::vector<double>& shape = Get("multilabel.shape");
   std::vector<float> probs = Floats("multilabel.p");
   std::vector<float> y = Floats("multilabel.y");
-  PassPredictions p{TargetKind::kMultiLabel,
+  PassPredictions p{data::TargetKind::kMultiLabel,
                     static_cast<int64_t>(shape[0]),
                     static_cast<int64_t>(shape[1]),
                     probs.data(),
@@ -99,7 +103,7 @@ TEST_F(MetricsFixtureTest, Regression) {
   const std::vector<double>& shape = Get("regression.shape");
   std::vector<float> pred = Floats("regression.pred");
   std::vector<float> y = Floats("regression.y");
-  PassPredictions p{TargetKind::kRegression,
+  PassPredictions p{data::TargetKind::kRegression,
                     static_cast<int64_t>(shape[0]),
                     static_cast<int64_t>(shape[1]),
                     pred.data(),
@@ -109,19 +113,19 @@ TEST_F(MetricsFixtureTest, Regression) {
 }
 
 TEST(MetricDirectionTest, KnownPerMetricNotByName) {
-  EXPECT_FALSE(HigherIsBetter(traind::v1::LOSS));
-  EXPECT_FALSE(HigherIsBetter(traind::v1::LOG_LOSS));
-  EXPECT_FALSE(HigherIsBetter(traind::v1::RMSE));
-  EXPECT_TRUE(HigherIsBetter(traind::v1::R2));
-  EXPECT_TRUE(HigherIsBetter(traind::v1::F1_WEIGHTED));
-  EXPECT_TRUE(HigherIsBetter(traind::v1::ROC_AUC));
+  EXPECT_FALSE(spec::HigherIsBetter(traind::v1::LOSS));
+  EXPECT_FALSE(spec::HigherIsBetter(traind::v1::LOG_LOSS));
+  EXPECT_FALSE(spec::HigherIsBetter(traind::v1::RMSE));
+  EXPECT_TRUE(spec::HigherIsBetter(traind::v1::R2));
+  EXPECT_TRUE(spec::HigherIsBetter(traind::v1::F1_WEIGHTED));
+  EXPECT_TRUE(spec::HigherIsBetter(traind::v1::ROC_AUC));
 }
 
 TEST(RocAucTest, TiesCountHalf) {
   // Scores tie across a positive and a negative: AUC = 0.5 for that pair.
   const float scores[4] = {0.1f, 0.5f, 0.5f, 0.9f};
   const int32_t y[4] = {0, 0, 1, 1};
-  PassPredictions p{TargetKind::kBinary, 4, 1, scores, y, nullptr};
+  PassPredictions p{data::TargetKind::kBinary, 4, 1, scores, y, nullptr};
   // Pairs (neg, pos): (0.1,0.5) 1, (0.1,0.9) 1, (0.5,0.5) 0.5, (0.5,0.9) 1 -> 3.5 / 4
   EXPECT_DOUBLE_EQ(ComputeMetric(traind::v1::ROC_AUC, p, 1), 0.875);
 }

@@ -7,31 +7,31 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "base/status.h"
 #include "worker/engine/checkpoint.h"
-#include "worker/engine/status.h"
 
 namespace traind::engine {
 namespace {
 
 constexpr const char* kPrefix = "model.";
 
-const char* TargetName(TargetKind target) {
+const char* TargetName(data::TargetKind target) {
   switch (target) {
-    case TargetKind::kClasses:
+    case data::TargetKind::kClasses:
       return "classes";
-    case TargetKind::kBinary:
+    case data::TargetKind::kBinary:
       return "binary";
-    case TargetKind::kMultiLabel:
+    case data::TargetKind::kMultiLabel:
       return "multi_label";
-    case TargetKind::kRegression:
+    case data::TargetKind::kRegression:
       return "regression";
   }
   return "";
 }
 
-bool ParseTargetName(const std::string& name, TargetKind* target) {
-  for (TargetKind t : {TargetKind::kClasses, TargetKind::kBinary, TargetKind::kMultiLabel,
-                       TargetKind::kRegression}) {
+bool ParseTargetName(const std::string& name, data::TargetKind* target) {
+  for (data::TargetKind t : {data::TargetKind::kClasses, data::TargetKind::kBinary,
+                             data::TargetKind::kMultiLabel, data::TargetKind::kRegression}) {
     if (name == TargetName(t)) {
       *target = t;
       return true;
@@ -147,9 +147,9 @@ int64_t TrainedModel::InputWidth() const {
 
 int64_t TrainedModel::Outputs() const {
   switch (target) {
-    case TargetKind::kClasses:
+    case data::TargetKind::kClasses:
       return static_cast<int64_t>(classes.size());
-    case TargetKind::kBinary:
+    case data::TargetKind::kBinary:
       return 1;
     default:
       return static_cast<int64_t>(target_names.size());
@@ -252,20 +252,21 @@ absl::StatusOr<TrainedModel> ReadModelFile(const std::string& path) {
     return r.Error(absl::StrCat("record \"model.target\" is \"", target,
                                 "\" (expected classes, binary, multi_label or regression)"));
   }
-  if (model.target != TargetKindOf(model.spec)) {
+  if (model.target != data::TargetKindOf(model.spec)) {
     return r.Error(
         absl::StrCat("record \"model.target\" (", target, ") disagrees with the loss of its spec"));
   }
   TRAIND_ASSIGN_OR_RETURN(model.classes, r.Strings("classes"));
   TRAIND_ASSIGN_OR_RETURN(model.target_names, r.Strings("target_names"));
-  if (model.target == TargetKind::kClasses && model.classes.empty()) {
+  if (model.target == data::TargetKind::kClasses && model.classes.empty()) {
     return r.Error("a class target without classes");
   }
-  if (model.target == TargetKind::kBinary && model.classes.size() != 2) {
+  if (model.target == data::TargetKind::kBinary && model.classes.size() != 2) {
     return r.Error(
         absl::StrFormat("a binary target with %d classes (expected 2)", model.classes.size()));
   }
-  if ((model.target == TargetKind::kMultiLabel || model.target == TargetKind::kRegression) &&
+  if ((model.target == data::TargetKind::kMultiLabel ||
+       model.target == data::TargetKind::kRegression) &&
       model.target_names.empty()) {
     return r.Error("no target columns (record \"model.target_names\" is empty)");
   }

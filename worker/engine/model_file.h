@@ -72,7 +72,7 @@ struct TrainedModel {
   };
   std::vector<Categorical> categorical;
 
-  TargetKind target = TargetKind::kClasses;
+  data::TargetKind target = data::TargetKind::kClasses;
   // kClasses: output c is classes[c] (softmax). kBinary: 2 classes, the one
   // output is the logit of classes[1].
   std::vector<std::string> classes;

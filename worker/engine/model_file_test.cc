@@ -7,11 +7,11 @@
 #include <string>
 #include <vector>
 
+#include "base/status.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/testing/temp_dir.h"
 #include "worker/engine/checkpoint.h"
-#include "worker/engine/status.h"
 
 namespace traind::engine {
 namespace {
@@ -47,7 +47,7 @@ TrainedModel SampleModel() {
   m.offset = {0.25, 1, 2, 3};
   m.scale = {2, 0.5, 1, 4};
   m.categorical = {{"color\nname", {"blue", "", "red\r\n"}}, {"empty", {}}};
-  m.target = TargetKind::kClasses;
+  m.target = data::TargetKind::kClasses;
   m.classes = {"x\ny", "z", "\"q\""};
   m.target_names = {"kind"};
   m.state = {{"layers[0].weight", {7, 3}, std::vector<float>(21, 0.5f)},
@@ -75,7 +75,7 @@ TEST(ModelFileTest, EveryFieldRoundTrips) {
   EXPECT_THAT(back->categorical[0].categories, ElementsAre("blue", "", "red\r\n"));
   EXPECT_EQ(back->categorical[1].name, "empty");
   EXPECT_TRUE(back->categorical[1].categories.empty());
-  EXPECT_EQ(back->target, TargetKind::kClasses);
+  EXPECT_EQ(back->target, data::TargetKind::kClasses);
   EXPECT_EQ(back->classes, m.classes);
   EXPECT_EQ(back->target_names, m.target_names);
   ASSERT_EQ(back->state.size(), 2u);
@@ -97,9 +97,9 @@ TEST(ModelFileTest, InputWidthAndOutputs) {
   TrainedModel m = SampleModel();
   EXPECT_EQ(m.InputWidth(), 4 + 3 + 0);
   EXPECT_EQ(m.Outputs(), 3);
-  m.target = TargetKind::kBinary;
+  m.target = data::TargetKind::kBinary;
   EXPECT_EQ(m.Outputs(), 1);
-  m.target = TargetKind::kRegression;
+  m.target = data::TargetKind::kRegression;
   m.target_names = {"y1", "y2"};
   EXPECT_EQ(m.Outputs(), 2);
   TrainedModel empty;

@@ -4,10 +4,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "base/status.h"
 #include "spec/checks.h"
 #include "worker/engine/layers/elementwise.h"
 #include "worker/engine/layers/normalization.h"
-#include "worker/engine/status.h"
 
 namespace traind::engine {
 namespace {
@@ -71,7 +71,7 @@ absl::StatusOr<Network> Network::Create(Backend* backend, int64_t inputs,
   if (inputs <= 0) {
     return absl::InvalidArgumentError(absl::StrFormat("network: %d inputs", inputs));
   }
-  TRAIND_RETURN_IF_ERROR(CheckModelSpec(model));
+  TRAIND_RETURN_IF_ERROR(spec::CheckModelSpec(model));
   Network network(backend, inputs);
   int64_t width = inputs;
   for (int i = 0; i < model.layers_size(); ++i) {

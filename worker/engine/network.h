@@ -11,11 +11,11 @@
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "base/random.h"
 #include "traind/v1/job.pb.h"
 #include "worker/engine/backend/backend.h"
 #include "worker/engine/layers/dense.h"
 #include "worker/engine/layers/layer.h"
-#include "worker/engine/random.h"
 #include "worker/engine/tensor.h"
 
 namespace traind::engine {

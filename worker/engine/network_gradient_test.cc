@@ -5,11 +5,11 @@
 #include <utility>
 #include <vector>
 
+#include "base/random.h"
 #include "gtest/gtest.h"
 #include "worker/engine/backend/cpu/cpu_backend.h"
 #include "worker/engine/losses.h"
 #include "worker/engine/network.h"
-#include "worker/engine/random.h"
 #include "worker/engine/testing/gradient_check.h"
 
 namespace traind::engine {
@@ -35,7 +35,7 @@ traind::v1::ModelSpec MixedModel(int outputs) {
   return model;
 }
 
-void CheckNetwork(const traind::v1::LossSpec& loss_spec, TargetKind target, int outputs,
+void CheckNetwork(const traind::v1::LossSpec& loss_spec, data::TargetKind target, int outputs,
                   const BatchTargets& targets) {
   const int64_t batch = 6, inputs = 5;
   std::unique_ptr<Backend> backend = std::move(CreateCpuBackend()).value();
@@ -79,21 +79,21 @@ TEST(NetworkGradientTest, SoftmaxWithWeightsAndSmoothing) {
   spec.mutable_softmax_cross_entropy()->set_label_smoothing(0.1);
   for (double w : {1.0, 2.0, 0.5}) spec.mutable_softmax_cross_entropy()->add_class_weights(w);
   const int32_t y[6] = {0, 1, 2, 1, 0, 2};
-  CheckNetwork(spec, TargetKind::kClasses, 3, {y, nullptr});
+  CheckNetwork(spec, data::TargetKind::kClasses, 3, {y, nullptr});
 }
 
 TEST(NetworkGradientTest, MultiLabelSigmoid) {
   traind::v1::LossSpec spec;
   for (double w : {1.0, 3.0}) spec.mutable_sigmoid_binary_cross_entropy()->add_pos_weight(w);
   const float y[12] = {1, 0, 0, 1, 1, 1, 0, 0, 1, 0, 0, 1};
-  CheckNetwork(spec, TargetKind::kMultiLabel, 2, {nullptr, y});
+  CheckNetwork(spec, data::TargetKind::kMultiLabel, 2, {nullptr, y});
 }
 
 TEST(NetworkGradientTest, Huber) {
   traind::v1::LossSpec spec;
   spec.mutable_huber()->set_delta(0.5);
   const float y[6] = {0.3f, -1.0f, 2.0f, 0.0f, 0.7f, -0.2f};
-  CheckNetwork(spec, TargetKind::kRegression, 1, {nullptr, y});
+  CheckNetwork(spec, data::TargetKind::kRegression, 1, {nullptr, y});
 }
 
 }  // namespace

@@ -7,10 +7,10 @@
 #include <utility>
 #include <vector>
 
+#include "base/status.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "worker/engine/backend/cpu/cpu_backend.h"
-#include "worker/engine/status.h"
 #include "worker/engine/testing/gradient_check.h"
 
 namespace traind::engine {

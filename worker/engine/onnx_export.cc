@@ -17,6 +17,8 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
+#include "base/json.h"
+#include "base/status.h"
 #include "google/protobuf/util/json_util.h"
 #include "onnx/checker.h"
 #include "onnx/onnx_pb.h"
@@ -25,7 +27,6 @@
 #include "worker/engine/backend/activation_math.h"
 #include "worker/engine/backend/backend.h"
 #include "worker/engine/network.h"
-#include "worker/engine/status.h"
 
 #ifndef TRAIND_VERSION
 #define TRAIND_VERSION "unknown"
@@ -40,52 +41,22 @@ constexpr int64_t kIrVersion = 8;  // ONNX 1.12
 constexpr char kMlDomain[] = "ai.onnx.ml";
 constexpr char kBatch[] = "N";
 
-std::string JsonString(absl::string_view s) {
-  std::string out = "\"";
-  for (const char c : s) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          absl::StrAppendFormat(&out, "\\u%04x", static_cast<unsigned char>(c));
-        } else {
-          out += c;
-        }
-    }
-  }
-  return out + "\"";
-}
-
 std::string JsonArray(const std::vector<std::string>& items) {
   std::vector<std::string> quoted;
   quoted.reserve(items.size());
-  for (const std::string& s : items) quoted.push_back(JsonString(s));
+  for (const std::string& s : items) quoted.push_back(JsonQuote(s));
   return absl::StrCat("[", absl::StrJoin(quoted, ","), "]");
 }
 
-std::string TargetKindName(TargetKind kind) {
+std::string TargetKindName(data::TargetKind kind) {
   switch (kind) {
-    case TargetKind::kClasses:
+    case data::TargetKind::kClasses:
       return "classes";
-    case TargetKind::kBinary:
+    case data::TargetKind::kBinary:
       return "binary";
-    case TargetKind::kMultiLabel:
+    case data::TargetKind::kMultiLabel:
       return "multi_label";
-    case TargetKind::kRegression:
+    case data::TargetKind::kRegression:
       return "regression";
   }
   return "unknown";
@@ -327,20 +298,20 @@ absl::Status CheckModel(const TrainedModel& model) {
     }
   }
   switch (model.target) {
-    case TargetKind::kClasses:
+    case data::TargetKind::kClasses:
       if (model.classes.size() < 2) {
         return absl::InvalidArgumentError(
             absl::StrFormat("onnx export: %d classes (at least 2)", model.classes.size()));
       }
       break;
-    case TargetKind::kBinary:
+    case data::TargetKind::kBinary:
       if (model.classes.size() != 2) {
         return absl::InvalidArgumentError(
             absl::StrFormat("onnx export: a binary target with %d classes", model.classes.size()));
       }
       break;
-    case TargetKind::kMultiLabel:
-    case TargetKind::kRegression:
+    case data::TargetKind::kMultiLabel:
+    case data::TargetKind::kRegression:
       break;
   }
   return absl::OkStatus();
@@ -362,18 +333,18 @@ absl::StatusOr<Head> HeadOf(const TrainedModel& model, int64_t outputs) {
         "onnx export: the network has %d outputs; %s needs %d", outputs, what, want));
   };
   switch (model.target) {
-    case TargetKind::kClasses:
+    case data::TargetKind::kClasses:
       TRAIND_RETURN_IF_ERROR(
           needs(static_cast<int64_t>(model.classes.size()), "one per class (softmax)"));
       for (const std::string& c : model.classes) head.probability_columns.push_back("p_" + c);
       head.width = outputs;
       break;
-    case TargetKind::kBinary:
+    case data::TargetKind::kBinary:
       TRAIND_RETURN_IF_ERROR(needs(1, "a binary target (one logit)"));
       head.probability_columns = {"p_" + model.classes[0], "p_" + model.classes[1]};
       head.width = 2;
       break;
-    case TargetKind::kMultiLabel:
+    case data::TargetKind::kMultiLabel:
       if (!model.target_names.empty()) {
         TRAIND_RETURN_IF_ERROR(
             needs(static_cast<int64_t>(model.target_names.size()), "one per label"));
@@ -383,7 +354,7 @@ absl::StatusOr<Head> HeadOf(const TrainedModel& model, int64_t outputs) {
             "p_" + (model.target_names.empty() ? absl::StrCat(j) : model.target_names[j]));
       }
       break;
-    case TargetKind::kRegression:
+    case data::TargetKind::kRegression:
       if (!model.target_names.empty()) {
         TRAIND_RETURN_IF_ERROR(
             needs(static_cast<int64_t>(model.target_names.size()), "one per target column"));
@@ -408,7 +379,7 @@ void AddMetadata(onnx::ModelProto* m, const std::string& key, const std::string&
 }
 
 absl::StatusOr<onnx::ModelProto> BuildModel(const TrainedModel& model) {
-  TRAIND_RETURN_IF_ERROR(CheckModelSpec(model.spec.model()));
+  TRAIND_RETURN_IF_ERROR(spec::CheckModelSpec(model.spec.model()));
   TRAIND_RETURN_IF_ERROR(CheckModel(model));
   const bool imputes = model.spec.data().missing() != traind::v1::MISSING_ERROR;
 
@@ -423,9 +394,9 @@ absl::StatusOr<onnx::ModelProto> BuildModel(const TrainedModel& model) {
       "scaling, one-hot encoding of string columns), the network in evaluation form and its "
       "head, from raw feature columns to %s.",
       model.task, model.epoch, TargetKindName(model.target),
-      model.target == TargetKind::kRegression   ? "predictions"
-      : model.target == TargetKind::kMultiLabel ? "label probabilities"
-                                                : "class probabilities and labels"));
+      model.target == data::TargetKind::kRegression   ? "predictions"
+      : model.target == data::TargetKind::kMultiLabel ? "label probabilities"
+                                                      : "class probabilities and labels"));
   onnx::OperatorSetIdProto* opset = m.add_opset_import();
   opset->set_domain("");
   opset->set_version(kOpset);
@@ -452,7 +423,7 @@ absl::StatusOr<onnx::ModelProto> BuildModel(const TrainedModel& model) {
                                   "was trained without missing values: NaN gives NaN outputs.",
                                   i, model.offset[i], model.scale[i]));
     input_json.push_back(
-        absl::StrCat("{\"name\":", JsonString(model.feature_names[i]), ",\"type\":\"float\"}"));
+        absl::StrCat("{\"name\":", JsonQuote(model.feature_names[i]), ",\"type\":\"float\"}"));
   }
   for (const TrainedModel::Categorical& c : model.categorical) {
     onnx::ValueInfoProto* in = g->add_input();
@@ -462,7 +433,7 @@ absl::StatusOr<onnx::ModelProto> BuildModel(const TrainedModel& model) {
         "Categorical feature column, one-hot over its %d training categories (metadata "
         "categorical_features); any other value, or a missing one (\"\"), encodes as all zeros.",
         c.categories.size()));
-    input_json.push_back(absl::StrCat("{\"name\":", JsonString(c.name), ",\"type\":\"string\"}"));
+    input_json.push_back(absl::StrCat("{\"name\":", JsonQuote(c.name), ",\"type\":\"string\"}"));
   }
 
   // Preprocessing: [N, InputWidth] float, as FeaturePipeline::Transform (in
@@ -605,7 +576,7 @@ absl::StatusOr<onnx::ModelProto> BuildModel(const TrainedModel& model) {
       SetShape(out, type, {-1});
     }
     out->set_doc_string(doc);
-    output_columns.push_back(absl::StrCat(JsonString(name), ":", JsonArray(columns)));
+    output_columns.push_back(absl::StrCat(JsonQuote(name), ":", JsonArray(columns)));
   };
   auto label_encoder = [&](const std::string& index, const std::vector<std::string>& classes) {
     std::vector<int64_t> keys;
@@ -616,7 +587,7 @@ absl::StatusOr<onnx::ModelProto> BuildModel(const TrainedModel& model) {
     GraphBuilder::Attr(n, "default_string", std::string());
   };
   switch (model.target) {
-    case TargetKind::kClasses: {
+    case data::TargetKind::kClasses: {
       onnx::NodeProto* softmax = b.Node("Softmax", "probabilities", {x});
       GraphBuilder::Attr(softmax, "axis", int64_t{-1});
       // The first most probable class, as the engine's metrics pick it.
@@ -633,7 +604,7 @@ absl::StatusOr<onnx::ModelProto> BuildModel(const TrainedModel& model) {
                  head.probability_columns);
       break;
     }
-    case TargetKind::kBinary: {
+    case data::TargetKind::kBinary: {
       const std::string p = b.Node("Sigmoid", "head/Sigmoid", {x})->output(0);
       const std::string q = b.Node("Sub", "head/Sub", {b.Scalar(1.0f), p})->output(0);
       onnx::NodeProto* probabilities = b.Node("Concat", "probabilities", {q, p});
@@ -658,7 +629,7 @@ absl::StatusOr<onnx::ModelProto> BuildModel(const TrainedModel& model) {
                  head.probability_columns);
       break;
     }
-    case TargetKind::kMultiLabel:
+    case data::TargetKind::kMultiLabel:
       b.Node("Sigmoid", "probabilities", {x});
       add_output("probabilities", onnx::TensorProto::FLOAT, true,
                  absl::StrCat("Sigmoid probability of each label, in the order of metadata "
@@ -666,7 +637,7 @@ absl::StatusOr<onnx::ModelProto> BuildModel(const TrainedModel& model) {
                               JsonArray(model.target_names), "."),
                  head.probability_columns);
       break;
-    case TargetKind::kRegression:
+    case data::TargetKind::kRegression:
       b.Node("Identity", "predictions", {x});
       add_output("predictions", onnx::TensorProto::FLOAT, true,
                  absl::StrCat("The network's outputs, one per target column, in the order of "
@@ -691,7 +662,7 @@ absl::StatusOr<onnx::ModelProto> BuildModel(const TrainedModel& model) {
   AddMetadata(&m, "numeric_features", JsonArray(model.feature_names));
   std::vector<std::string> categorical;
   for (const TrainedModel::Categorical& c : model.categorical) {
-    categorical.push_back(absl::StrCat("{\"name\":", JsonString(c.name),
+    categorical.push_back(absl::StrCat("{\"name\":", JsonQuote(c.name),
                                        ",\"categories\":", JsonArray(c.categories), "}"));
   }
   AddMetadata(&m, "categorical_features", absl::StrCat("[", absl::StrJoin(categorical, ","), "]"));

@@ -21,13 +21,13 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "base/random.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "onnx/checker.h"
 #include "onnx/onnx_pb.h"
 #include "worker/engine/backend/cpu/cpu_backend.h"
 #include "worker/engine/network.h"
-#include "worker/engine/random.h"
 
 namespace traind::engine {
 namespace {
@@ -152,7 +152,7 @@ class Fixture {
       const float* z = y.data() + r * k;
       std::vector<double>& e = expected[r];
       switch (m.target) {
-        case TargetKind::kClasses: {
+        case data::TargetKind::kClasses: {
           double top = z[0];
           for (int64_t j = 1; j < k; ++j) top = std::max<double>(top, z[j]);
           double sum = 0;
@@ -165,17 +165,17 @@ class Fixture {
           labels->push_back(m.classes[best]);
           break;
         }
-        case TargetKind::kBinary: {
+        case data::TargetKind::kBinary: {
           const double p = 1 / (1 + std::exp(-static_cast<double>(z[0])));
           e = {1 - p, p};
           labels->push_back(m.classes[p > 0.5 ? 1 : 0]);
           break;
         }
-        case TargetKind::kMultiLabel:
+        case data::TargetKind::kMultiLabel:
           for (int64_t j = 0; j < k; ++j)
             e.push_back(1 / (1 + std::exp(-static_cast<double>(z[j]))));
           break;
-        case TargetKind::kRegression:
+        case data::TargetKind::kRegression:
           e.assign(z, z + k);
           break;
       }
@@ -307,7 +307,7 @@ Case MultiClass() {
   TrainedModel& m = c.model;
   m.task = 3;
   m.epoch = 17;
-  m.target = TargetKind::kClasses;
+  m.target = data::TargetKind::kClasses;
   m.classes = {"setosa", "versi,color", "virginica"};
   SetPreprocessing(m, {"sepal length", "sepal_width", "petal.length", "petal_width"});
   m.spec.mutable_data()->set_label("species");
@@ -332,7 +332,7 @@ Case MultiClass() {
 Case Binary() {
   Case c;
   TrainedModel& m = c.model;
-  m.target = TargetKind::kBinary;
+  m.target = data::TargetKind::kBinary;
   m.classes = {"no", "yes"};
   SetPreprocessing(m, {"age", "income", "score"});
   m.categorical = {{"colour", {"blue", "green", "red"}}};
@@ -348,7 +348,7 @@ Case Binary() {
 Case MultiLabel() {
   Case c;
   TrainedModel& m = c.model;
-  m.target = TargetKind::kMultiLabel;
+  m.target = data::TargetKind::kMultiLabel;
   m.target_names = {"a", "b", "c"};
   SetPreprocessing(m, {"f0", "f1", "f2", "f3", "f4"});
   m.impute.clear();
@@ -366,7 +366,7 @@ Case Regression() {
   TrainedModel& m = c.model;
   m.task = 1;
   m.epoch = 250;
-  m.target = TargetKind::kRegression;
+  m.target = data::TargetKind::kRegression;
   m.target_names = {"y1", "y2"};
   SetPreprocessing(m, {"x0", "x1", "x2"});
   m.categorical = {{"colour", {"blue", "green", "light, \"blue\"", "red"}},
@@ -386,7 +386,7 @@ Case Regression() {
 Case EveryActivation() {
   Case c;
   TrainedModel& m = c.model;
-  m.target = TargetKind::kRegression;
+  m.target = data::TargetKind::kRegression;
   m.target_names = {"target"};
   SetPreprocessing(m, {"u", "v", "w", "x"});
   m.impute.clear();
@@ -672,7 +672,7 @@ void CheckAgainstOnnxRuntime(Case c, const std::string& name, uint64_t seed, int
   const std::vector<std::vector<std::string>> got = ParseCsv(ReadFile(output));
   ASSERT_EQ(got.size(), expected.size() + 1);
   const bool has_label =
-      c.model.target == TargetKind::kClasses || c.model.target == TargetKind::kBinary;
+      c.model.target == data::TargetKind::kClasses || c.model.target == data::TargetKind::kBinary;
   const size_t first = has_label ? 2 : 1;
   ASSERT_EQ(got[0][0], "row");
   if (has_label) {

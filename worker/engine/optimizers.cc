@@ -3,8 +3,8 @@
 #include <cmath>
 #include <utility>
 
+#include "base/status.h"
 #include "spec/checks.h"
-#include "worker/engine/status.h"
 
 namespace traind::engine {
 namespace {
@@ -272,7 +272,7 @@ absl::Status ClipGradients(const traind::v1::GradientClipping& clipping, Backend
 absl::StatusOr<std::unique_ptr<Optimizer>> CreateOptimizer(const traind::v1::OptimizerSpec& spec,
                                                            Backend* backend,
                                                            std::vector<Parameter> params) {
-  TRAIND_RETURN_IF_ERROR(CheckOptimizerSpec(spec));
+  TRAIND_RETURN_IF_ERROR(spec::CheckOptimizerSpec(spec));
   switch (spec.kind_case()) {
     case traind::v1::OptimizerSpec::kSgd:
       return Make<Sgd>(backend, std::move(params), spec);

@@ -9,14 +9,14 @@
 #include <utility>
 #include <vector>
 
+#include "base/random.h"
+#include "base/status.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "spec/checks.h"
 #include "worker/engine/backend/cpu/cpu_backend.h"
 #include "worker/engine/backend/cpu/cpu_parallel.h"
 #include "worker/engine/layers/dense.h"
-#include "worker/engine/random.h"
-#include "worker/engine/status.h"
 
 namespace traind::engine {
 namespace {
@@ -310,7 +310,8 @@ TEST(OptimizerSpecTest, NesterovNeedsMomentum) {
   traind::v1::OptimizerSpec spec;
   spec.mutable_sgd()->set_learning_rate(0.1);
   spec.mutable_sgd()->set_nesterov(true);
-  EXPECT_EQ(CheckOptimizerSpec(spec).message(), "optimizer.sgd.nesterov: needs a momentum > 0");
+  EXPECT_EQ(spec::CheckOptimizerSpec(spec).message(),
+            "optimizer.sgd.nesterov: needs a momentum > 0");
 }
 
 }  // namespace

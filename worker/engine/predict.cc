@@ -9,14 +9,14 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "base/status.h"
+#include "data/dataset.h"
+#include "data/text.h"
 #include "worker/engine/backend/backend.h"
 #include "worker/engine/backend/cpu/cpu_backend.h"
-#include "worker/engine/data/dataset.h"
-#include "worker/engine/data/text.h"
 #include "worker/engine/fit/artifacts.h"
 #include "worker/engine/losses.h"
 #include "worker/engine/network.h"
-#include "worker/engine/status.h"
 
 namespace traind::engine {
 namespace {
@@ -27,7 +27,7 @@ char DelimiterOf(const TrainedModel& model) {
 }
 
 // The column of `name` in table's header: exactly one.
-absl::StatusOr<size_t> FindColumn(const CsvTable& table, const std::string& name) {
+absl::StatusOr<size_t> FindColumn(const data::CsvTable& table, const std::string& name) {
   size_t found = 0;
   int count = 0;
   for (size_t c = 0; c < table.header.size(); ++c) {
@@ -35,23 +35,25 @@ absl::StatusOr<size_t> FindColumn(const CsvTable& table, const std::string& name
   }
   if (count == 0) {
     return DataError(absl::StrFormat("%s: column %s not found; columns: %s", table.path,
-                                     QuoteForMessage(name), JoinForMessage(table.header)));
+                                     data::QuoteForMessage(name),
+                                     data::JoinForMessage(table.header)));
   }
   if (count > 1) {
     return DataError(absl::StrFormat("%s: column %s appears %d times", table.path,
-                                     QuoteForMessage(name), count));
+                                     data::QuoteForMessage(name), count));
   }
   return found;
 }
 
-std::string Where(const CsvTable& table, size_t row, size_t column) {
+std::string Where(const data::CsvTable& table, size_t row, size_t column) {
   return absl::StrFormat("%s:%d: column %s (column %d)", table.path, table.lines[row],
-                         QuoteForMessage(table.header[column]), column + 1);
+                         data::QuoteForMessage(table.header[column]), column + 1);
 }
 
 // The network inputs of every row of `table`: [rows, model.InputWidth()],
 // as FeaturePipeline::Transform computes them.
-absl::Status Features(const TrainedModel& model, const CsvTable& table, std::vector<float>* out) {
+absl::Status Features(const TrainedModel& model, const data::CsvTable& table,
+                      std::vector<float>* out) {
   const bool impute = model.spec.data().missing() != traind::v1::MISSING_ERROR;
   const size_t f = model.feature_names.size();
   std::vector<size_t> numeric(f);
@@ -88,14 +90,14 @@ absl::Status Features(const TrainedModel& model, const CsvTable& table, std::vec
     for (size_t j = 0; j < f; ++j) {
       const std::string& cell = cells[numeric[j]];
       double v = 0;
-      if (IsMissing(cell)) {
+      if (data::IsMissing(cell)) {
         if (!impute) return missing(r, numeric[j]);
         v = model.impute[j];
       } else {
         float parsed = 0;
-        if (const char* wrong = ParseFeature(cell, &parsed); wrong != nullptr) {
+        if (const char* wrong = data::ParseFeature(cell, &parsed); wrong != nullptr) {
           return DataError(absl::StrFormat("%s: %s %s", Where(table, r, numeric[j]),
-                                           QuoteForMessage(cell), wrong));
+                                           data::QuoteForMessage(cell), wrong));
         }
         v = parsed;
       }
@@ -103,7 +105,7 @@ absl::Status Features(const TrainedModel& model, const CsvTable& table, std::vec
     }
     for (const OneHot& c : one_hot) {
       const std::string& cell = cells[c.column];
-      if (IsMissing(cell)) {
+      if (data::IsMissing(cell)) {
         if (!impute) return missing(r, c.column);
         continue;
       }
@@ -161,8 +163,8 @@ absl::Status CheckSameColumns(const TrainedModel& first, const std::string& firs
   const auto differ = [&](absl::string_view what, const std::vector<std::string>& a,
                           const std::vector<std::string>& b) {
     return DataError(absl::StrFormat("%s: cannot be averaged with %s: the %s differ (%s vs %s)",
-                                     other_path, first_path, what, JoinForMessage(b),
-                                     JoinForMessage(a)));
+                                     other_path, first_path, what, data::JoinForMessage(b),
+                                     data::JoinForMessage(a)));
   };
   if (other.target != first.target) {
     return DataError(
@@ -200,7 +202,7 @@ std::string Predictions::Csv() const {
 
 absl::StatusOr<std::vector<float>> PredictTable(const TrainedModel& model,
                                                 const std::string& model_path,
-                                                const CsvTable& table,
+                                                const data::CsvTable& table,
                                                 const PredictOptions& options) {
   const int64_t width = model.InputWidth();
   const int64_t outputs = model.Outputs();
@@ -259,7 +261,8 @@ absl::StatusOr<Predictions> Predict(const std::vector<std::string>& model_paths,
     }
     models.push_back(std::move(model));
   }
-  TRAIND_ASSIGN_OR_RETURN(const CsvTable table, ReadCsv(data_path, DelimiterOf(models[0])));
+  TRAIND_ASSIGN_OR_RETURN(const data::CsvTable table,
+                          data::ReadCsv(data_path, DelimiterOf(models[0])));
   Predictions p;
   p.target = models[0].target;
   p.classes = models[0].classes;

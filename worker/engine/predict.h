@@ -34,8 +34,8 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "data/csv.h"
 #include "spec/checks.h"
-#include "worker/engine/data/csv.h"
 #include "worker/engine/model_file.h"
 
 namespace traind::engine {
@@ -56,7 +56,7 @@ struct PredictOptions {
 
 // The predictions of a file's rows and what their columns are named after.
 struct Predictions {
-  TargetKind target = TargetKind::kClasses;
+  data::TargetKind target = data::TargetKind::kClasses;
   std::vector<std::string> classes;
   std::vector<std::string> target_names;
   int64_t rows = 0;           // data rows of the file (0-based indices in the CSV)
@@ -95,7 +95,7 @@ absl::StatusOr<Predictions> Predict(const std::vector<std::string>& model_paths,
 // in messages.
 absl::StatusOr<std::vector<float>> PredictTable(const TrainedModel& model,
                                                 const std::string& model_path,
-                                                const CsvTable& table,
+                                                const data::CsvTable& table,
                                                 const PredictOptions& options = {});
 
 }  // namespace traind::engine

@@ -18,12 +18,12 @@
 
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "data/dataset.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "spec/loader.h"
+#include "spec/task_rows.h"
 #include "tests/testing/temp_dir.h"
-#include "worker/engine/data/dataset.h"
-#include "worker/engine/data/task_rows.h"
 #include "worker/engine/fit.h"
 #include "worker/engine/model_file.h"
 
@@ -61,7 +61,7 @@ Csv ParseCsv(const std::string& text) {
 // The example spec `name`, its data path absolute, `epochs` epochs.
 traind::v1::JobSpec ExampleSpec(const std::string& name, int epochs) {
   absl::StatusOr<traind::v1::JobSpec> spec =
-      LoadJobSpecFile(std::string(TRAIND_SOURCE_DIR) + "/examples/" + name + ".yaml");
+      spec::LoadJobSpecFile(std::string(TRAIND_SOURCE_DIR) + "/examples/" + name + ".yaml");
   EXPECT_TRUE(spec.ok()) << spec.status();
   traind::v1::JobSpec s = *spec;
   s.mutable_data()->set_path(std::string(TRAIND_SOURCE_DIR) + "/" + s.data().path());
@@ -72,9 +72,9 @@ traind::v1::JobSpec ExampleSpec(const std::string& name, int epochs) {
 // Trains task `task` of `spec` with its artifacts under `dir`.
 traind::v1::FoldResult TrainTask(const traind::v1::JobSpec& spec, int task,
                                  const std::string& dir) {
-  absl::StatusOr<Dataset> data = LoadDataset(spec);
+  absl::StatusOr<data::Dataset> data = data::LoadDataset(spec);
   EXPECT_TRUE(data.ok()) << data.status();
-  absl::StatusOr<FoldRows> rows = RowsForTask(spec, *data, task);
+  absl::StatusOr<data::FoldRows> rows = spec::RowsForTask(spec, *data, task);
   EXPECT_TRUE(rows.ok()) << rows.status();
   FitOptions options;
   options.artifacts_dir = dir;
@@ -117,7 +117,7 @@ TEST_P(OutOfFoldTest, PredictingTheTrainingFileReproducesTheFoldsPredictions) {
   ASSERT_TRUE(p.ok()) << p.status();
   const Csv actual = ParseCsv(p->Csv());
   EXPECT_EQ(actual.header, expected.header);
-  absl::StatusOr<Dataset> data = LoadDataset(spec);
+  absl::StatusOr<data::Dataset> data = data::LoadDataset(spec);
   ASSERT_TRUE(data.ok());
   EXPECT_EQ(p->rows, data->rows);  // every row of the file scored
   ASSERT_EQ(static_cast<int64_t>(actual.rows.size()), data->rows);
@@ -156,7 +156,7 @@ TrainedModel HandModel() {
   m.offset = {2};
   m.scale = {4};
   m.categorical = {{"color", {"blue", "red"}}};
-  m.target = TargetKind::kRegression;
+  m.target = data::TargetKind::kRegression;
   m.target_names = {"y"};
   m.state = {{"layers[0].weight", {3, 1}, {2.0f, 10.0f, 100.0f}}, {"layers[0].bias", {1}, {0.5f}}};
   return m;

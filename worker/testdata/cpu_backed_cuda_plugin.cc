@@ -20,16 +20,16 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "base/status.h"
 #include "worker/engine/backend/backend.h"
 #include "worker/engine/backend/cpu/cpu_backend.h"
 #include "worker/engine/backend/cuda/cuda_plugin.h"
-#include "worker/engine/status.h"
 #include "worker/engine/testing/graph_recording_backend.h"
 #include "worker/testdata/unix_socket_communicator.h"
 
-namespace traind::engine {
+namespace traind::spec {
 
-// cpu_backend.cc's precision check, which lives in spec_validation.cc (whose
+// cpu_backend.cc's precision check, which lives in spec/checks.cc (whose
 // protobuf code must not be linked twice into one process). The stand-in
 // trains in fp32 only.
 absl::Status CheckCpuPrecision(traind::v1::Precision precision, bool) {
@@ -39,6 +39,9 @@ absl::Status CheckCpuPrecision(traind::v1::Precision precision, bool) {
   return InvalidSpecError("training.precision: the CPU-backed CUDA stand-in trains in fp32 only");
 }
 
+}  // namespace traind::spec
+
+namespace traind::engine {
 namespace {
 
 // As CUDA counts them: the entries of CUDA_VISIBLE_DEVICES (traind gives a

@@ -22,7 +22,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "worker/engine/status.h"
+#include "base/status.h"
 
 namespace traind::engine::testdata {
 namespace {

@@ -5,7 +5,7 @@
 
 namespace traind::engine {
 
-void FeaturePipeline::Fit(const traind::v1::DataSpec& spec, const Dataset& data,
+void FeaturePipeline::Fit(const traind::v1::DataSpec& spec, const data::Dataset& data,
                           const std::vector<int64_t>& train) {
   const int64_t f = data.features;
   impute.assign(static_cast<size_t>(f), 0.0);
@@ -58,7 +58,7 @@ void FeaturePipeline::Fit(const traind::v1::DataSpec& spec, const Dataset& data,
   }
   categories.assign(data.categorical.size(), {});
   for (size_t k = 0; k < data.categorical.size(); ++k) {
-    const CategoricalColumn& column = data.categorical[k];
+    const data::CategoricalColumn& column = data.categorical[k];
     std::vector<bool> seen(column.values.size(), false);
     for (int64_t r : train) {
       const int32_t code = column.codes[static_cast<size_t>(r)];
@@ -76,7 +76,7 @@ int64_t FeaturePipeline::width() const {
   return w;
 }
 
-void FeaturePipeline::Transform(const Dataset& data, FeatureMatrix* out) const {
+void FeaturePipeline::Transform(const data::Dataset& data, FeatureMatrix* out) const {
   const int64_t f = data.features;
   const int64_t w = width();
   out->assign(static_cast<size_t>(data.rows * w), 0.0f);

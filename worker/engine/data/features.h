@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "data/dataset.h"
 #include "traind/v1/job.pb.h"
-#include "worker/engine/data/dataset.h"
 #include "worker/engine/data/huge_pages.h"
 
 namespace traind::engine {
@@ -27,11 +27,11 @@ class FeaturePipeline {
 
   // Fits on data's rows `train` as data.scaling / data.missing say.
   // REQUIRES: every index in train is in [0, data.rows).
-  void Fit(const traind::v1::DataSpec& spec, const Dataset& data,
+  void Fit(const traind::v1::DataSpec& spec, const data::Dataset& data,
            const std::vector<int64_t>& train);
 
   // All rows of `data`: out = [data.rows, width()].
-  void Transform(const Dataset& data, FeatureMatrix* out) const;
+  void Transform(const data::Dataset& data, FeatureMatrix* out) const;
 
   int64_t width() const;
 

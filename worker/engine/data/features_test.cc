@@ -6,13 +6,13 @@
 #include <string>
 #include <vector>
 
+#include "base/status.h"
+#include "data/dataset.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "spec/task_rows.h"
 #include "spec/validation.h"
-#include "worker/engine/data/dataset.h"
-#include "worker/engine/data/task_rows.h"
-#include "worker/engine/status.h"
-#include "worker/engine/testing/temp_file.h"
+#include "tests/testing/temp_dir.h"
 
 namespace traind::engine {
 namespace {
@@ -30,7 +30,7 @@ JobSpec Spec(const std::string& path) {
 TEST(FeaturePipelineTest, ImputeScaleAndOneHotFromTrainingRowsOnly) {
   // Rows 0-3 train, 4-5 validate. Column a has a missing value in training;
   // color "blue" appears only in validation.
-  testing::TempFile file(
+  traind::testing::TempFile file(
       "id|a|color|y\n"
       "1|1|red|p\n"
       "2||green|q\n"
@@ -44,7 +44,7 @@ TEST(FeaturePipelineTest, ImputeScaleAndOneHotFromTrainingRowsOnly) {
   spec.mutable_data()->add_categorical("color");
   spec.mutable_data()->set_missing(traind::v1::IMPUTE_MEDIAN);
   spec.mutable_data()->set_scaling(traind::v1::MIN_MAX);
-  absl::StatusOr<Dataset> data = LoadDataset(spec);
+  absl::StatusOr<data::Dataset> data = data::LoadDataset(spec);
   ASSERT_TRUE(data.ok()) << data.status();
   EXPECT_THAT(data->feature_names, ElementsAre("a"));
   ASSERT_EQ(data->categorical.size(), 1u);
@@ -75,8 +75,8 @@ TEST(FeaturePipelineTest, ImputeScaleAndOneHotFromTrainingRowsOnly) {
 }
 
 TEST(FeaturePipelineTest, MissingValueErrorNamesRowAndColumn) {
-  testing::TempFile file("a,b,y\n1,2,p\n3,,q\n");
-  absl::StatusOr<Dataset> data = LoadDataset(Spec(file.path()));
+  traind::testing::TempFile file("a,b,y\n1,2,p\n3,,q\n");
+  absl::StatusOr<data::Dataset> data = data::LoadDataset(Spec(file.path()));
   ASSERT_FALSE(data.ok());
   EXPECT_EQ(FailureKindOf(data.status()), FailureKind::kDataError);
   EXPECT_EQ(data.status().message(),
@@ -84,20 +84,20 @@ TEST(FeaturePipelineTest, MissingValueErrorNamesRowAndColumn) {
 }
 
 TEST(LoadDatasetTest, FeatureColumnsInOrderAndValidationFile) {
-  testing::TempFile train("a,b,c,y\n1,2,3,x\n4,5,6,y\n7,8,9,x\n");
-  testing::TempFile val("y,c,b,a\nz,30,20,10\n");  // other column order, a new class
+  traind::testing::TempFile train("a,b,c,y\n1,2,3,x\n4,5,6,y\n7,8,9,x\n");
+  traind::testing::TempFile val("y,c,b,a\nz,30,20,10\n");  // other column order, a new class
   JobSpec spec = Spec(train.path());
   spec.mutable_data()->add_features("c");
   spec.mutable_data()->add_features("a");
   spec.mutable_cross_validation()->set_validation_path(val.path());
-  absl::StatusOr<Dataset> data = LoadDataset(spec);
+  absl::StatusOr<data::Dataset> data = data::LoadDataset(spec);
   ASSERT_TRUE(data.ok()) << data.status();
   EXPECT_THAT(data->feature_names, ElementsAre("c", "a"));
   EXPECT_EQ(data->rows, 4);
   EXPECT_EQ(data->validation_start, 3);
   EXPECT_THAT(data->x, ElementsAre(3, 1, 6, 4, 9, 7, 30, 10));
   EXPECT_THAT(data->classes, ElementsAre("x", "y", "z"));
-  absl::StatusOr<FoldRows> rows = RowsForTask(spec, *data, 0);
+  absl::StatusOr<data::FoldRows> rows = spec::RowsForTask(spec, *data, 0);
   ASSERT_TRUE(rows.ok());
   EXPECT_THAT(rows->train, ElementsAre(0, 1, 2));
   EXPECT_THAT(rows->val, ElementsAre(3));
@@ -110,11 +110,11 @@ TEST(RowsForTaskTest, RepeatedKFoldDiffersPerRepeatAndCoversEachTime) {
   spec.mutable_data()->set_label("species");
   spec.mutable_cross_validation()->set_folds(3);
   spec.mutable_cross_validation()->set_repeats(2);
-  absl::StatusOr<Dataset> data = LoadDataset(spec);
+  absl::StatusOr<data::Dataset> data = data::LoadDataset(spec);
   ASSERT_TRUE(data.ok());
   std::vector<std::vector<int64_t>> val;
   for (int task = 0; task < 6; ++task)
-    val.push_back(std::move(RowsForTask(spec, *data, task)).value().val);
+    val.push_back(std::move(spec::RowsForTask(spec, *data, task)).value().val);
   for (int repeat = 0; repeat < 2; ++repeat) {
     std::vector<int64_t> all;
     for (int f = 0; f < 3; ++f) {
@@ -126,8 +126,9 @@ TEST(RowsForTaskTest, RepeatedKFoldDiffersPerRepeatAndCoversEachTime) {
     for (int64_t i = 0; i < 150; ++i) EXPECT_EQ(all[static_cast<size_t>(i)], i);
   }
   EXPECT_NE(val[0], val[3]);
-  EXPECT_EQ(val[0], std::move(RowsForTask(spec, *data, 0)).value().val);  // identical on a retry
-  EXPECT_EQ(RowsForTask(spec, *data, 6).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(val[0],
+            std::move(spec::RowsForTask(spec, *data, 0)).value().val);  // identical on a retry
+  EXPECT_EQ(spec::RowsForTask(spec, *data, 6).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace

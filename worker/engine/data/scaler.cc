@@ -10,7 +10,7 @@ namespace traind::engine {
 Standardizer::Standardizer(std::vector<double> mean, std::vector<double> scale)
     : mean_(std::move(mean)), scale_(std::move(scale)) {}
 
-void Standardizer::Fit(const Dataset& d, const std::vector<int64_t>& rows) {
+void Standardizer::Fit(const data::Dataset& d, const std::vector<int64_t>& rows) {
   const size_t f = static_cast<size_t>(d.features);
   mean_.assign(f, 0.0);
   scale_.assign(f, 1.0);

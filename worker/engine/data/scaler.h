@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "worker/engine/data/dataset.h"
+#include "data/dataset.h"
 
 namespace traind::engine {
 
@@ -23,7 +23,7 @@ class Standardizer {
 
   // Fits on d.x's rows `rows` (accumulated in double, two passes).
   // REQUIRES: every index in rows is in [0, d.rows). No rows: mean 0, scale 1.
-  void Fit(const Dataset& d, const std::vector<int64_t>& rows);
+  void Fit(const data::Dataset& d, const std::vector<int64_t>& rows);
 
   // Standardizes x: [rows, features] in place.
   // REQUIRES: fitted, features == this->features().

@@ -12,8 +12,8 @@ namespace {
 using ::testing::DoubleNear;
 using ::testing::ElementsAre;
 
-Dataset Matrix(int64_t rows, int64_t features, std::vector<float> x) {
-  Dataset d;
+data::Dataset Matrix(int64_t rows, int64_t features, std::vector<float> x) {
+  data::Dataset d;
   d.rows = rows;
   d.features = features;
   d.x = std::move(x);
@@ -23,11 +23,11 @@ Dataset Matrix(int64_t rows, int64_t features, std::vector<float> x) {
 
 TEST(StandardizerTest, FitsOnChosenRowsOnly) {
   // Rows 0, 1, 3 are the training rows; row 2 holds extreme values.
-  Dataset d = Matrix(4, 3,
-                     {1, 10, 5,        //
-                      2, 20, 5,        //
-                      1e6f, -1e6f, 7,  //
-                      6, 30, 5});
+  data::Dataset d = Matrix(4, 3,
+                           {1, 10, 5,        //
+                            2, 20, 5,        //
+                            1e6f, -1e6f, 7,  //
+                            6, 30, 5});
   Standardizer s;
   s.Fit(d, {0, 1, 3});
   // Column 0: mean (1 + 2 + 6) / 3 = 3; deviations -2, -1, 3; variance
@@ -48,7 +48,7 @@ TEST(StandardizerTest, FitsOnChosenRowsOnly) {
 
 TEST(StandardizerTest, ConstantColumnWithInexactMeanGetsScaleOne) {
   // 0.1f summed in double does not give exactly 3 * 0.1f / 3 back.
-  Dataset d = Matrix(3, 1, {0.1f, 0.1f, 0.1f});
+  data::Dataset d = Matrix(3, 1, {0.1f, 0.1f, 0.1f});
   Standardizer s;
   s.Fit(d, {0, 1, 2});
   EXPECT_EQ(s.scale()[0], 1.0);

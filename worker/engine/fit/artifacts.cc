@@ -110,19 +110,19 @@ std::string PredictionsCsv(const PredictionColumns& columns, int64_t outputs,
                            absl::Span<const int64_t> rows, const float* pred) {
   std::vector<std::string> header = {"row"};
   const bool label =
-      columns.target == TargetKind::kClasses || columns.target == TargetKind::kBinary;
+      columns.target == data::TargetKind::kClasses || columns.target == data::TargetKind::kBinary;
   if (label) header.push_back("label");
   switch (columns.target) {
-    case TargetKind::kClasses:
+    case data::TargetKind::kClasses:
       for (const std::string& c : columns.classes) header.push_back(CsvField("p_" + c));
       break;
-    case TargetKind::kBinary:
+    case data::TargetKind::kBinary:
       header.push_back(CsvField("p_" + columns.classes[1]));
       break;
-    case TargetKind::kMultiLabel:
+    case data::TargetKind::kMultiLabel:
       for (const std::string& c : columns.target_names) header.push_back(CsvField("p_" + c));
       break;
-    case TargetKind::kRegression:
+    case data::TargetKind::kRegression:
       if (outputs == 1) {
         header.push_back("prediction");
       } else {
@@ -139,13 +139,13 @@ std::string PredictionsCsv(const PredictionColumns& columns, int64_t outputs,
   for (size_t i = 0; i < rows.size(); ++i) {
     const float* p = pred + static_cast<int64_t>(i) * outputs;
     absl::StrAppend(&text, rows[i]);
-    if (columns.target == TargetKind::kClasses) {
+    if (columns.target == data::TargetKind::kClasses) {
       int64_t best = 0;
       for (int64_t j = 1; j < outputs; ++j) {
         if (p[j] > p[best]) best = j;
       }
       absl::StrAppend(&text, ",", names[static_cast<size_t>(best)]);
-    } else if (columns.target == TargetKind::kBinary) {
+    } else if (columns.target == data::TargetKind::kBinary) {
       absl::StrAppend(&text, ",", names[p[0] > 0.5f ? 1 : 0]);
     }
     for (int64_t j = 0; j < outputs; ++j) {
@@ -156,8 +156,8 @@ std::string PredictionsCsv(const PredictionColumns& columns, int64_t outputs,
   return text;
 }
 
-std::string PredictionsCsv(const Dataset& data, int64_t outputs, absl::Span<const int64_t> rows,
-                           const float* pred) {
+std::string PredictionsCsv(const data::Dataset& data, int64_t outputs,
+                           absl::Span<const int64_t> rows, const float* pred) {
   PredictionColumns columns;
   columns.target = data.target;
   columns.classes = data.classes;

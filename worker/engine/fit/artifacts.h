@@ -13,7 +13,7 @@
 
 #include "absl/status/status.h"
 #include "absl/types/span.h"
-#include "worker/engine/data/dataset.h"
+#include "data/dataset.h"
 
 namespace traind::engine {
 
@@ -39,7 +39,7 @@ absl::Status PrunePeriodicCheckpoints(const std::string& dir, int keep);
 // class names (kClasses, kBinary) and the target columns (kMultiLabel,
 // kRegression).
 struct PredictionColumns {
-  TargetKind target = TargetKind::kClasses;
+  data::TargetKind target = data::TargetKind::kClasses;
   absl::Span<const std::string> classes;
   absl::Span<const std::string> target_names;
 };
@@ -60,8 +60,8 @@ struct PredictionColumns {
 std::string PredictionsCsv(const PredictionColumns& columns, int64_t outputs,
                            absl::Span<const int64_t> rows, const float* pred);
 // The columns of `data`'s target.
-std::string PredictionsCsv(const Dataset& data, int64_t outputs, absl::Span<const int64_t> rows,
-                           const float* pred);
+std::string PredictionsCsv(const data::Dataset& data, int64_t outputs,
+                           absl::Span<const int64_t> rows, const float* pred);
 
 }  // namespace traind::engine
 

@@ -79,8 +79,8 @@ TEST(FitArtifactsTest, ErrorsAreStatusesNamingThePath) {
 }
 
 TEST(FitArtifactsTest, PredictionsCsvColumnsByTarget) {
-  Dataset classes;
-  classes.target = TargetKind::kClasses;
+  data::Dataset classes;
+  classes.target = data::TargetKind::kClasses;
   classes.classes = {"a", "b,c"};
   const float pred[4] = {0.25f, 0.75f, 1.0f, 0.0f};
   EXPECT_EQ(PredictionsCsv(classes, 2, {4, 9}, pred),
@@ -90,21 +90,21 @@ TEST(FitArtifactsTest, PredictionsCsvColumnsByTarget) {
   classes.classes = {"x", "y", "z"};
   EXPECT_EQ(PredictionsCsv(classes, 3, {0}, tie),
             "row,label,p_x,p_y,p_z\n0,x,0.400000006,0.400000006,0.200000003\n");
-  Dataset regression;
-  regression.target = TargetKind::kRegression;
+  data::Dataset regression;
+  regression.target = data::TargetKind::kRegression;
   EXPECT_EQ(PredictionsCsv(regression, 1, {0}, pred), "row,prediction\n0,0.25\n");
   regression.target_names = {"a", "b"};
   EXPECT_EQ(PredictionsCsv(regression, 2, {3}, pred), "row,a,b\n3,0.25,0.75\n");
-  Dataset binary;
-  binary.target = TargetKind::kBinary;
+  data::Dataset binary;
+  binary.target = data::TargetKind::kBinary;
   binary.classes = {"no", "yes"};
   EXPECT_EQ(PredictionsCsv(binary, 1, {}, pred), "row,label,p_yes\n");
   // p >= 0.5: the positive class.
   const float p[3] = {0.5f, 0.49f, 0.9f};
   EXPECT_EQ(PredictionsCsv(binary, 1, {0, 1, 2}, p),
             "row,label,p_yes\n0,no,0.5\n1,no,0.49000001\n2,yes,0.899999976\n");
-  Dataset multi;
-  multi.target = TargetKind::kMultiLabel;
+  data::Dataset multi;
+  multi.target = data::TargetKind::kMultiLabel;
   multi.target_names = {"l1", "l2"};
   EXPECT_EQ(PredictionsCsv(multi, 2, {7}, pred), "row,p_l1,p_l2\n7,0.25,0.75\n");
 }

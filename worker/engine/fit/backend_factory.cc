@@ -2,8 +2,8 @@
 
 #include <utility>
 
+#include "base/status.h"
 #include "worker/engine/backend/cpu/cpu_backend.h"
-#include "worker/engine/status.h"
 
 namespace traind::engine {
 namespace {

@@ -6,12 +6,12 @@
 #include <string>
 #include <utility>
 
+#include "base/status.h"
+#include "data/split.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "worker/engine/backend/cpu/cpu_backend.h"
-#include "worker/engine/data/split.h"
 #include "worker/engine/fit.h"
-#include "worker/engine/status.h"
 #include "worker/engine/testing/failing_backend.h"
 #include "worker/engine/testing/graph_recording_backend.h"
 
@@ -81,7 +81,7 @@ TEST(FitBackendFactoryTest, FitTrainsOnTheInjectedFactorysBackend) {
   traind::v1::DataSpec data_spec;
   data_spec.set_path(std::string(TRAIND_SOURCE_DIR) + "/examples/data/iris.csv");
   data_spec.set_label("species");
-  absl::StatusOr<Dataset> iris = LoadDataset(data_spec);
+  absl::StatusOr<data::Dataset> iris = data::LoadDataset(data_spec);
   ASSERT_TRUE(iris.ok()) << iris.status();
   JobSpec spec;
   spec.set_seed(1);
@@ -90,7 +90,7 @@ TEST(FitBackendFactoryTest, FitTrainsOnTheInjectedFactorysBackend) {
   spec.mutable_optimizer()->mutable_adam()->set_learning_rate(0.01);
   spec.mutable_training()->set_epochs(2);
   spec.mutable_training()->set_batch_size(32);
-  const FoldRows rows = FoldSplit(StratifiedKFold(iris->y, 5, true, 1), 0);
+  const data::FoldRows rows = data::FoldSplit(data::StratifiedKFold(iris->y, 5, true, 1), 0);
   CountingFactory factory(traind::v1::CPU);
   FitOptions options;
   options.backend_factory = &factory;

@@ -5,9 +5,9 @@
 #include <utility>
 
 #include "absl/strings/str_format.h"
+#include "base/status.h"
 #include "worker/engine/fit.h"
 #include "worker/engine/schedules.h"
-#include "worker/engine/status.h"
 
 namespace traind::engine {
 

@@ -64,10 +64,10 @@ class FitCallback {
 class MetricTracker {
  public:
   MetricTracker() = default;
-  MetricTracker(const Monitor& monitor, bool active, double min_delta)
+  MetricTracker(const spec::Monitor& monitor, bool active, double min_delta)
       : monitor_(monitor), active_(active), min_delta_(min_delta) {}
 
-  const Monitor& monitor() const { return monitor_; }
+  const spec::Monitor& monitor() const { return monitor_; }
   // False for a monitor that cannot be computed (val.* without validation
   // rows): it never sees a value.
   bool active() const { return active_; }
@@ -90,7 +90,7 @@ class MetricTracker {
   absl::Status Load(const StateReader& in);
 
  private:
-  Monitor monitor_;
+  spec::Monitor monitor_;
   bool active_ = false;
   double min_delta_ = 0;
   bool has_best_ = false;

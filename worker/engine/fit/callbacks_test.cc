@@ -22,16 +22,16 @@ using ::testing::ElementsAre;
 using traind::v1::EpochMetrics;
 using traind::v1::FoldResult;
 
-Monitor ValLoss() {
-  Monitor m;
+spec::Monitor ValLoss() {
+  spec::Monitor m;
   m.val = true;
   m.metric = traind::v1::LOSS;
   m.maximize = false;
   return m;
 }
 
-Monitor ValAccuracy() {
-  Monitor m;
+spec::Monitor ValAccuracy() {
+  spec::Monitor m;
   m.val = true;
   m.metric = traind::v1::ACCURACY;
   m.maximize = true;

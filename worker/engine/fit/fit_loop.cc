@@ -9,13 +9,13 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "base/status.h"
 #include "spec/task_plan.h"
 #include "spec/validation.h"
 #include "worker/engine/fit/artifacts.h"
 #include "worker/engine/fit/tensorboard.h"
 #include "worker/engine/model_file.h"
 #include "worker/engine/onnx_export.h"
-#include "worker/engine/status.h"
 
 namespace traind::engine {
 
@@ -65,7 +65,7 @@ absl::Status FitLoop::Prepare() {
   // task % cross_validation.folds (job.proto).
   const int32_t t = task_.task;
   result_.set_fold(t);
-  const TaskPlan tasks = PlanTasks(task_.spec);
+  const spec::TaskPlan tasks = spec::PlanTasks(task_.spec);
   if (t >= 0 && t < tasks.fold_tasks) result_.set_repeat(t / tasks.folds);
   result_.set_refit(tasks.refit && t == tasks.fold_tasks);
   result_.set_train_rows(static_cast<int64_t>(task_.rows.train.size()));
@@ -375,7 +375,7 @@ absl::Status FitLoop::Finish() {
 // The final model (the best epoch's when the selection restored it, else
 // the last epoch's) with the task's fitted features and target encoding.
 absl::StatusOr<TrainedModel> FitLoop::FinalModel() const {
-  const Dataset& data = task_.data;
+  const data::Dataset& data = task_.data;
   const FeaturePipeline& pipeline = task_.pipeline;
   TrainedModel model;
   model.spec = task_.spec;

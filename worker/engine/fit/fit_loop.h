@@ -22,6 +22,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "base/random.h"
 #include "traind/v1/job.pb.h"
 #include "worker/engine/checkpoint.h"
 #include "worker/engine/fit.h"
@@ -30,7 +31,6 @@
 #include "worker/engine/fit/parallel_strategy.h"
 #include "worker/engine/fit/step_graph.h"
 #include "worker/engine/model_file.h"
-#include "worker/engine/random.h"
 
 namespace traind::engine {
 

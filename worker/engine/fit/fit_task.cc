@@ -6,24 +6,25 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "worker/engine/random.h"
-#include "worker/engine/status.h"
+#include "base/random.h"
+#include "base/status.h"
 
 namespace traind::engine {
 
 using traind::v1::JobSpec;
 
-absl::StatusOr<CallbackPlan> PlanCallbacks(const JobSpec& spec, const ResolvedMetrics& metrics,
-                                           bool has_val, bool checkpointing) {
+absl::StatusOr<CallbackPlan> PlanCallbacks(const JobSpec& spec,
+                                           const spec::ResolvedMetrics& metrics, bool has_val,
+                                           bool checkpointing) {
   CallbackPlan plan;
   // A monitor of val.* is inactive without validation rows (a refit task).
-  auto active = [has_val](const Monitor& m) { return has_val || !m.val; };
+  auto active = [has_val](const spec::Monitor& m) { return has_val || !m.val; };
   const bool save_best = spec.has_checkpoint() && spec.checkpoint().save_best();
   const bool explicit_selection = spec.has_early_stopping() || save_best;
-  Monitor selection;
+  spec::Monitor selection;
   bool selection_active = has_val;
   if (explicit_selection) {
-    TRAIND_ASSIGN_OR_RETURN(selection, SelectionMonitor(spec));
+    TRAIND_ASSIGN_OR_RETURN(selection, spec::SelectionMonitor(spec));
     selection_active = active(selection);
   } else {
     selection.val = true;
@@ -33,8 +34,8 @@ absl::StatusOr<CallbackPlan> PlanCallbacks(const JobSpec& spec, const ResolvedMe
   double selection_delta = 0;
   if (spec.has_early_stopping()) {
     const auto& es = spec.early_stopping();
-    TRAIND_ASSIGN_OR_RETURN(
-        Monitor m, ResolveMonitor(es.monitor(), es.mode(), metrics, "early_stopping.monitor"));
+    TRAIND_ASSIGN_OR_RETURN(spec::Monitor m, spec::ResolveMonitor(es.monitor(), es.mode(), metrics,
+                                                                  "early_stopping.monitor"));
     plan.early_stopping = true;
     plan.early.tracker = MetricTracker(m, active(m), es.min_delta());
     plan.early.patience = es.patience();
@@ -49,16 +50,16 @@ absl::StatusOr<CallbackPlan> PlanCallbacks(const JobSpec& spec, const ResolvedMe
     const std::string text = c.monitor().empty() && spec.has_early_stopping()
                                  ? spec.early_stopping().monitor()
                                  : c.monitor();
-    TRAIND_ASSIGN_OR_RETURN(Monitor m,
-                            ResolveMonitor(text, c.mode(), metrics, "checkpoint.monitor"));
+    TRAIND_ASSIGN_OR_RETURN(spec::Monitor m,
+                            spec::ResolveMonitor(text, c.mode(), metrics, "checkpoint.monitor"));
     plan.best_checkpoint = true;
     plan.best = MetricTracker(m, active(m) && checkpointing, 0);
   }
   if (spec.optimizer().schedule().has_reduce_on_plateau()) {
     const auto& r = spec.optimizer().schedule().reduce_on_plateau();
-    TRAIND_ASSIGN_OR_RETURN(Monitor m,
-                            ResolveMonitor(r.monitor(), r.mode(), metrics,
-                                           "optimizer.schedule.reduce_on_plateau.monitor"));
+    TRAIND_ASSIGN_OR_RETURN(spec::Monitor m,
+                            spec::ResolveMonitor(r.monitor(), r.mode(), metrics,
+                                                 "optimizer.schedule.reduce_on_plateau.monitor"));
     plan.plateau = true;
     plan.plateau_tracker = MetricTracker(m, active(m), 0);
   }
@@ -104,7 +105,7 @@ absl::Status NetworkState::Write(const std::vector<std::vector<float>>& in) {
 
 absl::Status FitTask::Prepare(BackendFactory* factory, ParallelStrategy* strategy) {
   parallel = strategy;
-  TRAIND_ASSIGN_OR_RETURN(metrics, ResolveSpecMetrics(spec));
+  TRAIND_ASSIGN_OR_RETURN(metrics, spec::ResolveSpecMetrics(spec));
   top_k = spec.metrics().top_k() > 0 ? spec.metrics().top_k() : 5;
   has_val = !rows.val.empty();
   TRAIND_ASSIGN_OR_RETURN(callbacks,
@@ -143,10 +144,10 @@ absl::Status FitTask::Prepare(BackendFactory* factory, ParallelStrategy* strateg
   dropout_seed = DeriveSeed(spec.seed(), static_cast<uint64_t>(task), kDropoutStream);
 
   // Targets as the loss wants them: class codes, or values [rows, outputs].
-  if (data.target == TargetKind::kBinary) {
+  if (data.target == data::TargetKind::kBinary) {
     values.resize(data.y.size());
     for (size_t i = 0; i < data.y.size(); ++i) values[i] = static_cast<float>(data.y[i]);
-  } else if (data.target != TargetKind::kClasses) {
+  } else if (data.target != data::TargetKind::kClasses) {
     values = data.targets;
   }
   // The loss on the backend's device: batches of at most the largest
@@ -207,9 +208,9 @@ absl::Status FitTask::CheckOutputs() const {
   const int64_t units = spec.model().layers(last).dense().units();
   if (units == outputs) return absl::OkStatus();
   const std::string what =
-      data.target == TargetKind::kClasses  ? absl::StrFormat("%d classes", outputs)
-      : data.target == TargetKind::kBinary ? std::string("a binary target (1 output)")
-                                           : absl::StrFormat("%d target columns", outputs);
+      data.target == data::TargetKind::kClasses  ? absl::StrFormat("%d classes", outputs)
+      : data.target == data::TargetKind::kBinary ? std::string("a binary target (1 output)")
+                                                 : absl::StrFormat("%d target columns", outputs);
   return InvalidSpecError(absl::StrFormat(
       "model.layers[%d].dense.units: %d units, but the data has %s", last, units, what));
 }

@@ -16,12 +16,12 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "data/dataset.h"
+#include "data/split.h"
 #include "spec/checks.h"
 #include "traind/v1/job.pb.h"
 #include "worker/engine/backend/backend.h"
-#include "worker/engine/data/dataset.h"
 #include "worker/engine/data/features.h"
-#include "worker/engine/data/split.h"
 #include "worker/engine/fit.h"
 #include "worker/engine/fit/backend_factory.h"
 #include "worker/engine/fit/callbacks.h"
@@ -80,12 +80,12 @@ struct CallbackPlan {
 // `has_val`: the task has validation rows; `checkpointing`: a checkpoint
 // directory is set.
 absl::StatusOr<CallbackPlan> PlanCallbacks(const traind::v1::JobSpec& spec,
-                                           const ResolvedMetrics& metrics, bool has_val,
+                                           const spec::ResolvedMetrics& metrics, bool has_val,
                                            bool checkpointing);
 
 struct FitTask {
-  FitTask(const traind::v1::JobSpec& spec, const Dataset& data, const FoldRows& rows, int32_t task,
-          const FitOptions& options)
+  FitTask(const traind::v1::JobSpec& spec, const data::Dataset& data, const data::FoldRows& rows,
+          int32_t task, const FitOptions& options)
       : spec(spec), data(data), rows(rows), task(task), options(options) {}
   FitTask(const FitTask&) = delete;
   FitTask& operator=(const FitTask&) = delete;
@@ -118,13 +118,13 @@ struct FitTask {
                        const std::vector<int32_t>& classes, const std::vector<float>& values) const;
 
   const traind::v1::JobSpec& spec;
-  const Dataset& data;
-  const FoldRows& rows;
+  const data::Dataset& data;
+  const data::FoldRows& rows;
   const int32_t task;  // the task index (seeds; FoldResult.fold)
   const FitOptions options;
   ParallelStrategy* parallel = nullptr;
 
-  ResolvedMetrics metrics;
+  spec::ResolvedMetrics metrics;
   int top_k = 5;
   bool has_val = false;
   CallbackPlan callbacks;

@@ -3,11 +3,11 @@
 #include <utility>
 
 #include "absl/strings/str_format.h"
+#include "base/status.h"
 #include "worker/engine/backend/backend.h"
 #include "worker/engine/checkpoint.h"
 #include "worker/engine/network.h"
 #include "worker/engine/parallel/communicator.h"
-#include "worker/engine/status.h"
 
 namespace traind::engine {
 namespace {

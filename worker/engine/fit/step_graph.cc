@@ -3,7 +3,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "worker/engine/status.h"
+#include "base/status.h"
 
 namespace traind::engine {
 

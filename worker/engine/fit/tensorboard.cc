@@ -15,8 +15,8 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "base/status.h"
 #include "worker/engine/fit/artifacts.h"
-#include "worker/engine/status.h"
 
 namespace traind::engine {
 namespace {

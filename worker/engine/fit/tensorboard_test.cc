@@ -13,13 +13,13 @@
 #include <utility>
 #include <vector>
 
+#include "base/random.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "spec/task_rows.h"
 #include "tests/testing/temp_dir.h"
 #include "tests/testing/tfevents_reader.h"
-#include "worker/engine/data/task_rows.h"
 #include "worker/engine/fit.h"
-#include "worker/engine/random.h"
 #include "worker/engine/testing/epoch_recorder.h"
 #include "worker/engine/testing/iris.h"
 
@@ -257,8 +257,8 @@ TEST(TensorBoardTest, FitWritesEveryReportedEpochAndAResumedFitContinuesTheFile)
   spec.mutable_training()->set_batch_size(16);
   spec.mutable_training()->set_validate_every(2);
   spec.mutable_checkpoint()->set_every_epochs(1);
-  const Dataset& iris = testing::Iris();
-  const FoldRows rows = std::move(RowsForTask(spec, iris, 1)).value();
+  const data::Dataset& iris = testing::Iris();
+  const data::FoldRows rows = std::move(spec::RowsForTask(spec, iris, 1)).value();
 
   TempDir tmp;
   FitOptions options;

@@ -2,8 +2,8 @@
 
 #include <vector>
 
+#include "base/status.h"
 #include "worker/engine/initializers.h"
-#include "worker/engine/status.h"
 
 namespace traind::engine {
 

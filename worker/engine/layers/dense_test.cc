@@ -5,9 +5,9 @@
 #include <utility>
 #include <vector>
 
+#include "base/random.h"
 #include "gtest/gtest.h"
 #include "worker/engine/backend/cpu/cpu_backend.h"
-#include "worker/engine/random.h"
 #include "worker/engine/testing/gradient_check.h"
 
 namespace traind::engine {

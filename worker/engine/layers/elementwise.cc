@@ -2,7 +2,7 @@
 
 #include <utility>
 
-#include "worker/engine/status.h"
+#include "base/status.h"
 
 namespace traind::engine {
 

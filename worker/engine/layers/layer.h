@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "base/random.h"
 #include "worker/engine/backend/backend.h"
-#include "worker/engine/random.h"
 #include "worker/engine/tensor.h"
 
 namespace traind::engine {

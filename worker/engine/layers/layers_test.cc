@@ -5,12 +5,12 @@
 #include <utility>
 #include <vector>
 
+#include "base/random.h"
 #include "gtest/gtest.h"
 #include "worker/engine/backend/cpu/cpu_backend.h"
 #include "worker/engine/layers/dense.h"
 #include "worker/engine/layers/elementwise.h"
 #include "worker/engine/layers/normalization.h"
-#include "worker/engine/random.h"
 #include "worker/engine/testing/gradient_check.h"
 
 namespace traind::engine {

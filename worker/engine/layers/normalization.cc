@@ -4,8 +4,8 @@
 #include <utility>
 
 #include "absl/strings/str_format.h"
+#include "base/status.h"
 #include "worker/engine/parallel/communicator.h"
-#include "worker/engine/status.h"
 
 namespace traind::engine {
 

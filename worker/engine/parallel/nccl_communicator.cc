@@ -7,8 +7,8 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "base/status.h"
 #include "worker/engine/backend/cuda/cuda_status.h"
-#include "worker/engine/status.h"
 
 namespace traind::engine {
 namespace {

@@ -10,10 +10,10 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "base/status.h"
 #include "gtest/gtest.h"
 #include "worker/engine/backend/cuda/cuda_raii.h"
 #include "worker/engine/backend/cuda/cuda_status.h"
-#include "worker/engine/status.h"
 
 namespace traind::engine {
 namespace {

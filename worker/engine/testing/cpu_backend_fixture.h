@@ -7,10 +7,10 @@
 #include <memory>
 #include <utility>
 
+#include "base/random.h"
 #include "gtest/gtest.h"
 #include "worker/engine/backend/backend.h"
 #include "worker/engine/backend/cpu/cpu_backend.h"
-#include "worker/engine/random.h"
 
 namespace traind::engine {
 

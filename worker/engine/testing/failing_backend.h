@@ -20,8 +20,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "base/status.h"
 #include "worker/engine/backend/backend.h"
-#include "worker/engine/status.h"
 #include "worker/engine/tensor.h"
 
 namespace traind::engine::testing {

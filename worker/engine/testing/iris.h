@@ -5,17 +5,17 @@
 #include <string>
 #include <utility>
 
+#include "data/dataset.h"
 #include "traind/v1/job.pb.h"
-#include "worker/engine/data/dataset.h"
 
 namespace traind::engine::testing {
 
-inline const Dataset& Iris() {
-  static const Dataset* iris = [] {
+inline const data::Dataset& Iris() {
+  static const data::Dataset* iris = [] {
     traind::v1::DataSpec spec;
     spec.set_path(std::string(TRAIND_SOURCE_DIR) + "/examples/data/iris.csv");
     spec.set_label("species");
-    return new Dataset(std::move(LoadDataset(spec)).value());
+    return new data::Dataset(std::move(data::LoadDataset(spec)).value());
   }();
   return *iris;
 }

@@ -14,6 +14,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "base/random.h"
+#include "base/status.h"
 #include "oneapi/dnnl/dnnl.hpp"
 #include "spec/checks.h"
 #include "worker/engine/backend/activation_math.h"
@@ -21,8 +23,6 @@
 #include "worker/engine/backend/cpu/cpu_parallel.h"
 #include "worker/engine/backend/cpu/onednn_status.h"
 #include "worker/engine/backend/tensor_checks.h"
-#include "worker/engine/random.h"
-#include "worker/engine/status.h"
 
 namespace traind::engine {
 namespace {
@@ -743,7 +743,7 @@ void DisableOneDnnProfilerHooks() {
 
 absl::StatusOr<std::unique_ptr<Backend>> CreateCpuBackend(traind::v1::Precision precision) {
   TRAIND_RETURN_IF_ERROR(
-      CheckCpuPrecision(precision, precision == traind::v1::BF16 && CpuSupportsBf16()));
+      spec::CheckCpuPrecision(precision, precision == traind::v1::BF16 && CpuSupportsBf16()));
   TRAIND_ASSIGN_OR_RETURN(const cpu::CpuGemmConfig gemm, cpu::CpuGemmConfigOfProcess());
   try {
     dnnl::engine engine(dnnl::engine::kind::cpu, 0);

@@ -14,10 +14,10 @@
 #include <utility>
 #include <vector>
 
+#include "base/random.h"
+#include "base/status.h"
 #include "gtest/gtest.h"
 #include "spec/validation.h"
-#include "worker/engine/random.h"
-#include "worker/engine/status.h"
 #include "worker/engine/testing/cpu_backend_fixture.h"
 #include "worker/engine/testing/dense_reference.h"
 

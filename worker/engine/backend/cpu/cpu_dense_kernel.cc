@@ -12,13 +12,13 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "base/status.h"
 #include "oneapi/dnnl/dnnl.hpp"
 #include "worker/engine/backend/activation_math.h"
 #include "worker/engine/backend/cpu/cpu_parallel.h"
 #include "worker/engine/backend/cpu/onednn_plans.h"
 #include "worker/engine/backend/cpu/onednn_status.h"
 #include "worker/engine/backend/tensor_checks.h"
-#include "worker/engine/status.h"
 
 namespace traind::engine::cpu {
 namespace {

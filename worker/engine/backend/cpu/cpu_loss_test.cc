@@ -14,12 +14,12 @@
 #include <utility>
 #include <vector>
 
+#include "base/random.h"
+#include "base/status.h"
 #include "gtest/gtest.h"
 #include "worker/engine/backend/backend.h"
 #include "worker/engine/backend/cpu/cpu_backend.h"
 #include "worker/engine/backend/loss_math.h"
-#include "worker/engine/random.h"
-#include "worker/engine/status.h"
 #include "worker/engine/testing/cpu_backend_fixture.h"
 
 namespace traind::engine {

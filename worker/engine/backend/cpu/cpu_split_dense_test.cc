@@ -18,11 +18,11 @@
 #include <utility>
 #include <vector>
 
+#include "base/random.h"
 #include "gtest/gtest.h"
 #include "worker/engine/backend/cpu/cpu_backend.h"
 #include "worker/engine/backend/cpu/cpu_gemm.h"
 #include "worker/engine/backend/cpu/cpu_parallel.h"
-#include "worker/engine/random.h"
 #include "worker/engine/testing/cpu_backend_fixture.h"
 #include "worker/engine/testing/dense_reference.h"
 

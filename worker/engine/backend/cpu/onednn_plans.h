@@ -13,9 +13,9 @@
 #include <cstdint>
 
 #include "absl/status/status.h"
+#include "base/status.h"
 #include "oneapi/dnnl/dnnl.hpp"
 #include "worker/engine/backend/cpu/onednn_status.h"
-#include "worker/engine/status.h"
 
 namespace traind::engine::cpu {
 

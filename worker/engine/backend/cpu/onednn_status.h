@@ -10,8 +10,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/string_view.h"
+#include "base/status.h"
 #include "oneapi/dnnl/dnnl.hpp"
-#include "worker/engine/status.h"
 
 namespace traind::engine::cpu {
 

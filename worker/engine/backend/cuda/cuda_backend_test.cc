@@ -10,12 +10,12 @@
 #include <utility>
 #include <vector>
 
+#include "base/random.h"
+#include "base/status.h"
 #include "gtest/gtest.h"
 #include "worker/engine/backend/cpu/cpu_backend.h"
 #include "worker/engine/backend/cuda/cuda_raii.h"
 #include "worker/engine/backend/cuda/cuda_status.h"
-#include "worker/engine/random.h"
-#include "worker/engine/status.h"
 
 namespace traind::engine {
 namespace {

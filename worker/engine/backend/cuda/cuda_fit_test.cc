@@ -23,9 +23,9 @@ using traind::v1::JobSpec;
 
 // 4 classes, 16 features; the class is the largest of four sums of features
 // (learnable), with a little label noise.
-Dataset Synthetic(int64_t rows) {
+data::Dataset Synthetic(int64_t rows) {
   constexpr int64_t kFeatures = 16, kClasses = 4;
-  Dataset d;
+  data::Dataset d;
   d.rows = rows;
   d.features = kFeatures;
   d.x.resize(static_cast<size_t>(rows * kFeatures));
@@ -50,7 +50,7 @@ Dataset Synthetic(int64_t rows) {
     }
     d.y[static_cast<size_t>(r)] = next() < -0.45f ? (best + 1) % kClasses : best;
   }
-  d.target = TargetKind::kClasses;
+  d.target = data::TargetKind::kClasses;
   for (int64_t f = 0; f < kFeatures; ++f) d.feature_names.push_back(absl::StrCat("f", f));
   for (int64_t c = 0; c < kClasses; ++c) d.classes.push_back(absl::StrCat("c", c));
   d.lines.resize(static_cast<size_t>(rows));
@@ -91,8 +91,8 @@ struct Run {
   testing::EpochRecorder recorder;
 };
 
-std::unique_ptr<Run> FitOn(Backend* backend, const JobSpec& spec, const Dataset& data,
-                           const FoldRows& rows, bool graphs) {
+std::unique_ptr<Run> FitOn(Backend* backend, const JobSpec& spec, const data::Dataset& data,
+                           const data::FoldRows& rows, bool graphs) {
   auto run = std::make_unique<Run>();
   FitOptions options;
   options.backend = backend;
@@ -153,8 +153,8 @@ std::vector<Config> Configs() {
 }
 
 TEST_F(CudaFitTest, StepGraphsTrainExactlyAsOpsOneByOneAndAsTheCpu) {
-  const Dataset data = Synthetic(1000);  // 25 batches of 32 per epoch, one of 8
-  FoldRows rows;
+  const data::Dataset data = Synthetic(1000);  // 25 batches of 32 per epoch, one of 8
+  data::FoldRows rows;
   for (int64_t r = 0; r < 808; ++r) rows.train.push_back(r);
   for (int64_t r = 808; r < 1000; ++r) rows.val.push_back(r);
   for (const Config& config : Configs()) {
@@ -191,8 +191,8 @@ TEST_F(CudaFitTest, StepGraphsTrainExactlyAsOpsOneByOneAndAsTheCpu) {
 // Dropout (no graph: a new mask every step) trains on the GPU as on the CPU:
 // the masks are the same bits, and the evaluation passes copy on the device.
 TEST_F(CudaFitTest, DropoutTrainsAsOnTheCpu) {
-  const Dataset data = Synthetic(1000);
-  FoldRows rows;
+  const data::Dataset data = Synthetic(1000);
+  data::FoldRows rows;
   for (int64_t r = 0; r < 808; ++r) rows.train.push_back(r);
   for (int64_t r = 808; r < 1000; ++r) rows.val.push_back(r);
   const JobSpec spec = Spec(/*batch_norm=*/false, /*class_weights=*/false, /*dropout=*/true);

@@ -10,12 +10,12 @@
 #include <utility>
 #include <vector>
 
+#include "base/random.h"
 #include "gtest/gtest.h"
 #include "worker/engine/backend/cuda/cuda_backend.h"
 #include "worker/engine/backend/cuda/cuda_status.h"
 #include "worker/engine/losses.h"
 #include "worker/engine/network.h"
-#include "worker/engine/random.h"
 
 namespace traind::engine {
 namespace {
@@ -105,7 +105,7 @@ void CheckNetwork(Backend& gpu, const traind::v1::ModelSpec& model, float eps, b
   loss_spec.mutable_softmax_cross_entropy()->set_label_smoothing(0.1);
   for (double w : {1.0, 2.0, 0.5}) loss_spec.mutable_softmax_cross_entropy()->add_class_weights(w);
   std::unique_ptr<Loss> loss =
-      std::move(Loss::Create(loss_spec, TargetKind::kClasses, outputs)).value();
+      std::move(Loss::Create(loss_spec, data::TargetKind::kClasses, outputs)).value();
   const int32_t labels[batch] = {0, 1, 2, 1, 0, 2};
   const BatchTargets targets{labels, nullptr};
 

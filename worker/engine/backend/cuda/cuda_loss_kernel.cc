@@ -11,11 +11,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "base/status.h"
 #include "worker/engine/backend/cuda/cuda_kernels.h"
 #include "worker/engine/backend/cuda/cuda_status.h"
 #include "worker/engine/backend/cuda/cuda_tensor_checks.h"
 #include "worker/engine/backend/tensor_checks.h"
-#include "worker/engine/status.h"
 
 namespace traind::engine {
 namespace {

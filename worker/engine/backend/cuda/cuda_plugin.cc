@@ -16,10 +16,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "base/status.h"
 #include "worker/engine/backend/cuda/cuda_backend.h"
 #include "worker/engine/backend/cuda/cuda_status.h"
 #include "worker/engine/parallel/nccl_communicator.h"
-#include "worker/engine/status.h"
 
 #ifndef TRAIND_VERSION
 #define TRAIND_VERSION "unknown"

@@ -16,7 +16,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
-#include "worker/engine/status.h"
+#include "base/status.h"
 
 namespace traind::engine::cuda {
 

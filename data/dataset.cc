@@ -1,0 +1,450 @@
+#include "data/dataset.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <optional>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "base/status.h"
+#include "data/csv.h"
+#include "data/labels.h"
+#include "data/text.h"
+
+namespace traind::data {
+namespace {
+
+using traind::v1::JobSpec;
+
+}  // namespace
+
+const char* ParseFeature(std::string_view s, float* value) {
+  static constexpr const char* kNotANumber = "is not a number";
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  if (!s.empty() && s.front() == '+') s.remove_prefix(1);
+  if (s.empty()) return kNotANumber;
+  float v = 0;
+  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (end != s.data() + s.size()) return kNotANumber;
+  if (ec == std::errc::result_out_of_range) {
+    return "is out of range for a 32-bit float (magnitudes from 1.2e-38 to 3.4e38, or 0)";
+  }
+  if (ec != std::errc() || !std::isfinite(v)) return kNotANumber;
+  *value = v;
+  return nullptr;
+}
+
+namespace {
+
+// Index of `name` in `header` (of the file `path`), or an InvalidSpecError
+// for `field`.
+absl::StatusOr<size_t> Column(const std::vector<std::string>& header, const std::string& path,
+                              const std::string& name, const std::string& field) {
+  size_t found = header.size();
+  int count = 0;
+  for (size_t c = 0; c < header.size(); ++c) {
+    if (header[c] == name) {
+      if (count++ == 0) found = c;
+    }
+  }
+  if (count == 0) {
+    return InvalidSpecError(absl::StrFormat("%s: column \"%s\" not found in %s; columns: %s", field,
+                                            name, path, JoinForMessage(header)));
+  }
+  if (count > 1) {
+    return InvalidSpecError(
+        absl::StrFormat("%s: column \"%s\" appears %d times in %s", field, name, count, path));
+  }
+  return found;
+}
+
+// The columns a spec reads, as indices into data.path's header, and where
+// each is in the validation file's.
+struct SpecColumns {
+  std::vector<std::string> target_names;
+  std::vector<size_t> target_cols;
+  int64_t group_col = -1;
+  std::vector<size_t> numeric_cols, categorical_cols;
+  std::vector<std::string> numeric_names;
+  std::vector<size_t> val_map;  // [header.size()] column in the validation file (needed ones)
+};
+
+// Resolves the spec's columns against the headers (val_header: null without
+// a validation file). Errors as LoadDataset's.
+absl::StatusOr<SpecColumns> ResolveColumns(const JobSpec& spec,
+                                           const std::vector<std::string>& header,
+                                           const std::vector<std::string>* val_header) {
+  const traind::v1::DataSpec& d = spec.data();
+  SpecColumns cols;
+  if (!d.label().empty()) {
+    cols.target_names.push_back(d.label());
+  } else {
+    cols.target_names.assign(d.labels().begin(), d.labels().end());
+  }
+  for (size_t i = 0; i < cols.target_names.size(); ++i) {
+    const std::string field =
+        d.label().empty() ? absl::StrCat("data.labels[", i, "]") : std::string("data.label");
+    TRAIND_ASSIGN_OR_RETURN(size_t c, Column(header, d.path(), cols.target_names[i], field));
+    cols.target_cols.push_back(c);
+  }
+  const std::string group_name =
+      spec.has_cross_validation() ? spec.cross_validation().group_column() : "";
+  if (!group_name.empty()) {
+    TRAIND_ASSIGN_OR_RETURN(size_t c,
+                            Column(header, d.path(), group_name, "cross_validation.group_column"));
+    cols.group_col = static_cast<int64_t>(c);
+  }
+  std::vector<std::string> feature_list;
+  if (d.features_size() > 0) {
+    feature_list.assign(d.features().begin(), d.features().end());
+  } else {
+    for (const std::string& h : header) {
+      if (std::find(cols.target_names.begin(), cols.target_names.end(), h) !=
+          cols.target_names.end()) {
+        continue;
+      }
+      if (h == group_name) continue;
+      if (std::find(d.ignore().begin(), d.ignore().end(), h) != d.ignore().end()) continue;
+      feature_list.push_back(h);
+    }
+  }
+  for (int i = 0; i < d.ignore_size(); ++i) {
+    TRAIND_RETURN_IF_ERROR(
+        Column(header, d.path(), d.ignore(i), absl::StrCat("data.ignore[", i, "]")).status());
+  }
+  for (size_t i = 0; i < feature_list.size(); ++i) {
+    const std::string field = d.features_size() > 0 ? absl::StrCat("data.features[", i, "]")
+                                                    : std::string("data.features");
+    TRAIND_ASSIGN_OR_RETURN(size_t c, Column(header, d.path(), feature_list[i], field));
+    if (std::find(cols.target_cols.begin(), cols.target_cols.end(), c) != cols.target_cols.end()) {
+      return InvalidSpecError(
+          absl::StrFormat("%s: \"%s\" is a label column", field, feature_list[i]));
+    }
+    if (std::find(d.categorical().begin(), d.categorical().end(), feature_list[i]) ==
+        d.categorical().end()) {
+      cols.numeric_cols.push_back(c);
+      cols.numeric_names.push_back(feature_list[i]);
+    }
+  }
+  for (int i = 0; i < d.categorical_size(); ++i) {
+    TRAIND_ASSIGN_OR_RETURN(size_t c, Column(header, d.path(), d.categorical(i),
+                                             absl::StrCat("data.categorical[", i, "]")));
+    cols.categorical_cols.push_back(c);
+  }
+  if (cols.numeric_cols.empty() && cols.categorical_cols.empty()) {
+    return DataError(absl::StrFormat("%s: no feature columns besides the label", d.path()));
+  }
+  // Map each column of the validation file by name.
+  cols.val_map.assign(header.size(), 0);
+  if (val_header != nullptr) {
+    auto has = [](const std::vector<size_t>& v, size_t c) {
+      return std::find(v.begin(), v.end(), c) != v.end();
+    };
+    for (size_t c = 0; c < header.size(); ++c) {
+      const bool needed = has(cols.numeric_cols, c) || has(cols.categorical_cols, c) ||
+                          has(cols.target_cols, c) || static_cast<int64_t>(c) == cols.group_col;
+      if (!needed) continue;
+      TRAIND_ASSIGN_OR_RETURN(
+          cols.val_map[c], Column(*val_header, spec.cross_validation().validation_path(), header[c],
+                                  "cross_validation.validation_path"));
+    }
+  }
+  return cols;
+}
+
+// The rows of the main file followed by those of the validation file, with
+// the validation file's columns mapped to the main file's.
+struct Rows {
+  const CsvTable* table;
+  size_t row;
+};
+
+}  // namespace
+
+bool IsMissing(const std::string& cell) {
+  const absl::string_view s = absl::StripAsciiWhitespace(cell);
+  return s.empty() || s == "NA" || s == "NaN" || s == "nan" || s == "null";
+}
+
+int64_t Dataset::ModelOutputs() const {
+  switch (target) {
+    case TargetKind::kClasses:
+      return static_cast<int64_t>(classes.size());
+    case TargetKind::kBinary:
+      return 1;
+    default:
+      return outputs;
+  }
+}
+
+absl::StatusOr<Dataset> LoadDataset(const traind::v1::DataSpec& spec) {
+  JobSpec job;
+  *job.mutable_data() = spec;
+  return LoadDataset(job);
+}
+
+absl::StatusOr<Dataset> LoadDataset(const JobSpec& spec) {
+  const traind::v1::DataSpec& d = spec.data();
+  if (d.path().empty()) return InvalidSpecError("data.path: required");
+  if (d.label().empty() && d.labels_size() == 0) return InvalidSpecError("data.label: required");
+  const char delimiter = d.delimiter().empty() ? ',' : d.delimiter()[0];
+  TRAIND_ASSIGN_OR_RETURN(CsvTable table, ReadCsv(d.path(), delimiter));
+  CsvTable val_table;
+  const bool has_val_file =
+      spec.has_cross_validation() && !spec.cross_validation().validation_path().empty();
+  if (has_val_file) {
+    TRAIND_ASSIGN_OR_RETURN(val_table,
+                            ReadCsv(spec.cross_validation().validation_path(), delimiter));
+  }
+  const TargetKind target = TargetKindOf(spec);
+
+  TRAIND_ASSIGN_OR_RETURN(
+      SpecColumns cols,
+      ResolveColumns(spec, table.header, has_val_file ? &val_table.header : nullptr));
+  const std::vector<std::string>& target_names = cols.target_names;
+  const std::vector<size_t>& target_cols = cols.target_cols;
+  const int64_t group_col = cols.group_col;
+  const std::vector<size_t>& numeric_cols = cols.numeric_cols;
+  const std::vector<size_t>& categorical_cols = cols.categorical_cols;
+  const std::vector<size_t>& val_map = cols.val_map;
+  Dataset data;
+  data.feature_names = cols.numeric_names;
+  for (int i = 0; i < d.categorical_size(); ++i) {
+    CategoricalColumn column;
+    column.name = d.categorical(i);
+    data.categorical.push_back(std::move(column));
+  }
+  std::vector<Rows> rows;
+  for (size_t r = 0; r < table.rows.size(); ++r) rows.push_back({&table, r});
+  for (size_t r = 0; r < val_table.rows.size(); ++r) rows.push_back({&val_table, r});
+  if (table.rows.empty()) return DataError(absl::StrCat(d.path(), ": no data rows"));
+
+  auto cell = [&](const Rows& row, size_t c) -> const std::string& {
+    return row.table == &table ? table.rows[row.row][c] : val_table.rows[row.row][val_map[c]];
+  };
+  auto where = [&](const Rows& row, size_t c) {
+    const size_t fc = row.table == &table ? c : val_map[c];
+    return absl::StrFormat("%s:%d: column %s (column %d)", row.table->path,
+                           row.table->lines[row.row], QuoteForMessage(table.header[c]), fc + 1);
+  };
+  const bool impute = d.missing() != traind::v1::MISSING_ERROR;
+
+  data.path = d.path();
+  data.columns = static_cast<int64_t>(table.header.size());
+  data.rows = static_cast<int64_t>(rows.size());
+  data.features = static_cast<int64_t>(numeric_cols.size());
+  data.target = target;
+  data.validation_start = has_val_file ? static_cast<int64_t>(table.rows.size()) : -1;
+  data.x.resize(static_cast<size_t>(data.rows * data.features));
+  data.lines.resize(rows.size());
+  float* out = data.x.data();
+  for (size_t r = 0; r < rows.size(); ++r) {
+    data.lines[r] = rows[r].table->lines[rows[r].row];
+    for (size_t c : numeric_cols) {
+      const std::string& v = cell(rows[r], c);
+      if (IsMissing(v)) {
+        if (!impute) {
+          return DataError(
+              absl::StrCat(where(rows[r], c), ": missing value (data.missing: error)"));
+        }
+        *out++ = std::numeric_limits<float>::quiet_NaN();
+        continue;
+      }
+      if (const char* wrong = ParseFeature(v, out); wrong != nullptr) {
+        return DataError(
+            absl::StrFormat("%s: %s %s", where(rows[r], c), QuoteForMessage(v), wrong));
+      }
+      ++out;
+    }
+  }
+  // Categorical columns: distinct values of the whole file, ascending.
+  for (size_t k = 0; k < categorical_cols.size(); ++k) {
+    const size_t c = categorical_cols[k];
+    CategoricalColumn& column = data.categorical[k];
+    std::map<std::string, int32_t> index;
+    for (const Rows& row : rows) {
+      const std::string& v = cell(row, c);
+      if (IsMissing(v)) {
+        if (!impute) {
+          return DataError(absl::StrCat(where(row, c), ": missing value (data.missing: error)"));
+        }
+        continue;
+      }
+      index.emplace(v, 0);
+    }
+    int32_t code = 0;
+    for (auto& [value, i] : index) {
+      i = code++;
+      column.values.push_back(value);
+    }
+    column.codes.reserve(rows.size());
+    for (const Rows& row : rows) {
+      const std::string& v = cell(row, c);
+      column.codes.push_back(IsMissing(v) ? -1 : index[v]);
+    }
+  }
+  if (group_col >= 0) {
+    std::map<std::string, int32_t> index;
+    for (const Rows& row : rows) index.emplace(cell(row, static_cast<size_t>(group_col)), 0);
+    int32_t code = 0;
+    for (auto& [value, i] : index) i = code++;
+    for (const Rows& row : rows)
+      data.groups.push_back(index[cell(row, static_cast<size_t>(group_col))]);
+  }
+  // Targets.
+  data.target_names = target_names;
+  if (target == TargetKind::kClasses || target == TargetKind::kBinary) {
+    if (target_cols.size() != 1) return InvalidSpecError("data.label: required");
+    std::vector<std::string> labels;
+    labels.reserve(rows.size());
+    for (const Rows& row : rows) {
+      const std::string& v = cell(row, target_cols[0]);
+      if (v.empty()) return DataError(absl::StrCat(where(row, target_cols[0]), ": empty label"));
+      labels.push_back(v);
+    }
+    LabelEncoding encoding = EncodeLabels(labels);
+    data.y = std::move(encoding.codes);
+    data.classes = std::move(encoding.classes);
+    if (target == TargetKind::kBinary && data.classes.size() != 2) {
+      return InvalidSpecError(absl::StrFormat(
+          "data.label: column \"%s\" has %d classes, but sigmoid_binary_cross_entropy on "
+          "data.label needs exactly 2 (data.labels for multi-label targets)",
+          d.label(), data.classes.size()));
+    }
+    data.outputs = data.ModelOutputs();
+  } else {
+    data.outputs = static_cast<int64_t>(target_cols.size());
+    data.targets.resize(static_cast<size_t>(data.rows * data.outputs));
+    for (size_t r = 0; r < rows.size(); ++r) {
+      for (size_t k = 0; k < target_cols.size(); ++k) {
+        const std::string& v = cell(rows[r], target_cols[k]);
+        float value = 0;
+        if (const char* wrong = ParseFeature(v, &value); wrong != nullptr) {
+          return DataError(absl::StrFormat("%s: %s %s", where(rows[r], target_cols[k]),
+                                           QuoteForMessage(v), wrong));
+        }
+        if (target == TargetKind::kMultiLabel && value != 0.0f && value != 1.0f) {
+          return DataError(absl::StrFormat("%s: %s is not a 0/1 label",
+                                           where(rows[r], target_cols[k]), QuoteForMessage(v)));
+        }
+        data.targets[r * target_cols.size() + k] = value;
+      }
+    }
+  }
+  return data;
+}
+
+int64_t DatasetSummary::ModelOutputs() const {
+  switch (target) {
+    case TargetKind::kClasses:
+      return classes_known ? static_cast<int64_t>(class_rows.size()) : -1;
+    case TargetKind::kBinary:
+      return 1;
+    default:
+      return target_columns;
+  }
+}
+
+absl::StatusOr<DatasetSummary> SummarizeDataset(const JobSpec& spec) {
+  const traind::v1::DataSpec& d = spec.data();
+  if (d.path().empty()) return InvalidSpecError("data.path: required");
+  if (d.label().empty() && d.labels_size() == 0) return InvalidSpecError("data.label: required");
+  const char delimiter = d.delimiter().empty() ? ',' : d.delimiter()[0];
+  TRAIND_ASSIGN_OR_RETURN(CsvReader main, CsvReader::Open(d.path(), delimiter));
+  std::optional<CsvReader> val;
+  const bool has_val_file =
+      spec.has_cross_validation() && !spec.cross_validation().validation_path().empty();
+  if (has_val_file) {
+    TRAIND_ASSIGN_OR_RETURN(CsvReader reader,
+                            CsvReader::Open(spec.cross_validation().validation_path(), delimiter));
+    val.emplace(std::move(reader));
+  }
+  TRAIND_ASSIGN_OR_RETURN(SpecColumns cols,
+                          ResolveColumns(spec, main.header(), val ? &val->header() : nullptr));
+  DatasetSummary summary;
+  summary.columns = static_cast<int64_t>(main.header().size());
+  summary.features = static_cast<int64_t>(cols.numeric_cols.size());
+  summary.target = TargetKindOf(spec);
+  summary.target_columns = static_cast<int64_t>(cols.target_cols.size());
+  const bool class_target =
+      summary.target == TargetKind::kClasses || summary.target == TargetKind::kBinary;
+  if (class_target && cols.target_cols.size() != 1) {
+    return InvalidSpecError("data.label: required");
+  }
+  // Distinct values and their rows, while they fit the budget.
+  std::unordered_map<std::string, int64_t> labels;
+  std::map<std::string, int64_t> groups;
+  size_t distinct_bytes = 0;
+  constexpr size_t kEntryBytes = 64;  // a node's overhead, roughly
+  bool labels_fit = class_target, groups_fit = cols.group_col >= 0;
+  auto count = [&](auto& values, bool& fits, const std::string& value) {
+    if (!fits) return;
+    auto it = values.find(value);
+    if (it != values.end()) {
+      ++it->second;
+      return;
+    }
+    distinct_bytes += value.size() + kEntryBytes;
+    if (distinct_bytes > kSummaryDistinctBytes) {
+      fits = false;
+      values.clear();
+      return;
+    }
+    values.emplace(value, 1);
+  };
+  std::vector<std::string> row;
+  int64_t line = 0;
+  for (CsvReader* reader : {&main, val ? &*val : nullptr}) {
+    if (reader == nullptr) continue;
+    const bool is_val = reader != &main;
+    int64_t& rows = is_val ? summary.validation_rows : summary.rows;
+    while (true) {
+      TRAIND_ASSIGN_OR_RETURN(bool found, reader->Next(&row, &line));
+      if (!found) break;
+      ++rows;
+      auto cell = [&](size_t c) -> const std::string& { return row[is_val ? cols.val_map[c] : c]; };
+      if (class_target) {
+        const std::string& v = cell(cols.target_cols[0]);
+        if (v.empty()) {
+          const size_t fc = is_val ? cols.val_map[cols.target_cols[0]] : cols.target_cols[0];
+          return DataError(
+              absl::StrFormat("%s:%d: column %s (column %d): empty label", reader->path(), line,
+                              QuoteForMessage(main.header()[cols.target_cols[0]]), fc + 1));
+        }
+        count(labels, labels_fit, v);
+      }
+      if (cols.group_col >= 0) count(groups, groups_fit, cell(static_cast<size_t>(cols.group_col)));
+    }
+  }
+  if (summary.rows == 0) return DataError(absl::StrCat(d.path(), ": no data rows"));
+  if (labels_fit) {
+    std::vector<std::string> values;
+    values.reserve(labels.size());
+    for (const auto& [value, n] : labels) values.push_back(value);
+    const LabelEncoding encoding = EncodeLabels(values);  // the classes' order
+    for (const std::string& c : encoding.classes) summary.class_rows.push_back(labels[c]);
+    summary.classes_known = true;
+    if (summary.target == TargetKind::kBinary && summary.class_rows.size() != 2) {
+      return InvalidSpecError(absl::StrFormat(
+          "data.label: column \"%s\" has %d classes, but sigmoid_binary_cross_entropy on "
+          "data.label needs exactly 2 (data.labels for multi-label targets)",
+          d.label(), summary.class_rows.size()));
+    }
+  }
+  if (groups_fit) {
+    for (const auto& [value, n] : groups) summary.group_rows.push_back(n);
+    summary.groups_known = true;
+  }
+  return summary;
+}
+
+}  // namespace traind::data

@@ -1,0 +1,67 @@
+#include "server/core/admission.h"
+
+#include <optional>
+#include <string>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "spec/memory_estimate.h"
+#include "spec/submitted_spec.h"
+#include "spec/validation.h"
+
+namespace traind::server {
+
+absl::StatusOr<traind::v1::Job> Admission::Submit(const traind::v1::SubmitJobRequest& req,
+                                                  const Caller& caller) const {
+  // A retry first: its answer is the job the first submit created, even if
+  // the spec would be refused now (the owner's queue is full, the data file
+  // changed, the limits were lowered).
+  absl::StatusOr<std::optional<traind::v1::Job>> existing =
+      scheduler_->FindSubmitted(caller.name, req.idempotency_key());
+  if (!existing.ok()) return existing.status();
+  if (existing->has_value()) return **std::move(existing);
+
+  // The spec as a message or as text, with its overrides and relative paths
+  // resolved against the client's base_dir.
+  spec::SpecSubmission submission;
+  if (req.has_spec()) submission.spec = &req.spec();
+  if (req.has_spec_text()) submission.spec_text = &req.spec_text();
+  submission.overrides.assign(req.overrides().begin(), req.overrides().end());
+  submission.base_dir = req.base_dir();
+  absl::StatusOr<traind::v1::JobSpec> submitted = spec::BuildSubmittedSpec(submission);
+  if (!submitted.ok()) return submitted.status();
+  traind::v1::JobSpec spec = *std::move(submitted);
+
+  // Sizes first (cheap), then confinement: validation reads the data file,
+  // so it must only ever see paths inside the data roots.
+  if (absl::Status s = CheckSpecLimits(spec, policy_->limits); !s.ok()) return s;
+  if (absl::Status s = policy_->data_roots.ConfineSpec(&spec); !s.ok()) return s;
+  spec::ValidationContext context;
+  context.cpu_bf16 = scheduler_->WorkerCpuBf16();
+  std::string no_gpu;
+  context.gpus = scheduler_->UsableGpus(&no_gpu);
+  const bool gpu = spec.resources().device() == traind::v1::GPU;
+  if (gpu && context.gpus == 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("spec.resources.device: gpu requested, but ", no_gpu));
+  }
+  spec::ValidatedShape shape;
+  absl::Status valid = spec::ValidateJobSpec(spec, context, &shape);
+  if (!valid.ok()) return absl::InvalidArgumentError(absl::StrCat("spec.", valid.message()));
+  if (absl::Status s = CheckDataLimits(spec, shape, policy_->limits); !s.ok()) return s;
+
+  absl::StatusOr<spec::TaskMemory> memory = spec::EstimateTaskMemory(
+      spec, shape.features, shape.outputs, shape.rows + shape.validation_rows);
+  if (!memory.ok()) return memory.status();
+  SubmitOptions options;
+  options.host_memory_bytes = memory->host_bytes;
+  if (gpu) options.gpu_memory_bytes = memory->model_bytes;
+  options.owner = caller.name;
+  options.idempotency_key = req.idempotency_key();
+  // Checked by Submit after its own idempotency lookup, atomically with the
+  // insert (a concurrent retry of the same key may have won the race).
+  options.max_queued_jobs = policy_->limits.max_queued_jobs_per_user;
+  return scheduler_->Submit(spec, options);
+}
+
+}  // namespace traind::server
