@@ -315,8 +315,11 @@ ServerUnaryReactor* TrainingServiceImpl::ListDevices(CallbackServerContext* ctx,
   if (absl::StatusOr<Caller> c = Authorize(ctx, Rpc::kListDevices); !c.ok()) {
     return Reply(ctx, c.status());
   }
-  *resp = reads_->ListDevices();
-  return Reply(ctx, absl::OkStatus());
+  // Reads /proc and asks the GPU probe: on the pool, never on a reactor.
+  return OnStoreReads(ctx, [this, resp] {
+    *resp = reads_->ListDevices();
+    return absl::OkStatus();
+  });
 }
 
 ServerUnaryReactor* TrainingServiceImpl::GetServerInfo(CallbackServerContext* ctx,
@@ -325,8 +328,11 @@ ServerUnaryReactor* TrainingServiceImpl::GetServerInfo(CallbackServerContext* ct
   if (absl::StatusOr<Caller> c = Authorize(ctx, Rpc::kGetServerInfo); !c.ok()) {
     return Reply(ctx, c.status());
   }
-  *resp = reads_->GetServerInfo();
-  return Reply(ctx, absl::OkStatus());
+  // May wait for the workers' capabilities at start: on the pool.
+  return OnStoreReads(ctx, [this, resp] {
+    *resp = reads_->GetServerInfo();
+    return absl::OkStatus();
+  });
 }
 
 ServerUnaryReactor* TrainingServiceImpl::CreateDashboardLogin(
