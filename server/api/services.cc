@@ -358,44 +358,68 @@ ServerUnaryReactor* TrainingServiceImpl::CreateDashboardLogin(
 
 // Replies to a worker's report once what it changed is stored: the worker
 // forgets what was acknowledged, so it must survive a crash of traind.
-ServerUnaryReactor* WorkerServiceImpl::ReplyOnceStored(CallbackServerContext* ctx,
-                                                       const absl::StatusOr<bool>& stop,
-                                                       traind::v1::ReportResponse* resp) {
-  if (!stop.ok()) return Reply(ctx, stop.status());
+void WorkerServiceImpl::Call(const traind::v1::AttemptCredentials& c, std::function<void()> call) {
+  // A worker that calls before its own launch is recorded is answered from
+  // the dispatch thread once it is: the reactor never waits.
+  auto shared = std::make_shared<std::function<void()>>(std::move(call));
+  if (!scheduler_->AfterLaunchRecorded(c, [shared] { (*shared)(); })) (*shared)();
+}
+
+void WorkerServiceImpl::FinishOnceStored(ServerUnaryReactor* reactor,
+                                         const absl::StatusOr<bool>& stop,
+                                         traind::v1::ReportResponse* resp) {
+  if (!stop.ok()) {
+    reactor->Finish(ToGrpc(stop.status()));
+    return;
+  }
   resp->set_stop(*stop);
-  ServerUnaryReactor* reactor = ctx->DefaultReactor();
   scheduler_->WhenStored([reactor] { reactor->Finish(grpc::Status::OK); });
-  return reactor;
 }
 
 ServerUnaryReactor* WorkerServiceImpl::GetTask(CallbackServerContext* ctx,
                                                const traind::v1::GetTaskRequest* req,
                                                traind::v1::TaskAssignment* resp) {
-  return ReplyWith(ctx, scheduler_->GetTask(req->credentials()), resp);
+  ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  Call(req->credentials(), [this, reactor, req, resp] {
+    absl::StatusOr<traind::v1::TaskAssignment> task = scheduler_->GetTask(req->credentials());
+    if (task.ok()) *resp = *std::move(task);
+    reactor->Finish(ToGrpc(task.status()));
+  });
+  return reactor;
 }
 
 ServerUnaryReactor* WorkerServiceImpl::ReportEpoch(CallbackServerContext* ctx,
                                                    const traind::v1::ReportEpochRequest* req,
                                                    traind::v1::ReportResponse* resp) {
-  std::vector<const traind::v1::EpochMetrics*> epochs = {&req->metrics()};
-  for (const traind::v1::EpochMetrics& m : req->more()) epochs.push_back(&m);
-  absl::StatusOr<bool> stop = scheduler_->ReportEpochs(req->credentials(), epochs);
-  return ReplyOnceStored(ctx, stop, resp);
+  ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  Call(req->credentials(), [this, reactor, req, resp] {
+    std::vector<const traind::v1::EpochMetrics*> epochs = {&req->metrics()};
+    for (const traind::v1::EpochMetrics& m : req->more()) epochs.push_back(&m);
+    FinishOnceStored(reactor, scheduler_->ReportEpochs(req->credentials(), epochs), resp);
+  });
+  return reactor;
 }
 
 ServerUnaryReactor* WorkerServiceImpl::ReportEvent(CallbackServerContext* ctx,
                                                    const traind::v1::ReportEventRequest* req,
                                                    traind::v1::ReportResponse* resp) {
-  absl::StatusOr<bool> stop = scheduler_->ReportEvent(*req);
-  return ReplyOnceStored(ctx, stop, resp);
+  ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  Call(req->credentials(), [this, reactor, req, resp] {
+    FinishOnceStored(reactor, scheduler_->ReportEvent(*req), resp);
+  });
+  return reactor;
 }
 
 ServerUnaryReactor* WorkerServiceImpl::Heartbeat(CallbackServerContext* ctx,
                                                  const traind::v1::HeartbeatRequest* req,
                                                  traind::v1::ReportResponse* resp) {
-  absl::StatusOr<bool> stop = scheduler_->Heartbeat(req->credentials());
-  if (stop.ok()) resp->set_stop(*stop);
-  return Reply(ctx, stop.status());
+  ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  Call(req->credentials(), [this, reactor, req, resp] {
+    absl::StatusOr<bool> stop = scheduler_->Heartbeat(req->credentials());
+    if (stop.ok()) resp->set_stop(*stop);
+    reactor->Finish(ToGrpc(stop.status()));
+  });
+  return reactor;
 }
 
 ServerUnaryReactor* WorkerServiceImpl::Rendezvous(CallbackServerContext* ctx,
@@ -403,11 +427,13 @@ ServerUnaryReactor* WorkerServiceImpl::Rendezvous(CallbackServerContext* ctx,
                                                   traind::v1::RendezvousResponse* resp) {
   // Waits (without holding a thread) until rank 0 has posted its id.
   ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  scheduler_->Rendezvous(req->credentials(), req->world_size(), req->unique_id(),
-                         [reactor, resp](absl::StatusOr<std::string> id) {
-                           if (id.ok()) resp->set_unique_id(*id);
-                           reactor->Finish(ToGrpc(id.status()));
-                         });
+  Call(req->credentials(), [this, reactor, req, resp] {
+    scheduler_->Rendezvous(req->credentials(), req->world_size(), req->unique_id(),
+                           [reactor, resp](absl::StatusOr<std::string> id) {
+                             if (id.ok()) resp->set_unique_id(*id);
+                             reactor->Finish(ToGrpc(id.status()));
+                           });
+  });
   return reactor;
 }
 

@@ -143,9 +143,12 @@ class WorkerServiceImpl final : public traind::v1::WorkerService::CallbackServic
                                        traind::v1::RendezvousResponse* resp) override;
 
  private:
-  grpc::ServerUnaryReactor* ReplyOnceStored(grpc::CallbackServerContext* ctx,
-                                            const absl::StatusOr<bool>& stop,
-                                            traind::v1::ReportResponse* resp);
+  // Runs `call` now, or once the launch of the credentials' attempt is
+  // recorded (Scheduler::AfterLaunchRecorded): never waits.
+  void Call(const traind::v1::AttemptCredentials& c, std::function<void()> call);
+  // Finishes a report's call once what it reported is stored.
+  void FinishOnceStored(grpc::ServerUnaryReactor* reactor, const absl::StatusOr<bool>& stop,
+                        traind::v1::ReportResponse* resp);
 
   Scheduler* const scheduler_;
 };

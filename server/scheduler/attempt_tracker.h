@@ -34,8 +34,10 @@ struct LiveAttempt {
   int pid = 0;  // rank 0's
   std::string secret;
   // Its processes are being started (outside the scheduler's mutex): worker
-  // calls wait until the launch is recorded.
+  // calls wait until the launch is recorded, or are handed to
+  // `after_launch` (Scheduler::AfterLaunchRecorded).
   bool launching = false;
+  std::vector<std::function<void()>> after_launch;
   int last_epoch = 0;
   int trained_epochs = 0;  // epochs this attempt reported
   bool stop_requested = false;

@@ -262,8 +262,14 @@ class Scheduler final {
   void EnforceDeadlines();
 
   // --- WorkerService --- (each checks the attempt's secret)
-  // Calls for an attempt whose processes are still being started wait until
-  // the launch is recorded (the caller is one of them: moments).
+  // A worker may call before the launch that started it is recorded (its
+  // processes are still being started, outside the scheduler's mutex). The
+  // calls below then wait until it is (moments); a caller that must not wait
+  // (a gRPC reactor) first calls AfterLaunchRecorded: it returns false when
+  // the credentials' attempt is not being launched (call now), else keeps
+  // `then` and calls it once the launch is recorded or failed, on the
+  // dispatch thread without the scheduler's lock (`then` makes the call).
+  bool AfterLaunchRecorded(const traind::v1::AttemptCredentials& c, std::function<void()> then);
   absl::StatusOr<traind::v1::TaskAssignment> GetTask(const traind::v1::AttemptCredentials& c);
   // Return whether the worker should stop.
   absl::StatusOr<bool> ReportEpoch(const traind::v1::AttemptCredentials& c,
@@ -460,6 +466,9 @@ class Scheduler final {
   // Launches in progress (without the mutex). An exit of a pid not known
   // yet waits for them to be recorded.
   int launches_in_flight_ ABSL_GUARDED_BY(mu_) = 0;
+  // Worker calls whose attempt's launch was just recorded, for DispatchLocked
+  // to run without the mutex (AfterLaunchRecorded).
+  std::vector<std::function<void()>> recorded_calls_ ABSL_GUARDED_BY(mu_);
   std::vector<PredictionsMerge> merges_ ABSL_GUARDED_BY(mu_);
   std::deque<traind::v1::JobEvent> pending_events_ ABSL_GUARDED_BY(mu_);  // stable addresses
   int running_ ABSL_GUARDED_BY(mu_) = 0;                                  // CPU tasks

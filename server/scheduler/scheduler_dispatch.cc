@@ -129,6 +129,14 @@ void Scheduler::DispatchLocked() {
     mu_.Lock();
     --launches_in_flight_;
     RecordLaunchLocked(plan, outcome);
+    if (!recorded_calls_.empty()) {
+      // Worker calls that raced their launch's record (AfterLaunchRecorded).
+      std::vector<std::function<void()>> calls = std::move(recorded_calls_);
+      recorded_calls_.clear();
+      mu_.Unlock();
+      for (std::function<void()>& call : calls) call();
+      mu_.Lock();
+    }
     next = queue_.begin();  // the queue changed while the mutex was free
   }
 }
@@ -241,6 +249,10 @@ void Scheduler::RecordLaunchLocked(const LaunchPlan& plan, const LaunchOutcome& 
   Task* t = job.mutable_tasks(task);
   LiveAttempt& la = lj.attempts.at(task);
   la.launching = false;
+  // Worker calls that came before this record go on once the mutex is free
+  // (DispatchLocked runs them).
+  for (std::function<void()>& then : la.after_launch) recorded_calls_.push_back(std::move(then));
+  la.after_launch.clear();
   if (outcome.pids.empty()) {
     lj.attempts.erase(task);
     if (outcome.attempted) {

@@ -7,7 +7,9 @@
 #include <memory>
 #include <string>
 
+#include "absl/synchronization/notification.h"
 #include "gtest/gtest.h"
+#include "server/scheduler/attempt_secrets.h"
 #include "server/scheduler/scheduler.h"
 #include "server/store/job_store.h"
 #include "server/testing/fake_launcher.h"
@@ -27,7 +29,8 @@ class SchedulerLaunchTest : public ::testing::Test {
     auto store = JobStore::Open(dir_.Path("traind.db"));
     ASSERT_TRUE(store.ok()) << store.status();
     store_ = *std::move(store);
-    const SchedulerOptions o = TestSchedulerOptions(dir_.path());
+    SchedulerOptions o = TestSchedulerOptions(dir_.path());
+    o.attempt_key = kAttemptKey;
     scheduler_ = std::make_unique<Scheduler>(o, store_.get(), &launcher_);
     ASSERT_TRUE(scheduler_->Recover().ok());
   }
@@ -45,6 +48,7 @@ class SchedulerLaunchTest : public ::testing::Test {
     return spec;
   }
 
+  static constexpr char kAttemptKey[] = "launch-test-key";
   ::traind::testing::TempDir dir_{"traind-launch"};
   FakeLauncher launcher_;
   std::unique_ptr<JobStore> store_;
@@ -77,6 +81,42 @@ TEST_F(SchedulerLaunchTest, ASlowLaunchBlocksNoOtherCall) {
   EXPECT_EQ(view->state(), Job::RUNNING);
   EXPECT_EQ(view->tasks(0).state(), Task::STARTING);
   EXPECT_EQ(view->tasks(0).attempts(0).pid(), l.pid);
+}
+
+// A worker's call that comes before its launch is recorded is handed over
+// (AfterLaunchRecorded), never waited for on the caller's thread (a gRPC
+// reactor), and made once the launch is recorded.
+TEST_F(SchedulerLaunchTest, AWorkerCallBeforeItsLaunchIsRecordedIsDeferredNotWaitedFor) {
+  launcher_.Hold();
+  scheduler_->Start();
+  auto job = scheduler_->Submit(Spec(1));
+  ASSERT_TRUE(job.ok());
+  ASSERT_TRUE(launcher_.WaitForLaunchCalls(1));
+  traind::v1::AttemptCredentials c;
+  c.set_job_id(job->id());
+  c.set_task(0);
+  c.set_attempt(1);
+  c.set_secret(AttemptSecret(kAttemptKey, job->id(), 0, 1));
+  absl::Notification answered;
+  absl::StatusOr<traind::v1::TaskAssignment> task;
+  ASSERT_TRUE(scheduler_->AfterLaunchRecorded(c, [&] {
+    task = scheduler_->GetTask(c);  // on the dispatch thread, without the mutex
+    answered.Notify();
+  })) << "the attempt is being launched: the call is kept";
+  EXPECT_FALSE(answered.WaitForNotificationWithTimeout(absl::Milliseconds(100)))
+      << "not before the launch is recorded";
+  // Another attempt's credentials, or a job that is not launching: call now.
+  traind::v1::AttemptCredentials other = c;
+  other.set_attempt(2);
+  EXPECT_FALSE(scheduler_->AfterLaunchRecorded(other, [] {}));
+  other.set_job_id("nojob");
+  EXPECT_FALSE(scheduler_->AfterLaunchRecorded(other, [] {}));
+  launcher_.Release();
+  ASSERT_TRUE(answered.WaitForNotificationWithTimeout(absl::Seconds(10)));
+  ASSERT_TRUE(task.ok()) << task.status();
+  EXPECT_EQ(task->job_id(), job->id());
+  EXPECT_EQ(task->attempt(), 1);
+  EXPECT_FALSE(scheduler_->AfterLaunchRecorded(c, [] {})) << "recorded: call now";
 }
 
 TEST_F(SchedulerLaunchTest, ACancelDuringTheLaunchStopsTheWorkerOnceItIsRecorded) {

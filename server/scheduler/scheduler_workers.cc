@@ -22,7 +22,8 @@ absl::StatusOr<Scheduler::LiveJob*> Scheduler::AuthLocked(const traind::v1::Atte
     auto it = jobs_.find(c.job_id());
     if (it == jobs_.end()) return true;
     auto ait = it->second->attempts.find(c.task());
-    return ait == it->second->attempts.end() || !ait->second.launching;
+    return ait == it->second->attempts.end() || !ait->second.launching ||
+           ait->second.number != c.attempt();  // another attempt's worker: denied below
   };
   mu_.Await(absl::Condition(&recorded));
   auto it = jobs_.find(c.job_id());
@@ -40,6 +41,20 @@ absl::StatusOr<Scheduler::LiveJob*> Scheduler::AuthLocked(const traind::v1::Atte
   return absl::PermissionDeniedError(absl::StrCat("no running attempt ", c.attempt(), " of task ",
                                                   c.task(), " of job ", c.job_id(),
                                                   " with these credentials"));
+}
+
+bool Scheduler::AfterLaunchRecorded(const traind::v1::AttemptCredentials& c,
+                                    std::function<void()> then) {
+  absl::MutexLock lock(&mu_);
+  auto it = jobs_.find(c.job_id());
+  if (it == jobs_.end()) return false;
+  auto ait = it->second->attempts.find(c.task());
+  if (ait == it->second->attempts.end() || !ait->second.launching ||
+      ait->second.number != c.attempt()) {
+    return false;
+  }
+  ait->second.after_launch.push_back(std::move(then));
+  return true;
 }
 
 absl::StatusOr<traind::v1::TaskAssignment> Scheduler::GetTask(
