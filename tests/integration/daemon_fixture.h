@@ -20,7 +20,7 @@ namespace traind::testing {
 inline std::string IrisPath() { return SourceDir() + "/examples/data/iris.csv"; }
 
 // The example spec with an absolute data path.
-inline traind::v1::JobSpec IrisSpec() {
+inline traind::v1::JobSpec ExampleIrisSpec() {
   auto spec = spec::LoadJobSpecFile(SourceDir() + "/examples/iris-cv.yaml");
   EXPECT_TRUE(spec.ok()) << spec.status();
   spec->mutable_data()->set_path(IrisPath());

@@ -42,7 +42,7 @@ using traind::v1::Task;
 
 TEST_F(DaemonTest, IrisCrossValidationEndToEnd) {
   std::vector<JobEvent> events;
-  Job job = RunToEnd(IrisSpec(), &events);
+  Job job = RunToEnd(ExampleIrisSpec(), &events);
   ASSERT_EQ(job.state(), Job::SUCCEEDED) << job.DebugString();
   ASSERT_EQ(job.tasks_size(), 5);
 
@@ -154,13 +154,13 @@ struct BadSpecCase {
 // exactly, and both kinds are traind's own children.
 TEST_F(DaemonTest, ZygoteAndExecdWorkersGiveIdenticalResults) {
   std::vector<JobEvent> events;
-  Job forked = RunToEnd(IrisSpec(), &events);
+  Job forked = RunToEnd(ExampleIrisSpec(), &events);
   ASSERT_EQ(forked.state(), Job::SUCCEEDED) << forked.DebugString();
   EXPECT_NE(daemon_->Log().find("worker zygote started"), std::string::npos) << daemon_->Log();
 
   Daemon direct(dir_.path() + "/direct", {"--cpu-slots=2", "--worker-zygote=false"});
   ASSERT_TRUE(direct.Start()) << direct.Log();
-  absl::StatusOr<Job> submitted = SubmitJob(direct.stub(), IrisSpec());
+  absl::StatusOr<Job> submitted = SubmitJob(direct.stub(), ExampleIrisSpec());
   ASSERT_TRUE(submitted.ok()) << submitted.status();
   std::vector<JobEvent> direct_events;
   ASSERT_TRUE(WatchAll(direct.stub(), submitted->id(), 0, &direct_events).ok());
@@ -196,7 +196,7 @@ TEST_F(DaemonTest, ZygoteAndExecdWorkersGiveIdenticalResults) {
 // (a fork copies only the caller's), before and after it has forked workers.
 TEST_F(DaemonTest, TheZygoteStaysOneThreadAfterItsPrewarm) {
   std::vector<JobEvent> events;
-  ASSERT_EQ(RunToEnd(IrisSpec(), &events).state(), Job::SUCCEEDED);
+  ASSERT_EQ(RunToEnd(ExampleIrisSpec(), &events).state(), Job::SUCCEEDED);
   std::vector<int> zygotes;
   for (const ProcChild& c : ChildrenOf(daemon_->pid())) {
     if (ProcCmdline(c.pid).find("--zygote") != std::string::npos) zygotes.push_back(c.pid);
@@ -213,7 +213,7 @@ TEST_F(DaemonTest, TheZygoteStaysOneThreadAfterItsPrewarm) {
 // `traind-worker --capabilities` at start, so submit accepts bf16 exactly
 // when a worker can train in it, capped or not.
 TEST_F(DaemonTest, Bf16AtSubmitAgreesWithTheWorkersOneDnn) {
-  traind::v1::JobSpec spec = IrisSpec();
+  traind::v1::JobSpec spec = ExampleIrisSpec();
   spec.mutable_training()->set_epochs(3);
   spec.mutable_training()->set_precision(traind::v1::BF16);
   const std::string refused =
@@ -293,7 +293,7 @@ TEST_F(DaemonTest, InvalidSpecsAreRejectedWithTheFieldPathAndNothingIsStored) {
   };
   const int before = JobCount();
   for (const auto& c : cases) {
-    traind::v1::JobSpec spec = IrisSpec();
+    traind::v1::JobSpec spec = ExampleIrisSpec();
     c.mutate(&spec);
     auto job = Submit(spec);
     ASSERT_FALSE(job.ok()) << c.name;
@@ -327,7 +327,7 @@ TEST_F(DaemonTest, BadDataFailsTheJobWithDataErrorNamingFileLineAndColumn) {
                              Case{label, {label, ":4: column 3 is not valid UTF-8"}},
                              Case{huge, {huge, ":4: column 2 holds more than 65536 bytes"}}};
   for (const Case& c : cases) {
-    traind::v1::JobSpec spec = IrisSpec();
+    traind::v1::JobSpec spec = ExampleIrisSpec();
     spec.mutable_data()->set_path(c.path);
     spec.mutable_data()->set_label("label");
     spec.mutable_cross_validation()->set_folds(2);
@@ -357,7 +357,7 @@ TEST_F(DaemonTest, DataThatIsNotARegularFileIsRefusedAtOnce) {
   const std::string folder = dir_.path() + "/folder.csv";
   ASSERT_EQ(mkdir(folder.c_str(), 0700), 0);
   for (const auto& [path, kind] : {std::pair{fifo, "a FIFO"}, std::pair{folder, "a directory"}}) {
-    traind::v1::JobSpec spec = IrisSpec();
+    traind::v1::JobSpec spec = ExampleIrisSpec();
     spec.mutable_data()->set_path(path);
     const absl::Time start = absl::Now();
     absl::StatusOr<Job> job = Submit(spec);
@@ -395,13 +395,14 @@ TEST_F(DaemonTest, SubmitChecksALargeCsvInBoundedMemory) {
     ASSERT_TRUE(out.good());
   }
   const int pid = daemon_->pid();
-  ASSERT_EQ(Submit(IrisSpec()).status().code(), absl::StatusCode::kOk);  // warm: a first submit
+  ASSERT_EQ(Submit(ExampleIrisSpec()).status().code(),
+            absl::StatusCode::kOk);  // warm: a first submit
   const int64_t idle = ProcStatusKiB(pid, "VmRSS");
   ASSERT_GT(idle, 0);
   { std::ofstream(absl::StrCat("/proc/", pid, "/clear_refs")) << "5"; }  // VmHWM := VmRSS
   ASSERT_LE(ProcStatusKiB(pid, "VmHWM"), idle + 1024);
   traind::v1::SubmitJobRequest req;
-  *req.mutable_spec() = IrisSpec();
+  *req.mutable_spec() = ExampleIrisSpec();
   req.mutable_spec()->mutable_data()->set_path(path);
   Job job;
   auto ctx = Ctx(300);
@@ -499,7 +500,7 @@ TEST_F(DaemonTest, UnknownJobIsNotFound) {
 }
 
 TEST_F(DaemonTest, CancelRunningJob) {
-  traind::v1::JobSpec spec = IrisSpec();
+  traind::v1::JobSpec spec = ExampleIrisSpec();
   spec.mutable_training()->set_epochs(100000);  // runs until cancelled
   auto job = Submit(spec);
   ASSERT_TRUE(job.ok()) << job.status();

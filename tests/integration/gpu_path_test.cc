@@ -43,7 +43,8 @@ constexpr int kLongEpochs = 400;
 // Iris folds differ by under 1e-8).
 constexpr double kDataParallelTolerance = 1e-6;
 
-traind::v1::JobSpec IrisSpec() {
+// The example iris CV spec, shortened: kFolds folds of kEpochs epochs.
+traind::v1::JobSpec ShortIrisCvSpec() {
   auto spec = spec::LoadJobSpecFile(SourceDir() + "/examples/iris-cv.yaml");
   EXPECT_TRUE(spec.ok()) << spec.status();
   spec->mutable_data()->set_path(SourceDir() + "/examples/data/iris.csv");
@@ -53,7 +54,7 @@ traind::v1::JobSpec IrisSpec() {
 }
 
 traind::v1::JobSpec GpuSpec(int count) {
-  traind::v1::JobSpec spec = IrisSpec();
+  traind::v1::JobSpec spec = ShortIrisCvSpec();
   spec.mutable_resources()->set_device(traind::v1::GPU);
   spec.mutable_resources()->set_count(count);
   return spec;
@@ -197,7 +198,7 @@ TEST_F(GpuPathTest, AGpuJobTrainsThroughThePluginAsOnTheCpu) {
   StartDaemon(1);
   EXPECT_NE(daemon_->Log().find("worker backends=cpu,cuda"), std::string::npos);
   std::vector<JobEvent> cpu_events, gpu_events;
-  const Job cpu = Run(IrisSpec(), &cpu_events);
+  const Job cpu = Run(ShortIrisCvSpec(), &cpu_events);
   ASSERT_EQ(cpu.state(), Job::SUCCEEDED) << cpu.DebugString();
   const Job gpu = Run(GpuSpec(1), &gpu_events);
   ASSERT_EQ(gpu.state(), Job::SUCCEEDED) << gpu.DebugString();

@@ -75,7 +75,7 @@ void AddDense(JobSpec* spec, int units, traind::v1::Activation activation) {
 
 // Dense(16, relu) + Dense(3), Adam, batch 16: 120 training rows give
 // batches of 16 and a last one of 8.
-JobSpec IrisSpec() {
+JobSpec DataParallelIrisSpec() {
   JobSpec spec;
   spec.set_seed(42);
   *spec.mutable_data() = IrisData();
@@ -103,7 +103,7 @@ void AddDenseWithoutBias(JobSpec* spec, int units) {
 
 // Dense(16, no bias) + batch norm + relu + Dense(3) on iris, batch 10.
 JobSpec IrisBatchNormSpec() {
-  JobSpec spec = IrisSpec();
+  JobSpec spec = DataParallelIrisSpec();
   spec.mutable_model()->clear_layers();
   AddDenseWithoutBias(&spec, 16);
   spec.mutable_model()->add_layers()->mutable_batch_norm();
@@ -469,7 +469,7 @@ constexpr double kTolerance = 1e-5;
 
 // A group of one rank takes the one-rank path (batch norm included).
 TEST(DataParallelTest, OneRankGroupEqualsNoCommunicatorExactly) {
-  for (const JobSpec& spec : {IrisSpec(), IrisBatchNormSpec()}) {
+  for (const JobSpec& spec : {DataParallelIrisSpec(), IrisBatchNormSpec()}) {
     SCOPED_TRACE(spec.model().layers_size());
     const data::FoldRows rows = IrisFold0();
     std::unique_ptr<Reference> ref = RunOneRank(spec, Iris(), rows, {});
@@ -486,14 +486,14 @@ TEST(DataParallelTest, OneRankGroupEqualsNoCommunicatorExactly) {
 
 TEST(DataParallelTest, ClassificationWithAdamOnTwoAndThreeRanksEqualsOneRank) {
   // 3 ranks: shares of 6, 5, 5 rows; the last batch of 8 rows as 3, 3, 2.
-  ExpectEquivalent(IrisSpec(), Iris(), IrisFold0(), {2, 3}, kTolerance);
+  ExpectEquivalent(DataParallelIrisSpec(), Iris(), IrisFold0(), {2, 3}, kTolerance);
 }
 
 TEST(DataParallelTest, SmallBucketsSplitTensorsAndEqualOneRank) {
   // 64-float buckets: most tensors are summed in several pieces, and
   // pieces of a layer's weights go out while earlier layers still run
   // backward.
-  JobSpec spec = IrisSpec();
+  JobSpec spec = DataParallelIrisSpec();
   spec.mutable_model()->clear_layers();
   AddDense(&spec, 24, traind::v1::RELU);
   AddDense(&spec, 12, traind::v1::TANH);
@@ -502,7 +502,7 @@ TEST(DataParallelTest, SmallBucketsSplitTensorsAndEqualOneRank) {
 }
 
 TEST(DataParallelTest, SgdMomentumUnevenSharesAndALastBatchSmallerThanTheRanks) {
-  JobSpec spec = IrisSpec();
+  JobSpec spec = DataParallelIrisSpec();
   spec.mutable_optimizer()->clear_adam();
   spec.mutable_optimizer()->mutable_sgd()->set_learning_rate(0.05);
   spec.mutable_optimizer()->mutable_sgd()->set_momentum(0.9);
@@ -524,7 +524,7 @@ TEST(DataParallelTest, SgdMomentumUnevenSharesAndALastBatchSmallerThanTheRanks) 
 // has no rows in every batch) cross a window's end mid-epoch, and so do
 // the 260 one-row validation chunks of each rank.
 TEST(DataParallelTest, ManyBatchesPerEpochAcrossWindowsEqualOneRank) {
-  JobSpec spec = IrisSpec();
+  JobSpec spec = DataParallelIrisSpec();
   spec.mutable_training()->set_batch_size(2);
   spec.mutable_training()->set_epochs(2);
   const data::FoldRows fold = IrisFold0();
@@ -544,7 +544,7 @@ TEST(DataParallelTest, ManyBatchesPerEpochAcrossWindowsEqualOneRank) {
 // have the zero-weight class weighs nothing, yet smoothing gives its rows a
 // gradient, relative to the whole batch's weight.
 TEST(DataParallelTest, ZeroWeightClassWithLabelSmoothingEqualsOneRank) {
-  JobSpec spec = IrisSpec();
+  JobSpec spec = DataParallelIrisSpec();
   auto* ce = spec.mutable_loss()->mutable_softmax_cross_entropy();
   for (double w : {0.0, 1.0, 2.0}) ce->add_class_weights(w);
   ce->set_label_smoothing(0.3);
@@ -581,11 +581,11 @@ TEST(DataParallelTest, RefitWithoutValidationEqualsOneRank) {
   // No validation rows: the model checkpoint is the only artifact.
   data::FoldRows rows;
   for (int64_t i = 0; i < Iris().rows; ++i) rows.train.push_back(i);
-  ExpectEquivalent(IrisSpec(), Iris(), rows, {3}, kTolerance);
+  ExpectEquivalent(DataParallelIrisSpec(), Iris(), rows, {3}, kTolerance);
 }
 
 TEST(DataParallelTest, DropoutMasksAreDrawnByGlobalRow) {
-  JobSpec spec = IrisSpec();
+  JobSpec spec = DataParallelIrisSpec();
   spec.mutable_model()->clear_layers();
   AddDense(&spec, 32, traind::v1::RELU);
   spec.mutable_model()->add_layers()->mutable_dropout()->set_rate(0.4);
@@ -625,7 +625,7 @@ TEST(DataParallelTest, BatchNormWithARankWithoutRowsEqualsOneRank) {
 }
 
 TEST(DataParallelTest, BatchNormAndDropoutEqualOneRank) {
-  JobSpec spec = IrisSpec();
+  JobSpec spec = DataParallelIrisSpec();
   spec.mutable_model()->clear_layers();
   AddDense(&spec, 32, traind::v1::RELU);
   spec.mutable_model()->add_layers()->mutable_dropout()->set_rate(0.3);
@@ -636,7 +636,7 @@ TEST(DataParallelTest, BatchNormAndDropoutEqualOneRank) {
 }
 
 TEST(DataParallelTest, ObserverErrorOnOneRankFailsEveryRankPromptly) {
-  JobSpec spec = IrisSpec();
+  JobSpec spec = DataParallelIrisSpec();
   spec.mutable_training()->set_epochs(3);
   // Mid-run, and after the last epoch (the others are then in the final
   // validation pass).
@@ -662,7 +662,7 @@ TEST(DataParallelTest, ObserverErrorOnOneRankFailsEveryRankPromptly) {
 }
 
 TEST(DataParallelTest, StopOnOneRankStopsEveryRankAfterTheSameBatchAndResumes) {
-  JobSpec spec = IrisSpec();
+  JobSpec spec = DataParallelIrisSpec();
   spec.mutable_training()->set_epochs(3);
   ScratchDir ckpt;
   FitOptions options;
@@ -701,7 +701,7 @@ TEST(DataParallelTest, StopOnOneRankStopsEveryRankAfterTheSameBatchAndResumes) {
 }
 
 TEST(DataParallelTest, DivergenceIsReportedByEveryRankAtTheSameBatch) {
-  JobSpec spec = IrisSpec();
+  JobSpec spec = DataParallelIrisSpec();
   spec.mutable_data()->set_standardize(false);
   spec.mutable_optimizer()->clear_adam();
   spec.mutable_optimizer()->mutable_sgd()->set_learning_rate(1e30);
@@ -716,7 +716,7 @@ TEST(DataParallelTest, DivergenceIsReportedByEveryRankAtTheSameBatch) {
 }
 
 TEST(DataParallelTest, RanksGivenOtherRowsFailAndSayWhich) {
-  const auto runs = RunRanks(3, IrisSpec(), Iris(), IrisFold0(), {},
+  const auto runs = RunRanks(3, DataParallelIrisSpec(), Iris(), IrisFold0(), {},
                              [](int rank, testing::EpochRecorder*, data::FoldRows* rows) {
                                if (rank == 2) std::swap(rows->train[0], rows->val[0]);
                              });
@@ -728,7 +728,7 @@ TEST(DataParallelTest, RanksGivenOtherRowsFailAndSayWhich) {
   }
   // Other validation rows, as many: their metrics, and so the early-stopping
   // decisions and collectives, would differ.
-  const auto val_runs = RunRanks(2, IrisSpec(), Iris(), IrisFold0(), {},
+  const auto val_runs = RunRanks(2, DataParallelIrisSpec(), Iris(), IrisFold0(), {},
                                  [](int rank, testing::EpochRecorder*, data::FoldRows* rows) {
                                    if (rank == 1) rows->val[0] = rows->train[0];
                                  });
@@ -740,7 +740,7 @@ TEST(DataParallelTest, RanksGivenOtherRowsFailAndSayWhich) {
 }
 
 TEST(DataParallelTest, GpuSpecIsRefusedOnTheCpuBackend) {
-  JobSpec spec = IrisSpec();
+  JobSpec spec = DataParallelIrisSpec();
   spec.mutable_resources()->set_device(traind::v1::GPU);
   spec.mutable_resources()->set_count(1);
   absl::StatusOr<FoldResult> result = Fit(spec, Iris(), IrisFold0(), 0, {}, nullptr);
@@ -764,7 +764,7 @@ TEST(DataParallelTest, OnlyRankZeroWritesTensorBoardScalars) {
   traind::testing::TempDir tmp;
   FitOptions options;
   options.tensorboard_dir = tmp.Path("tensorboard/task-0");
-  const auto runs = RunRanks(3, IrisSpec(), Iris(), IrisFold0(), options);
+  const auto runs = RunRanks(3, DataParallelIrisSpec(), Iris(), IrisFold0(), options);
   for (size_t r = 0; r < runs.size(); ++r) {
     ASSERT_TRUE(runs[r]->result.ok()) << "rank " << r << ": " << runs[r]->result.status();
     // A second writer would find the file locked and warn.

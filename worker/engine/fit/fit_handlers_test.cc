@@ -100,7 +100,7 @@ TEST(TrajectoryTest, MatchesPyTorchOnDigits) {
 
 // Iris 5-fold, fold 2, with dropout, batch norm, Adam + schedule, early
 // stopping state: everything a checkpoint must carry.
-JobSpec IrisSpec() {
+JobSpec CheckpointedIrisSpec() {
   JobSpec spec;
   spec.set_seed(5);
   spec.mutable_data()->set_path(Source("examples/data/iris.csv"));
@@ -129,7 +129,7 @@ JobSpec IrisSpec() {
 
 const data::Dataset& Iris() {
   static const data::Dataset* d =
-      new data::Dataset(std::move(data::LoadDataset(IrisSpec())).value());
+      new data::Dataset(std::move(data::LoadDataset(CheckpointedIrisSpec())).value());
   return *d;
 }
 
@@ -146,7 +146,7 @@ std::vector<std::string> Files(const std::string& dir) {
 }
 
 TEST(CheckpointResumeTest, ResumedRunEqualsUninterruptedRun) {
-  const JobSpec spec = IrisSpec();
+  const JobSpec spec = CheckpointedIrisSpec();
   const data::FoldRows rows = std::move(spec::RowsForTask(spec, Iris(), 2)).value();
   testing::EpochRecorder full;
   FitOptions plain;
@@ -190,7 +190,7 @@ TEST(CheckpointResumeTest, ResumedRunEqualsUninterruptedRun) {
 }
 
 TEST(CheckpointResumeTest, CorruptAndTruncatedCheckpointsAreSkipped) {
-  const JobSpec spec = IrisSpec();
+  const JobSpec spec = CheckpointedIrisSpec();
   const data::FoldRows rows = std::move(spec::RowsForTask(spec, Iris(), 0)).value();
   const std::string dir = TempDir();
   FitOptions options;
@@ -220,7 +220,7 @@ TEST(CheckpointResumeTest, CorruptAndTruncatedCheckpointsAreSkipped) {
 }
 
 TEST(CheckpointResumeTest, AnotherSpecIsNotResumed) {
-  JobSpec spec = IrisSpec();
+  JobSpec spec = CheckpointedIrisSpec();
   const data::FoldRows rows = std::move(spec::RowsForTask(spec, Iris(), 0)).value();
   const std::string dir = TempDir();
   FitOptions options;
@@ -237,7 +237,7 @@ TEST(CheckpointResumeTest, AnotherSpecIsNotResumed) {
 }
 
 TEST(EarlyStoppingTest, StopsAfterPatienceAndRestoresBest) {
-  JobSpec spec = IrisSpec();
+  JobSpec spec = CheckpointedIrisSpec();
   spec.clear_checkpoint();
   spec.mutable_training()->set_epochs(200);
   spec.mutable_early_stopping()->set_monitor("val.loss");
@@ -301,7 +301,7 @@ TEST(EarlyStoppingTest, StopsAfterPatienceAndRestoresBest) {
 }
 
 TEST(RefitTest, TrainsOnAllRowsAndStoresTheModel) {
-  JobSpec spec = IrisSpec();
+  JobSpec spec = CheckpointedIrisSpec();
   spec.clear_checkpoint();
   spec.mutable_cross_validation()->set_refit(true);
   const spec::TaskPlan plan = spec::PlanTasks(spec);
@@ -338,7 +338,7 @@ TEST(RefitTest, TrainsOnAllRowsAndStoresTheModel) {
 }
 
 TEST(DeterminismTest, SameSpecSameMetrics) {
-  JobSpec spec = IrisSpec();
+  JobSpec spec = CheckpointedIrisSpec();
   spec.clear_checkpoint();
   spec.mutable_training()->set_epochs(4);
   const data::FoldRows rows = std::move(spec::RowsForTask(spec, Iris(), 3)).value();
@@ -352,7 +352,7 @@ TEST(DeterminismTest, SameSpecSameMetrics) {
 }
 
 TEST(ValidateEveryTest, ValidatesEveryNthAndTheLastEpoch) {
-  JobSpec spec = IrisSpec();
+  JobSpec spec = CheckpointedIrisSpec();
   spec.clear_checkpoint();
   spec.clear_early_stopping();
   spec.mutable_optimizer()->clear_schedule();
@@ -439,7 +439,7 @@ namespace traind::engine {
 namespace {
 
 TEST(EarlyStoppingTest, BaselineAndStartFromEpoch) {
-  JobSpec spec = IrisSpec();
+  JobSpec spec = CheckpointedIrisSpec();
   spec.clear_checkpoint();
   spec.mutable_training()->set_epochs(30);
   auto* es = spec.mutable_early_stopping();

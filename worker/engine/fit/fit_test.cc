@@ -29,7 +29,7 @@ using testing::Iris;
 
 // The reference job: Dense(16, relu) + Dense(3), Adam 0.01,
 // 100 epochs of batch 16, standardized.
-JobSpec IrisSpec() {
+JobSpec ReferenceIrisSpec() {
   JobSpec spec;
   spec.set_seed(42);
   spec.mutable_data()->set_standardize(true);
@@ -56,7 +56,7 @@ TEST(FitTest, IrisFold0LearnsAndReportsEveryEpoch) {
   FitOptions options;
   options.task = 3;
   options.attempt = 2;
-  absl::StatusOr<FoldResult> result = Fit(IrisSpec(), Iris(), rows, 0, options, &observer);
+  absl::StatusOr<FoldResult> result = Fit(ReferenceIrisSpec(), Iris(), rows, 0, options, &observer);
   ASSERT_TRUE(result.ok()) << result.status();
 
   EXPECT_EQ(result->fold(), 0);
@@ -98,7 +98,7 @@ TEST(FitTest, IrisFold0LearnsAndReportsEveryEpoch) {
 }
 
 TEST(FitTest, SameSeedGivesIdenticalMetrics) {
-  JobSpec spec = IrisSpec();
+  JobSpec spec = ReferenceIrisSpec();
   spec.mutable_training()->set_epochs(15);
   data::FoldRows rows = IrisFold0();
   testing::EpochRecorder a, b, c;
@@ -120,7 +120,8 @@ TEST(FitTest, SameSeedGivesIdenticalMetrics) {
 TEST(FitTest, StopRequestedCancels) {
   testing::EpochRecorder observer;
   observer.stop_after_polls = 11;  // during epoch 2 (8 batches per epoch)
-  absl::StatusOr<FoldResult> result = Fit(IrisSpec(), Iris(), IrisFold0(), 0, {}, &observer);
+  absl::StatusOr<FoldResult> result =
+      Fit(ReferenceIrisSpec(), Iris(), IrisFold0(), 0, {}, &observer);
   ASSERT_FALSE(result.ok());
   EXPECT_EQ(result.status().code(), absl::StatusCode::kCancelled);
   EXPECT_EQ(FailureKindOf(result.status()), FailureKind::kCancelled);
@@ -131,13 +132,14 @@ TEST(FitTest, StopRequestedCancels) {
 TEST(FitTest, ObserverErrorStopsTraining) {
   testing::EpochRecorder observer;
   observer.fail_at_epoch = 2;
-  absl::StatusOr<FoldResult> result = Fit(IrisSpec(), Iris(), IrisFold0(), 0, {}, &observer);
+  absl::StatusOr<FoldResult> result =
+      Fit(ReferenceIrisSpec(), Iris(), IrisFold0(), 0, {}, &observer);
   EXPECT_EQ(result.status().code(), absl::StatusCode::kUnavailable);
   EXPECT_EQ(observer.epochs.size(), 2u);
 }
 
 TEST(FitTest, BatchesCountsStepsAndReportsThePartialEpoch) {
-  JobSpec spec = IrisSpec();
+  JobSpec spec = ReferenceIrisSpec();
   spec.mutable_training()->clear_epochs();
   spec.mutable_training()->set_batches(10);
   testing::EpochRecorder observer;
@@ -152,7 +154,7 @@ TEST(FitTest, BatchesCountsStepsAndReportsThePartialEpoch) {
 }
 
 TEST(FitTest, NoValidationRows) {
-  JobSpec spec = IrisSpec();
+  JobSpec spec = ReferenceIrisSpec();
   spec.mutable_training()->set_epochs(3);
   data::FoldRows rows;
   for (int64_t i = 0; i < Iris().rows; ++i) rows.train.push_back(i);
@@ -169,7 +171,7 @@ TEST(FitTest, NoValidationRows) {
 
 // The chosen metrics, plus the loss, which is always reported.
 TEST(FitTest, ChosenMetricsOnly) {
-  JobSpec spec = IrisSpec();
+  JobSpec spec = ReferenceIrisSpec();
   spec.mutable_training()->set_epochs(2);
   spec.mutable_metrics()->add_train(traind::v1::ACCURACY);
   spec.mutable_metrics()->add_val(traind::v1::LOSS);
@@ -185,7 +187,7 @@ TEST(FitTest, ChosenMetricsOnly) {
 // Standardization is fitted on the training rows only: making the validation
 // rows extreme changes nothing the training batches see.
 TEST(FitTest, StandardizationIgnoresValidationRows) {
-  JobSpec spec = IrisSpec();
+  JobSpec spec = ReferenceIrisSpec();
   spec.mutable_training()->set_epochs(3);
   data::FoldRows rows = IrisFold0();
   data::Dataset extreme = Iris();
@@ -203,7 +205,7 @@ TEST(FitTest, StandardizationIgnoresValidationRows) {
 }
 
 TEST(FitTest, WrongOutputWidth) {
-  JobSpec spec = IrisSpec();
+  JobSpec spec = ReferenceIrisSpec();
   spec.mutable_model()->mutable_layers(1)->mutable_dense()->set_units(4);
   absl::StatusOr<FoldResult> result = Fit(spec, Iris(), IrisFold0(), 0, {}, nullptr);
   ASSERT_FALSE(result.ok());
@@ -213,31 +215,32 @@ TEST(FitTest, WrongOutputWidth) {
 }
 
 TEST(FitTest, BadSpecsAndRows) {
-  JobSpec spec = IrisSpec();
+  JobSpec spec = ReferenceIrisSpec();
   spec.mutable_training()->set_batch_size(0);
   EXPECT_EQ(Fit(spec, Iris(), IrisFold0(), 0, {}, nullptr).status().message(),
             "training.batch_size: must be positive, got 0");
-  spec = IrisSpec();
+  spec = ReferenceIrisSpec();
   spec.mutable_training()->set_batches(5);
   EXPECT_EQ(Fit(spec, Iris(), IrisFold0(), 0, {}, nullptr).status().message(),
             "training: set only one of epochs and batches");
-  spec = IrisSpec();
+  spec = ReferenceIrisSpec();
   spec.mutable_model()->clear_layers();
   EXPECT_EQ(FailureKindOf(Fit(spec, Iris(), IrisFold0(), 0, {}, nullptr).status()),
             FailureKind::kInvalidSpec);
   data::FoldRows rows = IrisFold0();
   rows.val.push_back(150);
-  EXPECT_EQ(Fit(IrisSpec(), Iris(), rows, 0, {}, nullptr).status().code(),
+  EXPECT_EQ(Fit(ReferenceIrisSpec(), Iris(), rows, 0, {}, nullptr).status().code(),
             absl::StatusCode::kInvalidArgument);
   data::Dataset bad_code = Iris();
   bad_code.y[7] = 3;  // iris has 3 classes
-  const absl::Status code = Fit(IrisSpec(), bad_code, IrisFold0(), 0, {}, nullptr).status();
+  const absl::Status code =
+      Fit(ReferenceIrisSpec(), bad_code, IrisFold0(), 0, {}, nullptr).status();
   EXPECT_EQ(code.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(code.message(), "Fit: row 7 has class code 3, not in [0, 3)");
 }
 
 TEST(FitTest, DivergenceIsReported) {
-  JobSpec spec = IrisSpec();
+  JobSpec spec = ReferenceIrisSpec();
   spec.mutable_data()->set_standardize(false);
   spec.mutable_optimizer()->mutable_sgd()->set_learning_rate(1e30);
   absl::StatusOr<FoldResult> result = Fit(spec, Iris(), IrisFold0(), 0, {}, nullptr);
@@ -253,7 +256,7 @@ TEST(FitTest, DivergenceIsReported) {
 // epoch's training loss and accuracy over 600 batches equal those of the
 // validation pass over the same rows.
 TEST(FitTest, TrainingLossIsReadWholeAcrossLongEpochs) {
-  JobSpec spec = IrisSpec();
+  JobSpec spec = ReferenceIrisSpec();
   spec.mutable_optimizer()->mutable_sgd()->set_learning_rate(1e-30);
   spec.mutable_training()->set_epochs(1);
   spec.mutable_training()->set_batch_size(1);
@@ -401,11 +404,11 @@ void ExpectSameTraining(const testing::EpochRecorder& a, const testing::EpochRec
 }
 
 TEST(FitStepGraphTest, GraphsReplayFullBatchesAndTrainAsOpByOne) {
-  JobSpec weighted = IrisSpec();
+  JobSpec weighted = ReferenceIrisSpec();
   for (double w : {1.0, 3.0, 0.5}) {
     weighted.mutable_loss()->mutable_softmax_cross_entropy()->add_class_weights(w);
   }
-  JobSpec normalized = IrisSpec();
+  JobSpec normalized = ReferenceIrisSpec();
   normalized.mutable_model()->clear_layers();
   auto* d1 = normalized.mutable_model()->add_layers()->mutable_dense();
   d1->set_units(16);
@@ -428,7 +431,7 @@ TEST(FitStepGraphTest, GraphsReplayFullBatchesAndTrainAsOpByOne) {
   };
   // With class weights, batches weigh differently: each replay reads the
   // gradient scale stored before it.
-  for (const Case& c : {Case{"adam", IrisSpec()}, Case{"normalized", normalized},
+  for (const Case& c : {Case{"adam", ReferenceIrisSpec()}, Case{"normalized", normalized},
                         Case{"class weights", weighted}}) {
     SCOPED_TRACE(c.name);
     testing::EpochRecorder eager;
@@ -446,12 +449,13 @@ TEST(FitStepGraphTest, GraphsReplayFullBatchesAndTrainAsOpByOne) {
 }
 
 TEST(FitStepGraphTest, NoGraphWithDropoutOrWhenTurnedOff) {
-  JobSpec dropout = IrisSpec();
+  JobSpec dropout = ReferenceIrisSpec();
   dropout.mutable_model()->mutable_layers(0)->mutable_dense();
   *dropout.mutable_model()->add_layers() = dropout.model().layers(1);
   dropout.mutable_model()->mutable_layers(1)->mutable_dropout()->set_rate(0.2);
   const data::FoldRows rows = IrisFold0();
-  for (const auto& [spec, graphs] : {std::pair{dropout, true}, std::pair{IrisSpec(), false}}) {
+  for (const auto& [spec, graphs] :
+       {std::pair{dropout, true}, std::pair{ReferenceIrisSpec(), false}}) {
     testing::EpochRecorder eager;
     FitOptions cpu;
     ASSERT_TRUE(Fit(spec, Iris(), rows, 0, cpu, &eager).ok());
@@ -464,7 +468,7 @@ TEST(FitStepGraphTest, NoGraphWithDropoutOrWhenTurnedOff) {
 }
 
 TEST(FitStepGraphTest, DivergenceUnderGraphsIsReportedAsOpByOne) {
-  JobSpec spec = IrisSpec();
+  JobSpec spec = ReferenceIrisSpec();
   spec.mutable_data()->set_standardize(false);
   spec.mutable_optimizer()->mutable_sgd()->set_learning_rate(1e30);
   const absl::Status eager = Fit(spec, Iris(), IrisFold0(), 0, {}, nullptr).status();
