@@ -1,5 +1,11 @@
 #include "server/scheduler/attempt_outcome.h"
 
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "server/store/job_states.h"
+#include "spec/task_plan.h"
+
 namespace traind::server {
 
 using traind::v1::Failure;
@@ -75,6 +81,38 @@ AttemptOutcome DecideAttemptOutcome(const EndedAttempt& a, int max_restarts) {
              ? Outcome(Kind::kFailed, Task::FAILED, Fails::kTrial,
                        "a search's fold failed: its trial fails")
              : Outcome(Kind::kFailed, Task::FAILED, Fails::kJob, "a task failed: its job fails");
+}
+
+std::optional<Failure> SearchFailure(const traind::v1::Job& job) {
+  using traind::v1::Job;
+  if (!job.spec().has_search() || job.result().best_trial() >= 0 || job.has_failure() ||
+      job.state() == Job::CANCELLING) {
+    return std::nullopt;
+  }
+  const Failure* first = nullptr;
+  for (const Task& t : job.tasks()) {
+    if (spec::IsRefitTask(job.spec(), t.index())) continue;
+    if (!IsTerminal(t.state())) return std::nullopt;  // a trial goes on
+    if (first == nullptr && t.has_failure()) first = &t.failure();
+  }
+  Failure f = first != nullptr ? *first : Failure();
+  if (first == nullptr) f.set_reason(Failure::CANCELLED);
+  f.set_message(absl::StrCat("no trial succeeded",
+                             first != nullptr ? ": " + first->message() : std::string()));
+  return f;
+}
+
+std::optional<traind::v1::Job::State> FinalJobState(const traind::v1::Job& job) {
+  using traind::v1::Job;
+  for (const Task& t : job.tasks()) {
+    if (!IsTerminal(t.state())) return std::nullopt;
+  }
+  if (job.has_failure()) return Job::FAILED;
+  bool all_ok = true;
+  for (const Task& t : job.tasks()) all_ok = all_ok && t.state() == Task::SUCCEEDED;
+  // A search succeeds with its failed and pruned trials, given a best one.
+  if (job.spec().has_search()) all_ok = job.state() != Job::CANCELLING;
+  return all_ok ? Job::SUCCEEDED : Job::CANCELLED;
 }
 
 }  // namespace traind::server

@@ -1,6 +1,7 @@
 // What an ended task attempt means for its task, its trial and its job: one
 // table (attempt_outcome.cc, a reason on every row), used by the scheduler
-// when an attempt's last rank has exited.
+// when an attempt's last rank has exited; then whether the job has ended,
+// and how (SearchFailure, FinalJobState).
 //
 //   succeeded                                   -> task SUCCEEDED
 //   stopped at its ASHA rung (not by traind)    -> task QUEUED, paused until promoted
@@ -26,6 +27,8 @@
 // Thread-safety: pure functions.
 #ifndef TRAIND_SERVER_SCHEDULER_ATTEMPT_OUTCOME_H_
 #define TRAIND_SERVER_SCHEDULER_ATTEMPT_OUTCOME_H_
+
+#include <optional>
 
 #include "traind/v1/job.pb.h"
 
@@ -83,6 +86,20 @@ bool CountsAgainstRestarts(traind::v1::Failure::Reason reason, int trained_epoch
 
 // REQUIRES: max_restarts >= 0.
 AttemptOutcome DecideAttemptOutcome(const EndedAttempt& attempt, int max_restarts);
+
+// And for the job, once its tasks' states are updated:
+//
+// A search whose every trial ended without a score (failed or pruned, none
+// ranked) has failed, unless it is being cancelled or failed already: the
+// failure (the first failed task's reason, "no trial succeeded: <its
+// message>"; CANCELLED when no task failed). nullopt otherwise.
+std::optional<traind::v1::Failure> SearchFailure(const traind::v1::Job& job);
+
+// The state a job ends in once every task has ended: FAILED with a failure;
+// a search SUCCEEDED (its failed and pruned trials do not count, it has a
+// best one) unless cancelled; any other job SUCCEEDED when every task did,
+// else CANCELLED. nullopt while a task has not ended.
+std::optional<traind::v1::Job::State> FinalJobState(const traind::v1::Job& job);
 
 }  // namespace traind::server
 

@@ -1,8 +1,11 @@
 #include "server/scheduler/attempt_outcome.h"
 
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "gtest/gtest.h"
+#include "spec/loader.h"
 
 namespace traind::server {
 namespace {
@@ -188,6 +191,120 @@ TEST(AttemptOutcomeTest, NoRestartsAllowed) {
   EndedAttempt a = Failed(Failure::WORKER_CRASHED);
   EXPECT_EQ(DecideAttemptOutcome(a, 0).kind, Kind::kFailed);
   EXPECT_EQ(DecideAttemptOutcome(a, 1).kind, Kind::kRetried);
+}
+
+// A job of `states` tasks: a plain 2-fold CV, or a search of two trials of
+// two folds and a refit (tasks 0-1 trial 0, 2-3 trial 1, 4 the refit).
+traind::v1::Job JobOf(bool search, const std::vector<Task::State>& states) {
+  absl::StatusOr<traind::v1::JobSpec> spec = spec::ParseJobSpec(search ? R"(
+data: {path: /x.csv, label: y}
+cross_validation: {folds: 2}
+model: {layers: [{dense: {units: 3}}]}
+optimizer: {adam: {learning_rate: 0.5}}
+search:
+  space: [{path: optimizer.adam.learning_rate, values: [0.1, 0.01]}]
+  sampler: {grid: {}}
+  metric: val.accuracy
+  refit_best: true
+)"
+                                                                       : R"(
+data: {path: /x.csv, label: y}
+cross_validation: {folds: 2}
+model: {layers: [{dense: {units: 3}}]}
+)",
+                                                                "job.yaml");
+  EXPECT_TRUE(spec.ok()) << spec.status();
+  traind::v1::Job job;
+  *job.mutable_spec() = *spec;
+  job.set_state(traind::v1::Job::RUNNING);
+  job.mutable_result()->set_best_trial(-1);
+  for (size_t i = 0; i < states.size(); ++i) {
+    Task* t = job.add_tasks();
+    t->set_index(static_cast<int>(i));
+    t->set_state(states[i]);
+    if (states[i] == Task::FAILED) {
+      t->mutable_failure()->set_reason(Failure::DIVERGED);
+      t->mutable_failure()->set_message("task " + std::to_string(i) + " diverged");
+    }
+  }
+  return job;
+}
+
+TEST(JobEndTest, SearchFailure) {
+  constexpr auto Q = Task::QUEUED, S = Task::SUCCEEDED, F = Task::FAILED, C = Task::CANCELLED,
+                 P = Task::PRUNED;
+  struct Row {
+    std::string name;
+    traind::v1::Job job;
+    bool fails;
+    Failure::Reason reason = Failure::REASON_UNSPECIFIED;
+    std::string message = "";
+  };
+  auto with = [](traind::v1::Job job, auto&& edit) {
+    edit(job);
+    return job;
+  };
+  const Row rows[] = {
+      {"not a search", JobOf(false, {F, F}), false},
+      {"a trial goes on", JobOf(true, {F, C, S, Q, Q}), false},
+      {"every trial failed", JobOf(true, {F, C, C, F, Q}), true, Failure::DIVERGED,
+       "no trial succeeded: task 0 diverged"},
+      {"one failed, one pruned", JobOf(true, {P, P, F, C, Q}), true, Failure::DIVERGED,
+       "no trial succeeded: task 2 diverged"},
+      {"every trial pruned", JobOf(true, {P, P, P, P, Q}), true, Failure::CANCELLED,
+       "no trial succeeded"},
+      {"a best trial",
+       with(JobOf(true, {F, C, S, S, Q}),
+            [](traind::v1::Job& j) { j.mutable_result()->set_best_trial(1); }),
+       false},
+      {"failed already",
+       with(JobOf(true, {F, C, C, F, Q}),
+            [](traind::v1::Job& j) { j.mutable_failure()->set_reason(Failure::DATA_ERROR); }),
+       false},
+      {"being cancelled",
+       with(JobOf(true, {C, C, C, C, Q}),
+            [](traind::v1::Job& j) { j.set_state(traind::v1::Job::CANCELLING); }),
+       false},
+  };
+  for (const Row& row : rows) {
+    const std::optional<Failure> f = SearchFailure(row.job);
+    ASSERT_EQ(f.has_value(), row.fails) << row.name;
+    if (!f.has_value()) continue;
+    EXPECT_EQ(f->reason(), row.reason) << row.name;
+    EXPECT_EQ(f->message(), row.message) << row.name;
+  }
+}
+
+TEST(JobEndTest, FinalJobState) {
+  using traind::v1::Job;
+  constexpr auto Q = Task::QUEUED, R = Task::RUNNING, S = Task::SUCCEEDED, F = Task::FAILED,
+                 C = Task::CANCELLED, P = Task::PRUNED;
+  struct Row {
+    std::string name;
+    Job job;
+    std::optional<Job::State> state;
+  };
+  auto failed = [](Job job) {
+    job.mutable_failure()->set_reason(Failure::DIVERGED);
+    return job;
+  };
+  auto cancelling = [](Job job) {
+    job.set_state(Job::CANCELLING);
+    return job;
+  };
+  const Row rows[] = {
+      {"a task runs", JobOf(false, {S, R}), std::nullopt},
+      {"a task is queued", JobOf(false, {S, Q}), std::nullopt},
+      {"every task succeeded", JobOf(false, {S, S}), Job::SUCCEEDED},
+      {"a task was cancelled", JobOf(false, {S, C}), Job::CANCELLED},
+      {"the job failed", failed(JobOf(false, {F, C})), Job::FAILED},
+      {"a search with failed and pruned trials", JobOf(true, {F, C, S, S, S}), Job::SUCCEEDED},
+      {"a search with a pruned trial", JobOf(true, {P, P, S, S, S}), Job::SUCCEEDED},
+      {"a cancelled search", cancelling(JobOf(true, {C, C, S, S, C})), Job::CANCELLED},
+      {"a failed search", failed(JobOf(true, {F, C, F, C, C})), Job::FAILED},
+      {"a search's refit runs", JobOf(true, {S, S, S, S, R}), std::nullopt},
+  };
+  for (const Row& row : rows) EXPECT_EQ(FinalJobState(row.job), row.state) << row.name;
 }
 
 }  // namespace

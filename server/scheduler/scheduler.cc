@@ -661,35 +661,13 @@ void Scheduler::FinishAttemptLocked(LiveJob& lj, int task, const Failure* failur
 void Scheduler::MaybeFinishJobLocked(LiveJob& lj) {
   Job& job = lj.job;
   if (IsTerminal(job.state()) || lj.finishing) return;
-  if (job.spec().has_search() && job.result().best_trial() < 0 && !job.has_failure() &&
-      job.state() != Job::CANCELLING) {
-    // Every trial ended, none with a score: the search failed.
-    bool trials_ended = true;
-    const Failure* first = nullptr;
-    for (const Task& t : job.tasks()) {
-      if (spec::IsRefitTask(job.spec(), t.index())) continue;
-      trials_ended = trials_ended && IsTerminal(t.state());
-      if (first == nullptr && t.has_failure()) first = &t.failure();
-    }
-    if (trials_ended) {
-      Failure f = first != nullptr ? *first : Failure();
-      if (first == nullptr) f.set_reason(Failure::CANCELLED);
-      f.set_message(absl::StrCat("no trial succeeded",
-                                 first != nullptr ? ": " + first->message() : std::string()));
-      *job.mutable_failure() = f;
-      StopTasksLocked(lj, false);
-    }
+  if (std::optional<Failure> failed = SearchFailure(job); failed.has_value()) {
+    *job.mutable_failure() = *std::move(failed);
+    StopTasksLocked(lj, false);
   }
-  for (const Task& t : job.tasks()) {
-    if (!IsTerminal(t.state())) return;
-  }
-  bool all_ok = true;
-  for (const Task& t : job.tasks()) all_ok = all_ok && t.state() == Task::SUCCEEDED;
-  // A search succeeds with its failed and pruned trials, given a best one.
-  if (job.spec().has_search()) all_ok = job.state() != Job::CANCELLING;
-  const Job::State final_state = job.has_failure() ? Job::FAILED
-                                 : all_ok          ? Job::SUCCEEDED
-                                                   : Job::CANCELLED;
+  const std::optional<Job::State> ended = FinalJobState(job);
+  if (!ended.has_value()) return;
+  const Job::State final_state = *ended;
   if (final_state == Job::SUCCEEDED) {
     job.mutable_result()->set_complete(true);
     std::optional<PredictionsMerge> merge = PlanPredictionsMerge(job, options_.state_dir);
