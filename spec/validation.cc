@@ -176,8 +176,8 @@ absl::Status CheckWithoutData(const JobSpec& spec, const ValidationContext& cont
     return Err("data.label", "required (the label column, or data.labels)");
   }
 
-  // Model, loss, optimizer, training, metrics and handlers: the engine's own
-  // checks, the same the worker makes.
+  // Model, loss, optimizer, training, metrics and handlers: spec/checks.h's,
+  // the same checks the worker makes.
   TRAIND_RETURN_IF_ERROR(CheckTrainingSpec(spec));
 
   if (!traind::v1::Precision_IsValid(spec.training().precision())) {

@@ -130,7 +130,7 @@ absl::Status Scheduler::Recover() {
           RecordRungLocked(*lj, e.task_state().task(), at, /*act=*/false, it->second);
         }
       }
-      if (launcher_->remote()) adopted += AdoptRemoteAttemptsLocked(*lj);
+      if (placement_->WorkersOutliveTraind()) adopted += AdoptRemoteAttemptsLocked(*lj);
       JobChange change = ChangeLocked(*lj);
       change.WriteJob();
       requeued += RequeueLostAttempts(&lj->job, NowProto(), &change,

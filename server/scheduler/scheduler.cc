@@ -36,6 +36,9 @@ Scheduler::Scheduler(SchedulerOptions options, JobStore* store, Launcher* launch
       store_(store),
       launcher_(launcher),
       side_launcher_(side_launcher != nullptr ? side_launcher : launcher),
+      placement_(launcher->remote()
+                     ? Placement::Cluster(options_.cpu_slots, options_.cluster_gpus_per_task)
+                     : Placement::Local(options_.cpu_slots, options_.worker_has_gpu_backend)),
       attempt_key_(options_.attempt_key.empty() ? RandomBytes(32) : options_.attempt_key),
       writer_(
           [this, store](const StoreMutation& m, const std::string& job_id) {
@@ -83,7 +86,7 @@ void Scheduler::Stop() {
     refusing_ = true;
     // A remote launcher's workers run on without traind: the next start
     // adopts them (Recover).
-    if (!launcher_->remote()) pids = ranks_.pids();
+    if (!placement_->WorkersOutliveTraind()) pids = ranks_.pids();
     // Side processes (predict) hold no state worth a grace: they end now,
     // and their callers get UNAVAILABLE (RunProcess).
     for (const auto& [pid, exit] : side_processes_) {
@@ -104,10 +107,10 @@ void Scheduler::Stop() {
       for (const auto& [pid, exit] : side_processes_) {
         if (!exit.has_value()) return false;
       }
-      return (ranks_.empty() || launcher_->remote()) && launches_in_flight_ == 0;
+      return (ranks_.empty() || placement_->WorkersOutliveTraind()) && launches_in_flight_ == 0;
     };
     if (!mu_.AwaitWithDeadline(absl::Condition(&none_left), deadline)) {
-      if (!launcher_->remote()) {
+      if (!placement_->WorkersOutliveTraind()) {
         for (int pid : ranks_.pids()) launcher_->Signal(pid, SIGKILL);
       }
       mu_.AwaitWithTimeout(absl::Condition(&none_left), options_.stop_grace);
@@ -158,7 +161,7 @@ JobEvent* Scheduler::NewEventLocked(LiveJob& lj) {
 JobChange Scheduler::ChangeLocked(LiveJob& lj) {
   return JobChange(
       &lj.job, [this, &lj]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return NewEventLocked(lj); },
-      launcher_->remote());
+      placement_->HandlesAreClusterJobs());
 }
 
 uint64_t Scheduler::CommitLocked(LiveJob& lj, StoreMutation& m) {
@@ -215,24 +218,9 @@ absl::StatusOr<Job> Scheduler::SubmitUnstored(const JobSpec& spec, const SubmitO
   }
   absl::MutexLock lock(&mu_);
   if (refusing_) return absl::UnavailableError("traind is shutting down");
-  if (spec.resources().device() == traind::v1::GPU && launcher_->remote()) {
-    if (spec.resources().count() > options_.cluster_gpus_per_task) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("spec.resources.count: ", spec.resources().count(),
-                       " GPUs per task, but the cluster's nodes have ",
-                       options_.cluster_gpus_per_task, " (slurm.gpus_per_node)"));
-    }
-  } else if (spec.resources().device() == traind::v1::GPU) {
-    const int usable = options_.worker_has_gpu_backend ? gpus_.Usable() : 0;
-    if (spec.resources().count() > usable) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("spec.resources.count: ", spec.resources().count(),
-                       " GPUs per task, but this server has ", usable, " usable"));
-    }
-    if (options.gpu_memory_bytes > gpus_.MaxTotalBytes()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "spec.resources: a task needs about ", options.gpu_memory_bytes,
-          " bytes of GPU memory, but the largest usable GPU has ", gpus_.MaxTotalBytes()));
+  if (spec.resources().device() == traind::v1::GPU) {
+    if (absl::Status s = placement_->CheckGpuJob(spec, options.gpu_memory_bytes, gpus_); !s.ok()) {
+      return s;
     }
   }
   if (options.max_queued_jobs > 0 && QueuedJobsLocked(options.owner) >= options.max_queued_jobs) {

@@ -52,6 +52,7 @@
 #include "server/scheduler/dispatch_queue.h"
 #include "server/scheduler/event_hub.h"
 #include "server/scheduler/job_results.h"
+#include "server/scheduler/placement.h"
 #include "server/scheduler/state_transitions.h"
 #include "server/scheduler/store_writer.h"
 #include "server/store/job_store.h"
@@ -148,7 +149,7 @@ struct SubmitOptions {
   // lock as the insert: a retry of a submit that already created its job
   // gets that job back even when the owner is at the limit.
   int max_queued_jobs = 0;
-  // GPU jobs: the engine's memory estimate for one task on one GPU.
+  // GPU jobs: spec/memory_estimate.h's estimate for one task on one GPU.
   int64_t gpu_memory_bytes = 0;
   // What one task's worker needs on its host (Job.host_memory_bytes).
   int64_t host_memory_bytes = 0;
@@ -433,7 +434,9 @@ class Scheduler final {
   JobStore* const store_;
   Launcher* const launcher_;
   Launcher* const side_launcher_;  // launcher_ unless the scheduler was given one
-  std::string attempt_key_;        // options_.attempt_key, or a random one
+  // Where attempts run (this machine, or the cluster of a remote launcher).
+  const std::unique_ptr<Placement> placement_;
+  std::string attempt_key_;  // options_.attempt_key, or a random one
   EventHub hub_;
   // After hub_: it publishes there until it is destroyed.
   StoreWriter writer_;

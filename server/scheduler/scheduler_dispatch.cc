@@ -29,26 +29,8 @@ std::vector<GpuPool::Gpu> Scheduler::Gpus(std::string* unavailable) {
 }
 
 int Scheduler::UsableGpus(std::string* why) {
-  if (launcher_->remote()) {
-    // The cluster's GPUs, as many as a node has.
-    if (why != nullptr && options_.cluster_gpus_per_task == 0) {
-      *why = "the cluster has no GPUs (slurm.gpus_per_node is 0)";
-    }
-    return options_.cluster_gpus_per_task;
-  }
   absl::MutexLock lock(&mu_);
-  std::string reason;
-  int usable = gpus_.Usable();
-  if (gpus_.gpus().empty()) {
-    reason = gpus_.unavailable();
-  } else if (usable == 0) {
-    reason = "every GPU is UNHEALTHY";
-  } else if (!options_.worker_has_gpu_backend) {
-    reason = "traind-worker has no GPU backend (built without CUDA)";
-    usable = 0;
-  }
-  if (why != nullptr) *why = reason;
-  return usable;
+  return placement_->UsableGpus(gpus_, why);
 }
 
 void Scheduler::RefreshGpusLocked(bool force) {
@@ -102,10 +84,7 @@ void Scheduler::DispatchLocked() {
     if (!DependenciesDoneLocked(lj, task)) continue;
     if (AtTrialLimitLocked(lj, task)) continue;  // stays queued
     std::vector<int> gpus;
-    if (launcher_->remote()) {
-      // The cluster places it; cpu_slots bounds the tasks handed to it.
-      if (running_ >= options_.cpu_slots) continue;
-    } else if (lj.job.spec().resources().device() == traind::v1::GPU) {
+    if (placement_->PicksGpus(lj.job.spec())) {
       if (!gpus_refreshed) {
         gpus_refreshed = true;
         RefreshGpusLocked(true);  // current free memory (frees the mutex meanwhile)
@@ -116,8 +95,8 @@ void Scheduler::DispatchLocked() {
           lj.job.spec().resources().count(), lj.job.gpu_memory_bytes(), lj.oom_gpus[task]);
       if (!picked.has_value()) continue;  // waits for GPUs
       gpus = *picked;
-    } else if (running_ >= options_.cpu_slots) {
-      continue;  // waits for a CPU slot
+    } else if (!placement_->SlotFree(running_)) {
+      continue;  // waits for a CPU slot (a cluster's: for fewer tasks handed to it)
     }
     queue_.Erase(entry);
     // Only this thread dispatches, so the resources picked stay free while
@@ -167,21 +146,9 @@ Scheduler::LaunchPlan Scheduler::PlanLaunchLocked(LiveJob& lj, int task,
   la.launching = true;
   la.gpus = gpus;
   la.last_seen = clock_->Now();
-  // A multi-GPU task runs one process (rank) per GPU; everything else one.
-  // (A cluster's GPU task: the GPUs it asks the cluster for.)
-  const bool remote_gpu_task =
-      launcher_->remote() && job.spec().resources().device() == traind::v1::GPU;
-  const int world = remote_gpu_task   ? std::max(1, job.spec().resources().count())
-                    : gpus.size() > 1 ? static_cast<int>(gpus.size())
-                                      : 1;
+  const int world = placement_->Ranks(job.spec(), static_cast<int>(gpus.size()));
   for (int g : gpus) plan.gpu_uuids.push_back(gpus_.gpus()[g].last.uuid);
-  // CPU tasks see no GPU. The ranks of a GPU task all see the task's GPUs,
-  // in rank order, and rank r trains on the r-th: NCCL needs the peers
-  // visible to use CUDA IPC / NVLink between the ranks' processes (with
-  // only its own GPU visible, each falls back to host shared memory).
-  // Other tasks' GPUs stay invisible.
   const std::string visible = absl::StrJoin(plan.gpu_uuids, ",");
-  const bool remote_gpus = remote_gpu_task;
   for (int rank = 0; rank < world; ++rank) {
     LaunchRequest& req = plan.ranks.emplace_back();
     req.argv = {options_.worker_path, absl::StrCat("--server=", options_.worker_address),
@@ -194,8 +161,7 @@ Scheduler::LaunchPlan Scheduler::PlanLaunchLocked(LiveJob& lj, int task,
     req.env = {absl::StrCat("TRAIND_WORKER_SECRET=", la.secret),
                absl::StrCat("OMP_NUM_THREADS=", options_.worker_threads),
                "CUDA_DEVICE_ORDER=PCI_BUS_ID"};
-    // A cluster's GPU job sees the GPUs the cluster gave it.
-    if (!remote_gpus) req.env.push_back(absl::StrCat("CUDA_VISIBLE_DEVICES=", visible));
+    placement_->SetDevices(job.spec(), visible, &req);
     req.env.insert(req.env.end(), options_.worker_env.begin(), options_.worker_env.end());
     req.log_path =
         rank == 0
@@ -204,7 +170,6 @@ Scheduler::LaunchPlan Scheduler::PlanLaunchLocked(LiveJob& lj, int task,
     req.name = job.id();
     req.cpus = options_.worker_threads;
     req.memory_bytes = job.host_memory_bytes();
-    req.gpus = remote_gpus ? job.spec().resources().count() : 0;
     // Higher priorities first: a lower one waits behind them (nice > 0).
     req.nice = std::max(0, -job.spec().priority());
   }
@@ -273,7 +238,7 @@ void Scheduler::RecordLaunchLocked(const LaunchPlan& plan, const LaunchOutcome& 
     const int pid = outcome.pids[rank];
     la.AddRank(pid);
     ranks_.Add(pid, {job.id(), task, static_cast<int>(rank)});
-    if (world > 1 && !launcher_->remote()) a->add_rank_pids(pid);
+    if (world > 1 && !placement_->HandlesAreClusterJobs()) a->add_rank_pids(pid);
   }
   if (!outcome.status.ok()) {
     // Some ranks run: stop them; the attempt ends when they have exited.
@@ -288,7 +253,7 @@ void Scheduler::RecordLaunchLocked(const LaunchPlan& plan, const LaunchOutcome& 
   const int pid0 = la.rank_pids[0];
   la.pid = pid0;
   la.last_seen = clock_->Now();
-  if (launcher_->remote()) {
+  if (placement_->HandlesAreClusterJobs()) {
     a->set_slurm_job_id(pid0);
   } else {
     a->set_pid(pid0);
@@ -313,8 +278,7 @@ void Scheduler::RecordLaunchLocked(const LaunchPlan& plan, const LaunchOutcome& 
   change.SetTaskState(task, Task::STARTING, a->number(), pid0);
   CommitLocked(lj, change);
   LogInfo("task started job=%s task=%d attempt=%d %s=%d%s%s", job.id(), task, a->number(),
-          launcher_->remote() ? "slurm_job" : "pid", pid0,
-          world > 1 ? absl::StrCat(" ranks=", world) : "",
+          placement_->HandleName(), pid0, world > 1 ? absl::StrCat(" ranks=", world) : "",
           plan.gpu_uuids.empty() ? "" : absl::StrCat(" gpus=", absl::StrJoin(plan.gpu_uuids, ",")));
   // Stopped while it launched (StopTasksLocked had no process to signal):
   // told now. Without a grace deadline it was a forced stop.

@@ -203,7 +203,7 @@ absl::StatusOr<bool> Scheduler::ReportEvent(const traind::v1::ReportEventRequest
     case traind::v1::ReportEventRequest::kFinished:
       la->result = req.finished().result();
       la->result->set_fold(task);
-      if (launcher_->remote()) {
+      if (placement_->WorkersOutliveTraind()) {
         // Stored before it is acknowledged: a worker that outlives traind
         // exits once its result is acknowledged, and the next traind adopts
         // the attempt with it (Recover).
