@@ -5,6 +5,7 @@
 
 #include <fstream>
 #include <map>
+#include <optional>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -190,6 +191,37 @@ TEST(SettingsTest, FlagErrorsNameTheFlag) {
   ServerConfig c;
   EXPECT_FALSE(ParseSettingFlags({"--bogus-flag=1"}, &c).ok());
   EXPECT_FALSE(ParseSettingFlags({"--retention-max-age=1d"}, &c).ok()) << "file only";
+}
+
+// Runs ParseCommandLine on `args` (after the program name); its stdout.
+std::string CommandLineOutput(std::vector<std::string> args, std::optional<int>* exit_code) {
+  args.insert(args.begin(), "traind");
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  ServerConfig c;
+  ::testing::internal::CaptureStdout();
+  *exit_code = ParseCommandLine(static_cast<int>(argv.size()), argv.data(), &c);
+  return ::testing::internal::GetCapturedStdout();
+}
+
+TEST(SettingsTest, HelpListsEveryFlagWithItsKey) {
+  std::optional<int> exit_code;
+  const std::string help = CommandLineOutput({"--help"}, &exit_code);
+  EXPECT_EQ(exit_code, 0);
+  for (const Setting& s : Settings()) {
+    if (s.flag.empty()) continue;
+    const size_t at = help.find("  " + s.flag + " ");
+    ASSERT_NE(at, std::string::npos) << s.flag << "\n" << help;
+    EXPECT_NE(help.find(s.key + " (", at), std::string::npos) << s.flag;
+  }
+  EXPECT_NE(help.find("--config"), std::string::npos);
+  EXPECT_NE(help.find("--settings-markdown"), std::string::npos);
+}
+
+TEST(SettingsTest, SettingsMarkdownFlagPrintsTheTable) {
+  std::optional<int> exit_code;
+  EXPECT_EQ(CommandLineOutput({"--settings-markdown"}, &exit_code), SettingsMarkdown());
+  EXPECT_EQ(exit_code, 0);
 }
 
 TEST(SettingsTest, MarkdownHasEveryRow) {
