@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
+#include "server/settings.h"
 #include "yaml-cpp/yaml.h"
 
 namespace traind::server {
@@ -26,6 +27,8 @@ std::string Where(const std::string& source, const YAML::Node& node) {
   if (mark.line < 0) return source;
   return absl::StrCat(source, ":", mark.line + 1);
 }
+
+using Handler = std::function<absl::Status(const YAML::Node&, const std::string&)>;
 
 class Reader {
  public:
@@ -39,52 +42,6 @@ class Reader {
   absl::Status Scalar(const YAML::Node& node, const std::string& key, std::string* out) const {
     if (!node.IsScalar()) return Error(node, key, "expected a single value");
     *out = node.Scalar();
-    return absl::OkStatus();
-  }
-
-  absl::Status Int(const YAML::Node& node, const std::string& key, int64_t min, int64_t max,
-                   int64_t* out) const {
-    std::string text;
-    if (absl::Status s = Scalar(node, key, &text); !s.ok()) return s;
-    int64_t v;
-    if (!absl::SimpleAtoi(text, &v))
-      return Error(node, key, absl::StrCat("\"", text, "\" is not an integer"));
-    if (v < min || v > max) {
-      return Error(node, key, absl::StrCat(v, " is out of range [", min, ", ", max, "]"));
-    }
-    *out = v;
-    return absl::OkStatus();
-  }
-
-  absl::Status Int32(const YAML::Node& node, const std::string& key, int min, int* out) const {
-    int64_t v;
-    if (absl::Status s = Int(node, key, min, std::numeric_limits<int>::max(), &v); !s.ok()) {
-      return s;
-    }
-    *out = static_cast<int>(v);
-    return absl::OkStatus();
-  }
-
-  absl::Status Bool(const YAML::Node& node, const std::string& key, bool* out) const {
-    std::string text;
-    if (absl::Status s = Scalar(node, key, &text); !s.ok()) return s;
-    text = absl::AsciiStrToLower(text);
-    if (text == "true" || text == "yes" || text == "on") {
-      *out = true;
-    } else if (text == "false" || text == "no" || text == "off") {
-      *out = false;
-    } else {
-      return Error(node, key, absl::StrCat("\"", node.Scalar(), "\" is not true or false"));
-    }
-    return absl::OkStatus();
-  }
-
-  absl::Status Duration(const YAML::Node& node, const std::string& key, absl::Duration* out) const {
-    std::string text;
-    if (absl::Status s = Scalar(node, key, &text); !s.ok()) return s;
-    absl::StatusOr<absl::Duration> d = ParseDurationText(text);
-    if (!d.ok()) return Error(node, key, std::string(d.status().message()));
-    *out = *d;
     return absl::OkStatus();
   }
 
@@ -107,11 +64,8 @@ class Reader {
 
   // Calls `handlers[key]` for each key of the map `node`; an unknown key is
   // an error that lists the known ones.
-  absl::Status Map(
-      const YAML::Node& node, const std::string& prefix,
-      const std::map<std::string,
-                     std::function<absl::Status(const YAML::Node&, const std::string&)>>& handlers)
-      const {
+  absl::Status Map(const YAML::Node& node, const std::string& prefix,
+                   const std::map<std::string, Handler>& handlers) const {
     if (node.IsNull()) return absl::OkStatus();
     if (!node.IsMap()) {
       return Error(node, prefix.empty() ? "config" : prefix, "expected a mapping of keys");
@@ -182,114 +136,36 @@ absl::Status ParseConfig(const std::string& text, const std::string& source, Ser
   }
   Reader r(source);
   ServerConfig c = *config;
-  using Handler = std::function<absl::Status(const YAML::Node&, const std::string&)>;
-  auto str = [&](std::string* out) -> Handler {
-    return [&r, out](const YAML::Node& n, const std::string& k) { return r.Scalar(n, k, out); };
-  };
-  auto int32 = [&](int* out, int min) -> Handler {
-    return [&r, out, min](const YAML::Node& n, const std::string& k) {
-      return r.Int32(n, k, min, out);
+  // One map of keys per section ("": the top level), from the settings table.
+  std::map<std::string, std::map<std::string, Handler>> sections;
+  sections[""];
+  for (const Setting& setting : Settings()) {
+    const size_t dot = setting.key.find('.');
+    const std::string section = dot == std::string::npos ? "" : setting.key.substr(0, dot);
+    const std::string name = dot == std::string::npos ? setting.key : setting.key.substr(dot + 1);
+    sections[section][name] = [&r, &c, &setting](const YAML::Node& n,
+                                                 const std::string& k) -> absl::Status {
+      if (setting.type == SettingType::kStringList) {
+        std::vector<std::string> values;
+        if (absl::Status s = r.StringList(n, k, &values); !s.ok()) return s;
+        SetSettingList(setting, std::move(values), &c);
+        return absl::OkStatus();
+      }
+      std::string value;
+      if (absl::Status s = r.Scalar(n, k, &value); !s.ok()) return s;
+      if (absl::Status s = SetSettingText(setting, value, &c); !s.ok()) {
+        return r.Error(n, k, std::string(s.message()));
+      }
+      return absl::OkStatus();
     };
-  };
-  auto dur = [&](absl::Duration* out) -> Handler {
-    return [&r, out](const YAML::Node& n, const std::string& k) { return r.Duration(n, k, out); };
-  };
-  auto list = [&](std::vector<std::string>* out) -> Handler {
-    return [&r, out](const YAML::Node& n, const std::string& k) { return r.StringList(n, k, out); };
-  };
-  std::map<std::string, Handler> tls = {
-      {"cert", str(&c.tls.cert)},
-      {"key", str(&c.tls.key)},
-      {"client_ca", str(&c.tls.client_ca)},
-  };
-  std::map<std::string, Handler> limits = {
-      {"max_request_bytes",
-       [&](const YAML::Node& n, const std::string& k) {
-         return r.Int(n, k, 1024, std::numeric_limits<int32_t>::max(), &c.limits.max_request_bytes);
-       }},
-      {"max_queued_jobs_per_user", int32(&c.limits.max_queued_jobs_per_user, 0)},
-      {"max_layers", int32(&c.limits.max_layers, 1)},
-      {"max_units", int32(&c.limits.max_units, 1)},
-      {"max_epochs", int32(&c.limits.max_epochs, 1)},
-      {"max_batches",
-       [&](const YAML::Node& n, const std::string& k) {
-         return r.Int(n, k, 1, std::numeric_limits<int64_t>::max(), &c.limits.max_batches);
-       }},
-      {"max_tasks", int32(&c.limits.max_tasks, 1)},
-      {"max_rows",
-       [&](const YAML::Node& n, const std::string& k) {
-         return r.Int(n, k, 1, std::numeric_limits<int64_t>::max(), &c.limits.max_rows);
-       }},
-      {"max_columns", int32(&c.limits.max_columns, 1)},
-      {"max_predict_upload_bytes",
-       [&](const YAML::Node& n, const std::string& k) {
-         return r.Int(n, k, 1024, std::numeric_limits<int64_t>::max(),
-                      &c.limits.max_predict_upload_bytes);
-       }},
-  };
-  std::map<std::string, Handler> retention = {
-      {"max_age", dur(&c.retention.max_age)},
-      {"max_finished_jobs", int32(&c.retention.max_finished_jobs, 0)},
-      {"interval", dur(&c.retention.interval)},
-  };
-  std::map<std::string, Handler> slurm = {
-      {"partition", str(&c.slurm.partition)},
-      {"account", str(&c.slurm.account)},
-      {"qos", str(&c.slurm.qos)},
-      {"extra_sbatch_args", list(&c.slurm.extra_sbatch_args)},
-      {"shared_dir", str(&c.slurm.shared_dir)},
-      {"worker_address", str(&c.slurm.worker_address)},
-      {"worker_ca", str(&c.slurm.worker_ca)},
-      {"gpus_per_node", int32(&c.slurm.gpus_per_node, 0)},
-      {"signal_before_limit", dur(&c.slurm.signal_before_limit)},
-      {"poll_interval", dur(&c.slurm.poll_interval)},
-  };
-  std::map<std::string, Handler> top = {
-      {"launcher", str(&c.launcher)},
-      {"slurm", [&](const YAML::Node& n, const std::string& k) { return r.Map(n, k, slurm); }},
-      {"state_dir", str(&c.state_dir)},
-      {"listen", list(&c.listen)},
-      {"cpu_slots", int32(&c.cpu_slots, 0)},
-      {"worker_threads", int32(&c.worker_threads, 1)},
-      {"worker", str(&c.worker)},
-      {"worker_zygote",
-       [&](const YAML::Node& n, const std::string& k) { return r.Bool(n, k, &c.worker_zygote); }},
-      {"tensorboard",
-       [&](const YAML::Node& n, const std::string& k) { return r.Bool(n, k, &c.tensorboard); }},
-      {"state_dir_mode",
-       [&](const YAML::Node& n, const std::string& k) {
-         std::string text;
-         if (absl::Status s = r.Scalar(n, k, &text); !s.ok()) return s;
-         absl::StatusOr<int> mode = ParseStateDirMode(text);
-         if (!mode.ok()) return r.Error(n, k, std::string(mode.status().message()));
-         c.state_dir_mode = *mode;
-         return absl::OkStatus();
-       }},
-      {"store_check",
-       [&](const YAML::Node& n, const std::string& k) { return r.Bool(n, k, &c.store_check); }},
-      {"cancel_grace", dur(&c.cancel_grace)},
-      {"stop_grace", dur(&c.stop_grace)},
-      {"heartbeat_timeout", dur(&c.heartbeat_timeout)},
-      {"max_restarts", int32(&c.max_restarts, 0)},
-      {"gpu_probe", str(&c.gpu_probe)},
-      {"gpu_drain_timeout", dur(&c.gpu_drain_timeout)},
-      {"data_roots", list(&c.data_roots)},
-      {"tls", [&](const YAML::Node& n, const std::string& k) { return r.Map(n, k, tls); }},
-      {"tokens_file", str(&c.tokens_file)},
-      {"insecure",
-       [&](const YAML::Node& n, const std::string& k) { return r.Bool(n, k, &c.insecure); }},
-      {"limits", [&](const YAML::Node& n, const std::string& k) { return r.Map(n, k, limits); }},
-      {"retention",
-       [&](const YAML::Node& n, const std::string& k) { return r.Map(n, k, retention); }},
-      {"http_listen",
-       [&](const YAML::Node& n, const std::string& k) {
-         std::string v;
-         absl::Status s = r.Scalar(n, k, &v);
-         if (s.ok()) c.http_listen = v;
-         return s;
-       }},
-      {"http_max_connections", int32(&c.http_max_connections, 4)},
-  };
+  }
+  std::map<std::string, Handler>& top = sections[""];
+  for (const auto& [section, keys] : sections) {
+    if (section.empty()) continue;
+    top[section] = [&r, &keys = keys](const YAML::Node& n, const std::string& k) {
+      return r.Map(n, k, keys);
+    };
+  }
   if (absl::Status s = r.Map(root, "", top); !s.ok()) return s;
   *config = std::move(c);
   return absl::OkStatus();

@@ -1,7 +1,9 @@
 // traind's configuration: a YAML file (--config FILE) plus command-line flags
-// that override it. Every key and its default is documented in
-// docs/operations.md and deploy/traind.yaml; the defaults below are the
-// source of truth.
+// that override it. The defaults below are the source of truth for the
+// values; each setting's key, flag, type, range and doc line is a row of the
+// settings table (settings.h), from which the loader, the flags, --help and
+// docs/operations.md's key reference are derived. A new member here needs a
+// row there (and a line in deploy/traind.yaml).
 //
 // No gRPC here: the config is plain data, unit-tested in config_test.cc.
 #ifndef TRAIND_SERVER_CONFIG_H_
