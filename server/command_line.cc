@@ -11,7 +11,7 @@
 
 #include "CLI/CLI.hpp"
 #include "absl/strings/str_cat.h"
-#include "server/log.h"
+#include "base/log.h"
 #include "server/settings.h"
 
 namespace traind::server {

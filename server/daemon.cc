@@ -24,9 +24,9 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "base/log.h"
 #include "server/devices/cpu_info.h"
 #include "server/launch/worker_environment.h"
-#include "server/log.h"
 #include "server/scheduler/attempt_secrets.h"
 #include "server/secrets.h"
 

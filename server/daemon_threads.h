@@ -11,7 +11,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "server/log.h"
+#include "base/log.h"
 #include "server/scheduler/scheduler.h"
 
 namespace traind::server {

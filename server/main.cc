@@ -16,10 +16,10 @@
 #include <memory>
 #include <optional>
 
+#include "base/log.h"
 #include "server/command_line.h"
 #include "server/config.h"
 #include "server/daemon.h"
-#include "server/log.h"
 
 int main(int argc, char** argv) {
   using traind::server::Daemon;
@@ -37,17 +37,17 @@ int main(int argc, char** argv) {
   }
   absl::StatusOr<std::unique_ptr<Daemon>> daemon = Daemon::Create(std::move(config));
   if (!daemon.ok()) {
-    traind::server::LogError("%s", daemon.status().message());
+    traind::LogError("%s", daemon.status().message());
     // A bad setting is a usage error, like a bad flag.
     return daemon.status().code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
   }
   if (absl::Status s = (*daemon)->Start(); !s.ok()) {
-    traind::server::LogError("%s", s.message());
+    traind::LogError("%s", s.message());
     return 1;
   }
   int sig = 0;
   sigwait(&set, &sig);
-  traind::server::LogInfo("traind stopping signal=%s", sigabbrev_np(sig) ? sigabbrev_np(sig) : "?");
+  traind::LogInfo("traind stopping signal=%s", sigabbrev_np(sig) ? sigabbrev_np(sig) : "?");
   (*daemon)->GracefulStop();
   return 0;
 }

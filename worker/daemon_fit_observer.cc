@@ -3,7 +3,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "worker/log.h"
+#include "base/log.h"
 #include "worker/stop_signal.h"
 
 namespace traind::worker {
@@ -12,7 +12,7 @@ absl::Status DaemonFitObserver::OnEpochEnd(const traind::v1::EpochMetrics& metri
   reporter_->NotifyProgress();
   if (pause_after_ > 0 && metrics.epoch() >= pause_after_ && !paused_) {
     paused_ = true;
-    Log(absl::StrCat("pausing after epoch ", metrics.epoch(), ": its trial waits at a rung"));
+    LogLine(absl::StrCat("pausing after epoch ", metrics.epoch(), ": its trial waits at a rung"));
   }
   if (!reports_epochs_) return absl::OkStatus();
   return reporter_->Add(metrics);
@@ -24,16 +24,16 @@ bool DaemonFitObserver::StopRequested() {
 }
 
 void DaemonFitObserver::OnResume(int32_t completed_epochs) {
-  Log(absl::StrCat("resuming from the checkpoint after epoch ", completed_epochs));
+  LogLine(absl::StrCat("resuming from the checkpoint after epoch ", completed_epochs));
   if (!reports_epochs_) return;
   traind::v1::ReportEventRequest req;
   req.mutable_resumed()->set_completed_epochs(completed_epochs);
   absl::Status s = client_->ReportEvent(req);
-  if (!s.ok()) Log(absl::StrCat("error: cannot report the resume: ", s.message()));
+  if (!s.ok()) LogLine(absl::StrCat("error: cannot report the resume: ", s.message()));
 }
 
 void DaemonFitObserver::OnWarning(absl::string_view message) {
-  Log(absl::StrCat("warning: ", message));
+  LogLine(absl::StrCat("warning: ", message));
   const int32_t rank = client_->credentials().rank();
   traind::v1::ReportEventRequest req;
   req.mutable_warning()->set_message(rank == 0 ? std::string(message)

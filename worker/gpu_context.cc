@@ -6,8 +6,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "base/log.h"
 #include "base/status.h"
-#include "worker/log.h"
 #include "worker/task_failure.h"
 
 namespace traind::worker {
@@ -17,7 +17,8 @@ void GpuContext::Release() {
   const absl::Time start = absl::Now();
   communicator.reset();
   backend.reset();
-  Log(absl::StrFormat("gpu released in %.0f ms", absl::ToDoubleMilliseconds(absl::Now() - start)));
+  LogLine(
+      absl::StrFormat("gpu released in %.0f ms", absl::ToDoubleMilliseconds(absl::Now() - start)));
 }
 
 absl::Status OpenGpu(const traind::v1::JobSpec& spec, int device, GpuContext* gpu) {
@@ -40,7 +41,7 @@ absl::Status OpenGpu(const traind::v1::JobSpec& spec, int device, GpuContext* gp
   if (!backend.ok()) return AsTaskFailure(backend.status(), "creating the CUDA backend");
   gpu->backend = std::move(*backend);
   const absl::Time ready = absl::Now();
-  Log(absl::StrFormat(
+  LogLine(absl::StrFormat(
       "gpu ready in %.0f ms (plugin load %.0f ms, CUDA context and cuBLAS %.0f ms): %s; %s",
       absl::ToDoubleMilliseconds(ready - start), absl::ToDoubleMilliseconds(loaded - start),
       absl::ToDoubleMilliseconds(ready - loaded), gpu->backend->name(), gpu->plugin->build_info()));
@@ -67,7 +68,7 @@ absl::Status ConnectRanks(int rank, int world_size, const NcclIdExchange& exchan
                                       absl::ToDoubleSeconds(kRankTimeout));
   if (!communicator.ok()) return AsRankFailure(communicator.status(), "NCCL communicator");
   gpu->communicator = std::move(*communicator);
-  Log(absl::StrCat("nccl ready: rank ", rank, " of ", world_size));
+  LogLine(absl::StrCat("nccl ready: rank ", rank, " of ", world_size));
   return absl::OkStatus();
 }
 

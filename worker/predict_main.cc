@@ -7,12 +7,12 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "base/log.h"
 #include "worker/engine/fit/artifacts.h"
 #include "worker/engine/model_file.h"
 #include "worker/engine/predict.h"
 #include "worker/exit_code.h"
 #include "worker/gpu_context.h"
-#include "worker/log.h"
 
 namespace traind::worker {
 namespace {
@@ -45,7 +45,7 @@ int RunPredict(const PredictCommand& command) {
       absl::Status opened = OpenGpu(first->spec, 0, &gpu);
       if (!opened.ok()) return opened;
       options.backend = gpu.backend.get();
-      Log(absl::StrCat("predict on ", gpu.backend->name()));
+      LogLine(absl::StrCat("predict on ", gpu.backend->name()));
     }
     absl::StatusOr<engine::Predictions> predictions =
         engine::Predict(command.models, command.data, options);

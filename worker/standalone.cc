@@ -7,6 +7,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "base/log.h"
 #include "base/status.h"
 #include "data/dataset.h"
 #include "data/split.h"
@@ -19,7 +20,6 @@
 #include "worker/engine/fit.h"
 #include "worker/exit_code.h"
 #include "worker/gpu_context.h"
-#include "worker/log.h"
 #include "worker/stop_signal.h"
 
 namespace traind::worker {
@@ -50,7 +50,7 @@ int RunStandalone(const StandaloneOptions& so) {
   const std::string& spec_path = so.spec_path;
   absl::StatusOr<traind::v1::JobSpec> spec = spec::LoadJobSpecFile(spec_path);
   if (!spec.ok()) {
-    Log(absl::StrCat("error: ", spec.status().message()));
+    LogLine(absl::StrCat("error: ", spec.status().message()));
     return kUsage;
   }
   spec::ValidationContext vc;
@@ -60,23 +60,23 @@ int RunStandalone(const StandaloneOptions& so) {
   GpuContext gpu;
   if (spec->resources().device() == traind::v1::GPU) {
     if (absl::Status s = OpenGpu(*spec, /*device=*/0, &gpu); !s.ok()) {
-      Log(absl::StrCat("error: ", s.message()));
+      LogLine(absl::StrCat("error: ", s.message()));
       return kFailed;
     }
     vc.gpus = gpu.plugin->DeviceCount(nullptr);
     if (spec->resources().count() > 1) {
-      Log(absl::StrCat("warning: resources.count is ", spec->resources().count(),
-                       "; standalone runs on one GPU"));
+      LogLine(absl::StrCat("warning: resources.count is ", spec->resources().count(),
+                           "; standalone runs on one GPU"));
       vc.gpus = std::max(vc.gpus, spec->resources().count());
     }
   }
   if (absl::Status s = spec::ValidateJobSpec(*spec, vc); !s.ok()) {
-    Log(absl::StrCat("error: ", spec_path, ": ", s.message()));
+    LogLine(absl::StrCat("error: ", spec_path, ": ", s.message()));
     return kUsage;
   }
   absl::StatusOr<data::Dataset> data = data::LoadDataset(*spec);
   if (!data.ok()) {
-    Log(absl::StrCat("error: ", data.status().message()));
+    LogLine(absl::StrCat("error: ", data.status().message()));
     return kFailed;
   }
   const int tasks = spec::TaskCount(*spec);
@@ -92,13 +92,13 @@ int RunStandalone(const StandaloneOptions& so) {
     }
     absl::StatusOr<data::FoldRows> rows = spec::RowsForTask(*spec, *data, task);
     if (!rows.ok()) {
-      Log(absl::StrCat("error: task ", task, ": ", rows.status().message()));
+      LogLine(absl::StrCat("error: task ", task, ": ", rows.status().message()));
       return kFailed;
     }
     absl::StatusOr<traind::v1::FoldResult> result =
         engine::Fit(*spec, *data, *rows, task, options, &observer);
     if (!result.ok()) {
-      Log(absl::StrCat("error: fold ", task, ": ", result.status().message()));
+      LogLine(absl::StrCat("error: fold ", task, ": ", result.status().message()));
       return traind::FailureKindOf(result.status()) == traind::FailureKind::kCancelled ? kCancelled
                                                                                        : kFailed;
     }

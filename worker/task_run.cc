@@ -12,6 +12,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "base/log.h"
 #include "base/status.h"
 #include "data/dataset.h"
 #include "data/split.h"
@@ -24,7 +25,6 @@
 #include "worker/epoch_reporter.h"
 #include "worker/exit_code.h"
 #include "worker/gpu_context.h"
-#include "worker/log.h"
 #include "worker/stop_signal.h"
 #include "worker/task_failure.h"
 
@@ -35,7 +35,7 @@ using traind::v1::Failure;
 int RunTaskUnderDaemon(const TaskRunOptions& o) {
   const char* secret = std::getenv("TRAIND_WORKER_SECRET");
   if (secret == nullptr || *secret == '\0') {
-    Log("error: TRAIND_WORKER_SECRET is not set (traind-worker is started by traind)");
+    LogLine("error: TRAIND_WORKER_SECRET is not set (traind-worker is started by traind)");
     return kUsage;
   }
   const int task = o.task, attempt = o.attempt, rank = o.rank, world_size = o.world_size;
@@ -61,10 +61,10 @@ int RunTaskUnderDaemon(const TaskRunOptions& o) {
 
   traind::v1::TaskAssignment assignment;
   if (absl::Status s = client.GetTask(&assignment); !s.ok()) {
-    Log(absl::StrCat("error: cannot fetch the task from ", o.server, ": ", s.message()));
+    LogLine(absl::StrCat("error: cannot fetch the task from ", o.server, ": ", s.message()));
     return absl::IsUnavailable(s) || absl::IsDeadlineExceeded(s) ? kUnreachable : kFailed;
   }
-  Log(absl::StrCat("task fetched ", where, " fold=", assignment.fold(), " pid=", getpid()));
+  LogLine(absl::StrCat("task fetched ", where, " fold=", assignment.fold(), " pid=", getpid()));
   if (assignment.heartbeat_interval_ms() > 0) {
     reporter.set_heartbeat_every(std::chrono::milliseconds(assignment.heartbeat_interval_ms()));
   }
@@ -81,10 +81,10 @@ int RunTaskUnderDaemon(const TaskRunOptions& o) {
       f->set_message(absl::StrCat("stopped by SIGUSR2 (Slurm: a time limit ahead or a ",
                                   "preemption) after a checkpoint: ", s.message()));
     }
-    Log(absl::StrCat("task failed ", where, " reason=", Failure::Reason_Name(f->reason()), ": ",
-                     s.message()));
+    LogLine(absl::StrCat("task failed ", where, " reason=", Failure::Reason_Name(f->reason()), ": ",
+                         s.message()));
     absl::Status rs = client.ReportEvent(req);
-    if (!rs.ok()) Log(absl::StrCat("error: cannot report the failure: ", rs.message()));
+    if (!rs.ok()) LogLine(absl::StrCat("error: cannot report the failure: ", rs.message()));
     return f->reason() == Failure::CANCELLED ? kCancelled : kFailed;
   };
 
@@ -129,7 +129,7 @@ int RunTaskUnderDaemon(const TaskRunOptions& o) {
     for (const std::string& c : data->classes) st->add_classes(c);
     st->set_epochs_total(spec.training().epochs());
     if (absl::Status rs = client.ReportEvent(req); !rs.ok()) {
-      Log(absl::StrCat("error: cannot report the start: ", rs.message()));
+      LogLine(absl::StrCat("error: cannot report the start: ", rs.message()));
       return kUnreachable;
     }
   }
@@ -149,20 +149,20 @@ int RunTaskUnderDaemon(const TaskRunOptions& o) {
   if (!result.ok()) return fail(result.status());
   if (rank != 0) {
     // Rank 0 reports the result; the attempt succeeds when every rank exits 0.
-    Log(absl::StrCat("task succeeded ", where));
+    LogLine(absl::StrCat("task succeeded ", where));
     return kSucceeded;
   }
   if (absl::Status flushed = reporter.Flush(); !flushed.ok()) {
-    Log(absl::StrCat("error: ", flushed.message()));
+    LogLine(absl::StrCat("error: ", flushed.message()));
     return kUnreachable;
   }
   traind::v1::ReportEventRequest req;
   *req.mutable_finished()->mutable_result() = *result;
   if (absl::Status rs = client.ReportEvent(req); !rs.ok()) {
-    Log(absl::StrCat("error: cannot report the result: ", rs.message()));
+    LogLine(absl::StrCat("error: cannot report the result: ", rs.message()));
     return kUnreachable;
   }
-  Log(absl::StrCat("task succeeded ", where, " best_epoch=", result->best_epoch()));
+  LogLine(absl::StrCat("task succeeded ", where, " best_epoch=", result->best_epoch()));
   return kSucceeded;
 }
 

@@ -12,9 +12,9 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "absl/time/clock.h"
+#include "base/log.h"
 #include "server/api/grpc_reply.h"
 #include "server/api/services.h"
-#include "server/log.h"
 #include "server/store/job_files.h"
 
 namespace traind::server {

@@ -2,9 +2,9 @@
 
 #include <utility>
 
+#include "base/log.h"
 #include "google/protobuf/descriptor.pb.h"
 #include "grpc/health/v1/health.pb.h"
-#include "server/log.h"
 #include "traind/v1/training_service.grpc.pb.h"
 
 namespace traind::server {

@@ -15,10 +15,10 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "absl/synchronization/mutex.h"
+#include "base/log.h"
 #include "google/protobuf/util/time_util.h"
 #include "server/api/grpc_reply.h"
 #include "server/core/event_feed.h"
-#include "server/log.h"
 #include "server/store/job_files.h"
 
 namespace traind::server {

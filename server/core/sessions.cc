@@ -8,7 +8,7 @@
 #include <utility>
 
 #include "absl/strings/escaping.h"
-#include "server/log.h"
+#include "base/log.h"
 
 namespace traind::server {
 namespace {

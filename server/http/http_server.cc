@@ -18,13 +18,13 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "base/log.h"
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
 #include "httplib.h"
 #include "server/core/event_feed.h"
 #include "server/http/json.h"
 #include "server/http/web_assets.h"
-#include "server/log.h"
 #include "server/scheduler/state_transitions.h"
 
 namespace traind::server {

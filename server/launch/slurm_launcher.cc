@@ -20,8 +20,8 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
+#include "base/log.h"
 #include "server/launch/command.h"
-#include "server/log.h"
 
 namespace traind::server {
 

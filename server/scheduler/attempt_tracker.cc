@@ -6,7 +6,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "server/log.h"
+#include "base/log.h"
 
 namespace traind::server {
 

@@ -8,7 +8,7 @@
 #include <utility>
 
 #include "absl/strings/numbers.h"
-#include "server/log.h"
+#include "base/log.h"
 #include "spec/search.h"
 #include "spec/task_plan.h"
 #include "spec/validation.h"

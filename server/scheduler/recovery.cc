@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "server/log.h"
+#include "base/log.h"
 #include "server/scheduler/attempt_secrets.h"
 #include "server/scheduler/scheduler.h"
 

@@ -4,8 +4,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "base/log.h"
 #include "google/protobuf/util/time_util.h"
-#include "server/log.h"
 #include "server/scheduler/attempt_outcome.h"
 #include "server/scheduler/attempt_secrets.h"
 #include "server/scheduler/list_jobs_query.h"

@@ -5,7 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "server/log.h"
+#include "base/log.h"
 #include "server/scheduler/scheduler.h"
 #include "server/store/job_files.h"
 

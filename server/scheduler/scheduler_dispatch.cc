@@ -11,7 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "server/log.h"
+#include "base/log.h"
 #include "server/scheduler/attempt_secrets.h"
 #include "server/scheduler/scheduler.h"
 

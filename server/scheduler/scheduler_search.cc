@@ -4,7 +4,7 @@
 #include <utility>
 #include <vector>
 
-#include "server/log.h"
+#include "base/log.h"
 #include "server/scheduler/scheduler.h"
 #include "spec/search.h"
 #include "spec/task_plan.h"

@@ -10,7 +10,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "server/log.h"
+#include "base/log.h"
 #include "server/scheduler/scheduler.h"
 
 namespace traind::server {

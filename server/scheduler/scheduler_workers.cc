@@ -4,7 +4,7 @@
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
-#include "server/log.h"
+#include "base/log.h"
 #include "server/scheduler/attempt_secrets.h"
 #include "server/scheduler/scheduler.h"
 #include "spec/search.h"

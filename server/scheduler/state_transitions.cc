@@ -2,7 +2,7 @@
 
 #include <utility>
 
-#include "server/log.h"
+#include "base/log.h"
 
 namespace traind::server {
 namespace {

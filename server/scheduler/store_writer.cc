@@ -3,7 +3,7 @@
 #include <cstdlib>
 #include <utility>
 
-#include "server/log.h"
+#include "base/log.h"
 
 namespace traind::server {
 
