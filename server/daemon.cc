@@ -373,47 +373,50 @@ absl::Status Daemon::Init() {
 
   CpuInfo cpu = ReadCpuInfo();
   start_time_ = absl::Now();
-  SchedulerOptions& so = so_;
-  so.state_dir = state_dir;
-  so.worker_path = worker_path;
-  so.worker_address = worker_address_;
-  so.attempt_key = *attempt_key;
+  SchedulerOptions& scheduler_options = scheduler_options_;
+  scheduler_options.state_dir = state_dir;
+  scheduler_options.worker_path = worker_path;
+  scheduler_options.worker_address = worker_address_;
+  scheduler_options.attempt_key = *attempt_key;
   // With Slurm the cluster places tasks: cpu_slots (default 1000) bounds the
   // attempts handed to it at once.
-  so.cpu_slots = flags.cpu_slots > 0 ? flags.cpu_slots : slurm ? 1000 : std::max(1, cpu.cores);
+  scheduler_options.cpu_slots = flags.cpu_slots > 0 ? flags.cpu_slots
+                                : slurm             ? 1000
+                                                    : std::max(1, cpu.cores);
   if (slurm) {
-    so.worker_jobs_dir = (fs::path(flags.slurm.shared_dir) / "jobs").string();
-    so.cluster_gpus_per_task = flags.slurm.gpus_per_node;
+    scheduler_options.worker_jobs_dir = (fs::path(flags.slurm.shared_dir) / "jobs").string();
+    scheduler_options.cluster_gpus_per_task = flags.slurm.gpus_per_node;
   }
-  so.worker_threads = flags.worker_threads;
-  so.max_restarts = flags.max_restarts;
-  so.cancel_grace = flags.cancel_grace;
-  so.stop_grace = flags.stop_grace;
-  so.heartbeat_timeout = flags.heartbeat_timeout;
-  so.tensorboard = flags.tensorboard;
+  scheduler_options.worker_threads = flags.worker_threads;
+  scheduler_options.max_restarts = flags.max_restarts;
+  scheduler_options.cancel_grace = flags.cancel_grace;
+  scheduler_options.stop_grace = flags.stop_grace;
+  scheduler_options.heartbeat_timeout = flags.heartbeat_timeout;
+  scheduler_options.tensorboard = flags.tensorboard;
   // Metrics count from the first event on (recovery's included).
-  metrics_ = std::make_unique<ServerMetrics>(TRAIND_VERSION, so.cpu_slots, start_time_);
-  so.on_store_commit = [metrics = metrics_.get()](absl::Duration d) {
+  metrics_ =
+      std::make_unique<ServerMetrics>(TRAIND_VERSION, scheduler_options.cpu_slots, start_time_);
+  scheduler_options.on_store_commit = [metrics = metrics_.get()](absl::Duration d) {
     metrics->ObserveStoreCommit(d);
   };
 
   // What the worker can train on, and which GPUs there are.
-  so.worker_env = BaseWorkerEnvironment(environ);
+  scheduler_options.worker_env = BaseWorkerEnvironment(environ);
   std::string probe_notes;
   absl::StatusOr<std::vector<std::string>> backends =
-      ProbeWorkerBackends(worker_path, so.worker_env, &probe_notes);
+      ProbeWorkerBackends(worker_path, scheduler_options.worker_env, &probe_notes);
   if (!backends.ok()) return Fail("%s", backends.status().message());
   backends_ = *std::move(backends);
   for (absl::string_view line : absl::StrSplit(probe_notes, '\n', absl::SkipWhitespace())) {
     absl::ConsumePrefix(&line, "traind-worker: ");
     LogInfo("worker probe: %s", line);
   }
-  so.worker_has_gpu_backend =
+  scheduler_options.worker_has_gpu_backend =
       std::find(backends_.begin(), backends_.end(), "cuda") != backends_.end();
   // "cpu-bf16" is a feature of the cpu backend, not a backend of its own.
   const auto bf16 = std::find(backends_.begin(), backends_.end(), "cpu-bf16");
-  so.worker_cpu_bf16 = bf16 != backends_.end();
-  if (so.worker_cpu_bf16) backends_.erase(bf16);
+  scheduler_options.worker_cpu_bf16 = bf16 != backends_.end();
+  if (scheduler_options.worker_cpu_bf16) backends_.erase(bf16);
   if (flags.gpu_probe == "nvml") {
     gpu_probe_ = NewNvmlProbe();
   } else if (absl::StartsWith(flags.gpu_probe, "file:")) {
@@ -422,27 +425,29 @@ absl::Status Daemon::Init() {
     return absl::InvalidArgumentError(
         absl::StrFormat("gpu_probe: \"%s\" is not nvml, none or file:PATH", flags.gpu_probe));
   }
-  so.gpu_probe = gpu_probe_.get();
-  so.gpu.drain_timeout = flags.gpu_drain_timeout;
+  scheduler_options.gpu_probe = gpu_probe_.get();
+  scheduler_options.gpu.drain_timeout = flags.gpu_drain_timeout;
   LogInfo("worker backends=%s cpu_bf16=%s", absl::StrJoin(backends_, ","),
-          so.worker_cpu_bf16 ? "true" : "false");
+          scheduler_options.worker_cpu_bf16 ? "true" : "false");
 
   if (slurm && flags.tls.enabled()) {
     // Workers trust the daemon's certificate on the worker address.
     const std::string ca = flags.slurm.worker_ca.empty() ? flags.tls.cert : flags.slurm.worker_ca;
-    so.worker_env.push_back(absl::StrCat("TRAIND_SERVER_CA=", fs::absolute(ca).string()));
+    scheduler_options.worker_env.push_back(
+        absl::StrCat("TRAIND_SERVER_CA=", fs::absolute(ca).string()));
   }
-  LocalLauncherOptions lo;
+  LocalLauncherOptions local_options;
   // With Slurm, the local launcher runs only side processes (predict): no
   // zygote, and it collects only its own children.
   if (flags.worker_zygote && !slurm) {
-    lo.zygote_worker = worker_path;
+    local_options.zygote_worker = worker_path;
     // The OpenMP runtime reads its settings once, when the zygote loads it:
     // the workers' thread count is set here (and again by each worker).
-    lo.zygote_env = so.worker_env;
-    lo.zygote_env.push_back(absl::StrCat("OMP_NUM_THREADS=", so.worker_threads));
+    local_options.zygote_env = scheduler_options.worker_env;
+    local_options.zygote_env.push_back(
+        absl::StrCat("OMP_NUM_THREADS=", scheduler_options.worker_threads));
   }
-  launcher_ = std::make_unique<LocalLauncher>(lo);
+  launcher_ = std::make_unique<LocalLauncher>(local_options);
   if (flags.worker_zygote && !slurm) {
     if (absl::Status s = launcher_->StartZygote(); !s.ok()) {
       LogWarning("worker zygote not started (workers are spawned one by one): %s", s.message());
@@ -451,25 +456,26 @@ absl::Status Daemon::Init() {
     }
   }
   if (slurm) {
-    SlurmOptions sl;
-    sl.partition = flags.slurm.partition;
-    sl.account = flags.slurm.account;
-    sl.qos = flags.slurm.qos;
-    sl.extra_sbatch_args = flags.slurm.extra_sbatch_args;
-    sl.shared_dir = flags.slurm.shared_dir;
-    sl.worker_address = flags.slurm.worker_address;
-    sl.signal_before_limit = flags.slurm.signal_before_limit;
-    sl.poll_interval = flags.slurm.poll_interval;
-    slurm_launcher_ = std::make_unique<SlurmLauncher>(sl);
+    SlurmOptions slurm_options;
+    slurm_options.partition = flags.slurm.partition;
+    slurm_options.account = flags.slurm.account;
+    slurm_options.qos = flags.slurm.qos;
+    slurm_options.extra_sbatch_args = flags.slurm.extra_sbatch_args;
+    slurm_options.shared_dir = flags.slurm.shared_dir;
+    slurm_options.worker_address = flags.slurm.worker_address;
+    slurm_options.signal_before_limit = flags.slurm.signal_before_limit;
+    slurm_options.poll_interval = flags.slurm.poll_interval;
+    slurm_launcher_ = std::make_unique<SlurmLauncher>(slurm_options);
     if (absl::Status s = slurm_launcher_->Init(); !s.ok()) return Fail("%s", s.message());
     metrics_->AddCollector(
         [launcher = slurm_launcher_.get()](std::vector<prometheus::MetricFamily>* families) {
           families->push_back(SlurmCommandsFamily(launcher->command_counts()));
         });
-    LogInfo("launcher slurm shared_dir=%s worker_address=%s partition=%s", sl.shared_dir,
-            sl.worker_address, sl.partition.empty() ? "(default)" : sl.partition);
+    LogInfo("launcher slurm shared_dir=%s worker_address=%s partition=%s", slurm_options.shared_dir,
+            slurm_options.worker_address,
+            slurm_options.partition.empty() ? "(default)" : slurm_options.partition);
   }
-  scheduler_ = std::make_unique<Scheduler>(so, store_.get(),
+  scheduler_ = std::make_unique<Scheduler>(scheduler_options, store_.get(),
                                            slurm ? static_cast<Launcher*>(slurm_launcher_.get())
                                                  : static_cast<Launcher*>(launcher_.get()),
                                            launcher_.get());
@@ -502,10 +508,10 @@ absl::Status Daemon::Start() {
     if (!worker_credentials) return Fail("tls: %s", error);
   }
   worker_service_ = std::make_unique<WorkerServiceImpl>(&scheduler);
-  grpc::ServerBuilder wb;
-  wb.AddListeningPort(worker_address, worker_credentials);
-  wb.RegisterService(worker_service_.get());
-  worker_server_ = wb.BuildAndStart();
+  grpc::ServerBuilder worker_builder;
+  worker_builder.AddListeningPort(worker_address, worker_credentials);
+  worker_builder.RegisterService(worker_service_.get());
+  worker_server_ = worker_builder.BuildAndStart();
   if (!worker_server_) {
     return Fail("cannot listen on %s (internal worker service)", worker_address);
   }
@@ -517,8 +523,8 @@ absl::Status Daemon::Start() {
   desc.version = TRAIND_VERSION;
   desc.state_dir = state_dir_;
   desc.listen_addresses = listen;
-  desc.cpu_slots = so_.cpu_slots;
-  desc.worker_threads = so_.worker_threads;
+  desc.cpu_slots = scheduler_options_.cpu_slots;
+  desc.worker_threads = scheduler_options_.worker_threads;
   desc.start_time = start_time_;
   http_listen_ = flags.http_listen.value_or(kDefaultHttpListen);
   const std::string& http_listen = http_listen_;
@@ -532,25 +538,25 @@ absl::Status Daemon::Start() {
   policy_.authenticator = std::make_shared<Authenticator>(tokens_);
   policy_.data_roots = *data_roots_;
   policy_.limits = flags.limits;
-  grpc::ServerBuilder pb;
+  grpc::ServerBuilder public_builder;
   std::vector<int> ports(listen.size(), 0);
   for (size_t i = 0; i < listen.size(); ++i) {
     if (absl::Status s = ClaimUnixSocket(listen[i]); !s.ok()) return Fail("%s", s.message());
-    pb.AddListeningPort(
+    public_builder.AddListeningPort(
         listen[i], IsUnixAddress(listen[i]) ? grpc::InsecureServerCredentials() : tcp_credentials_,
         &ports[i]);
   }
-  pb.SetMaxReceiveMessageSize(static_cast<int>(flags.limits.max_request_bytes));
+  public_builder.SetMaxReceiveMessageSize(static_cast<int>(flags.limits.max_request_bytes));
   training_service_ = std::make_unique<TrainingServiceImpl>(&scheduler, reads_.get(), policy_,
                                                             sessions_.get(), metrics_.get());
-  pb.RegisterService(training_service_.get());
+  public_builder.RegisterService(training_service_.get());
   // Reflection describes the public services only (never WorkerService).
   schema_ = TraindPublicSchema();
   reflection_v1_ = std::make_unique<ReflectionV1>(schema_);
   reflection_v1alpha_ = std::make_unique<ReflectionV1Alpha>(schema_);
-  pb.RegisterService(reflection_v1_.get());
-  pb.RegisterService(reflection_v1alpha_.get());
-  public_server_ = pb.BuildAndStart();
+  public_builder.RegisterService(reflection_v1_.get());
+  public_builder.RegisterService(reflection_v1alpha_.get());
+  public_server_ = public_builder.BuildAndStart();
   if (!public_server_) return Fail("cannot listen on %s", absl::StrJoin(listen, ", "));
   for (size_t i = 0; i < listen.size(); ++i) {
     if (ports[i] == 0) return Fail("cannot listen on %s", listen[i]);
@@ -571,12 +577,12 @@ absl::Status Daemon::Start() {
   // The HTTP side door. The default address is skipped (with a warning)
   // when its port is taken; an address that was asked for must be served.
   if (!http_listen.empty() && http_listen != "off") {
-    HttpOptions ho;
-    ho.listen = http_listen;
-    ho.tls = flags.tls;
-    ho.max_connections = flags.http_max_connections;
+    HttpOptions http_options;
+    http_options.listen = http_listen;
+    http_options.tls = flags.tls;
+    http_options.max_connections = flags.http_max_connections;
     http_ = std::make_unique<HttpServer>(
-        ho, reads_.get(), policy_.authenticator, sessions_.get(), metrics_.get(),
+        http_options, reads_.get(), policy_.authenticator, sessions_.get(), metrics_.get(),
         [this]() -> absl::Status {
           if (draining_.load()) {
             return absl::UnavailableError("stopping");
@@ -609,8 +615,8 @@ absl::Status Daemon::Start() {
   LogInfo(
       "traind ready version=%s state_dir=%s listen=%s cpu_slots=%d worker_threads=%d "
       "data_roots=%s tokens=%d http=%s",
-      TRAIND_VERSION, state_dir_, absl::StrJoin(listen, ","), so_.cpu_slots, so_.worker_threads,
-      absl::StrJoin(data_roots_->roots(), ","), tokens_->size(),
+      TRAIND_VERSION, state_dir_, absl::StrJoin(listen, ","), scheduler_options_.cpu_slots,
+      scheduler_options_.worker_threads, absl::StrJoin(data_roots_->roots(), ","), tokens_->size(),
       reads_->http_url().empty() ? "off" : reads_->http_url());
   sd_notifyf(0, "READY=1\nSTATUS=serving on %s\nMAINPID=%d", absl::StrJoin(listen, ", ").c_str(),
              static_cast<int>(getpid()));

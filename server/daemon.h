@@ -83,7 +83,7 @@ class Daemon final {
   std::string worker_address_;
   std::unique_ptr<JobStore> store_;
   absl::Time start_time_;
-  SchedulerOptions so_;
+  SchedulerOptions scheduler_options_;
   std::unique_ptr<ServerMetrics> metrics_;
   std::vector<std::string> backends_;
   std::unique_ptr<DeviceProbe> gpu_probe_;
