@@ -1,4 +1,4 @@
-// CPU training-speed benchmark, traind's side (issue 7). Driven by
+// CPU training-speed benchmark, traind's side. Driven by
 // bench/run_cpu_bench.sh (bench/peers/driver.py), which runs it alternately
 // with the PyTorch peer on the same data file and prints the tables.
 //

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 7's CPU benchmark, one command: traind's engine against PyTorch (and
+# The CPU benchmark, one command: traind's engine against PyTorch (and
 # scikit-learn), same data / model / init / optimizer / batch / threads, runs
 # alternated, medians, ratios. Case 1 also runs both in bf16 (traind's
 # training.precision: bf16; PyTorch's bf16 autocast). Prints markdown tables

@@ -1,4 +1,4 @@
-"""Issue 7's CPU benchmark driver: runs traind's engine (build/bin/cpu_bench,
+"""The CPU benchmark's driver: runs traind's engine (build/bin/cpu_bench,
 traind-worker, traind + trainctl) and its peers (PyTorch, scikit-learn) alternately
 on the same data, takes medians, and prints markdown tables with ratios. Case 1 adds
 bf16 rows: traind with training.precision: bf16, PyTorch under bf16 autocast.

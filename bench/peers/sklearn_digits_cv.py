@@ -1,4 +1,4 @@
-"""scikit-learn peer for digits CV (issue 7): MLPClassifier (sgd) 64-128-10, batch 32,
+"""scikit-learn peer for digits CV: MLPClassifier (sgd) 64-128-10, batch 32,
 lr 0.01, momentum 0.9, 30 epochs per fold, stratified 5-fold, in one process.
 Run with /usr/bin/python3. Prints one JSON line: CV seconds (excluding imports and
 CSV loading) and the mean validation accuracy.

@@ -1,4 +1,4 @@
-"""The common Python alternative to traind's one-worker-per-fold CV (issue 7, case 4):
+"""The common Python alternative to traind's one-worker-per-fold CV (case 4):
 one PyTorch process per fold. Trains fold K of a stratified k-fold CV of iris with the
 model of examples/iris-cv.yaml (4-16-3, ReLU, Adam lr 0.01, batch 16, standardized on
 the training fold), validating every epoch. Run with /usr/bin/python3.

@@ -1,4 +1,4 @@
-"""PyTorch peer of bench/cpu_bench.cc (issue 7): the same MLP, data, init, optimizer,
+"""PyTorch peer of bench/cpu_bench.cc: the same MLP, data, init, optimizer,
 batch size and shuffling, timed per epoch. Run with /usr/bin/python3 (Debian's python3-torch).
 
   torch_mlp.py --data FILE --hidden 512,256 --batch 128 --epochs 3 --threads 2 [--rows N]

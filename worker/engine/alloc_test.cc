@@ -1,4 +1,4 @@
-// Heap allocations of a steady-state training step, counted (issue 7).
+// Heap allocations of a steady-state training step, counted.
 //
 // Its own executable (traind_engine_alloc_test): it replaces the C heap
 // (malloc, calloc, realloc, posix_memalign, aligned_alloc, memalign; operator

@@ -27,7 +27,7 @@ using traind::v1::JobSpec;
 
 using testing::Iris;
 
-// The reference job: Dense(16, relu) + Dense(3), Adam 0.01,
+// The reference job: Dense(16, relu) + Dense(3), Adam 0.01,
 // 100 epochs of batch 16, standardized.
 JobSpec ReferenceIrisSpec() {
   JobSpec spec;
