@@ -141,7 +141,7 @@ class WatchReactor final : public grpc::ServerWriteReactor<traind::v1::JobEvent>
         return;
       }
       case EventFeed::Next::kSend:
-        current_ = std::move(feed_.Take(1).front());
+        current_ = feed_.TakeOne();
         writing_ = true;
         StartWrite(&current_);
         return;

@@ -53,17 +53,20 @@ void EventFeed::AbortRead() {
   need_store_ = true;
 }
 
+traind::v1::JobEvent EventFeed::TakeOne() {
+  traind::v1::JobEvent e = std::move(buffer_.front());
+  buffer_.pop_front();
+  cursor_ = e.sequence();
+  if (e.last()) {
+    ended_ = true;
+    buffer_.clear();
+  }
+  return e;
+}
+
 std::vector<traind::v1::JobEvent> EventFeed::Take(size_t max) {
   std::vector<traind::v1::JobEvent> out;
-  while (!buffer_.empty() && out.size() < max && !ended_) {
-    out.push_back(std::move(buffer_.front()));
-    buffer_.pop_front();
-    cursor_ = out.back().sequence();
-    if (out.back().last()) {
-      ended_ = true;
-      buffer_.clear();
-    }
-  }
+  while (!buffer_.empty() && out.size() < max && !ended_) out.push_back(TakeOne());
   return out;
 }
 

@@ -58,6 +58,9 @@ class EventFeed final {
   // Hands out up to `max` events in order; the cursor moves past them.
   // REQUIRES: next() == kSend.
   std::vector<traind::v1::JobEvent> Take(size_t max);
+  // The next event alone (a writer that sends one at a time).
+  // REQUIRES: next() == kSend.
+  traind::v1::JobEvent TakeOne();
 
   // The sequence of the last event handed out.
   int64_t cursor() const { return cursor_; }
