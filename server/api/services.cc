@@ -114,7 +114,7 @@ class WatchReactor final : public grpc::ServerWriteReactor<traind::v1::JobEvent>
   // Pool thread: the events after `after`, from the store.
   void ReadStore(int64_t after) {
     absl::StatusOr<std::vector<traind::v1::JobEvent>> events =
-        scheduler_->store()->ReadEvents(job_id_, after, EventFeed::kStoreBatch);
+        scheduler_->store_as_is()->ReadEvents(job_id_, after, EventFeed::kStoreBatch);
     {
       absl::MutexLock lock(&mu_);
       if (!events.ok()) {

@@ -240,7 +240,7 @@ class SseStream final : public EventSubscriber {
     }
     if (read_store) {
       absl::StatusOr<std::vector<traind::v1::JobEvent>> events =
-          scheduler_->store()->ReadEvents(job_id_, after, EventFeed::kStoreBatch);
+          scheduler_->store_as_is()->ReadEvents(job_id_, after, EventFeed::kStoreBatch);
       absl::MutexLock lock(&mu_);
       if (!events.ok()) {
         feed_.AbortRead();

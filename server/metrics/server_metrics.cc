@@ -259,7 +259,7 @@ std::string ServerMetrics::Scrape() {
 
   if (scheduler == nullptr) return prometheus::TextSerializer().Serialize(families);
 
-  if (absl::StatusOr<JobStore::StateCounts> counts = scheduler->store()->CountStates();
+  if (absl::StatusOr<JobStore::StateCounts> counts = scheduler->store_as_is()->CountStates();
       counts.ok()) {
     prometheus::MetricFamily jobs = GaugeFamily("traind_jobs", "Jobs in the store, by state.");
     for (int s = Job::QUEUED; s <= Job::CANCELLED; ++s) {

@@ -92,7 +92,7 @@ absl::Status Scheduler::Recover() {
     absl::StatusOr<int64_t> last = store_->LastEventSequence(job.id());
     if (!last.ok()) return last.status();
     last_sequences.push_back(*last);
-    if (job.spec().has_search() && job.spec().search().has_asha()) {
+    if (SearchController(job.spec()).needs_history()) {
       absl::StatusOr<std::vector<traind::v1::JobEvent>> events =
           store_->ReadEvents(job.id(), 0, static_cast<int>(std::min<int64_t>(*last, INT32_MAX)));
       if (!events.ok()) return events.status();
@@ -117,19 +117,8 @@ absl::Status Scheduler::Recover() {
       auto lj = std::make_unique<LiveJob>();
       lj->job = std::move((*jobs)[j]);
       lj->next_sequence = last_sequences[j] + 1;
-      lj->asha = AshaRungs::ForJob(lj->job.spec());
-      for (const traind::v1::JobEvent& e : rung_history[j]) {
-        if (e.has_epoch()) {
-          RecordRungLocked(*lj, e.epoch().task(), e.epoch(), /*act=*/false);
-        } else if (e.has_task_state() && e.task_state().state() == Task::SUCCEEDED &&
-                   e.task_state().has_result()) {
-          auto it = e.task_state().result().val().find(lj->asha->key());
-          if (it == e.task_state().result().val().end()) continue;
-          traind::v1::EpochMetrics at;
-          at.set_epoch(e.task_state().result().epochs_run());
-          RecordRungLocked(*lj, e.task_state().task(), at, /*act=*/false, it->second);
-        }
-      }
+      lj->search = SearchController(lj->job.spec());
+      lj->search.Replay(rung_history[j]);
       if (placement_->WorkersOutliveTraind()) adopted += AdoptRemoteAttemptsLocked(*lj);
       JobChange change = ChangeLocked(*lj);
       change.WriteJob();
@@ -145,11 +134,7 @@ absl::Status Scheduler::Recover() {
       jobs_[id] = std::move(lj);
       if (ref.job.state() == Job::CANCELLING) StopTasksLocked(ref, true);
       // A trial pruned just before the stop, its tasks not yet ended.
-      if (ref.asha.has_value()) {
-        for (int trial = 0; trial < ref.job.result().trials_size(); ++trial) {
-          if (ref.asha->Pruned(trial)) PruneTrialLocked(ref, trial);
-        }
-      }
+      for (int trial : ref.search.PrunedTrials()) PruneTrialLocked(ref, trial);
       // Also ends a job whose tasks all ended before its own end was
       // written (the daemon stopped in between).
       MaybeFinishJobLocked(ref);

@@ -10,7 +10,6 @@
 #include "server/scheduler/attempt_secrets.h"
 #include "server/scheduler/list_jobs_query.h"
 #include "server/secrets.h"
-#include "spec/search.h"
 #include "spec/task_plan.h"
 #include "spec/validation.h"
 
@@ -201,7 +200,8 @@ absl::StatusOr<Job> Scheduler::SubmitUnstored(const JobSpec& spec, const SubmitO
     t->set_state(Task::QUEUED);
     t->set_epochs_total(spec.training().epochs());
   }
-  if (absl::Status s = InitSearch(lj.get()); !s.ok()) return s;
+  if (absl::Status s = SearchController::InitTrials(&lj->job); !s.ok()) return s;
+  lj->search = SearchController(spec);
   absl::MutexLock submit_lock(&submit_mu_);
   absl::StatusOr<std::optional<Job>> existing =
       FindSubmittedLocked(options.owner, options.idempotency_key);
@@ -244,20 +244,7 @@ absl::StatusOr<Job> Scheduler::SubmitUnstored(const JobSpec& spec, const SubmitO
 }
 
 bool Scheduler::DependenciesDoneLocked(const LiveJob& lj, int task) {
-  if (AtRungLocked(lj, task)) return false;
-  // The refit task trains on all rows once every fold has succeeded.
-  if (!spec::IsRefitTask(lj.job.spec(), task)) return true;
-  if (lj.job.spec().has_search()) {
-    // The refit of the best trial: once every trial has ended, one with a score.
-    for (const Task& t : lj.job.tasks()) {
-      if (t.index() != task && !IsTerminal(t.state())) return false;
-    }
-    return lj.job.result().best_trial() >= 0;
-  }
-  for (const Task& t : lj.job.tasks()) {
-    if (t.index() != task && t.state() != Task::SUCCEEDED) return false;
-  }
-  return true;
+  return !lj.search.AtRung(lj.job, task) && lj.search.RefitMayStart(lj.job, task);
 }
 
 void Scheduler::EnqueueLocked(const LiveJob& lj, int task) {
@@ -315,8 +302,7 @@ Job Scheduler::ViewLocked(const LiveJob& lj) {
     c.at_job_limit = cap > 0 && static_cast<int>(lj.attempts.size()) >= cap;
     c.at_trial_limit = [this, &lj](int task)
                            ABSL_NO_THREAD_SAFETY_ANALYSIS { return AtTrialLimitLocked(lj, task); };
-    c.at_rung = [this, &lj](int task)
-                    ABSL_NO_THREAD_SAFETY_ANALYSIS { return AtRungLocked(lj, task); };
+    c.at_rung = [&lj](int task) { return lj.search.AtRung(lj.job, task); };
     c.devices_draining = view.spec().resources().device() == traind::v1::GPU && gpus_.AnyDraining();
     queue_.DescribeWaiting(&view, c);
     // Started, but waiting in the cluster's queue (a remote launcher's).
@@ -525,8 +511,7 @@ void Scheduler::FinishAttemptLocked(LiveJob& lj, int task, const Failure* failur
   for (auto& waiter : la.rendezvous_waiters) {
     waiter(absl::AbortedError("the attempt ended before rank 0 posted its id"));
   }
-  const spec::SearchTask where =
-      job.spec().has_search() ? spec::LocateSearchTask(job.spec(), task) : spec::SearchTask();
+  const int trial = lj.search.TrialOf(task);
 
   // What the attempt's end means (attempt_outcome.h's table).
   EndedAttempt ended;
@@ -535,11 +520,10 @@ void Scheduler::FinishAttemptLocked(LiveJob& lj, int task, const Failure* failur
   ended.trained_epochs = la.trained_epochs;
   ended.last_epoch = la.last_epoch;
   ended.stop_requested = la.stop_requested;
-  ended.search_fold = job.spec().has_search() && !spec::IsRefitTask(job.spec(), task);
-  const bool asha_fold = lj.asha.has_value() && where.trial >= 0;
-  if (asha_fold) {
+  ended.search_fold = lj.search.IsTrialFold(task);
+  if (ended.search_fold) {
     ended.pause_after = la.pause_after;
-    ended.trial_pruned = lj.asha->Pruned(where.trial);
+    ended.trial_pruned = lj.search.TrialPruned(trial);
   }
   if (failure != nullptr) {
     ended.reason = failure->reason();
@@ -568,7 +552,7 @@ void Scheduler::FinishAttemptLocked(LiveJob& lj, int task, const Failure* failur
   switch (outcome.kind) {
     case AttemptOutcome::Kind::kPaused:
       // The fold stopped at its rung (checkpointed); it goes on once its
-      // trial is promoted there (AtRungLocked holds it until then).
+      // trial is promoted there (SearchController::AtRung holds it until then).
       change.SetTaskState(task, Task::QUEUED, la.number, la.pid)->set_rung_epoch(la.last_epoch);
       EnqueueLocked(lj, task);
       CommitLocked(lj, change);
@@ -608,7 +592,7 @@ void Scheduler::FinishAttemptLocked(LiveJob& lj, int task, const Failure* failur
                  la.number, la.pid, ReasonName(failure->reason()), failure->message());
       if (outcome.fails == AttemptOutcome::Fails::kTrial) {
         // In a search, a task that fails ends its trial, not the job.
-        failed_trial = where.trial;
+        failed_trial = trial;
         AggregateFoldResults(&job);
       } else if (!job.has_failure()) {
         *job.mutable_failure() = *failure;
@@ -617,25 +601,14 @@ void Scheduler::FinishAttemptLocked(LiveJob& lj, int task, const Failure* failur
       break;
   }
   CommitLocked(lj, change);
-  if (outcome.kind == AttemptOutcome::Kind::kSucceeded && asha_fold) {
+  if (outcome.kind == AttemptOutcome::Kind::kSucceeded) {
     // A fold that ended before the later rungs counts at its score there.
-    auto it = t->result().val().find(lj.asha->key());
-    if (it != t->result().val().end()) {
-      traind::v1::EpochMetrics at;
-      at.set_epoch(la.last_epoch);
-      RecordRungLocked(lj, task, at, true, it->second);
-    }
+    ActOnSearchLocked(lj, lj.search.RecordFoldEnd(task, la.last_epoch, t->result()));
   }
   if (failed_trial >= 0) {
-    const int per_trial = spec::PlanTasks(job.spec()).tasks_per_trial;
     LogWarning("trial failed job=%s trial=%d: its other tasks are stopped", job.id(), failed_trial);
-    StopTasksLocked(lj, false, [&](int i) { return i / per_trial == failed_trial; });
-    // Every trial failed: so does the job.
-    bool any_left = false;
-    for (const traind::v1::TrialResult& tr : job.result().trials()) {
-      any_left = any_left || tr.state() != traind::v1::TrialResult::FAILED;
-    }
-    if (!any_left && !job.has_failure()) {
+    StopTasksLocked(lj, false, [&](int i) { return lj.search.TrialOf(i) == failed_trial; });
+    if (SearchController::EveryTrialFailed(job) && !job.has_failure()) {
       *job.mutable_failure() = *failure;
       job.mutable_failure()->set_message(absl::StrCat("every trial failed; the last, trial ",
                                                       failed_trial, ": ", failure->message()));

@@ -11,7 +11,8 @@
 // recovery.cc; scheduler_dispatch.cc holds dispatch, launches and the GPU pool,
 // scheduler_workers.cc the WorkerService side, scheduler_side_processes.cc the
 // processes run for a caller (RunProcess), scheduler_deletion.cc deletion and
-// retention, scheduler_search.cc the search controller (trials, ASHA).
+// retention; search_controller (a job's trials, ASHA's rungs, when a trial's
+// task or a refit may start) answers, scheduler_search.cc acts on it.
 //
 // Nothing that can wait on a process or on files runs under the scheduler's
 // mutex: launches, GPU probes and the predictions merge run without it, then
@@ -46,13 +47,13 @@
 #include "server/devices/gpu_pool.h"
 #include "server/launch/launcher.h"
 #include "server/launch/worker_environment.h"
-#include "server/scheduler/asha.h"
 #include "server/scheduler/attempt_tracker.h"
 #include "server/scheduler/clock.h"
 #include "server/scheduler/dispatch_queue.h"
 #include "server/scheduler/event_hub.h"
 #include "server/scheduler/job_results.h"
 #include "server/scheduler/placement.h"
+#include "server/scheduler/search_controller.h"
 #include "server/scheduler/state_transitions.h"
 #include "server/scheduler/store_writer.h"
 #include "server/store/job_store.h"
@@ -297,8 +298,14 @@ class Scheduler final {
     writer_.WhenStored(writer_.last_ticket(), std::move(done));
   }
   EventHub* hub() { return &hub_; }
+  // The store as it is, without waiting for the writer: for readers off
+  // the scheduler's threads that need only what is stored (an event feed:
+  // an event is published once it is stored, so a read never misses one
+  // the feed has not had live; a metrics scrape). Never blocks a reactor
+  // or a pool thread on the writer.
+  JobStore* store_as_is() { return store_; }
   // The store, once every change made so far is in it (changes are written
-  // by the StoreWriter's thread).
+  // by the StoreWriter's thread); tests read through it.
   // While the store is degraded: the store as it is (the last change it
   // took); live jobs are read from memory.
   JobStore* store() {
@@ -320,8 +327,9 @@ class Scheduler final {
     std::map<int, std::set<int>> oom_gpus;
     // Every task succeeded; the job ends once its predictions are merged.
     bool finishing = false;
-    // A search with asha: the rungs and their decisions.
-    std::optional<AshaRungs> asha;
+    // Its trials, ASHA's rungs and when a task may start (a search's or a
+    // CV's refit).
+    SearchController search;
   };
   // An attempt being launched: prepared under the mutex, started without it.
   struct LaunchPlan {
@@ -399,16 +407,12 @@ class Scheduler final {
   }
   traind::v1::Job ViewLocked(const LiveJob& lj) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool DependenciesDoneLocked(const LiveJob& lj, int task) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // ASHA: `m` (an epoch of task `task`, or with `final_value` set, the end
-  // of a fold at that value for every rung after m.epoch()) for the rungs;
-  // `act`: prune or wake on a decision (not while recovering).
-  void RecordRungLocked(LiveJob& lj, int task, const traind::v1::EpochMetrics& m, bool act,
-                        std::optional<double> final_value = std::nullopt)
+  // Acts on ASHA's decisions: a pruned trial's tasks stop, a promoted
+  // trial's folds waiting at the rung go on.
+  void ActOnSearchLocked(LiveJob& lj, const std::vector<SearchController::Decision>& decisions)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Stops the tasks of a pruned trial (PRUNED).
   void PruneTrialLocked(LiveJob& lj, int trial) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // ASHA: a fold of a trial that waits for its trial's decision at a rung.
-  bool AtRungLocked(const LiveJob& lj, int task) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A search's task whose trial would pass search.max_concurrent_trials.
   bool AtTrialLimitLocked(const LiveJob& lj, int task) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   google::protobuf::Timestamp NowProto();
@@ -444,9 +448,6 @@ class Scheduler final {
   // Makes Submit's idempotency-key lookup (a store read, done without mu_)
   // and the insert one step.
   absl::Mutex submit_mu_ ABSL_ACQUIRED_BEFORE(mu_);
-  // A new search job's trials table (and ASHA's rungs); a no-op without a
-  // search. Before the job is shared: no lock.
-  static absl::Status InitSearch(LiveJob* lj);
   // Submit without waiting for the store; *ticket: the new job's (0: none).
   absl::StatusOr<traind::v1::Job> SubmitUnstored(const traind::v1::JobSpec& spec,
                                                  const SubmitOptions& options, uint64_t* ticket);

@@ -7,7 +7,6 @@
 #include "base/log.h"
 #include "server/scheduler/attempt_secrets.h"
 #include "server/scheduler/scheduler.h"
-#include "spec/search.h"
 
 namespace traind::server {
 
@@ -68,29 +67,13 @@ absl::StatusOr<traind::v1::TaskAssignment> Scheduler::GetTask(
   a.set_job_id(job.id());
   a.set_task(c.task());
   a.set_attempt(c.attempt());
-  int spec_task = c.task();
-  if (job.spec().has_search()) {
-    // A trial's task: the trial's spec, and the task within it.
-    const spec::SearchTask where = spec::LocateSearchTask(job.spec(), c.task());
-    if (where.trial >= 0) {
-      absl::StatusOr<spec::Trial> trial = spec::MakeTrial(job.spec(), where.trial);
-      if (!trial.ok()) return trial.status();
-      *a.mutable_spec() = std::move(trial->spec);
-      spec_task = where.spec_task;
-      if ((*lj)->asha.has_value()) {
-        la->pause_after = (*lj)->asha->PauseAfter(where.trial);
-        a.set_pause_after_epoch(la->pause_after);
-      }
-    } else {
-      absl::StatusOr<std::pair<traind::v1::JobSpec, int>> refit =
-          spec::RefitBestSpec(job.spec(), job.result().best_trial());
-      if (!refit.ok()) return refit.status();
-      *a.mutable_spec() = std::move(refit->first);
-      spec_task = refit->second;
-    }
-  } else {
-    *a.mutable_spec() = job.spec();
-  }
+  // A trial's task: the trial's spec, and the task within it.
+  absl::StatusOr<SearchController::Assignment> assigned = (*lj)->search.Assign(job, c.task());
+  if (!assigned.ok()) return assigned.status();
+  const int spec_task = assigned->spec_task;
+  *a.mutable_spec() = std::move(assigned->spec);
+  la->pause_after = assigned->pause_after;
+  if (la->pause_after > 0) a.set_pause_after_epoch(la->pause_after);
   a.set_spec_task(spec_task);
   a.set_fold(job.spec().has_cross_validation() ? spec_task : -1);
   a.set_rank(c.rank());
@@ -147,7 +130,9 @@ absl::StatusOr<bool> Scheduler::ReportEpochs(
     change.mutation().epochs.push_back(&m);
   }
   CommitLocked(lj, change);
-  for (const traind::v1::EpochMetrics& m : accepted) RecordRungLocked(lj, c.task(), m, true);
+  for (const traind::v1::EpochMetrics& m : accepted) {
+    ActOnSearchLocked(lj, lj.search.RecordEpoch(c.task(), m));
+  }
   return stop;
 }
 
