@@ -12,7 +12,7 @@
 #include "server/store/job_store.h"
 #include "server/testing/fake_clock.h"
 #include "server/testing/fake_launcher.h"
-#include "server/testing/test_scheduler.h"
+#include "server/testing/scheduler_fixture.h"
 #include "tests/testing/temp_dir.h"
 
 namespace traind::server {

@@ -13,7 +13,7 @@
 #include "server/scheduler/scheduler.h"
 #include "server/store/job_store.h"
 #include "server/testing/fake_launcher.h"
-#include "server/testing/test_scheduler.h"
+#include "server/testing/scheduler_fixture.h"
 #include "tests/testing/temp_dir.h"
 
 namespace traind::server {

@@ -10,7 +10,7 @@
 #include "server/scheduler/scheduler.h"
 #include "server/store/job_store.h"
 #include "server/testing/fake_launcher.h"
-#include "server/testing/test_scheduler.h"
+#include "server/testing/scheduler_fixture.h"
 #include "spec/loader.h"
 #include "tests/testing/temp_dir.h"
 

@@ -15,7 +15,6 @@
 #include "server/testing/fake_clock.h"
 #include "server/testing/fake_launcher.h"
 #include "server/testing/scheduler_fixture.h"
-#include "server/testing/test_scheduler.h"
 #include "tests/testing/temp_dir.h"
 
 namespace traind::server {

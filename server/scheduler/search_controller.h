@@ -76,7 +76,7 @@ class SearchController {
   // An ASHA decision a report completed.
   struct Decision {
     int trial = 0;
-    int rung = 0;  // the epoch
+    int rung = 0;        // the epoch
     bool prune = false;  // else promote
   };
   // An epoch of `task` reported; returns the decisions it completed, in

@@ -189,7 +189,8 @@ TEST(SearchControllerTest, TrialLimitTable) {
   };
   for (const Row& r : rows) {
     SearchController c(Spec(true, false, r.max_concurrent_trials));
-    const Job job = JobOf(Spec(true, false, r.max_concurrent_trials), std::vector<Task::State>(7, Q));
+    const Job job =
+        JobOf(Spec(true, false, r.max_concurrent_trials), std::vector<Task::State>(7, Q));
     EXPECT_EQ(c.AtTrialLimit(job, r.running, r.task), r.at_limit)
         << "max " << r.max_concurrent_trials << " task " << r.task;
   }

@@ -1,6 +1,8 @@
 // The scheduler tests' fixture: a scheduler on a fresh store in a temporary
 // directory, with a fake launcher that plays the workers
-// (scheduler_test.cc, scheduler_gpu_test.cc).
+// (scheduler_test.cc, scheduler_gpu_test.cc); and its helpers for tests
+// with a fixture of their own: a scheduler's options on a test's directory,
+// the credentials a fake-launched worker presents.
 #ifndef TRAIND_SERVER_TESTING_SCHEDULER_FIXTURE_H_
 #define TRAIND_SERVER_TESTING_SCHEDULER_FIXTURE_H_
 
@@ -9,15 +11,41 @@
 #include <string>
 #include <vector>
 
+#include "absl/time/time.h"
 #include "gtest/gtest.h"
 #include "server/scheduler/scheduler.h"
 #include "server/store/job_store.h"
 #include "server/testing/fake_clock.h"
 #include "server/testing/fake_launcher.h"
-#include "server/testing/test_scheduler.h"
 #include "tests/testing/temp_dir.h"
+#include "traind/v1/worker_service.pb.h"
 
 namespace traind::server {
+
+// A scheduler's options for tests on `dir` (its store and worker socket
+// live there): /bin/true as the worker, one CPU slot, one retry, a 10 ms
+// stop grace. Tests change what they test.
+inline SchedulerOptions TestSchedulerOptions(const std::string& dir) {
+  SchedulerOptions o;
+  o.state_dir = dir;
+  o.worker_path = "/bin/true";
+  o.worker_address = "unix:" + dir + "/worker.sock";
+  o.cpu_slots = 1;
+  o.max_restarts = 1;
+  o.stop_grace = absl::Milliseconds(10);
+  return o;
+}
+
+// The credentials the worker of launch `l` presents (job, task, attempt and
+// secret from its argv and environment).
+inline traind::v1::AttemptCredentials CredentialsOf(const FakeLauncher::Launched& l) {
+  traind::v1::AttemptCredentials c;
+  c.set_job_id(l.Arg("job"));
+  c.set_task(std::stoi(l.Arg("task")));
+  c.set_attempt(std::stoi(l.Arg("attempt")));
+  c.set_secret(l.Secret());
+  return c;
+}
 
 // Three folds of two epochs on a path no worker reads (the launcher is fake).
 inline traind::v1::JobSpec ThreeFoldSpec() {

@@ -16,7 +16,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
-#include "tests/integration/daemon.h"
+#include "tests/integration/testing/traind_process.h"
 #include "tests/testing/temp_dir.h"
 
 namespace traind::testing {
@@ -34,7 +34,7 @@ std::string ReadBytes(const std::string& path) {
 }
 
 // A finished CV job with refit: 2 folds + the refit task.
-Job RunRefitJob(Daemon& d, int epochs = 3) {
+Job RunRefitJob(TraindProcess& d, int epochs = 3) {
   traind::v1::JobSpec spec = IrisExampleSpec(2, epochs);
   spec.mutable_cross_validation()->set_refit(true);
   absl::StatusOr<Job> job = SubmitJob(d.stub(), spec);
@@ -47,7 +47,8 @@ Job RunRefitJob(Daemon& d, int epochs = 3) {
   return done;
 }
 
-grpc::Status List(Daemon& d, const std::string& job_id, traind::v1::ListArtifactsResponse* out) {
+grpc::Status List(TraindProcess& d, const std::string& job_id,
+                  traind::v1::ListArtifactsResponse* out) {
   traind::v1::ListArtifactsRequest req;
   req.set_job_id(job_id);
   auto ctx = Ctx();
@@ -81,7 +82,7 @@ Download Get(traind::v1::TrainingService::Stub* stub, const std::string& job_id,
   return d;
 }
 
-grpc::Status Delete(Daemon& d, const std::string& job_id, bool cancel,
+grpc::Status Delete(TraindProcess& d, const std::string& job_id, bool cancel,
                     traind::v1::DeleteJobResponse* out = nullptr) {
   traind::v1::DeleteJobRequest req;
   req.set_job_id(job_id);
@@ -93,7 +94,7 @@ grpc::Status Delete(Daemon& d, const std::string& job_id, bool cancel,
   return s;
 }
 
-grpc::StatusCode GetJobCode(Daemon& d, const std::string& id) {
+grpc::StatusCode GetJobCode(TraindProcess& d, const std::string& id) {
   traind::v1::GetJobRequest req;
   req.set_job_id(id);
   Job job;
@@ -125,13 +126,13 @@ class ArtifactsTest : public ::testing::Test {
     if (HasFailure() && daemon_ != nullptr) std::cerr << "--- traind log ---\n" << daemon_->Log();
   }
   void StartDaemon(std::vector<std::string> args = {"--cpu-slots=2"}) {
-    daemon_ = std::make_unique<Daemon>(dir_.path() + "/state", args);
+    daemon_ = std::make_unique<TraindProcess>(dir_.path() + "/state", args);
     ASSERT_TRUE(daemon_->Start()) << daemon_->Log();
   }
   std::string JobDirOf(const std::string& id) { return dir_.path() + "/state/jobs/" + id; }
 
   TempDir dir_;
-  std::unique_ptr<Daemon> daemon_;
+  std::unique_ptr<TraindProcess> daemon_;
 };
 
 TEST_F(ArtifactsTest, ListsEveryFileOfTheJobWithItsKindTaskAndSize) {

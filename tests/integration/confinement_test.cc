@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "tests/integration/daemon.h"
+#include "tests/integration/testing/traind_process.h"
 
 namespace traind::testing {
 namespace {
@@ -32,7 +32,7 @@ class ConfinementTest : public ::testing::Test {
     fs::create_symlink(dir_.path() + "/outside/iris.csv", root_ + "/out-link.csv");
     fs::create_symlink(dir_.path() + "/outside", root_ + "/out-dir");
     fs::create_symlink(root_ + "/sub/iris.csv", root_ + "/in-link.csv");
-    daemon_ = std::make_unique<Daemon>(
+    daemon_ = std::make_unique<TraindProcess>(
         dir_.path() + "/state",
         std::vector<std::string>{"--cpu-slots=1", "--data-root=" + root_,
                                  "--max-request-bytes=65536", "--max-queued-jobs-per-user=1",
@@ -68,7 +68,7 @@ class ConfinementTest : public ::testing::Test {
 
   TempDir dir_;
   std::string root_;
-  std::unique_ptr<Daemon> daemon_;
+  std::unique_ptr<TraindProcess> daemon_;
 };
 
 TEST_F(ConfinementTest, PathEscapesAreDeniedNamingThePath) {

@@ -1,8 +1,6 @@
 // End to end: the real traind and traind-worker binaries, over gRPC on a
 // unix socket, with the iris data. (trainctl against them:
 // trainctl_daemon_test.cc.)
-#include "tests/integration/daemon.h"
-
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -29,7 +27,8 @@
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "gtest/gtest.h"
 #include "spec/loader.h"
-#include "tests/integration/daemon_fixture.h"
+#include "tests/integration/testing/daemon_fixture.h"
+#include "tests/integration/testing/traind_process.h"
 #include "tests/testing/procfs.h"
 
 namespace traind::testing {
@@ -158,7 +157,7 @@ TEST_F(DaemonTest, ZygoteAndExecdWorkersGiveIdenticalResults) {
   ASSERT_EQ(forked.state(), Job::SUCCEEDED) << forked.DebugString();
   EXPECT_NE(daemon_->Log().find("worker zygote started"), std::string::npos) << daemon_->Log();
 
-  Daemon direct(dir_.path() + "/direct", {"--cpu-slots=2", "--worker-zygote=false"});
+  TraindProcess direct(dir_.path() + "/direct", {"--cpu-slots=2", "--worker-zygote=false"});
   ASSERT_TRUE(direct.Start()) << direct.Log();
   absl::StatusOr<Job> submitted = SubmitJob(direct.stub(), ExampleIrisSpec());
   ASSERT_TRUE(submitted.ok()) << submitted.status();
@@ -241,7 +240,7 @@ TEST_F(DaemonTest, Bf16AtSubmitAgreesWithTheWorkersOneDnn) {
   // Capped at AVX2 (no bf16 on any CPU): refused at submit, nothing stored;
   // the workers train fp32 under the same cap.
   for (const char* zygote : {"--worker-zygote=true", "--worker-zygote=false"}) {
-    Daemon capped(dir_.path() + "/capped" + zygote, {"--cpu-slots=2", zygote});
+    TraindProcess capped(dir_.path() + "/capped" + zygote, {"--cpu-slots=2", zygote});
     capped.SetEnv("ONEDNN_MAX_CPU_ISA", "AVX2");
     ASSERT_TRUE(capped.Start()) << capped.Log();
     EXPECT_NE(capped.Log().find("worker backends=cpu cpu_bf16=false"), std::string::npos)
@@ -451,7 +450,7 @@ TEST_F(DaemonTest, ALiveSocketIsNeverTakenOver) {
   const std::string first = dir_.path() + "/state/traind.sock";
   struct stat before {};
   ASSERT_EQ(stat(first.c_str(), &before), 0);
-  Daemon second(dir_.path() + "/second", {"--listen=unix:" + first});
+  TraindProcess second(dir_.path() + "/second", {"--listen=unix:" + first});
   EXPECT_FALSE(second.Start());
   EXPECT_NE(second.Log().find("unix:" + first +
                               ": another process is listening on this socket (another traind?)"),
@@ -473,7 +472,7 @@ TEST_F(DaemonTest, ALiveSocketIsNeverTakenOver) {
   std::snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", stale.c_str());
   ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)), 0);
   close(fd);  // the file stays, nobody listens
-  Daemon third(stale_dir);
+  TraindProcess third(stale_dir);
   EXPECT_TRUE(third.Start()) << third.Log();
 }
 

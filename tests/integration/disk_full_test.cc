@@ -14,7 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
-#include "tests/integration/daemon.h"
+#include "tests/integration/testing/traind_process.h"
 #include "tests/testing/full_disk.h"
 #include "tests/testing/temp_dir.h"
 
@@ -24,7 +24,7 @@ namespace {
 using traind::v1::Job;
 using traind::v1::JobEvent;
 
-traind::v1::ServerInfo Info(Daemon* d) {
+traind::v1::ServerInfo Info(TraindProcess* d) {
   traind::v1::ServerInfo info;
   auto ctx = Ctx();
   EXPECT_TRUE(d->stub()->GetServerInfo(ctx.get(), traind::v1::GetServerInfoRequest(), &info).ok());
@@ -32,7 +32,7 @@ traind::v1::ServerInfo Info(Daemon* d) {
 }
 
 // Polls GetServerInfo until the store is (not) writable; its store_error.
-std::string AwaitStore(Daemon* d, bool writable) {
+std::string AwaitStore(TraindProcess* d, bool writable) {
   std::string error;
   for (int i = 0; i < 3000; ++i) {
     error = Info(d).store_error();
@@ -51,7 +51,7 @@ TEST(DiskFullTest, TraindServesReadsRefusesNewJobsStopsInItsGraceAndLosesNothing
   }
   // (traind's log is on that disk too: lines written while it is full are lost.)
   const std::vector<std::string> args = {"--cpu-slots=1", "--stop-grace=5"};
-  auto daemon = std::make_unique<Daemon>(state, args);
+  auto daemon = std::make_unique<TraindProcess>(state, args);
   ASSERT_TRUE(daemon->Start()) << daemon->Log();
   // Slow epochs (batches of 4 rows): the job trains through the test.
   traind::v1::JobSpec spec = IrisExampleSpec(2, 100000);
@@ -100,7 +100,7 @@ TEST(DiskFullTest, TraindServesReadsRefusesNewJobsStopsInItsGraceAndLosesNothing
   // The next start (with space again) has everything that was stored: the
   // job, its epochs in order with no gap, the second job.
   std::filesystem::remove(state + "/filler");
-  daemon = std::make_unique<Daemon>(state, args);
+  daemon = std::make_unique<TraindProcess>(state, args);
   ASSERT_TRUE(daemon->Start()) << daemon->Log();
   EXPECT_EQ(Info(daemon.get()).store_error(), "");
   Job resumed = GetJob(daemon->stub(), job->id());

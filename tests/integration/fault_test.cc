@@ -18,7 +18,7 @@
 #include "absl/strings/str_split.h"
 #include "gtest/gtest.h"
 #include "spec/loader.h"
-#include "tests/integration/daemon.h"
+#include "tests/integration/testing/traind_process.h"
 #include "tests/testing/procfs.h"
 #include "tests/testing/tfevents_reader.h"
 
@@ -71,11 +71,11 @@ class FaultTest : public ::testing::Test {
  protected:
   void StartDaemon(std::vector<std::string> args = {"--cpu-slots=1"}) {
     args_ = args;
-    daemon_ = std::make_unique<Daemon>(dir_.path() + "/state", args);
+    daemon_ = std::make_unique<TraindProcess>(dir_.path() + "/state", args);
     ASSERT_TRUE(daemon_->Start()) << daemon_->Log();
   }
   void Restart() {
-    daemon_ = std::make_unique<Daemon>(dir_.path() + "/state", args_);
+    daemon_ = std::make_unique<TraindProcess>(dir_.path() + "/state", args_);
     ASSERT_TRUE(daemon_->Start()) << daemon_->Log();
   }
   void TearDown() override {
@@ -200,7 +200,7 @@ class FaultTest : public ::testing::Test {
 
   TempDir dir_;
   std::vector<std::string> args_;
-  std::unique_ptr<Daemon> daemon_;
+  std::unique_ptr<TraindProcess> daemon_;
 };
 
 TEST_F(FaultTest, DaemonKilledMidJobComesBackAndFinishesWithoutRerunningFolds) {

@@ -23,7 +23,7 @@
 #include "gtest/gtest.h"
 #include "spec/loader.h"
 #include "spec/memory_estimate.h"
-#include "tests/integration/daemon.h"
+#include "tests/integration/testing/traind_process.h"
 #include "worker/engine/backend/backend.h"
 #include "worker/engine/backend/cuda/cuda_plugin.h"
 #include "worker/engine/parallel/communicator.h"
@@ -102,7 +102,7 @@ class GpuPathTest : public ::testing::Test {
     std::ofstream inventory(dir_.path() + "/gpus.txt");
     for (int i = 0; i < gpus; ++i) inventory << "GPU-fake-" << i << " " << (80ll << 30) << " 0\n";
     inventory.close();
-    daemon_ = std::make_unique<Daemon>(
+    daemon_ = std::make_unique<TraindProcess>(
         dir_.path() + "/state",
         std::vector<std::string>{"--gpu-probe=file:" + dir_.path() + "/gpus.txt",
                                  "--worker=" + worker_, "--cpu-slots=1", "--worker-threads=1",
@@ -137,7 +137,7 @@ class GpuPathTest : public ::testing::Test {
 
   TempDir dir_;
   std::string worker_;
-  std::unique_ptr<Daemon> daemon_;
+  std::unique_ptr<TraindProcess> daemon_;
 };
 
 TEST_F(GpuPathTest, TheCopiedWorkerHasTheCudaBackend) {

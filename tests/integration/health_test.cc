@@ -11,7 +11,7 @@
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "gtest/gtest.h"
 #include "spec/loader.h"
-#include "tests/integration/daemon.h"
+#include "tests/integration/testing/traind_process.h"
 
 namespace traind::testing {
 namespace {
@@ -35,7 +35,7 @@ bool Alive(int pid) { return kill(pid, 0) == 0; }
 TEST(HealthTest, ServingByNameAndNotServingWhileDraining) {
   TempDir dir;
   // One slot and a grace of 3 s: a stopped worker keeps traind draining.
-  Daemon daemon(dir.path() + "/state", {"--cpu-slots=1", "--stop-grace=3"});
+  TraindProcess daemon(dir.path() + "/state", {"--cpu-slots=1", "--stop-grace=3"});
   ASSERT_TRUE(daemon.Start()) << daemon.Log();
   auto health = Health::NewStub(daemon.channel());
   for (const std::string service : {"", kService}) {

@@ -18,7 +18,7 @@
 #include "httplib.h"
 #include "server/core/auth.h"
 #include "spec/loader.h"
-#include "tests/integration/daemon.h"
+#include "tests/integration/testing/traind_process.h"
 
 namespace traind::testing {
 namespace {
@@ -64,7 +64,7 @@ std::vector<Sse> ParseSse(const std::string& body) {
 class HttpTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    daemon_ = std::make_unique<Daemon>(
+    daemon_ = std::make_unique<TraindProcess>(
         dir_.path() + "/state",
         std::vector<std::string>{"--cpu-slots=2", "--http-listen=127.0.0.1:0",
                                  "--tokens-file=" + Tokens(dir_)});
@@ -100,7 +100,7 @@ class HttpTest : public ::testing::Test {
   }
 
   TempDir dir_;
-  std::unique_ptr<Daemon> daemon_;
+  std::unique_ptr<TraindProcess> daemon_;
   std::string url_;
   std::unique_ptr<httplib::Client> client_;
 };
@@ -483,14 +483,14 @@ TEST(HttpListenTest, AnAddressInUseIsAnErrorUnlessItIsTheDefault) {
   httplib::Server holder;
   const int port = holder.bind_to_any_port("127.0.0.1");
   ASSERT_GT(port, 0);
-  Daemon asked(dir.path() + "/a", {"--http-listen=127.0.0.1:" + std::to_string(port)});
+  TraindProcess asked(dir.path() + "/a", {"--http-listen=127.0.0.1:" + std::to_string(port)});
   EXPECT_FALSE(asked.Start());
   EXPECT_NE(asked.Log().find("cannot listen"), std::string::npos) << asked.Log();
-  Daemon bad(dir.path() + "/b", {"--http-listen=0.0.0.0:0"});
+  TraindProcess bad(dir.path() + "/b", {"--http-listen=0.0.0.0:0"});
   EXPECT_FALSE(bad.Start());
   EXPECT_NE(bad.Log().find("http_listen: 0.0.0.0:0 is not a loopback address"), std::string::npos)
       << bad.Log();
-  Daemon off(dir.path() + "/c", {"--http-listen=off"});
+  TraindProcess off(dir.path() + "/c", {"--http-listen=off"});
   ASSERT_TRUE(off.Start()) << off.Log();
   EXPECT_NE(off.Log().find("http=off"), std::string::npos) << off.Log();
   traind::v1::DashboardLogin login;

@@ -24,7 +24,7 @@
 #include "gtest/gtest.h"
 #include "server/core/auth.h"
 #include "spec/loader.h"
-#include "tests/integration/daemon.h"
+#include "tests/integration/testing/traind_process.h"
 #include "tests/testing/temp_dir.h"
 
 namespace traind::testing {
@@ -83,7 +83,7 @@ class ModelsTest : public ::testing::TestWithParam<Kind> {
     const std::string tokens = dir_.Write(
         "tokens.yaml", absl::StrCat("tokens:\n  - {name: remote, role: submitter, sha256: ",
                                     traind::server::Sha256Hex(kToken), "}\n"));
-    daemon_ = std::make_unique<Daemon>(
+    daemon_ = std::make_unique<TraindProcess>(
         dir_.path() + "/state",
         std::vector<std::string>{"--cpu-slots=2", "--listen=127.0.0.1:0", "--tokens-file=" + tokens,
                                  "--data-root=" + dir_.path()});
@@ -111,7 +111,7 @@ class ModelsTest : public ::testing::TestWithParam<Kind> {
   }
 
   TempDir dir_;
-  std::unique_ptr<Daemon> daemon_;
+  std::unique_ptr<TraindProcess> daemon_;
   std::string tcp_;
 };
 

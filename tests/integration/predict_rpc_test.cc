@@ -26,7 +26,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "gtest/gtest.h"
-#include "tests/integration/daemon.h"
+#include "tests/integration/testing/traind_process.h"
 #include "tests/testing/temp_dir.h"
 
 namespace traind::testing {
@@ -86,7 +86,7 @@ class PredictRpcTest : public ::testing::Test {
   void StartDaemon(std::vector<std::string> extra = {}) {
     extra.push_back("--cpu-slots=2");
     extra.push_back("--data-root=" + SourceDir() + "/examples/data");
-    daemon_ = std::make_unique<Daemon>(dir_.path() + "/state", extra);
+    daemon_ = std::make_unique<TraindProcess>(dir_.path() + "/state", extra);
     ASSERT_TRUE(daemon_->Start()) << daemon_->Log();
   }
   void TearDown() override {
@@ -130,7 +130,7 @@ class PredictRpcTest : public ::testing::Test {
   }
 
   TempDir dir_;
-  std::unique_ptr<Daemon> daemon_;
+  std::unique_ptr<TraindProcess> daemon_;
 };
 
 TEST_F(PredictRpcTest, RefitTaskAndEnsembleModelsScoreAsTrainingDid) {

@@ -8,7 +8,7 @@
 #include "grpc/reflection/v1/reflection.grpc.pb.h"
 #include "grpc/reflection/v1alpha/reflection.grpc.pb.h"
 #include "gtest/gtest.h"
-#include "tests/integration/daemon.h"
+#include "tests/integration/testing/traind_process.h"
 
 namespace traind::testing {
 namespace {
@@ -79,7 +79,7 @@ void CheckReflection(const std::shared_ptr<grpc::Channel>& channel) {
 
 TEST(ReflectionTest, V1AndV1AlphaDescribeOnlyThePublicApi) {
   TempDir dir;
-  Daemon daemon(dir.path() + "/state");
+  TraindProcess daemon(dir.path() + "/state");
   ASSERT_TRUE(daemon.Start()) << daemon.Log();
   CheckReflection<grpc::reflection::v1::ServerReflection,
                   grpc::reflection::v1::ServerReflectionRequest,

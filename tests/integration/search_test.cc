@@ -12,7 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "spec/loader.h"
-#include "tests/integration/daemon.h"
+#include "tests/integration/testing/traind_process.h"
 #include "tests/testing/temp_dir.h"
 
 namespace traind::testing {
@@ -31,7 +31,7 @@ traind::v1::JobSpec SearchSpec() {
   return *spec;
 }
 
-Job RunToEnd(Daemon* d, const traind::v1::JobSpec& spec) {
+Job RunToEnd(TraindProcess* d, const traind::v1::JobSpec& spec) {
   absl::StatusOr<Job> job = SubmitJob(d->stub(), spec);
   EXPECT_TRUE(job.ok()) << job.status();
   if (!job.ok()) return Job();
@@ -69,7 +69,7 @@ std::map<std::pair<int, int>, int> ExpectEpochsOncePerAttempt(
 // the best trial's spec is trained once more on all rows.
 TEST(SearchJobTest, AGridGivesEachTrialTheMetricsOfItsOwnCvJobAndRefitsTheBest) {
   TempDir dir;
-  Daemon daemon(dir.path() + "/state", {"--cpu-slots=2"});
+  TraindProcess daemon(dir.path() + "/state", {"--cpu-slots=2"});
   ASSERT_TRUE(daemon.Start()) << daemon.Log();
   const traind::v1::JobSpec spec = SearchSpec();
   const Job job = RunToEnd(&daemon, spec);
@@ -157,7 +157,7 @@ TEST(SearchJobTest, ADaemonKilledMidSearchResumesWithoutRerunningOrRepeating) {
   TempDir dir;
   const std::string state = dir.path() + "/state";
   const std::vector<std::string> args = {"--cpu-slots=1"};
-  auto daemon = std::make_unique<Daemon>(state, args);
+  auto daemon = std::make_unique<TraindProcess>(state, args);
   ASSERT_TRUE(daemon->Start()) << daemon->Log();
   traind::v1::JobSpec spec = SearchSpec();
   // Long enough folds that the kill lands well inside the fourth: from the
@@ -176,7 +176,7 @@ TEST(SearchJobTest, ADaemonKilledMidSearchResumesWithoutRerunningOrRepeating) {
   ASSERT_TRUE(mid) << "trial 1 never got to its second fold's epoch 250";
   ASSERT_EQ(daemon->Stop(SIGKILL) & 0x7f, SIGKILL);
 
-  daemon = std::make_unique<Daemon>(state, args);
+  daemon = std::make_unique<TraindProcess>(state, args);
   ASSERT_TRUE(daemon->Start()) << daemon->Log();
   std::vector<JobEvent> events;
   ASSERT_TRUE(WatchAll(daemon->stub(), job->id(), 0, &events, 300).ok());
@@ -213,7 +213,7 @@ TEST(SearchJobTest, ADaemonKilledMidSearchResumesWithoutRerunningOrRepeating) {
 // fewer epochs and the best trial is the one of the exhaustive search.
 TEST(SearchJobTest, AshaPausesFoldsAtRungsAndResumesThemAsIfUninterrupted) {
   TempDir dir;
-  Daemon daemon(dir.path() + "/state", {"--cpu-slots=2"});
+  TraindProcess daemon(dir.path() + "/state", {"--cpu-slots=2"});
   ASSERT_TRUE(daemon.Start()) << daemon.Log();
   traind::v1::JobSpec spec = SearchSpec();
   spec.mutable_search()->clear_space();
@@ -283,7 +283,7 @@ TEST(SearchJobTest, AshaSurvivesAKillWithFoldsWaitingAtARung) {
   TempDir dir;
   const std::string state = dir.path() + "/state";
   const std::vector<std::string> args = {"--cpu-slots=1"};
-  auto daemon = std::make_unique<Daemon>(state, args);
+  auto daemon = std::make_unique<TraindProcess>(state, args);
   ASSERT_TRUE(daemon->Start()) << daemon->Log();
   traind::v1::JobSpec spec = SearchSpec();
   spec.mutable_search()->clear_space();
@@ -305,7 +305,7 @@ TEST(SearchJobTest, AshaSurvivesAKillWithFoldsWaitingAtARung) {
   }
   ASSERT_TRUE(waiting) << "no fold of trial 1 was seen waiting at a rung";
   ASSERT_EQ(daemon->Stop(SIGKILL) & 0x7f, SIGKILL);
-  daemon = std::make_unique<Daemon>(state, args);
+  daemon = std::make_unique<TraindProcess>(state, args);
   ASSERT_TRUE(daemon->Start()) << daemon->Log();
   std::vector<JobEvent> events;
   ASSERT_TRUE(WatchAll(daemon->stub(), job->id(), 0, &events, 300).ok());

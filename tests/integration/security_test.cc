@@ -19,7 +19,7 @@
 #include "httplib.h"
 #include "server/core/auth.h"
 #include "spec/loader.h"
-#include "tests/integration/daemon.h"
+#include "tests/integration/testing/traind_process.h"
 
 namespace traind::testing {
 namespace {
@@ -48,7 +48,7 @@ std::string WriteTokens(const TempDir& dir) {
 }
 
 // The TCP address the daemon listens on (asked over the unix socket).
-std::string TcpAddress(Daemon& d) {
+std::string TcpAddress(TraindProcess& d) {
   traind::v1::ServerInfo info;
   auto ctx = Ctx();
   grpc::Status s = d.stub()->GetServerInfo(ctx.get(), traind::v1::GetServerInfoRequest(), &info);
@@ -82,7 +82,7 @@ std::shared_ptr<grpc::Channel> Channel(const std::string& address,
 class AuthorizationTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    daemon_ = std::make_unique<Daemon>(
+    daemon_ = std::make_unique<TraindProcess>(
         dir_.path() + "/state", std::vector<std::string>{"--cpu-slots=1", "--listen=127.0.0.1:0",
                                                          "--tokens-file=" + WriteTokens(dir_)});
     ASSERT_TRUE(daemon_->Start()) << daemon_->Log();
@@ -102,7 +102,7 @@ class AuthorizationTest : public ::testing::Test {
   }
 
   TempDir dir_;
-  std::unique_ptr<Daemon> daemon_;
+  std::unique_ptr<TraindProcess> daemon_;
   std::unique_ptr<traind::v1::TrainingService::Stub> tcp_;
 };
 
@@ -430,7 +430,7 @@ class TlsTest : public ::testing::Test {
                                      "--tls-cert=" + certs_->Path("server.pem"),
                                      "--tls-key=" + certs_->Path("server.key")};
     if (mutual) args.push_back("--tls-client-ca=" + certs_->Path("ca.pem"));
-    daemon_ = std::make_unique<Daemon>(dir_.path() + "/state", args);
+    daemon_ = std::make_unique<TraindProcess>(dir_.path() + "/state", args);
     ASSERT_TRUE(daemon_->Start()) << daemon_->Log();
     address_ = TcpAddress(*daemon_);
   }
@@ -480,7 +480,7 @@ class TlsTest : public ::testing::Test {
 
   TempDir dir_;
   std::unique_ptr<Certs> certs_;
-  std::unique_ptr<Daemon> daemon_;
+  std::unique_ptr<TraindProcess> daemon_;
   std::string address_;
 };
 
@@ -577,7 +577,7 @@ TEST(ConfigFileTest, ConfigFileIsReadAndFlagsOverrideIt) {
   std::string config =
       dir.Write("traind.yaml", absl::StrCat("cpu_slots: 3\nworker_threads: 2\ndata_roots: [",
                                             SourceDir(), "]\nlimits: {max_layers: 5}\n"));
-  Daemon d(dir.path() + "/state", {"--config=" + config, "--cpu-slots=4"});
+  TraindProcess d(dir.path() + "/state", {"--config=" + config, "--cpu-slots=4"});
   ASSERT_TRUE(d.Start()) << d.Log();
   traind::v1::ServerInfo info;
   auto ctx = Ctx();

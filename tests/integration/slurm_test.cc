@@ -30,7 +30,7 @@
 #include "absl/strings/strip.h"
 #include "gtest/gtest.h"
 #include "spec/loader.h"
-#include "tests/integration/daemon.h"
+#include "tests/integration/testing/traind_process.h"
 #include "tests/testing/temp_dir.h"
 
 namespace traind::testing {
@@ -108,7 +108,7 @@ traind::v1::JobSpec LongDigits(int folds, int epochs) {
   return *spec;
 }
 
-Job WaitForEnd(Daemon* d, const std::string& id, int seconds = 240) {
+Job WaitForEnd(TraindProcess* d, const std::string& id, int seconds = 240) {
   Job job;
   for (int i = 0; i < seconds * 10; ++i) {
     job = GetJob(d->stub(), id);
@@ -123,7 +123,8 @@ Job WaitForEnd(Daemon* d, const std::string& id, int seconds = 240) {
 }
 
 // Polls until `task` has run `epochs` epochs in its current attempt.
-bool WaitForEpochs(Daemon* d, const std::string& id, int task, int epochs, int seconds = 120) {
+bool WaitForEpochs(TraindProcess* d, const std::string& id, int task, int epochs,
+                   int seconds = 120) {
   for (int i = 0; i < seconds * 20; ++i) {
     const Job job = GetJob(d->stub(), id);
     if (job.tasks_size() > task && job.tasks(task).state() == Task::RUNNING &&
@@ -170,7 +171,7 @@ bool Resumed(const std::vector<JobEvent>& events, int task, int attempt) {
   return false;
 }
 
-std::vector<JobEvent> Events(Daemon* d, const std::string& id) {
+std::vector<JobEvent> Events(TraindProcess* d, const std::string& id) {
   std::vector<JobEvent> events;
   grpc::Status s = WatchAll(d->stub(), id, 0, &events, 60);
   EXPECT_TRUE(s.ok()) << s.error_message();
@@ -181,7 +182,7 @@ std::vector<JobEvent> Events(Daemon* d, const std::string& id) {
 // what Slurm's workers must report: the same binary, data and seed).
 std::vector<traind::v1::FoldResult> LocalFolds(const traind::v1::JobSpec& spec) {
   TempDir dir;
-  Daemon local(dir.path() + "/state", {"--cpu-slots=2"});
+  TraindProcess local(dir.path() + "/state", {"--cpu-slots=2"});
   EXPECT_TRUE(local.Start()) << local.Log();
   absl::StatusOr<Job> job = SubmitJob(local.stub(), spec);
   EXPECT_TRUE(job.ok()) << job.status();
@@ -207,7 +208,7 @@ void ExpectSameFolds(const Job& job, const std::vector<traind::v1::FoldResult>& 
 TEST(SlurmTest, EveryFoldIsASlurmJobNamedAfterItsTraindJobAndTrainsAsLocally) {
   REQUIRE_SLURM();
   TempDir dir;
-  Daemon daemon(dir.path() + "/state", SlurmArgs(dir.path()));
+  TraindProcess daemon(dir.path() + "/state", SlurmArgs(dir.path()));
   ASSERT_TRUE(daemon.Start()) << daemon.Log();
   const traind::v1::JobSpec spec = IrisExampleSpec(5);
   absl::StatusOr<Job> submitted = SubmitJob(daemon.stub(), spec);
@@ -241,7 +242,7 @@ TEST(SlurmTest, EveryFoldIsASlurmJobNamedAfterItsTraindJobAndTrainsAsLocally) {
 TEST(SlurmTest, AFoldCancelledWithScancelIsRetriedAndTheJobSucceeds) {
   REQUIRE_SLURM();
   TempDir dir;
-  Daemon daemon(dir.path() + "/state", SlurmArgs(dir.path()));
+  TraindProcess daemon(dir.path() + "/state", SlurmArgs(dir.path()));
   ASSERT_TRUE(daemon.Start()) << daemon.Log();
   const int epochs = 1000;
   const traind::v1::JobSpec spec = LongDigits(2, epochs);
@@ -268,7 +269,7 @@ TEST(SlurmTest, AFoldCancelledWithScancelIsRetriedAndTheJobSucceeds) {
 TEST(SlurmTest, Usr2BeforeATimeLimitCheckpointsAndTheFoldResumesInANewAttempt) {
   REQUIRE_SLURM();
   TempDir dir;
-  Daemon daemon(dir.path() + "/state", SlurmArgs(dir.path()));
+  TraindProcess daemon(dir.path() + "/state", SlurmArgs(dir.path()));
   ASSERT_TRUE(daemon.Start()) << daemon.Log();
   const int epochs = 800;
   const traind::v1::JobSpec spec = LongDigits(2, epochs);
@@ -290,7 +291,7 @@ TEST(SlurmTest, Usr2BeforeATimeLimitCheckpointsAndTheFoldResumesInANewAttempt) {
 
 // How many epochs of a LongDigits fold one Slurm job trains in a second
 // here, now: a short job through `d`, timed by its epoch counts.
-double EpochsPerSecond(Daemon* d) {
+double EpochsPerSecond(TraindProcess* d) {
   absl::StatusOr<Job> probe = SubmitJob(d->stub(), LongDigits(2, 1500));
   EXPECT_TRUE(probe.ok()) << probe.status();
   if (!probe.ok()) return 0;
@@ -315,7 +316,7 @@ double EpochsPerSecond(Daemon* d) {
 }
 
 // A fold that takes `seconds` of training at the rate measured now.
-int EpochsFor(Daemon* d, double seconds) {
+int EpochsFor(TraindProcess* d, double seconds) {
   const double rate = EpochsPerSecond(d);
   const int epochs = std::clamp(static_cast<int>(rate * seconds), 3000, 200000);
   std::cerr << "[ calibrated ] " << rate << " epochs/s: " << epochs << " epochs for " << seconds
@@ -332,7 +333,7 @@ struct StoppedRun {
   Job job;
   std::vector<JobEvent> events;
 };
-StoppedRun RunUntilAFoldIsStopped(Daemon* d, double seconds) {
+StoppedRun RunUntilAFoldIsStopped(TraindProcess* d, double seconds) {
   int epochs = EpochsFor(d, seconds);
   StoppedRun run;
   for (int round = 0; round < 2; ++round, epochs *= 2) {
@@ -361,9 +362,10 @@ StoppedRun RunUntilAFoldIsStopped(Daemon* d, double seconds) {
 TEST(SlurmTest, AFoldLongerThanItsTimeLimitGoesOnAcrossAttemptsWithoutLosingAnEpoch) {
   REQUIRE_SLURM();
   TempDir dir;
-  Daemon daemon(dir.path() + "/state",
-                SlurmArgs(dir.path(), {"--slurm-sbatch-arg=--time=1",
-                                       "--slurm-signal-before-limit=20s", "--max-restarts=0"}));
+  TraindProcess daemon(
+      dir.path() + "/state",
+      SlurmArgs(dir.path(), {"--slurm-sbatch-arg=--time=1", "--slurm-signal-before-limit=20s",
+                             "--max-restarts=0"}));
   ASSERT_TRUE(daemon.Start()) << daemon.Log();
   const StoppedRun run = RunUntilAFoldIsStopped(&daemon, 60);
   ASSERT_EQ(run.job.state(), Job::SUCCEEDED);
@@ -385,7 +387,7 @@ TEST(SlurmTest, AFoldLongerThanItsTimeLimitGoesOnAcrossAttemptsWithoutLosingAnEp
 TEST(SlurmTest, ATimeLimitWithoutItsWarningStillResumesFromTheCheckpoint) {
   REQUIRE_SLURM();
   TempDir dir;
-  Daemon daemon(
+  TraindProcess daemon(
       dir.path() + "/state",
       SlurmArgs(dir.path(), {"--slurm-sbatch-arg=--time=1", "--slurm-sbatch-arg=--signal=B:URG@50",
                              "--max-restarts=0"}));
@@ -411,7 +413,7 @@ TEST_P(SlurmRestartTest, TraindAdoptsTheRunningSlurmJobsAndResubmitsNothing) {
   const int sig = GetParam();
   TempDir dir;
   const std::vector<std::string> args = SlurmArgs(dir.path());
-  auto daemon = std::make_unique<Daemon>(dir.path() + "/state", args);
+  auto daemon = std::make_unique<TraindProcess>(dir.path() + "/state", args);
   ASSERT_TRUE(daemon->Start()) << daemon->Log();
   const int epochs = 1000;
   const traind::v1::JobSpec spec = LongDigits(2, epochs);
@@ -433,7 +435,7 @@ TEST_P(SlurmRestartTest, TraindAdoptsTheRunningSlurmJobsAndResubmitsNothing) {
   }
   ASSERT_GE(in_slurm, 1);
   daemon.reset();
-  auto again = std::make_unique<Daemon>(dir.path() + "/state", args);
+  auto again = std::make_unique<TraindProcess>(dir.path() + "/state", args);
   ASSERT_TRUE(again->Start()) << again->Log();
   const Job job = WaitForEnd(again.get(), submitted->id());
   ASSERT_EQ(job.state(), Job::SUCCEEDED) << job.failure().DebugString() << again->Log();
@@ -490,7 +492,7 @@ TEST(SlurmTest, WorkersCallBackOverTls) {
            Case{"self-signed", {"--tls-cert=" + d + "/self.pem", "--tls-key=" + d + "/self.key"}},
        }) {
     SCOPED_TRACE(c.name);
-    Daemon daemon(d + "/state-" + c.name, SlurmArgs(d + "/" + c.name, c.flags));
+    TraindProcess daemon(d + "/state-" + c.name, SlurmArgs(d + "/" + c.name, c.flags));
     ASSERT_TRUE(daemon.Start()) << daemon.Log();
     absl::StatusOr<Job> submitted = SubmitJob(daemon.stub(), IrisExampleSpec(2, 5));
     ASSERT_TRUE(submitted.ok()) << submitted.status();
@@ -499,10 +501,11 @@ TEST(SlurmTest, WorkersCallBackOverTls) {
   }
   // A worker that does not trust the certificate (the CA-signed one, with
   // only itself as the trust root) gets no task: it fails, not trains.
-  Daemon daemon(d + "/state-distrust",
-                SlurmArgs(d + "/distrust",
-                          {"--tls-cert=" + d + "/server.pem", "--tls-key=" + d + "/server.key",
-                           "--slurm-worker-ca=" + d + "/self.pem", "--max-restarts=0"}));
+  TraindProcess daemon(
+      d + "/state-distrust",
+      SlurmArgs(d + "/distrust",
+                {"--tls-cert=" + d + "/server.pem", "--tls-key=" + d + "/server.key",
+                 "--slurm-worker-ca=" + d + "/self.pem", "--max-restarts=0"}));
   ASSERT_TRUE(daemon.Start()) << daemon.Log();
   absl::StatusOr<Job> submitted = SubmitJob(daemon.stub(), IrisExampleSpec(2, 5));
   ASSERT_TRUE(submitted.ok()) << submitted.status();
@@ -519,8 +522,8 @@ TEST(SlurmTest, WorkersCallBackOverTls) {
 TEST(SlurmTest, AHeldSlurmJobIsTheTasksWaitReasonUntilReleased) {
   REQUIRE_SLURM();
   TempDir dir;
-  Daemon daemon(dir.path() + "/state",
-                SlurmArgs(dir.path(), {"--slurm-sbatch-arg=--hold", "--heartbeat-timeout=5s"}));
+  TraindProcess daemon(dir.path() + "/state", SlurmArgs(dir.path(), {"--slurm-sbatch-arg=--hold",
+                                                                     "--heartbeat-timeout=5s"}));
   ASSERT_TRUE(daemon.Start()) << daemon.Log();
   absl::StatusOr<Job> submitted = SubmitJob(daemon.stub(), IrisExampleSpec(2));
   ASSERT_TRUE(submitted.ok()) << submitted.status();
@@ -571,7 +574,7 @@ class SlurmGpuTest : public ::testing::Test {
     out.close();
     chmod(wrapper_.c_str(), 0755);
   }
-  Job Run(Daemon* d, int gpus) {
+  Job Run(TraindProcess* d, int gpus) {
     traind::v1::JobSpec spec = IrisExampleSpec(2, 20);
     spec.mutable_resources()->set_device(traind::v1::GPU);
     spec.mutable_resources()->set_count(gpus);
@@ -597,9 +600,9 @@ class SlurmGpuTest : public ::testing::Test {
 // srun step) train data-parallel, as the one-rank fit up to float rounding.
 TEST_F(SlurmGpuTest, GpuTasksAskSlurmForTheirGpusAndRanksShareOneSlurmJob) {
   REQUIRE_SLURM();
-  Daemon daemon(dir_.path() + "/state",
-                SlurmArgs(dir_.path(),
-                          {"--slurm-gpus-per-node=2", "--worker=" + wrapper_, "--max-restarts=0"}));
+  TraindProcess daemon(dir_.path() + "/state",
+                       SlurmArgs(dir_.path(), {"--slurm-gpus-per-node=2", "--worker=" + wrapper_,
+                                               "--max-restarts=0"}));
   ASSERT_TRUE(daemon.Start()) << daemon.Log();
   const Job one = Run(&daemon, 1);
   ASSERT_EQ(one.state(), Job::SUCCEEDED) << one.failure().DebugString() << daemon.Log();
@@ -647,9 +650,9 @@ TEST_F(SlurmGpuTest, GpuTasksAskSlurmForTheirGpusAndRanksShareOneSlurmJob) {
 // the fold goes on in a new attempt from that checkpoint.
 TEST_F(SlurmGpuTest, Usr2ReachesEveryRankAndTheFoldResumes) {
   REQUIRE_SLURM();
-  Daemon daemon(dir_.path() + "/state",
-                SlurmArgs(dir_.path(),
-                          {"--slurm-gpus-per-node=2", "--worker=" + wrapper_, "--max-restarts=0"}));
+  TraindProcess daemon(dir_.path() + "/state",
+                       SlurmArgs(dir_.path(), {"--slurm-gpus-per-node=2", "--worker=" + wrapper_,
+                                               "--max-restarts=0"}));
   ASSERT_TRUE(daemon.Start()) << daemon.Log();
   const int epochs = 400;
   traind::v1::JobSpec spec = LongDigits(2, epochs);

@@ -12,8 +12,8 @@
 #include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
 #include "spec/loader.h"
-#include "tests/integration/daemon.h"
-#include "tests/integration/daemon_fixture.h"
+#include "tests/integration/testing/daemon_fixture.h"
+#include "tests/integration/testing/traind_process.h"
 
 namespace traind::testing {
 namespace {

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "tests/integration/daemon.h"
+#include "tests/integration/testing/traind_process.h"
 
 namespace traind::testing {
 namespace {
@@ -23,7 +23,7 @@ class StoreIntegrityTest : public ::testing::Test {
   void SetUp() override {
     state_ = dir_.path() + "/state";
     db_ = state_ + "/traind.db";
-    Daemon d(state_);
+    TraindProcess d(state_);
     ASSERT_TRUE(d.Start()) << d.Log();
     for (int i = 0; i < 3; ++i) {  // a few jobs: a store of several pages
       absl::StatusOr<traind::v1::Job> job = SubmitJob(d.stub(), IrisExampleSpec(2, 2));
@@ -39,7 +39,7 @@ class StoreIntegrityTest : public ::testing::Test {
   // != 0) with a message naming the database file. Returns the log.
   std::string ExpectRefused() {
     std::filesystem::remove(state_ + "/traind.log");
-    Daemon d(state_);
+    TraindProcess d(state_);
     EXPECT_FALSE(d.Start()) << d.Log();
     EXPECT_GT(d.exit_code(), 0) << d.Log();
     const std::string log = d.Log();
@@ -53,7 +53,7 @@ class StoreIntegrityTest : public ::testing::Test {
 };
 
 TEST_F(StoreIntegrityTest, AHealthyStoreStartsAndKeepsItsJobs) {
-  Daemon d(state_);
+  TraindProcess d(state_);
   ASSERT_TRUE(d.Start()) << d.Log();
   EXPECT_EQ(JobCount(d.stub()), 3);
   EXPECT_NE(d.Log().find("store checked path=" + db_), std::string::npos) << d.Log();
@@ -76,7 +76,7 @@ TEST_F(StoreIntegrityTest, AnEmptyStoreBesideJobArtifactsIsRefused) {
   }
   // Moved aside as the message says: traind starts, empty.
   std::filesystem::rename(state_ + "/jobs", state_ + "/jobs.orphaned");
-  Daemon d(state_);
+  TraindProcess d(state_);
   ASSERT_TRUE(d.Start()) << d.Log();
   EXPECT_EQ(JobCount(d.stub()), 0);
 }
@@ -132,7 +132,7 @@ void ExpectModes(mode_t mask, const std::vector<std::string>& extra, mode_t dir_
   UmaskGuard guard(mask);
   TempDir dir;
   const std::string state = dir.path() + "/state";
-  Daemon d(state, extra);
+  TraindProcess d(state, extra);
   ASSERT_TRUE(d.Start()) << d.Log();
   absl::StatusOr<traind::v1::Job> job = SubmitJob(d.stub(), IrisExampleSpec(2, 2));
   ASSERT_TRUE(job.ok()) << job.status();
@@ -169,7 +169,7 @@ TEST(StateModesTest, GroupReadableWhenConfigured) {
 
 TEST(StateModesTest, ModesOpenToOthersAreRefused) {
   TempDir dir;
-  Daemon d(dir.path() + "/state", {"--state-dir-mode=0755"});
+  TraindProcess d(dir.path() + "/state", {"--state-dir-mode=0755"});
   EXPECT_FALSE(d.Start());
   EXPECT_EQ(d.exit_code(), 2) << d.Log();
   EXPECT_NE(d.Log().find("--state-dir-mode: \"0755\""), std::string::npos) << d.Log();

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "tests/integration/daemon.h"
+#include "tests/integration/testing/traind_process.h"
 
 namespace traind::testing {
 namespace {
@@ -67,7 +67,7 @@ TEST(SystemdNotifyTest, ReadyWatchdogAndStopping) {
   TempDir dir;
   NotifySocket notify(dir.path() + "/notify.sock");
   ASSERT_TRUE(notify.ok());
-  Daemon daemon(dir.path() + "/state", {"--cpu-slots=1"});
+  TraindProcess daemon(dir.path() + "/state", {"--cpu-slots=1"});
   daemon.SetEnv("NOTIFY_SOCKET", dir.path() + "/notify.sock");
   daemon.SetEnv("WATCHDOG_USEC", "400000");  // pings every 200 ms
   ASSERT_TRUE(daemon.Start()) << daemon.Log();
@@ -117,7 +117,7 @@ TEST(SystemdNotifyTest, ReadyWatchdogAndStopping) {
 TEST(SystemdNotifyTest, NoNotifySocketNoNotifications) {
   // Without NOTIFY_SOCKET traind runs as before (the quickstart case).
   TempDir dir;
-  Daemon daemon(dir.path() + "/state", {"--cpu-slots=1"});
+  TraindProcess daemon(dir.path() + "/state", {"--cpu-slots=1"});
   ASSERT_TRUE(daemon.Start()) << daemon.Log();
   EXPECT_EQ(daemon.Log().find("watchdog"), std::string::npos);
 }

@@ -16,7 +16,7 @@
 #include "absl/strings/strip.h"
 #include "gtest/gtest.h"
 #include "spec/loader.h"
-#include "tests/integration/daemon.h"
+#include "tests/integration/testing/traind_process.h"
 #include "tests/testing/tfevents_reader.h"
 
 namespace traind::testing {
@@ -28,7 +28,7 @@ using traind::v1::JobEvent;
 namespace fs = std::filesystem;
 
 // The example iris CV spec (5 folds), with fewer epochs.
-Job RunJob(Daemon* daemon, const traind::v1::JobSpec& spec, std::vector<JobEvent>* events) {
+Job RunJob(TraindProcess* daemon, const traind::v1::JobSpec& spec, std::vector<JobEvent>* events) {
   auto job = SubmitJob(daemon->stub(), spec);
   EXPECT_TRUE(job.ok()) << job.status();
   if (!job.ok()) return Job();
@@ -46,7 +46,7 @@ std::set<std::string> Entries(const std::string& dir) {
 
 TEST(TensorBoardEndToEndTest, EveryTaskWritesOneRunWithEveryEpochsMetrics) {
   TempDir dir;
-  Daemon daemon(dir.path() + "/state", {"--cpu-slots=2"});
+  TraindProcess daemon(dir.path() + "/state", {"--cpu-slots=2"});
   ASSERT_TRUE(daemon.Start()) << daemon.Log();
   constexpr int kEpochs = 12;
   std::vector<JobEvent> events;
@@ -130,7 +130,7 @@ TEST(TensorBoardEndToEndTest, EveryTaskWritesOneRunWithEveryEpochsMetrics) {
 
 TEST(TensorBoardEndToEndTest, TurnedOffWritesNone) {
   TempDir dir;
-  Daemon daemon(dir.path() + "/state", {"--cpu-slots=2", "--tensorboard=false"});
+  TraindProcess daemon(dir.path() + "/state", {"--cpu-slots=2", "--tensorboard=false"});
   ASSERT_TRUE(daemon.Start()) << daemon.Log();
   std::vector<JobEvent> events;
   const Job job = RunJob(&daemon, IrisExampleSpec(0, 3), &events);

@@ -16,8 +16,8 @@
 #include "absl/strings/str_split.h"
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
-#include "tests/integration/daemon.h"
-#include "tests/integration/daemon_fixture.h"
+#include "tests/integration/testing/daemon_fixture.h"
+#include "tests/integration/testing/traind_process.h"
 
 namespace traind::testing {
 namespace {

@@ -7,7 +7,7 @@
 
 #include "gtest/gtest.h"
 #include "spec/checks.h"
-#include "worker/engine/testing/fixtures.h"
+#include "worker/engine/testing/reference_fixtures.h"
 
 namespace traind::engine {
 namespace {

@@ -27,7 +27,7 @@
 #include "worker/engine/fit.h"
 #include "worker/engine/model_file.h"
 #include "worker/engine/testing/epoch_recorder.h"
-#include "worker/engine/testing/fixtures.h"
+#include "worker/engine/testing/reference_fixtures.h"
 
 namespace traind::engine {
 namespace {

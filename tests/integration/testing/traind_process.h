@@ -1,7 +1,7 @@
 // Test helpers that run the real traind binary on a temporary state
 // directory, talking to it over a unix socket.
-#ifndef TRAIND_TESTS_INTEGRATION_DAEMON_H_
-#define TRAIND_TESTS_INTEGRATION_DAEMON_H_
+#ifndef TRAIND_TESTS_INTEGRATION_TESTING_TRAIND_PROCESS_H_
+#define TRAIND_TESTS_INTEGRATION_TESTING_TRAIND_PROCESS_H_
 
 #include <signal.h>
 #include <sys/wait.h>
@@ -46,11 +46,11 @@ inline traind::v1::JobSpec IrisExampleSpec(int folds = 0, int epochs = 0) {
 }
 
 // A traind process. Stopped (SIGTERM, then SIGKILL) on destruction.
-class Daemon {
+class TraindProcess {
  public:
-  explicit Daemon(std::string state_dir, std::vector<std::string> extra_args = {})
+  explicit TraindProcess(std::string state_dir, std::vector<std::string> extra_args = {})
       : state_dir_(std::move(state_dir)), extra_args_(std::move(extra_args)) {}
-  ~Daemon() { Stop(); }
+  ~TraindProcess() { Stop(); }
 
   // Starts traind and waits until its API answers. False on failure.
   bool Start() {
@@ -264,4 +264,4 @@ inline int RunCommand(const std::string& cmd, std::string* out) {
 
 }  // namespace traind::testing
 
-#endif  // TRAIND_TESTS_INTEGRATION_DAEMON_H_
+#endif  // TRAIND_TESTS_INTEGRATION_TESTING_TRAIND_PROCESS_H_

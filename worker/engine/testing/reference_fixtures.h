@@ -1,7 +1,7 @@
 // Reads the text fixtures of tests/fixtures (written by make_fixtures.py):
 // one record per line, `name value value ...`; `#` starts a comment line.
-#ifndef TRAIND_WORKER_ENGINE_TESTING_FIXTURES_H_
-#define TRAIND_WORKER_ENGINE_TESTING_FIXTURES_H_
+#ifndef TRAIND_WORKER_ENGINE_TESTING_REFERENCE_FIXTURES_H_
+#define TRAIND_WORKER_ENGINE_TESTING_REFERENCE_FIXTURES_H_
 
 #include <fstream>
 #include <map>
@@ -29,4 +29,4 @@ inline std::map<std::string, std::vector<double>> ReadFixture(const std::string&
 
 }  // namespace traind::engine::testing
 
-#endif  // TRAIND_WORKER_ENGINE_TESTING_FIXTURES_H_
+#endif  // TRAIND_WORKER_ENGINE_TESTING_REFERENCE_FIXTURES_H_

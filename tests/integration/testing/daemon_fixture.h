@@ -1,8 +1,8 @@
 // The end-to-end tests' fixture: a real traind (2 CPU slots) on a unix
 // socket in a temporary state directory, and the iris example spec
 // (daemon_test.cc, trainctl_daemon_test.cc).
-#ifndef TRAIND_TESTS_INTEGRATION_DAEMON_FIXTURE_H_
-#define TRAIND_TESTS_INTEGRATION_DAEMON_FIXTURE_H_
+#ifndef TRAIND_TESTS_INTEGRATION_TESTING_DAEMON_FIXTURE_H_
+#define TRAIND_TESTS_INTEGRATION_TESTING_DAEMON_FIXTURE_H_
 
 #include <cstdlib>
 #include <iostream>
@@ -13,7 +13,7 @@
 #include "absl/status/statusor.h"
 #include "gtest/gtest.h"
 #include "spec/loader.h"
-#include "tests/integration/daemon.h"
+#include "tests/integration/testing/traind_process.h"
 
 namespace traind::testing {
 
@@ -30,8 +30,8 @@ inline traind::v1::JobSpec ExampleIrisSpec() {
 class DaemonTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    daemon_ =
-        std::make_unique<Daemon>(dir_.path() + "/state", std::vector<std::string>{"--cpu-slots=2"});
+    daemon_ = std::make_unique<TraindProcess>(dir_.path() + "/state",
+                                              std::vector<std::string>{"--cpu-slots=2"});
     ASSERT_TRUE(daemon_->Start()) << daemon_->Log();
   }
   void TearDown() override {
@@ -58,9 +58,9 @@ class DaemonTest : public ::testing::Test {
   }
 
   TempDir dir_;
-  std::unique_ptr<Daemon> daemon_;
+  std::unique_ptr<TraindProcess> daemon_;
 };
 
 }  // namespace traind::testing
 
-#endif  // TRAIND_TESTS_INTEGRATION_DAEMON_FIXTURE_H_
+#endif  // TRAIND_TESTS_INTEGRATION_TESTING_DAEMON_FIXTURE_H_
