@@ -33,6 +33,7 @@ void Scheduler::ActOnSearchLocked(LiveJob& lj,
 }
 
 bool Scheduler::AtTrialLimitLocked(const LiveJob& lj, int task) {
+  if (!lj.search.limits_trials()) return false;  // no list of running tasks to build
   std::vector<int> running;
   running.reserve(lj.attempts.size());
   for (const auto& [t, attempt] : lj.attempts) running.push_back(t);

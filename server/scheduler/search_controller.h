@@ -68,6 +68,7 @@ class SearchController {
   // `task`'s trial would pass search.max_concurrent_trials, given the tasks
   // running now.
   bool AtTrialLimit(const traind::v1::Job& job, const std::vector<int>& running, int task) const;
+  bool limits_trials() const { return max_concurrent_trials_ > 0; }
   // True for every task but a refit; a refit trains on all rows once every
   // fold has succeeded (a CV), or every trial has ended with a best one (a
   // search).
