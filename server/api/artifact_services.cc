@@ -24,8 +24,9 @@ using grpc::ServerUnaryReactor;
 
 namespace {
 
-// Streams one artifact: finds it (the job and its listing) and reads each
-// chunk on the files pool, never on a gRPC thread; one chunk in flight.
+// Streams one file (a job's artifact, a dataset): finds it with `find` and
+// reads each chunk on the files pool, never on a gRPC thread; one chunk in
+// flight.
 // The first message carries the artifact, the last the SHA-256 of all
 // bytes sent. The size is the file's when opened: a log that grows while it
 // is read is sent up to that size.
@@ -33,8 +34,10 @@ class ArtifactReactor final : public grpc::ServerWriteReactor<traind::v1::Artifa
  public:
   static constexpr int64_t kChunk = 1 << 20;
 
-  ArtifactReactor(ReadApi* reads, WorkPool* files, std::string job_id, std::string name)
-      : reads_(reads), files_(files), job_id_(std::move(job_id)), name_(std::move(name)) {
+  // `what` names the file in messages ("job 1a2b: artifact \"x.csv\"").
+  ArtifactReactor(WorkPool* files, std::function<absl::StatusOr<ArtifactFile>()> find,
+                  std::string what)
+      : files_(files), find_(std::move(find)), what_(std::move(what)) {
     refs_.fetch_add(1);
     files_->Post([this] { Open(); });
   }
@@ -61,10 +64,7 @@ class ArtifactReactor final : public grpc::ServerWriteReactor<traind::v1::Artifa
 
  private:
   void Open() {
-    absl::StatusOr<traind::v1::Job> job = reads_->GetJob(job_id_);
-    absl::StatusOr<ArtifactFile> file =
-        job.ok() ? FindArtifact(reads_->description().state_dir, *job, name_)
-                 : absl::StatusOr<ArtifactFile>(job.status());
+    absl::StatusOr<ArtifactFile> file = find_();
     if (!file.ok()) {
       End(ToGrpc(file.status()));
       Unref();
@@ -72,8 +72,7 @@ class ArtifactReactor final : public grpc::ServerWriteReactor<traind::v1::Artifa
     }
     in_.open(file->path, std::ios::binary);
     if (!in_) {
-      End(grpc::Status(grpc::StatusCode::NOT_FOUND,
-                       absl::StrCat("job ", job_id_, ": artifact \"", name_, "\" cannot be read")));
+      End(grpc::Status(grpc::StatusCode::NOT_FOUND, absl::StrCat(what_, " cannot be read")));
       Unref();
       return;
     }
@@ -94,8 +93,7 @@ class ArtifactReactor final : public grpc::ServerWriteReactor<traind::v1::Artifa
     data->resize(static_cast<size_t>(n));
     if (n > 0 && !in_.read(data->data(), n)) {
       End(grpc::Status(grpc::StatusCode::DATA_LOSS,
-                       absl::StrCat("job ", job_id_, ": artifact \"", name_,
-                                    "\" became shorter while it was read")));
+                       absl::StrCat(what_, " became shorter while it was read")));
       Unref();
       return;
     }
@@ -122,10 +120,9 @@ class ArtifactReactor final : public grpc::ServerWriteReactor<traind::v1::Artifa
     if (refs_.fetch_sub(1) == 1) delete this;
   }
 
-  ReadApi* const reads_;
   WorkPool* const files_;
-  const std::string job_id_;
-  const std::string name_;
+  const std::function<absl::StatusOr<ArtifactFile>()> find_;
+  const std::string what_;
   std::atomic<int> refs_{1};  // gRPC's (until OnDone) and one per pending pool task
   std::atomic<bool> cancelled_{false};
   std::atomic<bool> finished_{false};
@@ -292,7 +289,40 @@ grpc::ServerWriteReactor<traind::v1::ArtifactChunk>* TrainingServiceImpl::GetArt
   if (req->name().empty()) {
     return new Finished(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "name: required"));
   }
-  return new ArtifactReactor(reads_, files_.get(), req->job_id(), req->name());
+  ReadApi* const reads = reads_;
+  return new ArtifactReactor(
+      files_.get(),
+      [reads, job_id = req->job_id(), name = req->name()]() -> absl::StatusOr<ArtifactFile> {
+        absl::StatusOr<traind::v1::Job> job = reads->GetJob(job_id);
+        if (!job.ok()) return job.status();
+        return FindArtifact(reads->description().state_dir, *job, name);
+      },
+      absl::StrCat("job ", req->job_id(), ": artifact \"", req->name(), "\""));
+}
+
+grpc::ServerWriteReactor<traind::v1::ArtifactChunk>* TrainingServiceImpl::DownloadDataset(
+    CallbackServerContext* ctx, const traind::v1::GetDatasetRequest* req) {
+  using Finished = FinishedWriter<traind::v1::ArtifactChunk>;
+  absl::StatusOr<Caller> caller = Authorize(ctx, Rpc::kDownloadDataset);
+  absl::Status s = caller.ok() ? RequireDatasets() : caller.status();
+  if (!s.ok()) return new Finished(ToGrpc(s));
+  DatasetCatalog* const datasets = datasets_;
+  return new ArtifactReactor(
+      files_.get(),
+      [datasets, caller = *std::move(caller), ref = req->ref(),
+       owner = req->owner()]() -> absl::StatusOr<ArtifactFile> {
+        absl::StatusOr<DatasetCatalog::Found> found = datasets->Find(caller, "ref", ref, owner);
+        if (!found.ok()) return found.status();
+        ArtifactFile file;
+        file.path = found->path;
+        const std::string& given = found->dataset.file_name();
+        file.artifact.set_name(given.empty() ? found->dataset.name() + ".csv"
+                                             : given.substr(given.rfind('/') + 1));
+        file.artifact.set_kind(traind::v1::Artifact::OTHER);
+        file.artifact.set_task(-1);
+        return file;
+      },
+      absl::StrCat("dataset ", req->ref()));
 }
 
 grpc::ServerReadReactor<traind::v1::PredictRequest>* TrainingServiceImpl::Predict(
