@@ -142,8 +142,12 @@ class ArtifactReactor final : public grpc::ServerWriteReactor<traind::v1::Artifa
 class PredictReactor final : public grpc::ServerReadReactor<traind::v1::PredictRequest> {
  public:
   PredictReactor(TrainingServiceImpl* service, CallbackServerContext* ctx,
-                 traind::v1::PredictResponse* resp, int64_t max_upload)
-      : service_(service), ctx_(ctx), resp_(resp), max_upload_(max_upload) {
+                 traind::v1::PredictResponse* resp, int64_t max_upload, Caller caller)
+      : service_(service),
+        ctx_(ctx),
+        resp_(resp),
+        max_upload_(max_upload),
+        caller_(std::move(caller)) {
     StartRead(&message_);
   }
 
@@ -161,7 +165,18 @@ class PredictReactor final : public grpc::ServerReadReactor<traind::v1::PredictR
       }
       if (file_.is_open()) file_.close();
       service_->predictions_->Post([this] {
-        const std::string csv = header_.data_path().empty() ? upload_ : confined_;
+        std::string csv = header_.data_path().empty() ? upload_ : confined_;
+        if (!header_.dataset().empty()) {  // a stored dataset
+          absl::Status s = service_->RequireDatasets();
+          absl::StatusOr<DatasetCatalog::Found> found =
+              s.ok() ? service_->datasets_->Find(caller_, "header.dataset", header_.dataset())
+                     : absl::StatusOr<DatasetCatalog::Found>(s);
+          if (!found.ok()) {
+            Finish(ToGrpc(found.status()));
+            return;
+          }
+          csv = found->path;
+        }
         Finish(ToGrpc(service_->RunPredict(header_, csv, resp_)));
       });
       return;
@@ -176,6 +191,15 @@ class PredictReactor final : public grpc::ServerReadReactor<traind::v1::PredictR
       have_header_ = true;
       if (header_.job_id().empty()) {
         Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "header.job_id: required"));
+        return;
+      }
+      if (!header_.dataset().empty() && !header_.data_path().empty()) {
+        Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                            "header.dataset: set it or header.data_path, not both"));
+        return;
+      }
+      if (!header_.dataset().empty()) {
+        StartRead(&message_);  // nothing to upload: the stream ends next
         return;
       }
       if (!header_.data_path().empty()) {
@@ -211,11 +235,11 @@ class PredictReactor final : public grpc::ServerReadReactor<traind::v1::PredictR
       StartRead(&message_);
       return;
     }
-    if (!message_.has_csv() || !header_.data_path().empty()) {
+    if (!message_.has_csv() || !header_.data_path().empty() || !header_.dataset().empty()) {
       Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                          header_.data_path().empty()
+                          header_.data_path().empty() && header_.dataset().empty()
                               ? "csv: every message after the header carries CSV bytes"
-                              : "csv: no upload with header.data_path"));
+                              : "csv: no upload with header.data_path or header.dataset"));
       return;
     }
     received_ += static_cast<int64_t>(message_.csv().size());
@@ -250,6 +274,7 @@ class PredictReactor final : public grpc::ServerReadReactor<traind::v1::PredictR
   CallbackServerContext* const ctx_;
   traind::v1::PredictResponse* const resp_;
   const int64_t max_upload_;
+  const Caller caller_;
   traind::v1::PredictRequest message_;
   traind::v1::PredictRequest::Header header_;
   bool have_header_ = false;
@@ -336,7 +361,8 @@ grpc::ServerReadReactor<traind::v1::PredictRequest>* TrainingServiceImpl::Predic
     };
     return new Refused(ToGrpc(caller.status()));
   }
-  return new PredictReactor(this, ctx, resp, policy_.limits.max_predict_upload_bytes);
+  return new PredictReactor(this, ctx, resp, policy_.limits.max_predict_upload_bytes,
+                            *std::move(caller));
 }
 
 absl::Status TrainingServiceImpl::RunPredict(const traind::v1::PredictRequest::Header& header,

@@ -348,6 +348,21 @@ TEST_F(DatasetRpcTest, AJobTrainsOnADatasetByNameWhichStaysWhileTheJobRuns) {
   EXPECT_EQ(with_jobs.job_ids(0), trained.id());  // newest first
   EXPECT_EQ(with_jobs.job_ids(1), job.id());
 
+  // Predict scores a stored dataset by name.
+  {
+    traind::v1::PredictRequest header;
+    header.mutable_header()->set_job_id(trained.id());
+    header.mutable_header()->set_dataset("iris:1");
+    traind::v1::PredictResponse predicted;
+    auto pctx = As(kSam, 60);
+    auto writer = tcp_->Predict(pctx.get(), &predicted);
+    writer->Write(header);
+    writer->WritesDone();
+    grpc::Status ps = writer->Finish();
+    ASSERT_TRUE(ps.ok()) << ps.error_message();
+    EXPECT_EQ(predicted.rows(), 150);
+  }
+
   // Both jobs finished: the dataset goes; the jobs stay readable.
   del.clear_owner();
   for (int i = 0; i < 100 && GetJob(daemon_->stub(), job.id()).state() != Job::CANCELLED; ++i) {
