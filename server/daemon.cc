@@ -535,6 +535,9 @@ absl::Status Daemon::Start() {
   desc.cpu_slots = scheduler_options_.cpu_slots;
   desc.worker_threads = scheduler_options_.worker_threads;
   desc.start_time = start_time_;
+  desc.data_roots = data_roots_->roots();
+  desc.max_dataset_bytes = flags.datasets.max_bytes;
+  desc.dataset_quota_bytes = flags.datasets.owner_quota_bytes;
   http_listen_ = flags.http_listen.value_or(kDefaultHttpListen);
   const std::string& http_listen = http_listen_;
   desc.http_pending = !http_listen.empty() && http_listen != "off";
