@@ -603,6 +603,7 @@ absl::Status Daemon::Start() {
           if (store.ok()) return store;
           return absl::UnavailableError(absl::StrCat("store degraded: ", store.message()));
         });
+    http_->set_datasets(datasets_.get());
     absl::StatusOr<std::string> url = http_->Start();
     if (!url.ok() && !flags.http_listen.has_value()) {
       LogWarning("%s; the HTTP side door is off (set http_listen / --http-listen)",
