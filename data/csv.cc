@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/strip.h"
 #include "base/status.h"
 #include "data/text.h"
 
@@ -41,8 +42,16 @@ class CsvReader::Parser {
     if (fd_ >= 0) close(fd_);
   }
 
-  absl::Status OpenFile() {
-    TRAIND_ASSIGN_OR_RETURN(fd_, OpenRegularFile(path_));
+  // Opens `file`, which messages name path_ (the same, or a name shown in its
+  // place).
+  absl::Status OpenFile(const std::string& file) {
+    absl::StatusOr<int> fd = OpenRegularFile(file);
+    if (!fd.ok()) {
+      if (file == path_) return fd.status();
+      // OpenRegularFile's messages are "<file>: ...".
+      return DataError(absl::StrCat(path_, absl::StripPrefix(fd.status().message(), file)));
+    }
+    fd_ = *fd;
     eof_ = false;
     return Fill(kReadBytes);
   }
@@ -229,7 +238,7 @@ class CsvReader::Parser {
     }
   }
 
-  const std::string path_;
+  const std::string path_;  // the file as messages name it
   const char delimiter_;
   int fd_ = -1;
   bool eof_ = true;
@@ -278,9 +287,10 @@ absl::StatusOr<CsvReader> CsvReader::Start(std::unique_ptr<Parser> parser) {
   return reader;
 }
 
-absl::StatusOr<CsvReader> CsvReader::Open(const std::string& path, char delimiter) {
-  auto parser = std::make_unique<Parser>(path, delimiter);
-  TRAIND_RETURN_IF_ERROR(parser->OpenFile());
+absl::StatusOr<CsvReader> CsvReader::Open(const std::string& path, char delimiter,
+                                          const std::string& shown_name) {
+  auto parser = std::make_unique<Parser>(shown_name.empty() ? path : shown_name, delimiter);
+  TRAIND_RETURN_IF_ERROR(parser->OpenFile(path));
   return Start(std::move(parser));
 }
 

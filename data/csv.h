@@ -39,8 +39,11 @@ inline constexpr size_t kCsvReadBytes = size_t{1} << 20;
 // its memory does not grow with the file): the rules of ReadCsv below.
 class CsvReader {
  public:
-  // Opens the file (OpenRegularFile) and reads its header row.
-  static absl::StatusOr<CsvReader> Open(const std::string& path, char delimiter = ',');
+  // Opens the file (OpenRegularFile) and reads its header row. A non-empty
+  // `shown_name` (e.g. the name a client gave the file) stands for `path` in
+  // every message and in path(), so that they never show where the file lies.
+  static absl::StatusOr<CsvReader> Open(const std::string& path, char delimiter = ',',
+                                        const std::string& shown_name = "");
   // As Open, on text in memory; `path` is used in messages only.
   static absl::StatusOr<CsvReader> FromText(std::string text, const std::string& path,
                                             char delimiter = ',');
@@ -48,6 +51,7 @@ class CsvReader {
   CsvReader& operator=(CsvReader&&) noexcept;
   ~CsvReader();
 
+  // The file as messages name it: `path`, or Open's `shown_name`.
   const std::string& path() const;
   const std::vector<std::string>& header() const { return header_; }
   // The next data row into `*row` (header().size() fields) and its 1-based

@@ -247,5 +247,20 @@ TEST(ReadCsvTest, CsvReaderStreamsRecords) {
   EXPECT_FALSE(*reader->Next(&row, &line));
 }
 
+// A shown name stands for the path in path() and in every message.
+TEST(ReadCsvTest, CsvReaderShowsAGivenName) {
+  TempFile file("a,b\n1,2\n3\n");
+  absl::StatusOr<CsvReader> reader = CsvReader::Open(file.path(), ',', "upload.csv");
+  ASSERT_TRUE(reader.ok()) << reader.status();
+  EXPECT_EQ(reader->path(), "upload.csv");
+  std::vector<std::string> row;
+  int64_t line = 0;
+  ASSERT_TRUE(*reader->Next(&row, &line));
+  EXPECT_EQ(reader->Next(&row, &line).status().message(),
+            "upload.csv:3: row has 1 fields, the header has 2");
+  EXPECT_EQ(CsvReader::Open(file.path() + ".absent", ',', "upload.csv").status().message(),
+            "upload.csv: cannot open: No such file or directory");
+}
+
 }  // namespace
 }  // namespace traind::data

@@ -58,6 +58,16 @@ struct LimitsConfig {
 
 // Which finished jobs traind deletes by itself (with their events and
 // artifacts), at start and every `interval`. Both limits off by default.
+// Datasets stored by traind (UploadDataset).
+struct DatasetsConfig {
+  int64_t max_bytes = 0;          // one dataset's size (0: no limit)
+  int64_t owner_quota_bytes = 0;  // an owner's datasets together (0: no limit)
+  // A partial upload not written for this long is removed.
+  absl::Duration abandoned_upload_age = absl::Hours(24);
+  // Datasets no stored job names, older than this, are removed (0: kept).
+  absl::Duration retention_age = absl::ZeroDuration();
+};
+
 struct RetentionConfig {
   // Jobs that ended longer ago than this ("30d", "12h"; 0: no age limit).
   absl::Duration max_age = absl::ZeroDuration();
@@ -154,6 +164,7 @@ struct ServerConfig {
   int http_max_connections = 512;
   LimitsConfig limits;
   RetentionConfig retention;
+  DatasetsConfig datasets;
   // Where task attempts run: "local" (worker processes on this machine) or
   // "slurm" (each attempt a Slurm job; `slurm` says how).
   std::string launcher = "local";

@@ -370,6 +370,15 @@ absl::Status Daemon::Init() {
   if (absl::Status s = CheckArtifactsKnown(store_.get(), db_path, state_dir); !s.ok()) {
     return Fail("%s", s.message());
   }
+  absl::StatusOr<DatasetFiles> dataset_files = DatasetFiles::Open(state_dir);
+  if (!dataset_files.ok()) return Fail("%s", dataset_files.status().message());
+  DatasetLimits dataset_limits;
+  dataset_limits.max_dataset_bytes = flags.datasets.max_bytes;
+  dataset_limits.owner_quota_bytes = flags.datasets.owner_quota_bytes;
+  dataset_limits.abandoned_upload_age = flags.datasets.abandoned_upload_age;
+  dataset_limits.retention_age = flags.datasets.retention_age;
+  datasets_ =
+      std::make_unique<DatasetCatalog>(store_.get(), *std::move(dataset_files), dataset_limits);
 
   CpuInfo cpu = ReadCpuInfo();
   start_time_ = absl::Now();
@@ -547,8 +556,8 @@ absl::Status Daemon::Start() {
         &ports[i]);
   }
   public_builder.SetMaxReceiveMessageSize(static_cast<int>(flags.limits.max_request_bytes));
-  training_service_ = std::make_unique<TrainingServiceImpl>(&scheduler, reads_.get(), policy_,
-                                                            sessions_.get(), metrics_.get());
+  training_service_ = std::make_unique<TrainingServiceImpl>(
+      &scheduler, reads_.get(), policy_, sessions_.get(), metrics_.get(), datasets_.get());
   public_builder.RegisterService(training_service_.get());
   // Reflection describes the public services only (never WorkerService).
   schema_ = TraindPublicSchema();
@@ -625,6 +634,7 @@ absl::Status Daemon::Start() {
   retention.max_age = flags.retention.max_age;
   retention.max_finished_jobs = flags.retention.max_finished_jobs;
   sweeper_ = std::make_unique<RetentionSweeper>(&scheduler, retention, flags.retention.interval);
+  dataset_sweeper_ = std::make_unique<DatasetSweeper>(datasets_.get(), flags.retention.interval);
   return absl::OkStatus();
 }
 

@@ -82,6 +82,8 @@ class Daemon final {
   bool slurm_ = false;
   std::string worker_address_;
   std::unique_ptr<JobStore> store_;
+  // After store_: it records datasets there.
+  std::unique_ptr<DatasetCatalog> datasets_;
   absl::Time start_time_;
   SchedulerOptions scheduler_options_;
   std::unique_ptr<ServerMetrics> metrics_;
@@ -107,6 +109,7 @@ class Daemon final {
   grpc::HealthCheckServiceInterface* health_ = nullptr;
   std::unique_ptr<Watchdog> watchdog_;
   std::unique_ptr<RetentionSweeper> sweeper_;
+  std::unique_ptr<DatasetSweeper> dataset_sweeper_;
 };
 
 }  // namespace traind::server

@@ -12,6 +12,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "base/log.h"
+#include "server/datasets/dataset_catalog.h"
 #include "server/scheduler/scheduler.h"
 
 namespace traind::server {
@@ -68,6 +69,27 @@ class RetentionSweeper final {
     });
   }
   ~RetentionSweeper() {
+    stop_.Notify();
+    if (thread_.joinable()) thread_.join();
+  }
+
+ private:
+  absl::Notification stop_;
+  std::thread thread_;
+};
+
+// Sweeps the datasets (abandoned uploads, retention) at start and every
+// `interval`, on its own thread.
+class DatasetSweeper final {
+ public:
+  DatasetSweeper(DatasetCatalog* catalog, absl::Duration interval) {
+    thread_ = std::thread([this, catalog, interval] {
+      do {
+        catalog->Sweep(absl::Now());
+      } while (!stop_.WaitForNotificationWithTimeout(interval));
+    });
+  }
+  ~DatasetSweeper() {
     stop_.Notify();
     if (thread_.joinable()) thread_.join();
   }

@@ -185,6 +185,25 @@ std::vector<Setting> MakeSettings() {
           "a CSV uploaded to `Predict`: `RESOURCE_EXHAUSTED` above (a file inside the data "
           "roots can be named instead)",
           "1 GiB"),
+      Int64(
+          "datasets.max_bytes", "", [](C& c) { return &c.datasets.max_bytes; }, 0, kInt64Max,
+          "one dataset's size: a larger upload is `RESOURCE_EXHAUSTED` naming this key (0: no "
+          "limit)",
+          "off"),
+      Int64(
+          "datasets.owner_quota_bytes", "", [](C& c) { return &c.datasets.owner_quota_bytes; }, 0,
+          kInt64Max,
+          "the bytes of one owner's datasets together (each file counted once): an upload past "
+          "it is `RESOURCE_EXHAUSTED` naming the owner's use (0: no limit)",
+          "off"),
+      Dur(
+          "datasets.abandoned_upload_age", "",
+          [](C& c) { return &c.datasets.abandoned_upload_age; },
+          "an interrupted upload not resumed within this time is removed"),
+      Dur(
+          "datasets.retention_age", "", [](C& c) { return &c.datasets.retention_age; },
+          "datasets older than this that no stored job names are removed, one log line each",
+          "off"),
       Dur(
           "retention.max_age", "", [](C& c) { return &c.retention.max_age; },
           "finished jobs that ended longer ago than this are deleted, with their events and "

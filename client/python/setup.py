@@ -21,7 +21,7 @@ from setuptools import setup
 from setuptools.command.build_py import build_py
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-PROTOS = ["traind/v1/job.proto", "traind/v1/training_service.proto"]
+PROTOS = ["traind/v1/dataset.proto", "traind/v1/job.proto", "traind/v1/training_service.proto"]
 
 
 def _tool(env, name, hint):

@@ -24,8 +24,9 @@ using grpc::ServerUnaryReactor;
 
 namespace {
 
-// Streams one artifact: finds it (the job and its listing) and reads each
-// chunk on the files pool, never on a gRPC thread; one chunk in flight.
+// Streams one file (a job's artifact, a dataset): finds it with `find` and
+// reads each chunk on the files pool, never on a gRPC thread; one chunk in
+// flight.
 // The first message carries the artifact, the last the SHA-256 of all
 // bytes sent. The size is the file's when opened: a log that grows while it
 // is read is sent up to that size.
@@ -33,8 +34,10 @@ class ArtifactReactor final : public grpc::ServerWriteReactor<traind::v1::Artifa
  public:
   static constexpr int64_t kChunk = 1 << 20;
 
-  ArtifactReactor(ReadApi* reads, WorkPool* files, std::string job_id, std::string name)
-      : reads_(reads), files_(files), job_id_(std::move(job_id)), name_(std::move(name)) {
+  // `what` names the file in messages ("job 1a2b: artifact \"x.csv\"").
+  ArtifactReactor(WorkPool* files, std::function<absl::StatusOr<ArtifactFile>()> find,
+                  std::string what)
+      : files_(files), find_(std::move(find)), what_(std::move(what)) {
     refs_.fetch_add(1);
     files_->Post([this] { Open(); });
   }
@@ -61,10 +64,7 @@ class ArtifactReactor final : public grpc::ServerWriteReactor<traind::v1::Artifa
 
  private:
   void Open() {
-    absl::StatusOr<traind::v1::Job> job = reads_->GetJob(job_id_);
-    absl::StatusOr<ArtifactFile> file =
-        job.ok() ? FindArtifact(reads_->description().state_dir, *job, name_)
-                 : absl::StatusOr<ArtifactFile>(job.status());
+    absl::StatusOr<ArtifactFile> file = find_();
     if (!file.ok()) {
       End(ToGrpc(file.status()));
       Unref();
@@ -72,8 +72,7 @@ class ArtifactReactor final : public grpc::ServerWriteReactor<traind::v1::Artifa
     }
     in_.open(file->path, std::ios::binary);
     if (!in_) {
-      End(grpc::Status(grpc::StatusCode::NOT_FOUND,
-                       absl::StrCat("job ", job_id_, ": artifact \"", name_, "\" cannot be read")));
+      End(grpc::Status(grpc::StatusCode::NOT_FOUND, absl::StrCat(what_, " cannot be read")));
       Unref();
       return;
     }
@@ -94,8 +93,7 @@ class ArtifactReactor final : public grpc::ServerWriteReactor<traind::v1::Artifa
     data->resize(static_cast<size_t>(n));
     if (n > 0 && !in_.read(data->data(), n)) {
       End(grpc::Status(grpc::StatusCode::DATA_LOSS,
-                       absl::StrCat("job ", job_id_, ": artifact \"", name_,
-                                    "\" became shorter while it was read")));
+                       absl::StrCat(what_, " became shorter while it was read")));
       Unref();
       return;
     }
@@ -122,10 +120,9 @@ class ArtifactReactor final : public grpc::ServerWriteReactor<traind::v1::Artifa
     if (refs_.fetch_sub(1) == 1) delete this;
   }
 
-  ReadApi* const reads_;
   WorkPool* const files_;
-  const std::string job_id_;
-  const std::string name_;
+  const std::function<absl::StatusOr<ArtifactFile>()> find_;
+  const std::string what_;
   std::atomic<int> refs_{1};  // gRPC's (until OnDone) and one per pending pool task
   std::atomic<bool> cancelled_{false};
   std::atomic<bool> finished_{false};
@@ -145,8 +142,12 @@ class ArtifactReactor final : public grpc::ServerWriteReactor<traind::v1::Artifa
 class PredictReactor final : public grpc::ServerReadReactor<traind::v1::PredictRequest> {
  public:
   PredictReactor(TrainingServiceImpl* service, CallbackServerContext* ctx,
-                 traind::v1::PredictResponse* resp, int64_t max_upload)
-      : service_(service), ctx_(ctx), resp_(resp), max_upload_(max_upload) {
+                 traind::v1::PredictResponse* resp, int64_t max_upload, Caller caller)
+      : service_(service),
+        ctx_(ctx),
+        resp_(resp),
+        max_upload_(max_upload),
+        caller_(std::move(caller)) {
     StartRead(&message_);
   }
 
@@ -164,7 +165,18 @@ class PredictReactor final : public grpc::ServerReadReactor<traind::v1::PredictR
       }
       if (file_.is_open()) file_.close();
       service_->predictions_->Post([this] {
-        const std::string csv = header_.data_path().empty() ? upload_ : confined_;
+        std::string csv = header_.data_path().empty() ? upload_ : confined_;
+        if (!header_.dataset().empty()) {  // a stored dataset
+          absl::Status s = service_->RequireDatasets();
+          absl::StatusOr<DatasetCatalog::Found> found =
+              s.ok() ? service_->datasets_->Find(caller_, "header.dataset", header_.dataset())
+                     : absl::StatusOr<DatasetCatalog::Found>(s);
+          if (!found.ok()) {
+            Finish(ToGrpc(found.status()));
+            return;
+          }
+          csv = found->path;
+        }
         Finish(ToGrpc(service_->RunPredict(header_, csv, resp_)));
       });
       return;
@@ -179,6 +191,15 @@ class PredictReactor final : public grpc::ServerReadReactor<traind::v1::PredictR
       have_header_ = true;
       if (header_.job_id().empty()) {
         Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "header.job_id: required"));
+        return;
+      }
+      if (!header_.dataset().empty() && !header_.data_path().empty()) {
+        Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                            "header.dataset: set it or header.data_path, not both"));
+        return;
+      }
+      if (!header_.dataset().empty()) {
+        StartRead(&message_);  // nothing to upload: the stream ends next
         return;
       }
       if (!header_.data_path().empty()) {
@@ -214,11 +235,11 @@ class PredictReactor final : public grpc::ServerReadReactor<traind::v1::PredictR
       StartRead(&message_);
       return;
     }
-    if (!message_.has_csv() || !header_.data_path().empty()) {
+    if (!message_.has_csv() || !header_.data_path().empty() || !header_.dataset().empty()) {
       Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                          header_.data_path().empty()
+                          header_.data_path().empty() && header_.dataset().empty()
                               ? "csv: every message after the header carries CSV bytes"
-                              : "csv: no upload with header.data_path"));
+                              : "csv: no upload with header.data_path or header.dataset"));
       return;
     }
     received_ += static_cast<int64_t>(message_.csv().size());
@@ -253,6 +274,7 @@ class PredictReactor final : public grpc::ServerReadReactor<traind::v1::PredictR
   CallbackServerContext* const ctx_;
   traind::v1::PredictResponse* const resp_;
   const int64_t max_upload_;
+  const Caller caller_;
   traind::v1::PredictRequest message_;
   traind::v1::PredictRequest::Header header_;
   bool have_header_ = false;
@@ -292,7 +314,40 @@ grpc::ServerWriteReactor<traind::v1::ArtifactChunk>* TrainingServiceImpl::GetArt
   if (req->name().empty()) {
     return new Finished(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "name: required"));
   }
-  return new ArtifactReactor(reads_, files_.get(), req->job_id(), req->name());
+  ReadApi* const reads = reads_;
+  return new ArtifactReactor(
+      files_.get(),
+      [reads, job_id = req->job_id(), name = req->name()]() -> absl::StatusOr<ArtifactFile> {
+        absl::StatusOr<traind::v1::Job> job = reads->GetJob(job_id);
+        if (!job.ok()) return job.status();
+        return FindArtifact(reads->description().state_dir, *job, name);
+      },
+      absl::StrCat("job ", req->job_id(), ": artifact \"", req->name(), "\""));
+}
+
+grpc::ServerWriteReactor<traind::v1::ArtifactChunk>* TrainingServiceImpl::DownloadDataset(
+    CallbackServerContext* ctx, const traind::v1::GetDatasetRequest* req) {
+  using Finished = FinishedWriter<traind::v1::ArtifactChunk>;
+  absl::StatusOr<Caller> caller = Authorize(ctx, Rpc::kDownloadDataset);
+  absl::Status s = caller.ok() ? RequireDatasets() : caller.status();
+  if (!s.ok()) return new Finished(ToGrpc(s));
+  DatasetCatalog* const datasets = datasets_;
+  return new ArtifactReactor(
+      files_.get(),
+      [datasets, caller = *std::move(caller), ref = req->ref(),
+       owner = req->owner()]() -> absl::StatusOr<ArtifactFile> {
+        absl::StatusOr<DatasetCatalog::Found> found = datasets->Find(caller, "ref", ref, owner);
+        if (!found.ok()) return found.status();
+        ArtifactFile file;
+        file.path = found->path;
+        const std::string& given = found->dataset.file_name();
+        file.artifact.set_name(given.empty() ? found->dataset.name() + ".csv"
+                                             : given.substr(given.rfind('/') + 1));
+        file.artifact.set_kind(traind::v1::Artifact::OTHER);
+        file.artifact.set_task(-1);
+        return file;
+      },
+      absl::StrCat("dataset ", req->ref()));
 }
 
 grpc::ServerReadReactor<traind::v1::PredictRequest>* TrainingServiceImpl::Predict(
@@ -306,7 +361,8 @@ grpc::ServerReadReactor<traind::v1::PredictRequest>* TrainingServiceImpl::Predic
     };
     return new Refused(ToGrpc(caller.status()));
   }
-  return new PredictReactor(this, ctx, resp, policy_.limits.max_predict_upload_bytes);
+  return new PredictReactor(this, ctx, resp, policy_.limits.max_predict_upload_bytes,
+                            *std::move(caller));
 }
 
 absl::Status TrainingServiceImpl::RunPredict(const traind::v1::PredictRequest::Header& header,

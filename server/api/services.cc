@@ -177,10 +177,12 @@ class WatchReactor final : public grpc::ServerWriteReactor<traind::v1::JobEvent>
 }  // namespace
 
 TrainingServiceImpl::TrainingServiceImpl(Scheduler* scheduler, ReadApi* reads, AccessPolicy policy,
-                                         SessionStore* sessions, ServerMetrics* metrics)
+                                         SessionStore* sessions, ServerMetrics* metrics,
+                                         DatasetCatalog* datasets)
     : scheduler_(scheduler),
       reads_(reads),
       policy_(std::move(policy)),
+      datasets_(datasets),
       sessions_(sessions),
       metrics_(metrics),
       validation_(std::make_unique<WorkPool>(kValidationThreads)),

@@ -20,6 +20,7 @@
 #include "server/core/read_api.h"
 #include "server/core/sessions.h"
 #include "server/core/work_pool.h"
+#include "server/datasets/dataset_catalog.h"
 #include "server/metrics/server_metrics.h"
 #include "server/scheduler/scheduler.h"
 #include "traind/v1/training_service.grpc.pb.h"
@@ -33,8 +34,10 @@ class TrainingServiceImpl final : public traind::v1::TrainingService::CallbackSe
   // `sessions` (may be null: no HTTP) mints dashboard logins. Both must
   // outlive the service.
   // `metrics` (may be null) counts open watch streams.
+  // `datasets` (may be null: no datasets) stores and resolves datasets.
   TrainingServiceImpl(Scheduler* scheduler, ReadApi* reads, AccessPolicy policy,
-                      SessionStore* sessions = nullptr, ServerMetrics* metrics = nullptr);
+                      SessionStore* sessions = nullptr, ServerMetrics* metrics = nullptr,
+                      DatasetCatalog* datasets = nullptr);
 
   grpc::ServerUnaryReactor* SubmitJob(grpc::CallbackServerContext* ctx,
                                       const traind::v1::SubmitJobRequest* req,
@@ -72,6 +75,23 @@ class TrainingServiceImpl final : public traind::v1::TrainingService::CallbackSe
   grpc::ServerUnaryReactor* DeleteJob(grpc::CallbackServerContext* ctx,
                                       const traind::v1::DeleteJobRequest* req,
                                       traind::v1::DeleteJobResponse* resp) override;
+  // Datasets (dataset_services.cc; DownloadDataset in artifact_services.cc).
+  grpc::ServerUnaryReactor* PrepareDatasetUpload(
+      grpc::CallbackServerContext* ctx, const traind::v1::PrepareDatasetUploadRequest* req,
+      traind::v1::PrepareDatasetUploadResponse* resp) override;
+  grpc::ServerReadReactor<traind::v1::UploadDatasetRequest>* UploadDataset(
+      grpc::CallbackServerContext* ctx, traind::v1::Dataset* resp) override;
+  grpc::ServerUnaryReactor* ListDatasets(grpc::CallbackServerContext* ctx,
+                                         const traind::v1::ListDatasetsRequest* req,
+                                         traind::v1::ListDatasetsResponse* resp) override;
+  grpc::ServerUnaryReactor* GetDataset(grpc::CallbackServerContext* ctx,
+                                       const traind::v1::GetDatasetRequest* req,
+                                       traind::v1::Dataset* resp) override;
+  grpc::ServerUnaryReactor* DeleteDataset(grpc::CallbackServerContext* ctx,
+                                          const traind::v1::DeleteDatasetRequest* req,
+                                          traind::v1::DeleteDatasetResponse* resp) override;
+  grpc::ServerWriteReactor<traind::v1::ArtifactChunk>* DownloadDataset(
+      grpc::CallbackServerContext* ctx, const traind::v1::GetDatasetRequest* req) override;
 
   // Finishes the calls still on the work pools; call after the server's
   // Shutdown and before it is destroyed.
@@ -91,6 +111,10 @@ class TrainingServiceImpl final : public traind::v1::TrainingService::CallbackSe
   // finishes the call with its status.
   grpc::ServerUnaryReactor* OnStoreReads(grpc::CallbackServerContext* ctx,
                                          std::function<absl::Status()> work);
+  // The same on the files pool (uploads, deletions of files).
+  grpc::ServerUnaryReactor* OnFiles(grpc::CallbackServerContext* ctx,
+                                    std::function<absl::Status()> work);
+  absl::Status RequireDatasets() const;
 
   // Predict once its CSV is in `csv_path` (an upload, or the header's
   // confined data_path), on the predictions pool.
@@ -107,7 +131,8 @@ class TrainingServiceImpl final : public traind::v1::TrainingService::CallbackSe
   Scheduler* const scheduler_;
   ReadApi* const reads_;
   const AccessPolicy policy_;
-  const Admission admission_{scheduler_, &policy_};
+  DatasetCatalog* const datasets_;
+  const Admission admission_{scheduler_, &policy_, datasets_};
   SessionStore* const sessions_;
   ServerMetrics* const metrics_;
   // Last: their threads run work that uses the members above, and finish

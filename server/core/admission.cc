@@ -36,6 +36,18 @@ absl::StatusOr<traind::v1::Job> Admission::Submit(const traind::v1::SubmitJobReq
   // so it must only ever see paths inside the data roots.
   if (absl::Status s = CheckSpecLimits(spec, policy_->limits); !s.ok()) return s;
   if (absl::Status s = policy_->data_roots.ConfineSpec(&spec); !s.ok()) return s;
+  // Stored datasets: their files (traind's own, not under the data roots).
+  std::optional<DatasetCatalog::Pins> pins;
+  const bool names_dataset =
+      !spec.data().dataset().empty() || !spec.cross_validation().validation_dataset().empty();
+  if (names_dataset && datasets_ == nullptr) {
+    return absl::FailedPreconditionError("spec.data.dataset: this traind stores no datasets");
+  }
+  if (datasets_ != nullptr) {
+    absl::StatusOr<DatasetCatalog::Pins> pinned = datasets_->ResolveSpec(caller, &spec);
+    if (!pinned.ok()) return pinned.status();
+    pins.emplace(*std::move(pinned));
+  }
   spec::ValidationContext context;
   context.cpu_bf16 = scheduler_->WorkerCpuBf16();
   std::string no_gpu;

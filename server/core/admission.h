@@ -1,7 +1,8 @@
 // Admission: what makes a submitted spec a queued job, whichever front end
 // it came in on. In order: an idempotent retry's answer, the spec built from
 // the request (text or message, overrides, relative paths), its size
-// limits, the confinement of its data paths, its complete validation
+// limits, the confinement of its data paths, the stored datasets it names
+// (their digests recorded, pinned until the job is stored), its complete validation
 // against the data and this server's devices, the limits that depend on the
 // data, the memory each task needs (spec/memory_estimate.h), then the
 // scheduler's insert.
@@ -14,6 +15,7 @@
 #include "absl/status/statusor.h"
 #include "server/core/auth.h"
 #include "server/core/policy.h"
+#include "server/datasets/dataset_catalog.h"
 #include "server/scheduler/scheduler.h"
 #include "traind/v1/training_service.pb.h"
 
@@ -22,8 +24,9 @@ namespace traind::server {
 class Admission final {
  public:
   // Both must outlive the object.
-  Admission(Scheduler* scheduler, const AccessPolicy* policy)
-      : scheduler_(scheduler), policy_(policy) {}
+  // `datasets` may be null (a spec naming a dataset is then refused).
+  Admission(Scheduler* scheduler, const AccessPolicy* policy, DatasetCatalog* datasets = nullptr)
+      : scheduler_(scheduler), policy_(policy), datasets_(datasets) {}
 
   // The job `req` creates for `caller` (or the one an earlier request with
   // the same idempotency key created). Errors are INVALID_ARGUMENT naming
@@ -36,6 +39,7 @@ class Admission final {
  private:
   Scheduler* const scheduler_;
   const AccessPolicy* const policy_;
+  DatasetCatalog* const datasets_;
 };
 
 }  // namespace traind::server

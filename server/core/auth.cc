@@ -74,6 +74,18 @@ const char* RpcName(Rpc rpc) {
       return "CreateDashboardLogin";
     case Rpc::kListArtifacts:
       return "ListArtifacts";
+    case Rpc::kPrepareDatasetUpload:
+      return "PrepareDatasetUpload";
+    case Rpc::kUploadDataset:
+      return "UploadDataset";
+    case Rpc::kListDatasets:
+      return "ListDatasets";
+    case Rpc::kGetDataset:
+      return "GetDataset";
+    case Rpc::kDeleteDataset:
+      return "DeleteDataset";
+    case Rpc::kDownloadDataset:
+      return "DownloadDataset";
     case Rpc::kGetArtifact:
       return "GetArtifact";
     case Rpc::kPredict:
@@ -92,7 +104,13 @@ Role RequiredRole(Rpc rpc) {
     case Rpc::kCancelJob:
     case Rpc::kPredict:
     case Rpc::kDeleteJob:
+    case Rpc::kPrepareDatasetUpload:
+    case Rpc::kUploadDataset:
+    case Rpc::kDeleteDataset:
       return Role::kSubmitter;
+    case Rpc::kListDatasets:
+    case Rpc::kGetDataset:
+    case Rpc::kDownloadDataset:
     case Rpc::kListArtifacts:
     case Rpc::kGetArtifact:
     case Rpc::kGetJob:

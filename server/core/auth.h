@@ -11,8 +11,10 @@
 //       sha256: 9f86d081884c7d65... # hex SHA-256 of the token
 //
 // Roles: viewer (GetJob, ListJobs, WatchJob, GetJobResult, ListDevices,
-// GetServerInfo, CreateDashboardLogin, HTTP reads and /metrics), submitter (+ SubmitJob, CancelJob
-// of its own jobs), admin (everything, CancelJob of any job).
+// GetServerInfo, CreateDashboardLogin, HTTP reads and /metrics; the datasets it owns: none
+// unless an admin made some in its name), submitter (+ SubmitJob, CancelJob of its own jobs,
+// uploads and deletes of its own datasets), admin (everything, CancelJob of any job, every
+// owner's datasets).
 //
 // No gRPC headers here (services.cc adapts a call's peer and metadata).
 // Thread-safety: TokenStore and Authenticator are immutable after creation
@@ -54,6 +56,12 @@ enum class Rpc {
   kGetArtifact,
   kPredict,
   kDeleteJob,
+  kPrepareDatasetUpload,
+  kUploadDataset,
+  kListDatasets,
+  kGetDataset,
+  kDeleteDataset,
+  kDownloadDataset,
   // The HTTP side door's /metrics (Prometheus exposition).
   kReadMetrics,
 };

@@ -11,6 +11,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "spec/search.h"
 
 namespace traind::server {
@@ -55,7 +56,11 @@ absl::StatusOr<std::string> DataRoots::Confine(const std::string& field,
     const int err = errno;
     if (err == ENOENT || err == ENOTDIR) {
       // Existence is not secret; contents are. Nothing is opened.
-      return absl::InvalidArgumentError(absl::StrCat(field, ": ", path, ": no such file"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, ": ", path,
+                       ": no such file on the traind server (to train on a file of your machine, "
+                       "upload it: trainctl datasets upload FILE; trainctl submit over TCP "
+                       "uploads it itself)"));
     }
     return absl::PermissionDeniedError(
         absl::StrCat(field, ": ", path, ": cannot resolve: ", strerror(err)));
@@ -65,7 +70,9 @@ absl::StatusOr<std::string> DataRoots::Confine(const std::string& field,
   }
   std::string shown = resolved == path ? path : absl::StrCat(path, " (resolves to ", resolved, ")");
   return absl::PermissionDeniedError(
-      absl::StrCat(field, ": ", shown, " is outside the data roots of this traind"));
+      absl::StrCat(field, ": ", shown, " is outside the data roots of this traind (",
+                   absl::StrJoin(roots_, ", "),
+                   "); a file of your machine is uploaded with trainctl datasets upload FILE"));
 }
 
 absl::Status DataRoots::ConfineSpec(traind::v1::JobSpec* spec) const {

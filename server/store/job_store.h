@@ -4,7 +4,9 @@
 // keyed by job, task, attempt and epoch, written idempotently) and events
 // (the WatchJob log, keyed by job and sequence number). An epoch's metrics
 // are stored once, in its epochs row: its event row holds only the key
-// (task, attempt, epoch), and ReadEvents joins the two.
+// (task, attempt, epoch), and ReadEvents joins the two. Datasets
+// (dataset_rows.cc): one row per (owner, name, version), and dataset_uses,
+// the digests each job named, written with the new job.
 //
 // Thread-safety: every method may be called from any thread; calls are
 // serialized on one connection.
@@ -22,6 +24,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "traind/v1/dataset.pb.h"
 #include "traind/v1/job.pb.h"
 
 struct sqlite3;
@@ -115,6 +118,38 @@ class JobStore final {
   // (auto_vacuum = incremental, set when the store is opened).
   absl::Status ReclaimSpace();
 
+  // Datasets (dataset_rows.cc). Records are Dataset messages without
+  // job_ids (lineage comes from dataset_uses).
+  //
+  // Records `d` (owner, name, sha256, size, kind, file name, profile,
+  // create_time set) as the next version of (owner, name) — unless the
+  // latest version has the same sha256: then that record. Returns the
+  // record as stored (its version set).
+  absl::StatusOr<traind::v1::Dataset> AddDataset(const traind::v1::Dataset& d);
+  // Newest first. `owner` "": every owner's; `name` "": every name.
+  absl::StatusOr<std::vector<traind::v1::Dataset>> ListDatasets(const std::string& owner,
+                                                                const std::string& name);
+  // One version of (owner, name); version 0: the latest.
+  absl::StatusOr<std::optional<traind::v1::Dataset>> FindDataset(const std::string& owner,
+                                                                 const std::string& name,
+                                                                 int version);
+  // The owner's newest record of these bytes (owner "": anyone's).
+  absl::StatusOr<std::optional<traind::v1::Dataset>> FindDatasetByDigest(const std::string& owner,
+                                                                         const std::string& sha256);
+  // Removes one record; returns how many records still name its digest.
+  absl::StatusOr<int64_t> DeleteDataset(const std::string& owner, const std::string& name,
+                                        int version, const std::string& sha256);
+  // The bytes of the owner's distinct digests.
+  absl::StatusOr<int64_t> OwnerDatasetBytes(const std::string& owner);
+  // Jobs that named the digest, newest first.
+  absl::StatusOr<std::vector<std::string>> JobsUsingDigest(const std::string& sha256);
+  // A job that named the digest and has not finished ("" if none).
+  absl::StatusOr<std::string> UnfinishedJobUsingDigest(const std::string& sha256);
+  // Records created before `create_us` whose digest no stored job names.
+  absl::StatusOr<std::vector<traind::v1::Dataset>> UnusedDatasetsBefore(int64_t create_us);
+  // Every digest some record names.
+  absl::StatusOr<std::vector<std::string>> DatasetDigests();
+
  private:
   explicit JobStore(sqlite3* db);
   absl::Status Exec(const char* sql) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -124,6 +159,11 @@ class JobStore final {
   absl::Status WriteTaskRow(const std::string& job_id, const traind::v1::Task& task)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<traind::v1::Job> LoadJobLocked(const std::string& job_id)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // With a new job: the digests its spec names (dataset_rows.cc).
+  absl::Status WriteDatasetUses(const traind::v1::Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<std::vector<traind::v1::Dataset>> ReadDatasets(
+      const char* sql, const std::vector<std::string>& text, const std::vector<int64_t>& ints)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   absl::Mutex mu_;

@@ -114,7 +114,8 @@ TEST_F(AuthorizationTest, EachRoleTimesEachRpc) {
   EXPECT_EQ(ada_job.owner(), "ada");
   EXPECT_EQ(sam_job.owner(), "sam");
 
-  enum Expect { kAllowed, kDenied, kUnauthenticated };
+  // kNotFound: past authorization, the caller has no such thing.
+  enum Expect { kAllowed, kDenied, kUnauthenticated, kNotFound };
   struct Role {
     std::string name;
     std::string token;
@@ -266,22 +267,91 @@ TEST_F(AuthorizationTest, EachRoleTimesEachRpc) {
          auto ctx = TokenCtx(t, 60);
          return stub->DeleteJob(ctx.get(), r, &res);
        }},
+      {"PrepareDatasetUpload + UploadDataset",
+       [&](const std::string& t) {
+         // Bytes of the caller's own ("m" for each role: one name per owner).
+         const std::string bytes = absl::StrCat("a,b\n1,", t.size(), "\n");
+         traind::v1::PrepareDatasetUploadRequest f;
+         f.set_name("m");
+         f.set_size_bytes(static_cast<int64_t>(bytes.size()));
+         f.set_sha256(traind::server::Sha256Hex(bytes));
+         traind::v1::PrepareDatasetUploadResponse p;
+         auto ctx = TokenCtx(t);
+         grpc::Status s = stub->PrepareDatasetUpload(ctx.get(), f, &p);
+         if (!s.ok() || p.has_dataset()) return s;
+         traind::v1::Dataset d;
+         auto up_ctx = TokenCtx(t);
+         auto writer = stub->UploadDataset(up_ctx.get(), &d);
+         traind::v1::UploadDatasetRequest m;
+         *m.mutable_header()->mutable_file() = f;
+         writer->Write(m);
+         m.set_data(bytes);
+         writer->Write(m);
+         writer->WritesDone();
+         return writer->Finish();
+       }},
+      {"ListDatasets",
+       [&](const std::string& t) {
+         traind::v1::ListDatasetsResponse r;
+         auto ctx = TokenCtx(t);
+         return stub->ListDatasets(ctx.get(), traind::v1::ListDatasetsRequest(), &r);
+       }},
+      {"GetDataset (own)",
+       [&](const std::string& t) {
+         traind::v1::GetDatasetRequest r;
+         r.set_ref("m");
+         traind::v1::Dataset d;
+         auto ctx = TokenCtx(t);
+         return stub->GetDataset(ctx.get(), r, &d);
+       }},
+      {"GetDataset (the admin's, naming its owner)",
+       [&](const std::string& t) {
+         traind::v1::GetDatasetRequest r;
+         r.set_ref("m");
+         r.set_owner("ada");
+         traind::v1::Dataset d;
+         auto ctx = TokenCtx(t);
+         return stub->GetDataset(ctx.get(), r, &d);
+       }},
+      {"DownloadDataset (own)",
+       [&](const std::string& t) {
+         traind::v1::GetDatasetRequest r;
+         r.set_ref("m");
+         auto ctx = TokenCtx(t);
+         auto reader = stub->DownloadDataset(ctx.get(), r);
+         traind::v1::ArtifactChunk chunk;
+         while (reader->Read(&chunk)) {
+         }
+         return reader->Finish();
+       }},
+      {"DeleteDataset (own)",
+       [&](const std::string& t) {
+         traind::v1::DeleteDatasetRequest r;
+         r.set_ref("m");
+         traind::v1::DeleteDatasetResponse res;
+         auto ctx = TokenCtx(t);
+         return stub->DeleteDataset(ctx.get(), r, &res);
+       }},
   };
   // Rows: roles; columns: RPCs.
   const std::map<std::string, std::vector<Expect>> expected = {
       // Submit Get List Watch Result Devices Info Cancel(other) Cancel(own)
       // ListArtifacts GetArtifact Delete(other) Delete(own)
-      {"none", std::vector<Expect>(13, kUnauthenticated)},
-      {"bad token", std::vector<Expect>(13, kUnauthenticated)},
+      // Upload ListDatasets GetDataset(own) GetDataset(ada's) Download(own) DeleteDataset(own)
+      {"none", std::vector<Expect>(19, kUnauthenticated)},
+      {"bad token", std::vector<Expect>(19, kUnauthenticated)},
       {"viewer",
        {kDenied, kAllowed, kAllowed, kAllowed, kAllowed, kAllowed, kAllowed, kDenied, kDenied,
-        kAllowed, kAllowed, kDenied, kDenied}},
+        kAllowed, kAllowed, kDenied, kDenied, kDenied, kAllowed, kNotFound, kDenied, kNotFound,
+        kDenied}},
       {"submitter",
        {kAllowed, kAllowed, kAllowed, kAllowed, kAllowed, kAllowed, kAllowed, kDenied, kAllowed,
-        kAllowed, kAllowed, kDenied, kAllowed}},
+        kAllowed, kAllowed, kDenied, kAllowed, kAllowed, kAllowed, kAllowed, kDenied, kAllowed,
+        kAllowed}},
       {"admin",
        {kAllowed, kAllowed, kAllowed, kAllowed, kAllowed, kAllowed, kAllowed, kAllowed, kAllowed,
-        kAllowed, kAllowed, kAllowed, kAllowed}},
+        kAllowed, kAllowed, kAllowed, kAllowed, kAllowed, kAllowed, kAllowed, kAllowed, kAllowed,
+        kAllowed}},
   };
   for (const Role& role : roles) {
     for (size_t i = 0; i < rpcs.size(); ++i) {
@@ -301,6 +371,9 @@ TEST_F(AuthorizationTest, EachRoleTimesEachRpc) {
           break;
         case kUnauthenticated:
           EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAUTHENTICATED) << where;
+          break;
+        case kNotFound:
+          EXPECT_EQ(s.error_code(), grpc::StatusCode::NOT_FOUND) << where;
           break;
       }
       if (rpcs[i].first == "SubmitJob" && want != kAllowed) {

@@ -206,13 +206,16 @@ TEST_F(SpecTextTest, BadTextIsRefusedNamingTheFieldAndNothingIsStored) {
        {},
        src + "/tests",
        grpc::INVALID_ARGUMENT,
-       "spec.data.path: " + src + "/tests/examples/data/iris.csv: no such file"},
+       "spec.data.path: " + src +
+           "/tests/examples/data/iris.csv: no such file on the traind server (to train on a file "
+           "of your machine, upload it: trainctl datasets upload FILE; trainctl submit over TCP "
+           "uploads it itself)"},
       {"outside the data roots",
        iris,
        {"data.path=passwd"},
        "/etc",
        grpc::PERMISSION_DENIED,
-       "spec.data.path: /etc/passwd is outside the data roots of this traind"},
+       "spec.data.path: /etc/passwd is outside the data roots of this traind (..."},
       {"validation after parsing",
        iris,
        {"model.layers[1].dense.units=4"},

@@ -127,7 +127,9 @@ def test_invalid_specs_name_the_field_and_store_nothing(client, source_dir):
     assert e.value.message.startswith('overrides[1]: training.epoch: unknown field "epoch"')
     with pytest.raises(traind.InvalidArgumentError) as e:
         client.submit(text, base_dir="/tmp")  # /tmp/examples/data/iris.csv does not exist
-    assert e.value.message == "spec.data.path: /tmp/examples/data/iris.csv: no such file"
+    assert e.value.message.startswith(
+        "spec.data.path: /tmp/examples/data/iris.csv: no such file on the traind server")
+    assert "trainctl datasets upload" in e.value.message
     with pytest.raises(traind.PermissionDeniedError) as e:
         client.submit(text, base_dir="/etc", set={"data.path": "passwd"})
     assert e.value.code == grpc.StatusCode.PERMISSION_DENIED
