@@ -91,12 +91,17 @@ std::string EtaText(int64_t remaining, double bytes_per_second) {
   return buf;
 }
 
-// Six significant digits, or three when that is shorter than ten columns:
-// "5.84333", "-1.23e+07".
+// Whole numbers below 1e9 in full ("2999999"); others with six significant
+// digits, or three when six take ten columns or more: "5.84333",
+// "-1.23e+07".
 std::string Number(double value) {
   if (std::isnan(value)) return "nan";
   if (std::isinf(value)) return value > 0 ? "inf" : "-inf";
   char buf[32];
+  if (value == std::trunc(value) && std::fabs(value) < 1e9) {
+    std::snprintf(buf, sizeof(buf), "%.0f", value == 0 ? 0.0 : value);
+    return buf;
+  }
   std::snprintf(buf, sizeof(buf), "%.6g", value);
   if (std::strlen(buf) > 9) std::snprintf(buf, sizeof(buf), "%.3g", value);
   return buf;

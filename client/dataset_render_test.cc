@@ -229,6 +229,7 @@ TEST(RenderDatasetTest, WideProfilesFit80Columns) {
   cities->set_name("city_of_residence_at_the_time_of_the_survey");
   cities->set_kind(ColumnProfile::CATEGORICAL);
   cities->set_distinct(20);
+  AddNumeric(p, "id", 10000, 0, 2999999, 1499999.5)->set_distinct_capped(true);
   for (int i = 0; i < 20; ++i) {
     ColumnProfile::ValueCount* vc = cities->add_value_counts();
     vc->set_value(i == 0 ? "Llanfairpwllgwyngyllgogerychwyrndrobwllllantysiliogogogoch"
@@ -242,9 +243,11 @@ TEST(RenderDatasetTest, WideProfilesFit80Columns) {
   ExpectAllFit(text, 80);
   EXPECT_THAT(text, HasSubstr("123456+"));
   EXPECT_THAT(text, HasSubstr("1234567"));
-  // Long numbers get three significant digits, long names what room is left.
-  EXPECT_THAT(text, HasSubstr("-1.23e+07  9.88e+12  -0.000123\n"));
+  // Whole numbers in full below 1e9, long others three significant digits,
+  // long names what room is left.
+  EXPECT_THAT(text, HasSubstr("-12345678  9.88e+12  -0.000123\n"));
   EXPECT_THAT(text, HasSubstr("\nsepal_length      numeric "));
+  EXPECT_THAT(text, HasSubstr("10000+          0   2999999    1.5e+06\n"));
   EXPECT_THAT(text, HasSubstr("\na_very_long_col\xE2\x80\xA6  numeric      1234567   123456+"));
   EXPECT_THAT(text, HasSubstr("notes"));
   // As many values as fit, then "…".

@@ -98,7 +98,7 @@ class UploadInterruptNotice {
  public:
   explicit UploadInterruptNotice(const std::string& file) {
     const std::string text =
-        absl::StrCat(StderrIsTerminal() ? "\r\033[K" : "\n", "trainctl: upload of ", file,
+        absl::StrCat(StderrIsTerminal() ? "\r\033[K" : "", "trainctl: upload of ", file,
                      " stopped; run the same command again to resume it\n");
     std::snprintf(text_, sizeof(text_), "%s", text.c_str());
     struct sigaction sa {};

@@ -169,7 +169,7 @@ TEST_F(DatasetsTest, SubmitFromALaptopUploadsTheDataOnceAndTrainsOnIt) {
   ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
   EXPECT_NE(r.err.find("trainctl: iris.csv: traind already has it (iris:1)"), std::string::npos)
       << r.err;
-  EXPECT_EQ(r.err.find("uploaded"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("trainctl: uploaded"), std::string::npos) << r.err;
   job = GetJob(daemon_->stub(), JobId(r.out));
   EXPECT_EQ(job.state(), traind::v1::Job::SUCCEEDED);
   EXPECT_EQ(job.spec().data().dataset_sha256(), sha);
@@ -183,7 +183,7 @@ TEST_F(DatasetsTest, SubmitFromALaptopUploadsTheDataOnceAndTrainsOnIt) {
   // is, and the laptop directory is outside its data roots.
   r = Trainctl("submit iris.yaml", /*unix=*/true);
   EXPECT_EQ(r.exit_code, 5) << r.err << r.out;
-  EXPECT_EQ(r.err.find("uploaded"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("trainctl: uploaded"), std::string::npos) << r.err;
 }
 
 TEST_F(DatasetsTest, UploadVersionsProfileAndDownload) {
@@ -237,7 +237,7 @@ TEST_F(DatasetsTest, UploadVersionsProfileAndDownload) {
 
 TEST_F(DatasetsTest, ADatasetAnUnfinishedJobUsesIsNotDeleted) {
   TrainctlRun r = Trainctl(
-      "submit iris.yaml --set cross_validation.folds=2 --set training.epochs=1000000 -o json");
+      "submit iris.yaml --set cross_validation.folds=2 --set training.epochs=100000 -o json");
   ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
   const std::string id = JobId(r.out);
   ASSERT_FALSE(id.empty()) << r.out;
