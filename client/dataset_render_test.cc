@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "client/format.h"
+#include "client/render.h"
 #include "spec/loader.h"
 
 namespace traind::client {
@@ -347,6 +348,21 @@ TEST(DatasetOverridesTest, AppliedAsSetOverridesTheyNameTheUploads) {
   EXPECT_EQ(spec->cross_validation().validation_path(), "");
   EXPECT_EQ(spec->cross_validation().validation_dataset(), "sha256:" + validation);
   EXPECT_EQ(spec->cross_validation().folds(), 3);
+}
+
+TEST(RenderJobTest, NamesTheDatasetsItTrainsOn) {
+  v1::Job job;
+  job.set_id("j1");
+  job.set_state(v1::Job::SUCCEEDED);
+  EXPECT_THAT(RenderJob(job), Not(HasSubstr("dataset:")));
+  const std::string data(64, 'd'), validation(64, 'v');
+  job.mutable_spec()->mutable_data()->set_dataset("sha256:" + data);
+  job.mutable_spec()->mutable_data()->set_dataset_sha256(data);
+  EXPECT_THAT(RenderJob(job), HasSubstr("\ndataset:  sha256:" + data + "\nstate:    SUCCEEDED\n"));
+  job.mutable_spec()->mutable_data()->set_dataset("customers:3");
+  job.mutable_spec()->mutable_cross_validation()->set_validation_dataset_sha256(validation);
+  EXPECT_THAT(RenderJob(job), HasSubstr("\ndataset:  sha256:" + data +
+                                        " (customers:3); validation sha256:" + validation + "\n"));
 }
 
 }  // namespace

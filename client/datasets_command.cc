@@ -422,6 +422,11 @@ absl::StatusOr<std::vector<std::string>> UploadSpecFiles(TraindClient& client,
       Note(absl::StrCat(field.path, ": this traind takes no uploads; it reads the path itself"));
       return std::vector<std::string>();
     }
+    if (!outcome.ok() && outcome.status().code() == absl::StatusCode::kPermissionDenied) {
+      // A caller who may not upload: the submit goes as before, for traind
+      // to answer (a viewer may not submit either).
+      return std::vector<std::string>();
+    }
     if (!outcome.ok()) return outcome.status();
     const traind::v1::Dataset& d = outcome->dataset;
     if (outcome->already_stored) {

@@ -74,6 +74,10 @@ class FakeDatasetService final : public v1::TrainingService::Service {
     std::lock_guard<std::mutex> lock(mu_);
     ++prepares_;
     if (no_datasets_) return grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "");
+    if (deny_uploads_) {
+      return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
+                          "vera (viewer) may not call PrepareDatasetUpload");
+    }
     for (const Dataset& d : datasets_) {
       if (d.sha256() != req->sha256()) continue;
       // Bytes traind holds: recorded under this name now, nothing sent.
@@ -209,6 +213,11 @@ class FakeDatasetService final : public v1::TrainingService::Service {
     std::lock_guard<std::mutex> lock(mu_);
     no_datasets_ = true;
   }
+  // As for a viewer's token: PERMISSION_DENIED.
+  void DenyUploads() {
+    std::lock_guard<std::mutex> lock(mu_);
+    deny_uploads_ = true;
+  }
   // 60 ms a piece.
   void SlowDown() {
     std::lock_guard<std::mutex> lock(mu_);
@@ -295,6 +304,7 @@ class FakeDatasetService final : public v1::TrainingService::Service {
   bool break_after_first_piece_ = false;
   bool slow_ = false;
   bool no_datasets_ = false;
+  bool deny_uploads_ = false;
 };
 
 struct RunResult {
@@ -606,6 +616,20 @@ TEST_F(DatasetsCommandTest, SubmitToATraindWithoutDatasetsSendsThePath) {
   EXPECT_EQ(r.err, "trainctl: iris.csv: this traind takes no uploads; it reads the path itself\n");
   EXPECT_EQ(service_.submitted()[0].data().path(), "iris.csv");
   EXPECT_EQ(service_.submitted()[0].data().dataset(), "");
+}
+
+TEST_F(DatasetsCommandTest, SubmitByACallerWhoMayNotUploadLeavesItToTraind) {
+  Write("iris.csv", Csv(300));
+  Write("spec.yaml", kSpec);
+  service_.DenyUploads();
+  RunResult r = Run("submit spec.yaml");
+  ASSERT_EQ(r.exit_code, 0) << r.err;  // this fake takes the submit
+  EXPECT_EQ(r.err, "");
+  EXPECT_EQ(service_.submitted()[0].data().path(), "iris.csv");
+  // `datasets upload` says why.
+  r = Run("datasets upload iris.csv");
+  EXPECT_EQ(r.exit_code, 5);
+  EXPECT_EQ(r.err, "trainctl: vera (viewer) may not call PrepareDatasetUpload\n");
 }
 
 }  // namespace
