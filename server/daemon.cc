@@ -535,6 +535,9 @@ absl::Status Daemon::Start() {
   desc.cpu_slots = scheduler_options_.cpu_slots;
   desc.worker_threads = scheduler_options_.worker_threads;
   desc.start_time = start_time_;
+  desc.data_roots = data_roots_->roots();
+  desc.max_dataset_bytes = flags.datasets.max_bytes;
+  desc.dataset_quota_bytes = flags.datasets.owner_quota_bytes;
   http_listen_ = flags.http_listen.value_or(kDefaultHttpListen);
   const std::string& http_listen = http_listen_;
   desc.http_pending = !http_listen.empty() && http_listen != "off";
@@ -600,6 +603,7 @@ absl::Status Daemon::Start() {
           if (store.ok()) return store;
           return absl::UnavailableError(absl::StrCat("store degraded: ", store.message()));
         });
+    http_->set_datasets(datasets_.get());
     absl::StatusOr<std::string> url = http_->Start();
     if (!url.ok() && !flags.http_listen.has_value()) {
       LogWarning("%s; the HTTP side door is off (set http_listen / --http-listen)",

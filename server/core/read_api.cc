@@ -124,6 +124,9 @@ traind::v1::ServerInfo ReadApi::GetServerInfo() {
       TimeUtil::MicrosecondsToTimestamp(absl::ToUnixMicros(description_.start_time));
   resp.set_state_dir(description_.state_dir);
   resp.set_launcher(description_.launcher);
+  for (const std::string& root : description_.data_roots) resp.add_data_roots(root);
+  resp.set_max_dataset_bytes(description_.max_dataset_bytes);
+  resp.set_dataset_quota_bytes(description_.dataset_quota_bytes);
   resp.set_state_dir_bytes(scheduler_->state_dir_bytes());
   if (absl::Status store = scheduler_->StoreStatus(); !store.ok()) {
     resp.set_store_error(std::string(store.message()));

@@ -33,6 +33,9 @@ struct ServerDescription {
   bool http_pending = false;
   // ServerInfo.launcher.
   std::string launcher = "local";
+  std::vector<std::string> data_roots;
+  int64_t max_dataset_bytes = 0;
+  int64_t dataset_quota_bytes = 0;
 };
 
 class ReadApi final {

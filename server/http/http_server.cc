@@ -504,6 +504,33 @@ void HttpServer::Route() {
         });
 
   // Browser sessions.
+  // Datasets: the caller's (an admin's: everyone's, or one owner's).
+  s.Get("/api/v1/datasets", [this](const httplib::Request& req, httplib::Response& res) {
+    std::optional<Caller> caller = Authorize(req, res, Rpc::kListDatasets);
+    if (!caller) return;
+    if (datasets_ == nullptr) {
+      return ReplyError(res, absl::FailedPreconditionError("this traind stores no datasets"));
+    }
+    traind::v1::ListDatasetsRequest list;
+    list.set_name(req.get_param_value("name"));
+    list.set_owner(req.get_param_value("owner"));
+    absl::StatusOr<std::vector<traind::v1::Dataset>> found = datasets_->List(*caller, list);
+    if (!found.ok()) return ReplyError(res, found.status());
+    traind::v1::ListDatasetsResponse out;
+    for (traind::v1::Dataset& d : *found) *out.add_datasets() = std::move(d);
+    Reply(res, 200, ToJson(out));
+  });
+  s.Get(R"(/api/v1/datasets/([^/]+))", [this](const httplib::Request& req, httplib::Response& res) {
+    std::optional<Caller> caller = Authorize(req, res, Rpc::kGetDataset);
+    if (!caller) return;
+    if (datasets_ == nullptr) {
+      return ReplyError(res, absl::FailedPreconditionError("this traind stores no datasets"));
+    }
+    traind::v1::GetDatasetRequest get;
+    get.set_ref(req.matches[1]);
+    get.set_owner(req.get_param_value("owner"));
+    ReplyWith(res, datasets_->Get(*caller, get));
+  });
   s.Get("/api/v1/session", [this](const httplib::Request& req, httplib::Response& res) {
     std::optional<Caller> c = Authorize(req, res, Rpc::kGetServerInfo);
     if (c) Reply(res, 200, CallerJson(*c));

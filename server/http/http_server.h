@@ -48,6 +48,7 @@
 #include "server/core/auth.h"
 #include "server/core/read_api.h"
 #include "server/core/sessions.h"
+#include "server/datasets/dataset_catalog.h"
 #include "server/metrics/server_metrics.h"
 
 namespace httplib {
@@ -104,6 +105,9 @@ class HttpServer final {
   void Stop();
   // Drops what is cached of a deleted job.
   void ForgetJob(const std::string& job_id);
+  // Serves /api/v1/datasets from `datasets` (must outlive the server).
+  // Before Start.
+  void set_datasets(DatasetCatalog* datasets) { datasets_ = datasets; }
 
  private:
   struct Auth;
@@ -117,6 +121,7 @@ class HttpServer final {
   ReadApi* const reads_;
   const std::shared_ptr<const Authenticator> auth_;
   SessionStore* const sessions_;
+  DatasetCatalog* datasets_ = nullptr;
   ServerMetrics* const metrics_;
   const std::function<absl::Status()> ready_;
   std::unique_ptr<httplib::Server> server_;

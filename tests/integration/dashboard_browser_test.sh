@@ -40,9 +40,11 @@ free_port() {
 }
 
 token=$(od -An -N32 -tx1 /dev/urandom | tr -d ' \n')
+admin_token=$(od -An -N32 -tx1 /dev/urandom | tr -d ' \n')
 cat > "$tmp/tokens.yaml" <<EOF
 tokens:
   - {name: vera, role: viewer, sha256: $(printf %s "$token" | sha256sum | cut -d' ' -f1)}
+  - {name: ada, role: admin, sha256: $(printf %s "$admin_token" | sha256sum | cut -d' ' -f1)}
 EOF
 chmod 0600 "$tmp/tokens.yaml"
 
@@ -74,11 +76,15 @@ node -e "
     setTimeout(poll, 100);
   })();" "$url/api/v1/session" || { echo "no HTTP answer at $url" >&2; cat "$tmp/traind.log" >&2; exit 1; }
 
+# The data as a stored dataset (the unix socket's admin owns it).
+"${trainctl[@]}" datasets upload "$source_dir/examples/data/iris.csv" --name iris-live >/dev/null \
+  || { echo "dataset upload failed" >&2; cat "$tmp/traind.log" >&2; exit 1; }
+
 # 5 folds of 600 epochs with a wide model and small batches: long enough
 # (tens of seconds) to watch the curves grow.
 cat > "$tmp/iris-live.yaml" <<EOF
 name: iris-cv-live
-data: {path: $source_dir/examples/data/iris.csv, label: species, standardize: true}
+data: {dataset: iris-live, label: species, standardize: true}
 cross_validation: {folds: 5, stratified: true, shuffle: true}
 seed: 42
 model:
@@ -96,7 +102,8 @@ job=$("${trainctl[@]}" submit "$tmp/iris-live.yaml" | sed -n 's/^submitted job \
 [[ -n $job ]] || { echo "submit failed" >&2; cat "$tmp/traind.log" >&2; exit 1; }
 echo "job $job, dashboard $url"
 
-args=(--url "$url" --token "$token" --job "$job" --screenshot "$screenshot" --chromium "$chromium")
+args=(--url "$url" --token "$token" --job "$job" --screenshot "$screenshot" --chromium "$chromium"
+      --admin-token "$admin_token" --dataset iris-live:1)
 login_url=$("${trainctl[@]}" dashboard 2>/dev/null | grep -o 'http://[^ ]*/login?ticket=[^ ]*' | head -1 || true)
 [[ -n $login_url ]] && args+=(--login-url "$login_url")
 

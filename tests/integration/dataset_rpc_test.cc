@@ -90,9 +90,9 @@ class DatasetRpcTest : public ::testing::Test {
     if (HasFailure() && daemon_) std::cerr << "--- traind log ---\n" << daemon_->Log();
   }
   void Connect() {
-    traind::v1::ServerInfo info;
     auto ctx = Ctx();
-    ASSERT_TRUE(daemon_->stub()->GetServerInfo(ctx.get(), {}, &info).ok());
+    ASSERT_TRUE(daemon_->stub()->GetServerInfo(ctx.get(), {}, &info_).ok());
+    const traind::v1::ServerInfo& info = info_;
     for (const std::string& a : info.listen_addresses()) {
       if (!absl::StartsWith(a, "unix:")) {
         tcp_ = traind::v1::TrainingService::NewStub(
@@ -154,6 +154,7 @@ class DatasetRpcTest : public ::testing::Test {
   std::unique_ptr<TraindProcess> daemon_;
   std::unique_ptr<traind::v1::TrainingService::Stub> tcp_;
   std::string iris_;
+  traind::v1::ServerInfo info_;
 };
 
 TEST_F(DatasetRpcTest, UploadProfilesAndStoresEachVersionOnce) {
@@ -285,6 +286,25 @@ TEST_F(DatasetRpcTest, BadBytesLimitsAndRolesGetNamedErrorsAndStoreNothing) {
   // The same bytes under another name take no more of it.
   ASSERT_TRUE(Upload(kSam, "iris-again", iris_, &d).ok());
   EXPECT_EQ(List(kSam).size(), 3u);
+
+  // What a client needs to know ahead: the data roots and the limits.
+  ASSERT_EQ(info_.data_roots_size(), 1);
+  EXPECT_EQ(info_.data_roots(0), std::filesystem::canonical(dir_.path() + "/roots").string());
+  EXPECT_EQ(info_.max_dataset_bytes(), 6000);
+  EXPECT_EQ(info_.dataset_quota_bytes(), 9000);
+  // A path that is not on the server says so and names the upload.
+  traind::v1::SubmitJobRequest req;
+  *req.mutable_spec() = IrisExampleSpec(2, 3);
+  req.mutable_spec()->mutable_data()->set_path("/home/user/proj/customers.csv");
+  Job job;
+  auto ctx = As(kSam);
+  s = tcp_->SubmitJob(ctx.get(), req, &job);
+  EXPECT_EQ(s.error_code(), grpc::INVALID_ARGUMENT);
+  EXPECT_TRUE(absl::StartsWith(s.error_message(),
+                               "spec.data.path: /home/user/proj/customers.csv: no such file on the "
+                               "traind server"))
+      << s.error_message();
+  EXPECT_TRUE(absl::StrContains(s.error_message(), "trainctl datasets upload"));
 }
 
 TEST_F(DatasetRpcTest, AJobTrainsOnADatasetByNameWhichStaysWhileTheJobRuns) {

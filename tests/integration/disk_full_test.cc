@@ -1,6 +1,7 @@
 // traind on a state directory whose disk fills up while a job trains: a
 // tmpfs of its own (mounted in a mount namespace of the test process, which
 // traind and its workers inherit, so nothing outlives the test).
+#include <openssl/sha.h>
 #include <sys/mount.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -10,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -23,6 +25,12 @@ namespace {
 
 using traind::v1::Job;
 using traind::v1::JobEvent;
+
+std::string Sha256Hex(const std::string& bytes) {
+  unsigned char d[SHA256_DIGEST_LENGTH];
+  SHA256(reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size(), d);
+  return absl::BytesToHexString(absl::string_view(reinterpret_cast<const char*>(d), sizeof(d)));
+}
 
 traind::v1::ServerInfo Info(TraindProcess* d) {
   traind::v1::ServerInfo info;
@@ -131,6 +139,82 @@ TEST(DiskFullTest, TraindServesReadsRefusesNewJobsStopsInItsGraceAndLosesNothing
   daemon->Stop();
   daemon.reset();
   umount2(state.c_str(), MNT_DETACH);
+}
+
+// An upload that meets a full disk is refused naming the state directory;
+// what was stored stays whole, and the upload resumes once there is space.
+TEST(DiskFullTest, AnUploadOnAFullDiskIsRefusedAndResumesOnceThereIsSpace) {
+  TempDir dir;
+  const std::string state = dir.path() + "/state";
+  std::filesystem::create_directories(state);
+  if (std::string why = MountSmallTmpfs(state, 32 << 20); !why.empty()) {
+    GTEST_SKIP() << "needs a tmpfs of its own: " << why;
+  }
+  auto daemon = std::make_unique<TraindProcess>(state, std::vector<std::string>{"--cpu-slots=1"});
+  ASSERT_TRUE(daemon->Start()) << daemon->Log();
+  auto* stub = daemon->stub();
+  // Uploads over the unix socket (its caller may upload), whole files.
+  auto upload = [&](const std::string& name, const std::string& bytes,
+                    traind::v1::Dataset* out) -> grpc::Status {
+    traind::v1::PrepareDatasetUploadRequest f;
+    f.set_name(name);
+    f.set_size_bytes(static_cast<int64_t>(bytes.size()));
+    f.set_sha256(Sha256Hex(bytes));
+    traind::v1::PrepareDatasetUploadResponse p;
+    auto ctx = Ctx();
+    grpc::Status s = stub->PrepareDatasetUpload(ctx.get(), f, &p);
+    if (!s.ok() || p.has_dataset()) return s;
+    auto up = Ctx(60);
+    auto writer = stub->UploadDataset(up.get(), out);
+    traind::v1::UploadDatasetRequest m;
+    *m.mutable_header()->mutable_file() = f;
+    m.mutable_header()->set_offset(p.offset());
+    writer->Write(m);
+    for (size_t at = static_cast<size_t>(p.offset()); at < bytes.size(); at += 1 << 20) {
+      m.set_data(bytes.substr(at, 1 << 20));
+      if (!writer->Write(m)) break;
+    }
+    writer->WritesDone();
+    return writer->Finish();
+  };
+  std::string small = "a,b\n";
+  for (int i = 0; i < 1000; ++i) small += absl::StrCat(i, ",", i % 7, "\n");
+  traind::v1::Dataset kept;
+  ASSERT_TRUE(upload("kept", small, &kept).ok());
+
+  // 8 MiB of rows on a full disk.
+  std::string big = "a,b\n";
+  while (big.size() < (8u << 20)) big += absl::StrCat(big.size(), ",", big.size() % 13, "\n");
+  ASSERT_GT(FillUp(state + "/filler"), 0);
+  traind::v1::Dataset d;
+  grpc::Status s = upload("big", big, &d);
+  EXPECT_EQ(s.error_code(), grpc::RESOURCE_EXHAUSTED) << s.error_message();
+  EXPECT_TRUE(absl::StrContains(s.error_message(), "state directory")) << s.error_message();
+  // Nothing half-made; what was stored is whole.
+  traind::v1::ListDatasetsResponse list;
+  {
+    auto ctx = Ctx();
+    ASSERT_TRUE(stub->ListDatasets(ctx.get(), {}, &list).ok());
+  }
+  ASSERT_EQ(list.datasets_size(), 1);
+  EXPECT_EQ(list.datasets(0).name(), "kept");
+  traind::v1::GetDatasetRequest get;
+  get.set_ref("kept");
+  std::string got;
+  {
+    auto ctx = Ctx();
+    auto reader = stub->DownloadDataset(ctx.get(), get);
+    traind::v1::ArtifactChunk chunk;
+    while (reader->Read(&chunk)) got += chunk.data();
+    ASSERT_TRUE(reader->Finish().ok());
+  }
+  EXPECT_EQ(got, small);
+
+  // Space again: the upload goes on from the bytes traind holds.
+  std::filesystem::remove(state + "/filler");
+  ASSERT_TRUE(upload("big", big, &d).ok()) << daemon->Log();
+  EXPECT_EQ(d.sha256(), Sha256Hex(big));
+  EXPECT_GT(d.profile().rows(), 0);
 }
 
 }  // namespace

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import csv
+import hashlib
+import itertools
 import os
+import random
 import signal
 import statistics
 import time
@@ -519,3 +522,239 @@ def test_delete(daemon, client, source_dir):
     assert client.delete_job(running.id, cancel=True) >= 0
     with pytest.raises(traind.NotFoundError):
         running.refresh()
+
+
+# -- datasets ------------------------------------------------------------------
+
+
+def iris_path(source_dir: str) -> str:
+    return os.path.join(source_dir, "examples", "data", "iris.csv")
+
+
+def sha256_of(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def count_calls(client, method: str):
+    """Counts the client's calls of one RPC (a list of their request streams'
+    or requests' first messages)."""
+    real = getattr(client._stub, method)
+    calls = []
+
+    def counted(request, **kwargs):
+        calls.append(request)
+        return real(request, **kwargs)
+
+    setattr(client._stub, method, counted)
+    return calls
+
+
+def unique_iris(source_dir: str) -> bytes:
+    """iris.csv with one more row of its own, so that no other test holds
+    the same bytes."""
+    row = f"{random.uniform(4, 8):.6f},3.0,1.4,0.2,setosa\n"
+    return read_bytes(iris_path(source_dir)) + row.encode()
+
+
+def test_upload_a_file_once_and_read_it_back(client, source_dir, tmp_path):
+    iris = iris_path(source_dir)
+    content = read_bytes(iris)
+    assert len(content) == 3867
+    name = unique("py-iris")
+    dataset = client.upload_dataset(iris, name=name)
+    assert isinstance(dataset, traind.Dataset)
+    assert (dataset.name, dataset.version, dataset.ref) == (name, 1, f"{name}:1")
+    assert dataset.sha256 == sha256_of(content) and dataset.size_bytes == 3867
+    assert dataset.owner == "local" and dataset.kind == "CSV" and dataset.file_name == iris
+    assert dataset.uploaded_bytes in (0, 3867)  # another test may have stored these bytes
+    assert dataset.rows == 150
+
+    # The same bytes again: the same version, and no UploadDataset call.
+    uploads = count_calls(client, "UploadDataset")
+    again = client.upload_dataset(iris, name=name)
+    assert (again.version, again.sha256) == (1, dataset.sha256)
+    assert again.already_stored is True and again.uploaded_bytes == 0 and uploads == []
+    # Other bytes under the name: version 2. Its default name is the file's.
+    other = tmp_path / "iris.csv"
+    other.write_bytes(unique_iris(source_dir))
+    v2 = client.upload_dataset(other, name=name)
+    assert v2.version == 2 and v2.rows == 151 and v2.uploaded_bytes == other.stat().st_size
+    assert len(uploads) == 1 and v2.already_stored is False
+    assert client.upload_dataset(other).name == "iris"
+
+    listed = client.datasets(name)
+    assert [d.ref for d in listed] == [f"{name}:2", f"{name}:1"]  # newest first
+    assert {d.name for d in client.datasets()} >= {name, "iris"}
+
+    got = client.dataset(f"{name}:1")
+    assert got.sha256 == dataset.sha256 and got.job_ids == []
+    assert client.dataset(name).version == 2  # the latest
+    assert client.dataset(f"sha256:{dataset.sha256}").sha256 == dataset.sha256
+    assert listed[1].profile_rows() == got.profile_rows()  # fetched for a listed one
+    species = got.value_counts("species")
+    assert species == {"setosa": 50, "versicolor": 50, "virginica": 50}
+
+    pd = pytest.importorskip("pandas")
+    profile = got.profile
+    assert isinstance(profile, pd.DataFrame)
+    assert list(profile.index) == ["sepal_length", "sepal_width", "petal_length", "petal_width",
+                                   "species"]
+    assert list(profile["kind"]) == ["NUMERIC"] * 4 + ["CATEGORICAL"]
+    assert list(profile["missing"]) == [0] * 5
+    assert profile.loc["species", "distinct"] == 3
+    assert not profile["distinct_capped"].any()
+    frame = pd.read_csv(iris)
+    for column in ("sepal_length", "petal_width"):
+        assert profile.loc[column, "min"] == pytest.approx(frame[column].min(), rel=1e-6)
+        assert profile.loc[column, "max"] == pytest.approx(frame[column].max(), rel=1e-6)
+        assert profile.loc[column, "mean"] == pytest.approx(frame[column].mean(), rel=1e-6)
+        assert profile.loc[column, "distinct"] == frame[column].nunique()
+    assert profile.loc["species", ["min", "max", "mean"]].isna().all()
+
+    # Downloaded, SHA-256 checked: the bytes, a file, into a directory.
+    assert client.download_dataset(f"{name}:1") == content
+    out = tmp_path / "copy.csv"
+    assert got.download(out) == str(out) and out.read_bytes() == content
+    assert client.download_dataset(name, tmp_path) == str(tmp_path / f"{name}-2.csv")
+    assert (tmp_path / f"{name}-2.csv").read_bytes() == other.read_bytes()
+    with pytest.raises(traind.NotFoundError):
+        client.download_dataset(f"{name}:3", tmp_path / "nope.csv")
+    assert not (tmp_path / "nope.csv").exists()
+
+    # Deleted: every version, then nothing is left of the name.
+    deleted = client.delete_dataset(name, all_versions=True)
+    assert sorted(d.ref for d in deleted) == [f"{name}:1", f"{name}:2"]
+    assert client.datasets(name) == []
+    with pytest.raises(traind.NotFoundError):
+        client.dataset(name)
+
+
+class Interrupted(grpc.RpcError):
+    """What a stream broken by the network raises."""
+
+    def code(self):
+        return grpc.StatusCode.UNAVAILABLE
+
+    def details(self):
+        return "connection reset by peer"
+
+
+def test_an_interrupted_upload_resumes_from_what_traind_holds(client, source_dir, tmp_path,
+                                                             monkeypatch):
+    from traind import _datasets
+    monkeypatch.setattr(_datasets, "CHUNK_BYTES", 1000)
+    path = tmp_path / "resumed.csv"
+    path.write_bytes(unique_iris(source_dir))
+    size = path.stat().st_size
+    real = client._stub.UploadDataset
+    offsets = []
+
+    def breaks_once(requests, **kwargs):
+        requests = iter(requests)
+        first = next(requests)
+        offsets.append(first.header.offset)
+        if len(offsets) > 1:
+            return real(itertools.chain([first], requests), **kwargs)
+        sent = [first, next(requests), next(requests)]  # the header and 2000 bytes
+
+        def then_lost():
+            yield from sent
+            time.sleep(0.3)  # traind writes what it received
+            raise ConnectionResetError("the connection was lost")
+
+        with pytest.raises(grpc.RpcError):
+            real(then_lost(), **kwargs)  # gRPC cancels the call
+        raise Interrupted()
+
+    client._stub.UploadDataset = breaks_once
+    dataset = client.upload_dataset(path)
+    assert offsets[0] == 0 and 0 < offsets[1] <= 2000 and offsets[1] % 1000 == 0, offsets
+    assert dataset.sha256 == sha256_of(path.read_bytes()) and dataset.rows == 151
+    assert dataset.uploaded_bytes == 2000 + size - offsets[1]
+    assert client.download_dataset(dataset) == path.read_bytes()
+    client.delete_dataset(dataset)
+
+
+def test_submit_a_frame(client, source_dir):
+    pd = pytest.importorskip("pandas")
+    frame = pd.read_csv(iris_path(source_dir))
+    frame["petal_ratio"] = frame["petal_length"] / frame["petal_width"]
+    csv_bytes = frame.to_csv(index=False).encode()  # what is uploaded
+    digest = sha256_of(csv_bytes)
+    job = client.submit(iris_spec(source_dir), data=frame, name=unique("py-frame"),
+                        set={"training.epochs": 3, "cross_validation.folds": 2})
+    assert job.wait(timeout=120).state == "SUCCEEDED", job.data
+    data = job.data["spec"]["data"]
+    assert data["dataset"] == f"sha256:{digest}" and data["dataset_sha256"] == digest
+    assert data["path"].startswith(client.info()["state_dir"])  # traind's copy
+    stored = client.dataset(f"sha256:{digest}")
+    assert (stored.name, stored.file_name, stored.rows) == ("frame", "DataFrame", 150)
+    assert stored.job_ids == [job.id]
+    assert list(stored.profile.index) == list(frame.columns)
+    assert stored.profile.loc["petal_ratio", "kind"] == "NUMERIC"
+    assert stored.download() == csv_bytes
+    # Scored from traind's store: nothing uploaded.
+    assert job.predict(stored).rows == 150
+
+    # A holdout on a second frame; a Dataset names itself.
+    val = frame.iloc[1::2]
+    val_digest = sha256_of(val.to_csv(index=False).encode())
+    holdout = client.submit(iris_spec(source_dir), data=stored, validation_data=val,
+                            name=unique("py-frame"),
+                            set=["training.epochs=2", "cross_validation.folds=",
+                                 "cross_validation.stratified="])
+    assert holdout.wait(timeout=120).state == "SUCCEEDED", holdout.data
+    cv = holdout.data["spec"]["cross_validation"]
+    assert cv["validation_dataset"] == f"sha256:{val_digest}"
+    assert cv["validation_dataset_sha256"] == val_digest
+    assert holdout.data["spec"]["data"]["dataset_sha256"] == digest
+    assert holdout.result()["folds"][0]["val_rows"] == len(val)
+
+
+def test_submit_over_tcp_uploads_the_specs_file(daemon, source_dir, monkeypatch):
+    monkeypatch.chdir(source_dir)
+    iris_digest = sha256_of(read_bytes(iris_path(source_dir)))
+    settings = {"training.epochs": 1, "cross_validation.folds": 2}
+    with traind.Client(daemon.tcp_address, token=daemon.token) as tcp:
+        job = tcp.submit("examples/iris-cv.yaml", name=unique("py-tcp"), set=settings)
+        data = job.data["spec"]["data"]
+        assert data["dataset"] == f"sha256:{iris_digest}"
+        assert data["dataset_sha256"] == iris_digest
+        assert data["path"].startswith(daemon.state_dir)
+        mine = tcp.datasets("iris")
+        assert mine and mine[0].owner == "pytest" and mine[0].sha256 == iris_digest
+        assert mine[0].file_name == "examples/data/iris.csv"  # as the spec names it
+        # Sent again: nothing uploaded.
+        uploads = count_calls(tcp, "UploadDataset")
+        second = tcp.submit("examples/iris-cv.yaml", name=unique("py-tcp"), set=settings)
+        assert second.data["spec"]["data"]["dataset_sha256"] == iris_digest and uploads == []
+        # upload=False: the path as it is, for traind to read.
+        plain = tcp.submit("examples/iris-cv.yaml", name=unique("py-tcp"), set=settings,
+                           upload=False)
+        assert plain.data["spec"]["data"]["path"] == iris_path(source_dir)
+        assert plain.data["spec"]["data"]["dataset"] == ""
+        # A file that is not here is traind's to find (and report).
+        with pytest.raises(traind.InvalidArgumentError, match="no such file on the traind server"):
+            tcp.submit("examples/iris-cv.yaml", set={"data.path": "missing.csv"})
+        for j in (job, second, plain):
+            assert j.wait(timeout=60).state == "SUCCEEDED"
+        assert len(uploads) == 0
+
+
+def test_a_dataset_in_use_is_not_deleted(client, source_dir, tmp_path):
+    path = tmp_path / "in-use.csv"
+    path.write_bytes(unique_iris(source_dir))
+    dataset = client.upload_dataset(path, name=unique("py-in-use"))
+    running = client.submit(iris_spec(source_dir), data=dataset, name=unique("py-in-use"),
+                            set={"training.epochs": 100000})
+    with pytest.raises(traind.FailedPreconditionError) as e:
+        client.delete_dataset(dataset.name)
+    assert e.value.code == grpc.StatusCode.FAILED_PRECONDITION
+    assert running.id in e.value.message
+    assert client.dataset(dataset.ref).job_ids == [running.id]
+    assert running.cancel(force=True).wait(timeout=60).state == "CANCELLED"
+    assert [d.ref for d in dataset.delete()] == [dataset.ref]
+    with pytest.raises(traind.NotFoundError):
+        client.dataset(dataset.ref)
+    # The finished job keeps its record of the bytes.
+    assert running.refresh().data["spec"]["data"]["dataset_sha256"] == dataset.sha256

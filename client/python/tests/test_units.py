@@ -1,5 +1,6 @@
 """The client's pure parts: address rules, spec and override encoding, dicts,
-the checked download, atomic files, predict's upload. No daemon."""
+the checked download, atomic files, predict's upload, dataset names, a
+DataFrame's CSV and the dataset upload's protocol. No daemon."""
 
 from __future__ import annotations
 
@@ -15,9 +16,9 @@ import threading
 import pytest
 
 import traind
-from traind import _address, _artifacts, _spec
+from traind import _address, _artifacts, _datasets, _spec
 from traind._convert import to_dict
-from traind.v1 import job_pb2, training_service_pb2
+from traind.v1 import dataset_pb2, job_pb2, training_service_pb2
 
 
 def test_default_address_follows_trainctls_order(tmp_path):
@@ -327,3 +328,219 @@ def test_predictions_frame(tmp_path):
     assert frame.loc[3, "p_1"] == 0.5
     regression = traind.Predictions("b", 1, [], "cpu", csv="row,y\n0,1.5\n").frame()
     assert regression.loc[0, "y"] == 1.5
+
+
+# -- datasets --------------------------------------------------------------------
+
+
+def test_default_dataset_names_are_trainctls():
+    for path, name in (("examples/data/iris.csv", "iris"), ("/tmp/my file (2).csv", "my-file--2-"),
+                       ("archive.tar.gz", "archive.tar"), ("noext", "noext"),
+                       (".hidden.csv", "hidden"), (".csv", "csv"), ("...", "dataset"),
+                       ("donn\u00e9es.csv", "donn--es"),  # each byte of a non-ASCII character
+                       ("a_b-c.d.csv", "a_b-c.d"), ("x" * 200 + ".csv", "x" * 128)):
+        assert _datasets.default_name(path) == name, path
+        assert _datasets.is_name(_datasets.default_name(path))
+    assert _datasets.default_name(os.path.join("data", "iris.csv")) == "iris"
+    for bad in ("", ".x", "a b", "a/b", "x" * 129, "\u00e9"):
+        assert not _datasets.is_name(bad), bad
+    with pytest.raises(ValueError, match="a dataset name is 1 to 128 characters"):
+        _datasets.source_of("whatever.csv", "bad name")
+
+
+def test_a_frame_is_its_csv_without_the_index(tmp_path):
+    pd = pytest.importorskip("pandas")
+    frame = pd.DataFrame({"x": [1.5, None, 3.0], "n": [1, 2, 3], "label": ["a", "b,c", "d"]},
+                         index=[10, 20, 30])
+    want = b'x,n,label\n1.5,1,a\n,2,"b,c"\n3.0,3,d\n'  # missing: an empty field
+    assert _datasets.frame_csv_bytes(frame) == want
+    assert frame.to_csv(index=False).encode() == want  # what pandas itself writes
+    source, name = _datasets.source_of(frame, None)
+    with source:
+        assert (name, source.file_name, source.temporary) == ("frame", "DataFrame", True)
+        assert source.size == len(want)
+        assert source.sha256 == hashlib.sha256(want).hexdigest()
+        with open(source.path, "rb") as f:
+            assert f.read() == want
+    assert not os.path.exists(source.path)  # the temporary file goes
+    source, name = _datasets.source_of(frame, "sales")
+    source.close()
+    assert name == "sales" and not os.path.exists(source.path)
+
+    path = tmp_path / "my data.csv"
+    path.write_bytes(want)
+    source, name = _datasets.source_of(path, None)
+    assert (name, source.file_name, source.temporary) == ("my-data", str(path), False)
+    assert (source.size, source.sha256) == (len(want), hashlib.sha256(want).hexdigest())
+    source.close()
+    assert path.exists()
+    with pytest.raises(FileNotFoundError):
+        _datasets.source_of(tmp_path / "missing.csv", None)
+    with pytest.raises(ValueError, match="not a regular file"):
+        _datasets.source_of(tmp_path, "dir")
+    with pytest.raises(TypeError):
+        _datasets.source_of(b"a,b\n", "bytes")
+
+
+class FakeUpload:
+    """PrepareDatasetUpload and UploadDataset of a traind that holds `held`
+    bytes of the file; `fail` lists the errors of the first UploadDataset
+    calls, each raised after `cut` data messages were read."""
+
+    def __init__(self, data: bytes, held: int = 0, stored: bool = False, fail=(), cut: int = 1):
+        self.data = data
+        self.held = held
+        self.stored = stored
+        self.fail = list(fail)
+        self.cut = cut
+        self.prepares = []
+        self.headers = []
+
+    def dataset(self):
+        return dataset_pb2.Dataset(name="d", version=1, size_bytes=len(self.data),
+                                   sha256=hashlib.sha256(self.data).hexdigest())
+
+    def prepare(self, request):
+        self.prepares.append(request)
+        if self.stored:
+            return training_service_pb2.PrepareDatasetUploadResponse(dataset=self.dataset())
+        return training_service_pb2.PrepareDatasetUploadResponse(offset=self.held)
+
+    def send(self, requests):
+        requests = iter(requests)
+        header = next(requests).header
+        self.headers.append(header)
+        assert header.offset == self.held
+        for i, message in enumerate(requests):
+            if self.fail and i == self.cut:
+                raise self.fail.pop(0)
+            assert message.WhichOneof("part") == "data" and len(message.data) <= 1000
+            self.held += len(message.data)
+        self.stored = True
+        return self.dataset()
+
+
+def test_the_upload_sends_nothing_twice_and_resumes_once(tmp_path, monkeypatch):
+    monkeypatch.setattr(_datasets, "CHUNK_BYTES", 1000)
+    data = bytes(range(256)) * 20  # 5120 bytes: 6 chunks
+    path = tmp_path / "d.csv"
+    path.write_bytes(data)
+
+    def upload(fake, **kwargs):
+        with _datasets.Source(str(path), "d.csv") as source:
+            return _datasets.upload(fake.prepare, fake.send, source, "d", **kwargs)
+
+    # traind has the bytes: prepared, nothing sent.
+    fake = FakeUpload(data, stored=True)
+    message, sent = upload(fake)
+    assert message.sha256 == hashlib.sha256(data).hexdigest() and sent == 0
+    assert fake.headers == [] and len(fake.prepares) == 1
+    prepared = fake.prepares[0]
+    assert (prepared.name, prepared.size_bytes, prepared.file_name) == ("d", 5120, "d.csv")
+    assert prepared.sha256 == hashlib.sha256(data).hexdigest()
+    assert prepared.kind == dataset_pb2.Dataset.CSV
+
+    # From the offset traind returns: what it holds of an earlier upload.
+    fake = FakeUpload(data, held=3000)
+    message, sent = upload(fake)
+    assert sent == 2120 and fake.held == 5120 and [h.offset for h in fake.headers] == [3000]
+    assert fake.headers[0].file == prepared
+
+    # A stream broken mid-way: prepared again, resumed from the new offset.
+    retried = []
+    fake = FakeUpload(data, fail=[traind.UnavailableError("connection reset")], cut=2)
+    message, sent = upload(fake, before_retry=lambda: retried.append(True))
+    assert [h.offset for h in fake.headers] == [0, 2000] and len(fake.prepares) == 2
+    assert sent == 3000 + 3120 and retried == [True]  # the third chunk was sent, not received
+    fake = FakeUpload(data, fail=[traind.AbortedError("aborted")])
+    assert upload(fake)[1] == 2000 + 4120
+    # Once: a second break is the caller's, as is an error that is not a break.
+    fake = FakeUpload(data, fail=[traind.UnavailableError("a"), traind.UnavailableError("b")])
+    with pytest.raises(traind.UnavailableError, match="b"):
+        upload(fake)
+    assert len(fake.headers) == 2
+    fake = FakeUpload(data, fail=[traind.InvalidArgumentError("d.csv:3: bad")])
+    with pytest.raises(traind.InvalidArgumentError):
+        upload(fake)
+    assert len(fake.headers) == 1
+    fake = FakeUpload(data, held=6000)
+    with pytest.raises(traind.InternalError, match="traind holds 6000 bytes of d.csv"):
+        upload(fake)
+
+
+def test_a_file_that_shrinks_while_sent_is_the_callers_error(tmp_path, monkeypatch):
+    monkeypatch.setattr(_datasets, "CHUNK_BYTES", 1000)
+    path = tmp_path / "d.csv"
+    path.write_bytes(b"x" * 3000)
+    source = _datasets.Source(str(path), "d.csv")
+    path.write_bytes(b"x" * 1500)
+
+    def send(requests):
+        try:
+            for _ in requests:
+                pass
+        except traind.FailedPreconditionError:
+            raise traind.CancelledError("the call was cancelled")  # as gRPC reports it
+
+    fake = FakeUpload(b"")
+    with pytest.raises(traind.FailedPreconditionError, match="the file changed while it was sent"):
+        _datasets.upload(fake.prepare, send, source, "d")
+
+
+def test_the_spec_names_the_files_to_upload():
+    text = ("name: x\ndata: {path: data/train.csv, label: y}\n"
+            "crossValidation: {validationPath: /abs/val.csv}\n")
+    files = _spec.local_data_files(text, text, [])
+    assert files == {"data.path": "data/train.csv",
+                     "cross_validation.validation_path": "/abs/val.csv"}
+    # After the overrides, in order; a dataset takes the path's place.
+    assert _spec.local_data_files(text, text, ["data.path=other.csv",
+                                               "cross_validation.validation_path="]) == {
+        "data.path": "other.csv"}
+    assert _spec.local_data_files(text, text, ['data.dataset="iris:2"']) == {
+        "cross_validation.validation_path": "/abs/val.csv"}
+    assert _spec.local_data_files(text, text, ["data={path: z.csv, label: y}"]) == {
+        "data.path": "z.csv", "cross_validation.validation_path": "/abs/val.csv"}
+    spec = {"data": {"path": "t.csv", "dataset": ""}, "cross_validation": {"folds": 3}}
+    assert _spec.local_data_files(spec, json.dumps(spec), []) == {"data.path": "t.csv"}
+    assert _spec.local_data_files("{", "{", []) == {}  # traind's to report
+    assert _spec.local_data_files("- a", "- a", []) == {}
+    assert _spec.local_data_files("data: {path: 7}", "data: {path: 7}", []) == {}
+
+
+def test_dataset_downloads_are_checked_against_the_digest_asked_for():
+    data = b"a,b\n1,2\n"
+    digest = hashlib.sha256(data).hexdigest()
+    got = []
+    _artifacts.receive_file(chunks_of(data), "dataset iris:1", got.append, digest)
+    assert b"".join(got) == data
+    with pytest.raises(traind.DataLossError, match=r"^DATA_LOSS: dataset iris:1 arrived damaged"):
+        _artifacts.receive_file(chunks_of(data, sha256="0" * 64), "dataset iris:1", got.append)
+    with pytest.raises(traind.DataLossError, match="not the " + "1" * 64 + " asked for"):
+        _artifacts.receive_file(chunks_of(data), "dataset sha256:1", got.append, "1" * 64)
+
+
+def test_a_profile_is_a_row_per_column():
+    d = dataset_pb2.Dataset(name="iris", version=1)
+    d.profile.rows = 150
+    d.profile.columns.add(name="sepal_length", kind=dataset_pb2.ColumnProfile.NUMERIC, distinct=35,
+                          min=4.3, max=7.9, mean=5.8433)
+    d.profile.columns.add(name="species", kind=dataset_pb2.ColumnProfile.CATEGORICAL, distinct=3,
+                          missing=2).value_counts.add(value="setosa", count=50)
+    dataset = traind.Dataset(None, d)
+    assert dataset.rows == 150 and dataset.ref == "iris:1" and dataset.already_stored is None
+    assert dataset.value_counts("species") == {"setosa": 50}
+    assert dataset.value_counts("sepal_length") == {}
+    with pytest.raises(KeyError):
+        dataset.value_counts("nope")
+    rows = dataset.profile_rows()
+    assert [r["column"] for r in rows] == ["sepal_length", "species"]
+    assert rows[1] == {"column": "species", "kind": "CATEGORICAL", "missing": 2, "distinct": 3,
+                       "distinct_capped": False, "min": None, "max": None, "mean": None}
+    pd = pytest.importorskip("pandas")
+    frame = dataset.profile
+    assert isinstance(frame, pd.DataFrame) and list(frame.index) == ["sepal_length", "species"]
+    assert list(frame.columns) == ["kind", "missing", "distinct", "distinct_capped", "min", "max",
+                                   "mean"]
+    assert frame.loc["sepal_length", "max"] == 7.9 and math.isnan(frame.loc["species", "min"])
+    assert traind.Dataset(None, d, uploaded_bytes=0).already_stored is True

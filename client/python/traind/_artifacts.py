@@ -35,6 +35,15 @@ def receive(chunks: Iterable[training_service_pb2.ArtifactChunk], job_id: str, n
     artifact of the first chunk once the size and the SHA-256 of what arrived
     match what the server says. DataLossError naming the artifact when they
     do not (what `write` got is not to be kept)."""
+    return receive_file(chunks, f'artifact "{name}" of job {job_id}', write)
+
+
+def receive_file(chunks: Iterable[training_service_pb2.ArtifactChunk], what: str,
+                 write: Callable[[bytes], Any],
+                 expected_sha256: str = "") -> training_service_pb2.Artifact:
+    """receive() for any file sent as GetArtifact sends one (a dataset's
+    DownloadDataset too); `what` names it in the DataLossError. With
+    expected_sha256, the bytes must also have that digest."""
     digest = hashlib.sha256()
     artifact: Optional[training_service_pb2.Artifact] = None
     received = 0
@@ -50,9 +59,11 @@ def receive(chunks: Iterable[training_service_pb2.ArtifactChunk], job_id: str, n
     actual = digest.hexdigest()
     size = artifact.size_bytes if artifact is not None else 0
     if artifact is None or received != size or server_sha != actual:
-        raise DataLossError(f'artifact "{name}" of job {job_id} arrived damaged: {received} of '
-                            f"{size} bytes, SHA-256 {actual}, the server's "
-                            f"{server_sha or '(none)'}")
+        raise DataLossError(f"{what} arrived damaged: {received} of {size} bytes, SHA-256 "
+                            f"{actual}, the server's {server_sha or '(none)'}")
+    if expected_sha256 and actual != expected_sha256:
+        raise DataLossError(f"{what} arrived with SHA-256 {actual}, not the {expected_sha256} "
+                            "asked for")
     return artifact
 
 

@@ -4,19 +4,23 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Union
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 import grpc
 
-from traind import _address, _artifacts, _frames, _spec
+from traind import _address, _artifacts, _datasets, _frames, _spec
 from traind._artifacts import DataLike, PathLike, Predictions
 from traind._convert import to_dict
-from traind._errors import DeadlineExceededError, TraindError, UnavailableError, error_for
-from traind.v1 import job_pb2, training_service_pb2, training_service_pb2_grpc
+from traind._datasets import Dataset, DatasetSource
+from traind._errors import (DeadlineExceededError, TraindError, UnavailableError,
+                            UnimplementedError, error_for)
+from traind.v1 import dataset_pb2, job_pb2, training_service_pb2, training_service_pb2_grpc
 
 _TERMINAL = {job_pb2.Job.SUCCEEDED, job_pb2.Job.FAILED, job_pb2.Job.CANCELLED}
 
 StateLike = Union[str, int]
+# What names a stored dataset: "name", "name:version", "sha256:<hex>", or a Dataset.
+DatasetRef = Union[str, Dataset]
 
 
 class Result(dict):
@@ -163,8 +167,9 @@ class Job:
         Client.download)."""
         return self._client.download(self.id, name, path)
 
-    def predict(self, data: DataLike, task: Optional[int] = None, ensemble: bool = False,
-                server_path: bool = False, path: Optional[PathLike] = None) -> Predictions:
+    def predict(self, data: Union[DataLike, Dataset], task: Optional[int] = None,
+                ensemble: bool = False, server_path: bool = False,
+                path: Optional[PathLike] = None) -> Predictions:
         """Scores a CSV with the job's model (see Client.predict)."""
         return self._client.predict(self.id, data, task=task, ensemble=ensemble,
                                     server_path=server_path, path=path)
@@ -253,7 +258,10 @@ class Client:
 
     def submit(self, spec: _spec.SpecLike, set: _spec.SetLike = None, name: Optional[str] = None,
                priority: Optional[int] = None, idempotency_key: Optional[str] = None,
-               base_dir: Optional[Union[str, "os.PathLike[str]"]] = None) -> Job:
+               base_dir: Optional[Union[str, "os.PathLike[str]"]] = None, *,
+               data: Optional[Union[DatasetSource, Dataset]] = None,
+               validation_data: Optional[Union[DatasetSource, Dataset]] = None,
+               upload: bool = True) -> Job:
         """Submits a job and returns it (QUEUED).
 
         spec: a path to a YAML/JSON spec file, the spec's YAML or JSON text, or
@@ -268,6 +276,17 @@ class Client:
         base_dir: the directory relative data paths (data.path,
           cross_validation.validation_path) are relative to; default the
           current directory, as with trainctl.
+        data: the training data in place of the spec's data.path: a pandas
+          DataFrame or the path of a CSV file here, uploaded as
+          upload_dataset() does (nothing is sent when traind has the bytes),
+          or a Dataset; the job names it by digest (data.dataset
+          "sha256:<hex>").
+        validation_data: the same for cross_validation.validation_path.
+        upload: over TCP, a data.path or cross_validation.validation_path
+          (after `set`) naming a readable file here is uploaded and the job
+          names it by digest, as trainctl submit does, so that traind need
+          not see the client's files. False sends the paths as they are. On
+          a unix socket the paths are always sent (traind shares the disk).
 
         An invalid spec raises InvalidArgumentError whose message names the
         field path (and line and column for the text): "spec_text:
@@ -275,6 +294,14 @@ class Client:
         "spec.model.layers[1].dense.units: ...". Nothing is stored then.
         """
         text, overrides, base = _spec.submission(spec, set, name, priority, base_dir)
+        given = {"data.path": data, "cross_validation.validation_path": validation_data}
+        for path_field, dataset_field in _spec.DATA_FILE_FIELDS:
+            if given[path_field] is not None:
+                dataset = self._dataset_of(given[path_field])
+                overrides += [f"{path_field}=", f"{dataset_field}="
+                              + _spec.override_value(dataset.digest_ref)]
+        if upload and not _address.is_unix(self.address):
+            overrides += self._upload_spec_files(spec, text, overrides, base, given)
         request = training_service_pb2.SubmitJobRequest(
             spec_text=text, overrides=overrides, base_dir=base,
             idempotency_key=idempotency_key or "")
@@ -356,7 +383,7 @@ class Client:
             return self._fetch(job_id, name)
         return self._save(job_id, name, path)
 
-    def predict(self, job_id: str, data: DataLike, task: Optional[int] = None,
+    def predict(self, job_id: str, data: Union[DataLike, Dataset], task: Optional[int] = None,
                 ensemble: bool = False, server_path: bool = False,
                 path: Optional[PathLike] = None) -> Predictions:
         """Scores a CSV with job `job_id`'s model (Predict), applying the
@@ -366,7 +393,8 @@ class Client:
 
         data: the path of a CSV here, uploaded in 1 MiB chunks (traind's
           errors name it as given: 'new.csv:3: column "sepal_width" (column
-          2): "wide" is not a number');
+          2): "wide" is not a number'); a Dataset, which traind reads from
+          its store (nothing is uploaded);
           its content as bytes or as a str with a newline; or a file object
           opened for reading. With server_path=True: the path of a CSV on the
           server, inside its data roots (a relative one is relative to the
@@ -389,7 +417,11 @@ class Client:
                                                             ensemble=bool(ensemble))
         if task is not None:
             header.task = int(task)
-        data_path, file_name, upload = _artifacts.upload_source(data, server_path)
+        if isinstance(data, Dataset):
+            header.dataset = data.digest_ref
+            data_path, file_name, upload = "", "", None
+        else:
+            data_path, file_name, upload = _artifacts.upload_source(data, server_path)
         header.data_path = data_path
         header.file_name = file_name
         if data_path and not os.path.isabs(data_path):
@@ -426,6 +458,83 @@ class Client:
                                training_service_pb2.DeleteJobRequest(job_id=job_id,
                                                                      cancel=bool(cancel)))
         return int(response.freed_bytes)
+
+    # -- datasets ----------------------------------------------------------
+
+    def upload_dataset(self, data: DatasetSource, name: Optional[str] = None) -> Dataset:
+        """Stores a CSV in traind as dataset `name` and returns the Dataset
+        (its version, SHA-256 and profile).
+
+        data: the path of a CSV file here (default name: its base name
+          without the extension, characters outside [A-Za-z0-9._-] replaced
+          by '-': "data/my file.csv" -> "my-file"), or a pandas DataFrame,
+          written as CSV without its index (default name "frame"; traind's
+          messages call it "DataFrame").
+
+        The file's size and SHA-256 go first: when traind already holds
+        those bytes nothing is sent (`already_stored`; the same bytes under
+        the same name are the same version). Otherwise they are streamed in
+        1 MiB chunks from the offset traind returns, which resumes an
+        interrupted upload; a stream broken mid-way (UnavailableError,
+        AbortedError) is resumed once from what traind then holds. Bytes
+        that are not a CSV traind reads are InvalidArgumentError naming the
+        file, line and column; nothing is stored then. The stream's deadline
+        is stream_timeout."""
+        source, name = _datasets.source_of(data, name)
+        with source:
+            message, sent = self._upload(source, name)
+        return Dataset(self, message, uploaded_bytes=sent)
+
+    def datasets(self, name: Optional[str] = None, owner: Optional[str] = None) -> List[Dataset]:
+        """The caller's datasets (ListDatasets), newest first; `name`: only
+        its versions. An admin sees everyone's, or `owner`'s. Without
+        profiles or job ids: reading them fetches the dataset."""
+        response = self._unary(self._stub.ListDatasets, training_service_pb2.ListDatasetsRequest(
+            name=name or "", owner=owner or ""))
+        return [Dataset(self, d) for d in response.datasets]
+
+    def dataset(self, ref: DatasetRef, owner: Optional[str] = None) -> Dataset:
+        """One dataset with its profile and job ids (GetDataset). ref: "name"
+        (the latest version), "name:version" or "sha256:<hex>"; an admin may
+        name another `owner`'s. NotFoundError when there is none."""
+        ref, owner = _dataset_ref(ref, owner)
+        return Dataset(self, self._get_dataset_message(ref, owner), complete=True)
+
+    def delete_dataset(self, ref: DatasetRef, all_versions: bool = False,
+                       owner: Optional[str] = None) -> List[Dataset]:
+        """Deletes one version (with all_versions: every version of the name
+        `ref` names) and returns what was deleted. FailedPreconditionError,
+        naming the job, while a job that has not finished uses it; finished
+        jobs keep their records."""
+        ref, owner = _dataset_ref(ref, owner)
+        response = self._unary(self._stub.DeleteDataset, training_service_pb2.DeleteDatasetRequest(
+            ref=ref, owner=owner, all_versions=bool(all_versions)))
+        return [Dataset(self, d) for d in response.deleted]
+
+    def download_dataset(self, ref: DatasetRef, path: Optional[PathLike] = None,
+                         owner: Optional[str] = None) -> Union[bytes, str]:
+        """A dataset's bytes (DownloadDataset), checked as download() checks
+        an artifact: their size and SHA-256 against what traind sends, and
+        against the digest a Dataset or a "sha256:<hex>" ref names
+        (DataLossError naming the dataset). path None: returns the bytes;
+        else writes them to `path` as download() does (into a directory as
+        NAME-VERSION.csv) and returns the file's path."""
+        expected = ref.sha256 if isinstance(ref, Dataset) else ""
+        ref, owner = _dataset_ref(ref, owner)
+        if ref.startswith("sha256:"):
+            expected = ref[len("sha256:"):]
+        if path is None:
+            pieces: List[bytes] = []
+            self._download_dataset(ref, owner, expected, pieces.append)
+            return b"".join(pieces)
+        out = os.fspath(path)
+        if os.path.isdir(out):
+            found = self._get_dataset_message(ref, owner)  # its name and digest
+            out = os.path.join(out, f"{found.name}-{found.version}.csv")
+            ref, expected = f"sha256:{found.sha256}", found.sha256
+        _artifacts.write_atomically(
+            out, lambda f: self._download_dataset(ref, owner, expected, f.write))
+        return out
 
     # -- internals -----------------------------------------------------------
 
@@ -480,6 +589,63 @@ class Client:
             raise self._error(e, self.stream_timeout) from None
         finally:
             call.cancel()  # also when `write` failed mid-stream
+
+    def _get_dataset_message(self, ref: str, owner: str = "") -> dataset_pb2.Dataset:
+        return self._unary(self._stub.GetDataset,
+                           training_service_pb2.GetDatasetRequest(ref=ref, owner=owner))
+
+    def _upload(self, source: _datasets.Source, name: str) -> Tuple[dataset_pb2.Dataset, int]:
+        """PrepareDatasetUpload, then UploadDataset when traind lacks the
+        bytes (see _datasets.upload): the dataset and the bytes sent."""
+        def send(requests: Iterator[training_service_pb2.UploadDatasetRequest]):
+            try:
+                return self._stub.UploadDataset(requests, timeout=self.stream_timeout,
+                                                metadata=self._metadata)
+            except grpc.RpcError as e:
+                raise self._error(e, self.stream_timeout) from None
+
+        return _datasets.upload(
+            lambda request: self._unary(self._stub.PrepareDatasetUpload, request), send, source,
+            name, before_retry=lambda: self._wait_connected(None))
+
+    def _download_dataset(self, ref: str, owner: str, expected_sha256: str,
+                          write: Callable[[bytes], Any]) -> None:
+        request = training_service_pb2.GetDatasetRequest(ref=ref, owner=owner)
+        call = self._stub.DownloadDataset(request, timeout=self.stream_timeout,
+                                          metadata=self._metadata)
+        try:
+            _artifacts.receive_file(call, f"dataset {ref}", write, expected_sha256)
+        except grpc.RpcError as e:
+            raise self._error(e, self.stream_timeout) from None
+        finally:
+            call.cancel()
+
+    def _dataset_of(self, data: Union[DatasetSource, Dataset]) -> Dataset:
+        """submit()'s data=: a Dataset as it is, else uploaded."""
+        return data if isinstance(data, Dataset) else self.upload_dataset(data)
+
+    def _upload_spec_files(self, spec: _spec.SpecLike, text: str, overrides: List[str],
+                           base: str, given: Dict[str, Any]) -> List[str]:
+        """Uploads the spec's data files found here (see submit's `upload`);
+        the overrides that name them by digest instead."""
+        out: List[str] = []
+        files = _spec.local_data_files(spec, text, overrides)
+        for path_field, dataset_field in _spec.DATA_FILE_FIELDS:
+            path = files.get(path_field)
+            if path is None or given[path_field] is not None:
+                continue
+            local = os.path.join(base, path)
+            if not os.path.isfile(local) or not os.access(local, os.R_OK):
+                continue  # traind's to find, or to report
+            source = _datasets.Source(local, path)
+            with source:
+                try:
+                    message, _ = self._upload(source, _datasets.default_name(path))
+                except UnimplementedError:
+                    return []  # a traind that takes no uploads reads the paths itself
+            out += [f"{path_field}=",
+                    f"{dataset_field}=" + _spec.override_value(f"sha256:{message.sha256}")]
+        return out
 
     def _wait_connected(self, deadline: Optional[float]) -> bool:
         wait = self.timeout if deadline is None else max(0.0, min(self.timeout,
@@ -574,6 +740,15 @@ def _job_state(state: StateLike) -> int:
         raise ValueError(f"state {state!r}: expected one of QUEUED, RUNNING, CANCELLING, "
                          "SUCCEEDED, FAILED, CANCELLED")
     return value
+
+
+def _dataset_ref(ref: DatasetRef, owner: Optional[str]) -> Tuple[str, str]:
+    """(ref, owner) of a GetDatasetRequest: a Dataset names its own version."""
+    if isinstance(ref, Dataset):
+        return ref.ref, owner if owner is not None else ref.owner
+    if not isinstance(ref, str) or not ref:
+        raise TypeError('ref: expected "name", "name:version", "sha256:<hex>" or a Dataset')
+    return ref, owner or ""
 
 
 def _read_bytes(path: Optional[str]) -> Optional[bytes]:

@@ -114,3 +114,31 @@ def predictions_frame(csv_text: str):
     pd = _pandas()
     frame = pd.read_csv(io.StringIO(csv_text), dtype={"label": str})
     return frame.set_index("row") if "row" in frame.columns else frame
+
+
+_PROFILE_COLUMNS = ("column", "kind", "missing", "distinct", "distinct_capped", "min", "max",
+                    "mean")
+
+
+def profile_rows(profile: Mapping[str, Any]) -> List[Dict[str, Any]]:
+    """A dataset's profile (DatasetProfile as a dict), one row per column in
+    file order: column, kind, missing, distinct, distinct_capped, then min,
+    max and mean (None unless the column is NUMERIC)."""
+    rows = []
+    for c in profile.get("columns", []):
+        numeric = c.get("kind") == "NUMERIC"
+        rows.append({"column": c.get("name"), "kind": c.get("kind"),
+                     "missing": c.get("missing", 0), "distinct": c.get("distinct", 0),
+                     "distinct_capped": bool(c.get("distinct_capped", False)),
+                     "min": c.get("min") if numeric else None,
+                     "max": c.get("max") if numeric else None,
+                     "mean": c.get("mean") if numeric else None})
+    return rows
+
+
+def profile_frame(profile: Mapping[str, Any]):
+    pd = _pandas()
+    frame = pd.DataFrame(profile_rows(profile), columns=list(_PROFILE_COLUMNS))
+    for name in ("min", "max", "mean"):
+        frame[name] = frame[name].astype(float)  # None -> NaN
+    return frame.set_index("column")

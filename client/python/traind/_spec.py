@@ -1,14 +1,18 @@
 """What submit() sends: the spec as text, `path=value` overrides, base_dir.
 
 traind parses the text itself, with the loader trainctl uses, so a spec means
-the same from every client (docs/spec.md). Nothing here parses the spec.
+the same from every client (docs/spec.md). Here the spec is read only to find
+the data files it names, which submit() may upload (local_data_files).
 """
 
 from __future__ import annotations
 
 import json
 import os
-from typing import Any, Iterable, List, Mapping, Optional, Tuple, Union
+import re
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple, Union
+
+import yaml
 
 SpecLike = Union[str, bytes, "os.PathLike[str]", Mapping[str, Any]]
 SetLike = Union[Mapping[str, Any], Iterable[str], None]
@@ -94,3 +98,56 @@ def submission(spec: SpecLike, set: SetLike = None, name: Optional[str] = None,
                priority: Optional[int] = None,
                base_dir_: Optional["os.PathLike[str] | str"] = None) -> Tuple[str, List[str], str]:
     return spec_text(spec), overrides(set, name, priority), base_dir(base_dir_)
+
+
+# The spec's file fields, and the dataset field that takes each one's place.
+DATA_FILE_FIELDS = (("data.path", "data.dataset"),
+                    ("cross_validation.validation_path", "cross_validation.validation_dataset"))
+
+
+def _snake(name: str) -> str:
+    return re.sub(r"[A-Z]", lambda m: "_" + m.group(0).lower(), name.strip())
+
+
+def _field(tree: Any, path: str) -> Any:
+    """The value at dotted snake_case `path` in a parsed spec whose keys may
+    be snake_case or lowerCamelCase; None when absent."""
+    for part in path.split("."):
+        if not isinstance(tree, Mapping):
+            return None
+        tree = next((v for k, v in tree.items() if isinstance(k, str) and _snake(k) == part),
+                    None)
+    return tree
+
+
+def local_data_files(spec: SpecLike, text: str, overrides_: Iterable[str]) -> Dict[str, str]:
+    """The file fields of the spec, after the overrides, that name a file and
+    no dataset: {"data.path": "examples/data/iris.csv", ...}, as written (a
+    relative path is relative to the submit's base_dir). A spec this cannot
+    read gives {} (traind reports what is wrong with it)."""
+    if isinstance(spec, Mapping):
+        tree: Any = spec
+    else:
+        try:
+            tree = yaml.safe_load(text)
+        except yaml.YAMLError:
+            return {}
+    values = {f: _field(tree, f) for pair in DATA_FILE_FIELDS for f in pair}
+    for item in overrides_:
+        path, _, value = item.partition("=")
+        path = ".".join(_snake(p) for p in path.split("."))
+        try:
+            parsed = yaml.safe_load(value) if value.strip() else None
+        except yaml.YAMLError:
+            parsed = value
+        for field in values:
+            if field == path:
+                values[field] = parsed
+            elif field.startswith(path + "."):  # a whole message replaced
+                values[field] = _field(parsed, field[len(path) + 1:])
+    out = {}
+    for path_field, dataset_field in DATA_FILE_FIELDS:
+        path = values[path_field]
+        if isinstance(path, str) and path and not values[dataset_field]:
+            out[path_field] = path
+    return out

@@ -3,6 +3,7 @@
 // proto/traind/v1 to protobuf's JSON (lowerCamelCase, enums by name, int64
 // as strings). Any 401 shows the login view and drops every job datum.
 
+import {DatasetListView, DatasetView} from './datasets_page.js';
 import {JobListView} from './job_list.js';
 import {JobView} from './job_page.js';
 import {api, h, logoutButton, main, onUnauthorized, serverInfo, setMain, userBadge} from './dom.js';
@@ -70,7 +71,16 @@ function route() {
   leaveView();
   const hash = location.hash || '#/';
   const m = /^#\/jobs\/([^/?#]+)/.exec(hash);
-  view = m ? new JobView(decodeURIComponent(m[1])) : new JobListView();
+  const d = /^#\/datasets\/([^/?#]+)(?:\?owner=([^&#]*))?/.exec(hash);
+  if (m) {
+    view = new JobView(decodeURIComponent(m[1]));
+  } else if (d) {
+    view = new DatasetView(decodeURIComponent(d[1]), d[2] ? decodeURIComponent(d[2]) : '');
+  } else if (/^#\/datasets\/?$/.test(hash)) {
+    view = new DatasetListView();
+  } else {
+    view = new JobListView();
+  }
   view.start();
   main.focus({preventScroll: true});
 }

@@ -3,6 +3,19 @@
 import {AuthError, CHART_MIN_INTERVAL_MS, PALETTE, POLL_MS, TERMINAL_JOB, api, failureText, fmtBytes, fmtMeanStd, fmtNumber, fmtTime, h, humanEnum, main, progressBar, setMain, stateBadge} from './dom.js';
 
 // protobuf JSON writes NaN and infinities as strings; they are not plotted.
+// The data a job trains on: its stored dataset (a link), or its path.
+function dataOf(data, owner) {
+  if (data.datasetSha256) {
+    const name = data.dataset && !data.dataset.startsWith('sha256:') ? data.dataset
+                                                                      : `sha256:${data.datasetSha256}`;
+    const q = owner ? `?owner=${encodeURIComponent(owner)}` : '';
+    return h('span', {testid: 'job-dataset'},
+             h('a', {href: `#/datasets/${encodeURIComponent(`sha256:${data.datasetSha256}`)}${q}`}, name),
+             ' ', h('span', {class: 'mono muted', title: data.datasetSha256}, data.datasetSha256.slice(0, 12)));
+  }
+  return h('span', {class: 'mono', testid: 'job-data-path'}, data.path || '–');
+}
+
 function finiteMap(m) {
   const out = {};
   for (const [k, v] of Object.entries(m || {})) {
@@ -220,6 +233,7 @@ export class JobView {
     const facts = [
       ['State', stateBadge(job.state, 'job-state')],
       ['Owner', job.owner || '–'],
+      ['Data', dataOf(spec.data || {}, job.owner)],
       ['Progress', progressBar(job, 'job-progress')],
       ['Cross-validation', folds ? `${folds} folds${repeats > 1 ? ` × ${repeats} repeats` : ''}` : 'none'],
       ['Training', training.epochs ? `${training.epochs} epochs, batch ${training.batchSize || '–'}`

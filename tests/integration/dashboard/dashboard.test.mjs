@@ -3,6 +3,7 @@
 //
 //   node dashboard.test.mjs --url http://127.0.0.1:PORT --token VIEWER_TOKEN --job JOB_ID \
 //        [--screenshot FILE] [--login-url URL] [--chromium /usr/bin/chromium] [--timeout SECONDS]
+//        [--admin-token ADMIN_TOKEN --dataset NAME:VERSION]
 //
 // (or TRAIND_DASHBOARD_URL, TRAIND_TOKEN, TRAIND_JOB, TRAIND_SCREENSHOT,
 // TRAIND_LOGIN_URL). The job should be a cross-validation job that is still
@@ -15,7 +16,11 @@
 // survives new points; log scale and smoothing apply; the finished job shows
 // the fold table, best epochs and mean ± std; a 401 on any call (after a
 // logout elsewhere) brings back the login; nothing is fetched from outside
-// traind. Exits 0 when every check passed.
+// traind. With --admin-token and --dataset (the dataset the job trains on,
+// iris.csv, stored by the unix socket's admin): the job page names it; the
+// viewer has no datasets; an admin sees it in the list, its profile (150
+// rows, 50 of each species) and the job that trained on it. Exits 0 when
+// every check passed.
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -30,6 +35,8 @@ function options() {
     screenshot: process.env.TRAIND_SCREENSHOT,
     loginUrl: process.env.TRAIND_LOGIN_URL,
     chromium: process.env.CHROMIUM || '/usr/bin/chromium',
+    adminToken: process.env.TRAIND_ADMIN_TOKEN,
+    dataset: process.env.TRAIND_DATASET,
     timeout: Number(process.env.TRAIND_TEST_TIMEOUT || 240),
   };
   const argv = process.argv.slice(2);
@@ -37,7 +44,8 @@ function options() {
     const [flag, inline] = argv[i].split(/=(.*)/s);
     const value = inline !== undefined ? inline : argv[++i];
     const key = {'--url': 'url', '--token': 'token', '--job': 'job', '--screenshot': 'screenshot',
-                 '--login-url': 'loginUrl', '--chromium': 'chromium', '--timeout': 'timeout'}[flag];
+                 '--login-url': 'loginUrl', '--chromium': 'chromium', '--timeout': 'timeout',
+                 '--admin-token': 'adminToken', '--dataset': 'dataset'}[flag];
     if (!key) {
       console.error(`unknown argument ${flag}`);
       process.exit(2);
@@ -144,8 +152,8 @@ async function assertNoJobData(page) {
   assert.ok(!text.includes(opt.job), 'the job id is on the page without a session');
 }
 
-async function login(page) {
-  await page.locator(tid('login-token')).fill(opt.token);
+async function login(page, token = opt.token) {
+  await page.locator(tid('login-token')).fill(token);
   await page.locator(tid('login-submit')).click();
   await page.locator(tid('session-user')).waitFor({state: 'visible', timeout: 15000});
 }
@@ -361,6 +369,39 @@ try {
       fs.mkdirSync(path.dirname(path.resolve(opt.screenshot)), {recursive: true});
       await page.screenshot({path: opt.screenshot, fullPage: true});
       log(`screenshot: ${opt.screenshot}`);
+    });
+  }
+
+  if (opt.adminToken && opt.dataset) {
+    const [name, version] = opt.dataset.split(':');
+    await step('the job page names the dataset it trains on', async () => {
+      const text = await page.locator(tid('job-dataset')).innerText();
+      assert.match(text, new RegExp(`^${name}`));
+    });
+    await step('a viewer has no datasets of its own', async () => {
+      const mine = watchPage(await ctx.newPage(), 'viewer datasets');
+      await mine.goto(`${opt.url}/#/datasets`);
+      await mine.locator(tid('no-datasets')).waitFor({timeout: 15000});
+      await mine.close();
+    });
+    await step('an admin sees the dataset, its profile and the job that trained on it', async () => {
+      const adminCtx = await newContext();
+      const admin = watchPage(await adminCtx.newPage(), 'admin');
+      await admin.goto(`${opt.url}/`);
+      await login(admin, opt.adminToken);
+      await admin.locator(tid('nav-datasets')).click();
+      const row = admin.locator(tid(`dataset-row-${name}:${version}`));
+      await row.waitFor({timeout: 15000});
+      await row.locator(tid('dataset-link')).click();
+      await admin.locator(tid('dataset-view')).waitFor({timeout: 15000});
+      assert.equal(await admin.locator(`${tid('profile-table')} tbody tr`).count(), 5);
+      const species = await admin.locator(tid('profile-row-species')).innerText();
+      for (const c of ['setosa (50)', 'versicolor (50)', 'virginica (50)']) assert.ok(species.includes(c), species);
+      const petal = await admin.locator(tid('profile-row-petal_length')).innerText();
+      assert.match(petal, /Numeric/);
+      const jobs = await admin.locator(tid('dataset-jobs')).innerText();
+      assert.ok(jobs.includes(opt.job), jobs);
+      await adminCtx.close();
     });
   }
 
