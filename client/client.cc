@@ -51,6 +51,79 @@ bool ReadFile(const std::string& path, std::string* out, absl::Status* error) {
   return true;
 }
 
+using ChunkSink = std::function<absl::Status(absl::string_view bytes)>;
+using Fetch = std::function<absl::StatusOr<traind::v1::Artifact>(const ChunkSink& sink)>;
+
+// Writes what `fetch` streams into `out` (client.h, DownloadToFile); an
+// existing directory gets `file_name` inside it.
+absl::StatusOr<traind::v1::Artifact> SaveDownload(const Fetch& fetch, const std::string& file_name,
+                                                  const std::string& out, std::string* written_to) {
+  namespace fs = std::filesystem;
+  if (written_to != nullptr) *written_to = out;
+  if (out == "-") {
+    return fetch([](absl::string_view bytes) {
+      std::cout.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+      return std::cout ? absl::OkStatus() : absl::UnavailableError("stdout: write failed");
+    });
+  }
+  std::error_code ec;
+  fs::path target(out);
+  fs::file_status status = fs::status(target, ec);  // follows symbolic links
+  if (fs::is_directory(status)) {
+    target /= file_name;
+    status = fs::status(target, ec);
+    if (fs::is_directory(status)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(target.string(), ": is a directory; name the file to write"));
+    }
+  }
+  if (written_to != nullptr) *written_to = target.string();
+  if (fs::exists(status) && !fs::is_regular_file(status)) {
+    // A device or a FIFO: it cannot be replaced, only written to.
+    std::ofstream file(target, std::ios::binary);
+    if (!file) {
+      return absl::InvalidArgumentError(absl::StrCat(target.string(), ": ", std::strerror(errno)));
+    }
+    absl::StatusOr<traind::v1::Artifact> artifact =
+        fetch([&file, &target](absl::string_view bytes) {
+          file.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+          return file ? absl::OkStatus()
+                      : absl::InternalError(absl::StrCat(target.string(), ": write failed"));
+        });
+    file.close();
+    if (artifact.ok() && !file) {
+      return absl::InternalError(absl::StrCat(target.string(), ": write failed"));
+    }
+    return artifact;
+  }
+  if (fs::is_symlink(fs::symlink_status(target, ec))) {
+    fs::path resolved = fs::weakly_canonical(target, ec);
+    if (ec) return absl::InvalidArgumentError(absl::StrCat(target.string(), ": ", ec.message()));
+    target = resolved;
+  }
+  const std::string part = target.string() + ".part";
+  std::ofstream file(part, std::ios::binary | std::ios::trunc);
+  if (!file) return absl::InvalidArgumentError(absl::StrCat(part, ": ", std::strerror(errno)));
+  absl::StatusOr<traind::v1::Artifact> artifact = fetch([&file, &part](absl::string_view bytes) {
+    file.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    return file ? absl::OkStatus() : absl::InternalError(absl::StrCat(part, ": write failed"));
+  });
+  file.close();
+  if (artifact.ok() && !file) {
+    artifact = absl::InternalError(absl::StrCat(part, ": write failed"));
+  }
+  if (!artifact.ok()) {
+    fs::remove(part, ec);
+    return artifact;
+  }
+  fs::rename(part, target, ec);
+  if (ec) {
+    fs::remove(part, ec);
+    return absl::InternalError(absl::StrCat(target.string(), ": ", ec.message()));
+  }
+  return artifact;
+}
+
 }  // namespace
 
 struct TraindClient::Impl {
@@ -108,6 +181,58 @@ struct TraindClient::Impl {
     grpc::Status status = (stub.get()->*method)(&context, request, &response);
     if (!status.ok()) return ToStatus(status);
     return response;
+  }
+
+  // Reads a stream of ArtifactChunk (the artifact first, the SHA-256 of all
+  // data last) to `sink` and checks the size (when the first message gives
+  // it), the SHA-256 the server sent and, when given, `expected_sha256`.
+  // `what` names the file in errors ("artifact \"x\" of job 1").
+  absl::StatusOr<traind::v1::Artifact> ReadChunks(
+      grpc::ClientContext* context, grpc::ClientReader<traind::v1::ArtifactChunk>* reader,
+      const std::string& what, const std::string& expected_sha256, const ChunkSink& sink) {
+    traind::v1::ArtifactChunk chunk;
+    traind::v1::Artifact artifact;
+    bool first = true, sized = false;
+    int64_t received = 0;
+    std::string sha256;
+    EVP_MD_CTX* sha = EVP_MD_CTX_new();
+    EVP_DigestInit_ex(sha, EVP_sha256(), nullptr);
+    absl::Status sink_error;
+    while (reader->Read(&chunk)) {
+      if (first) {
+        sized = chunk.has_artifact();
+        artifact = chunk.artifact();
+        first = false;
+      }
+      EVP_DigestUpdate(sha, chunk.data().data(), chunk.data().size());
+      received += static_cast<int64_t>(chunk.data().size());
+      if (!chunk.sha256().empty()) sha256 = chunk.sha256();
+      sink_error = sink(chunk.data());
+      if (!sink_error.ok()) {
+        context->TryCancel();
+        break;
+      }
+    }
+    grpc::Status status = reader->Finish();
+    unsigned char digest[EVP_MAX_MD_SIZE];
+    unsigned int size = 0;
+    EVP_DigestFinal_ex(sha, digest, &size);
+    EVP_MD_CTX_free(sha);
+    if (!sink_error.ok()) return sink_error;
+    if (!status.ok()) return ToStatus(status);
+    const std::string actual =
+        absl::BytesToHexString(absl::string_view(reinterpret_cast<const char*>(digest), size));
+    if (first || (sized && received != artifact.size_bytes()) || sha256 != actual) {
+      return absl::DataLossError(absl::StrCat(
+          what, " arrived damaged: ", received, " of ", artifact.size_bytes(), " bytes, SHA-256 ",
+          actual, ", the server's ", sha256.empty() ? "(none)" : sha256));
+    }
+    if (!expected_sha256.empty() && actual != expected_sha256) {
+      return absl::DataLossError(
+          absl::StrCat(what, " arrived with SHA-256 ", actual, ", not ", expected_sha256));
+    }
+    if (!sized) artifact.set_size_bytes(received);
+    return artifact;
   }
 
   // Waits until the channel is connected. fail_fast: give up as soon as a
@@ -238,115 +363,16 @@ absl::StatusOr<traind::v1::Artifact> TraindClient::DownloadArtifact(
   request.set_name(name);
   std::unique_ptr<grpc::ClientReader<traind::v1::ArtifactChunk>> reader =
       impl_->stub->GetArtifact(&context, request);
-  traind::v1::ArtifactChunk chunk;
-  traind::v1::Artifact artifact;
-  bool first = true;
-  int64_t received = 0;
-  std::string sha256;
-  EVP_MD_CTX* sha = EVP_MD_CTX_new();
-  EVP_DigestInit_ex(sha, EVP_sha256(), nullptr);
-  absl::Status sink_error;
-  while (reader->Read(&chunk)) {
-    if (first) {
-      artifact = chunk.artifact();
-      first = false;
-    }
-    EVP_DigestUpdate(sha, chunk.data().data(), chunk.data().size());
-    received += static_cast<int64_t>(chunk.data().size());
-    if (!chunk.sha256().empty()) sha256 = chunk.sha256();
-    sink_error = sink(chunk.data());
-    if (!sink_error.ok()) {
-      context.TryCancel();
-      break;
-    }
-  }
-  grpc::Status status = reader->Finish();
-  unsigned char digest[EVP_MAX_MD_SIZE];
-  unsigned int size = 0;
-  EVP_DigestFinal_ex(sha, digest, &size);
-  EVP_MD_CTX_free(sha);
-  if (!sink_error.ok()) return sink_error;
-  if (!status.ok()) return impl_->ToStatus(status);
-  const std::string actual =
-      absl::BytesToHexString(absl::string_view(reinterpret_cast<const char*>(digest), size));
-  if (first || received != artifact.size_bytes() || sha256 != actual) {
-    return absl::DataLossError(absl::StrCat("artifact \"", name, "\" of job ", job_id,
-                                            " arrived damaged: ", received, " of ",
-                                            artifact.size_bytes(), " bytes, SHA-256 ", actual,
-                                            ", the server's ", sha256.empty() ? "(none)" : sha256));
-  }
-  return artifact;
+  return impl_->ReadChunks(&context, reader.get(),
+                           absl::StrCat("artifact \"", name, "\" of job ", job_id), "", sink);
 }
 
 absl::StatusOr<traind::v1::Artifact> TraindClient::DownloadToFile(const std::string& job_id,
                                                                   const std::string& name,
                                                                   const std::string& out,
                                                                   std::string* written_to) {
-  namespace fs = std::filesystem;
-  if (written_to != nullptr) *written_to = out;
-  if (out == "-") {
-    return DownloadArtifact(job_id, name, [](absl::string_view bytes) {
-      std::cout.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-      return std::cout ? absl::OkStatus() : absl::UnavailableError("stdout: write failed");
-    });
-  }
-  std::error_code ec;
-  fs::path target(out);
-  fs::file_status status = fs::status(target, ec);  // follows symbolic links
-  if (fs::is_directory(status)) {
-    target /= fs::path(name).filename();
-    status = fs::status(target, ec);
-    if (fs::is_directory(status)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(target.string(), ": is a directory; name the file to write"));
-    }
-  }
-  if (written_to != nullptr) *written_to = target.string();
-  if (fs::exists(status) && !fs::is_regular_file(status)) {
-    // A device or a FIFO: it cannot be replaced, only written to.
-    std::ofstream file(target, std::ios::binary);
-    if (!file) {
-      return absl::InvalidArgumentError(absl::StrCat(target.string(), ": ", std::strerror(errno)));
-    }
-    absl::StatusOr<traind::v1::Artifact> artifact =
-        DownloadArtifact(job_id, name, [&file, &target](absl::string_view bytes) {
-          file.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-          return file ? absl::OkStatus()
-                      : absl::InternalError(absl::StrCat(target.string(), ": write failed"));
-        });
-    file.close();
-    if (artifact.ok() && !file) {
-      return absl::InternalError(absl::StrCat(target.string(), ": write failed"));
-    }
-    return artifact;
-  }
-  if (fs::is_symlink(fs::symlink_status(target, ec))) {
-    fs::path resolved = fs::weakly_canonical(target, ec);
-    if (ec) return absl::InvalidArgumentError(absl::StrCat(target.string(), ": ", ec.message()));
-    target = resolved;
-  }
-  const std::string part = target.string() + ".part";
-  std::ofstream file(part, std::ios::binary | std::ios::trunc);
-  if (!file) return absl::InvalidArgumentError(absl::StrCat(part, ": ", std::strerror(errno)));
-  absl::StatusOr<traind::v1::Artifact> artifact =
-      DownloadArtifact(job_id, name, [&file, &part](absl::string_view bytes) {
-        file.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-        return file ? absl::OkStatus() : absl::InternalError(absl::StrCat(part, ": write failed"));
-      });
-  file.close();
-  if (artifact.ok() && !file) {
-    artifact = absl::InternalError(absl::StrCat(part, ": write failed"));
-  }
-  if (!artifact.ok()) {
-    fs::remove(part, ec);
-    return artifact;
-  }
-  fs::rename(part, target, ec);
-  if (ec) {
-    fs::remove(part, ec);
-    return absl::InternalError(absl::StrCat(target.string(), ": ", ec.message()));
-  }
-  return artifact;
+  return SaveDownload([&](const ChunkSink& sink) { return DownloadArtifact(job_id, name, sink); },
+                      std::filesystem::path(name).filename().string(), out, written_to);
 }
 
 absl::StatusOr<traind::v1::PredictResponse> TraindClient::Predict(
@@ -379,6 +405,80 @@ absl::StatusOr<traind::v1::PredictResponse> TraindClient::Predict(
   if (!source_error.ok()) return source_error;
   if (!status.ok()) return impl_->ToStatus(status);
   return response;
+}
+
+absl::StatusOr<traind::v1::PrepareDatasetUploadResponse> TraindClient::PrepareDatasetUpload(
+    const traind::v1::PrepareDatasetUploadRequest& request) {
+  return impl_
+      ->Unary<traind::v1::PrepareDatasetUploadRequest, traind::v1::PrepareDatasetUploadResponse>(
+          &traind::v1::TrainingService::Stub::PrepareDatasetUpload, request);
+}
+
+absl::StatusOr<traind::v1::Dataset> TraindClient::UploadDataset(
+    const traind::v1::UploadDatasetRequest::Header& header,
+    const std::function<absl::StatusOr<std::string>()>& source) {
+  if (!impl_->setup_error.ok()) return impl_->setup_error;
+  if (absl::Status s = impl_->WaitConnected(/*fail_fast=*/true); !s.ok()) return s;
+  grpc::ClientContext context;  // no deadline: a dataset can be large
+  impl_->Authorize(&context);
+  traind::v1::Dataset dataset;
+  std::unique_ptr<grpc::ClientWriter<traind::v1::UploadDatasetRequest>> writer =
+      impl_->stub->UploadDataset(&context, &dataset);
+  traind::v1::UploadDatasetRequest message;
+  *message.mutable_header() = header;
+  bool open = writer->Write(message);
+  absl::Status source_error;
+  while (open) {
+    absl::StatusOr<std::string> piece = source();
+    if (!piece.ok()) {
+      source_error = piece.status();
+      context.TryCancel();
+      break;
+    }
+    if (piece->empty()) break;
+    message.set_data(*std::move(piece));
+    open = writer->Write(message);
+  }
+  if (open) writer->WritesDone();
+  grpc::Status status = writer->Finish();
+  if (!source_error.ok()) return source_error;
+  // traind may answer before every byte is sent (it had them already).
+  if (!status.ok()) return impl_->ToStatus(status);
+  return dataset;
+}
+
+absl::StatusOr<traind::v1::ListDatasetsResponse> TraindClient::ListDatasets(
+    const traind::v1::ListDatasetsRequest& request) {
+  return impl_->Unary<traind::v1::ListDatasetsRequest, traind::v1::ListDatasetsResponse>(
+      &traind::v1::TrainingService::Stub::ListDatasets, request);
+}
+
+absl::StatusOr<traind::v1::Dataset> TraindClient::GetDataset(
+    const traind::v1::GetDatasetRequest& request) {
+  return impl_->Unary<traind::v1::GetDatasetRequest, traind::v1::Dataset>(
+      &traind::v1::TrainingService::Stub::GetDataset, request);
+}
+
+absl::StatusOr<traind::v1::DeleteDatasetResponse> TraindClient::DeleteDataset(
+    const traind::v1::DeleteDatasetRequest& request) {
+  return impl_->Unary<traind::v1::DeleteDatasetRequest, traind::v1::DeleteDatasetResponse>(
+      &traind::v1::TrainingService::Stub::DeleteDataset, request);
+}
+
+absl::StatusOr<traind::v1::Artifact> TraindClient::DownloadDatasetToFile(
+    const traind::v1::GetDatasetRequest& request, const std::string& expected_sha256,
+    const std::string& out, const std::string& file_name, std::string* written_to) {
+  auto fetch = [&](const ChunkSink& sink) -> absl::StatusOr<traind::v1::Artifact> {
+    if (!impl_->setup_error.ok()) return impl_->setup_error;
+    if (absl::Status s = impl_->WaitConnected(/*fail_fast=*/true); !s.ok()) return s;
+    grpc::ClientContext context;  // no deadline: a dataset can be large
+    impl_->Authorize(&context);
+    std::unique_ptr<grpc::ClientReader<traind::v1::ArtifactChunk>> reader =
+        impl_->stub->DownloadDataset(&context, request);
+    return impl_->ReadChunks(&context, reader.get(), absl::StrCat("dataset ", request.ref()),
+                             expected_sha256, sink);
+  };
+  return SaveDownload(fetch, file_name, out, written_to);
 }
 
 absl::StatusOr<std::string> TraindClient::Health() {

@@ -18,6 +18,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "traind/v1/dataset.pb.h"
 #include "traind/v1/job.pb.h"
 #include "traind/v1/training_service.pb.h"
 
@@ -92,6 +93,28 @@ class TraindClient final {
   absl::StatusOr<traind::v1::PredictResponse> Predict(
       const traind::v1::PredictRequest::Header& header,
       const std::function<absl::StatusOr<std::string>()>& source);
+  // Datasets. UploadDataset sends `header`, then the bytes `source` gives
+  // until it returns an empty piece (or an error: then the call is
+  // cancelled and that error returned). The upload has no deadline; it waits
+  // at most the timeout to connect.
+  absl::StatusOr<traind::v1::PrepareDatasetUploadResponse> PrepareDatasetUpload(
+      const traind::v1::PrepareDatasetUploadRequest& request);
+  absl::StatusOr<traind::v1::Dataset> UploadDataset(
+      const traind::v1::UploadDatasetRequest::Header& header,
+      const std::function<absl::StatusOr<std::string>()>& source);
+  absl::StatusOr<traind::v1::ListDatasetsResponse> ListDatasets(
+      const traind::v1::ListDatasetsRequest& request);
+  absl::StatusOr<traind::v1::Dataset> GetDataset(const traind::v1::GetDatasetRequest& request);
+  absl::StatusOr<traind::v1::DeleteDatasetResponse> DeleteDataset(
+      const traind::v1::DeleteDatasetRequest& request);
+  // DownloadDataset into `out` as DownloadToFile writes an artifact (a
+  // directory gets `file_name` inside it), checking the size and SHA-256 the
+  // server sends and, when given, that the SHA-256 is `expected_sha256`
+  // (DATA_LOSS otherwise).
+  absl::StatusOr<traind::v1::Artifact> DownloadDatasetToFile(
+      const traind::v1::GetDatasetRequest& request, const std::string& expected_sha256,
+      const std::string& out, const std::string& file_name, std::string* written_to = nullptr);
+
   // grpc.health.v1.Health/Check of the whole server: "SERVING",
   // "NOT_SERVING", "UNKNOWN" or "SERVICE_UNKNOWN".
   absl::StatusOr<std::string> Health();

@@ -39,8 +39,10 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/strip.h"
+#include "client/cli_common.h"
 #include "client/cli_words.h"
 #include "client/client.h"
+#include "client/datasets_command.h"
 #include "client/format.h"
 #include "client/live_view.h"
 #include "client/render.h"
@@ -55,15 +57,6 @@ namespace {
 
 using ::traind::v1::Job;
 using ::traind::v1::JobEvent;
-
-enum ExitCode : int {
-  kExitOk = 0,
-  kExitFailed = 1,
-  kExitUsage = 2,
-  kExitCancelled = 3,
-  kExitUnreachable = 4,
-  kExitPermissionDenied = 5,
-};
 
 constexpr char kFooter[] = R"(
 Address (--address): unix:PATH or HOST:PORT. Default: $TRAIND_ADDRESS if set;
@@ -103,23 +96,7 @@ std::string DefaultAddress() {
   return "127.0.0.1:7070";
 }
 
-int ExitCodeFor(const absl::Status& status) {
-  switch (status.code()) {
-    case absl::StatusCode::kOk:
-      return kExitOk;
-    case absl::StatusCode::kInvalidArgument:
-      return kExitUsage;
-    case absl::StatusCode::kUnavailable:
-    case absl::StatusCode::kDeadlineExceeded:
-      return kExitUnreachable;
-    case absl::StatusCode::kPermissionDenied:
-    case absl::StatusCode::kUnauthenticated:
-      return kExitPermissionDenied;
-    default:
-      return kExitFailed;
-  }
-}
-
+using ::traind::client::ExitCodeFor;  // of a Status, beside this one of a state
 int ExitCodeFor(Job::State state) {
   switch (state) {
     case Job::SUCCEEDED:
@@ -130,55 +107,6 @@ int ExitCodeFor(Job::State state) {
       return kExitFailed;
   }
 }
-
-void PrintError(absl::string_view message) {
-  std::string line = absl::StrReplaceAll(message, {{"\r\n", " "}, {"\n", " "}});
-  std::cout.flush();
-  std::cerr << "trainctl: " << line << std::endl;
-}
-
-// Set when trainctl fell back to its default TCP address (no --address,
-// TRAIND_ADDRESS, TRAIND_STATE_DIR or ./.traind socket): said with the
-// errors that such a fallback explains.
-std::string address_hint;
-
-int Fail(const absl::Status& status) {
-  const absl::StatusCode code = status.code();
-  if (!address_hint.empty() &&
-      (code == absl::StatusCode::kUnavailable || code == absl::StatusCode::kDeadlineExceeded ||
-       code == absl::StatusCode::kUnauthenticated)) {
-    PrintError(absl::StrCat(status.message(), " (", address_hint, ")"));
-  } else {
-    PrintError(status.message());
-  }
-  return ExitCodeFor(status);
-}
-
-int UsageError(absl::string_view message) {
-  PrintError(message);
-  return kExitUsage;
-}
-
-// Options shared by every command.
-struct GlobalOptions {
-  std::string address;
-  std::string output = "table";
-  double timeout_seconds = 10;
-  std::string token;
-  std::string token_file;
-  bool tls = false;
-  std::string tls_ca, tls_cert, tls_key, tls_server_name;
-
-  bool json() const { return output == "json"; }
-  bool yaml() const { return output == "yaml"; }
-  // json or yaml: machine-readable output.
-  bool structured() const { return json() || yaml(); }
-  // A message in the chosen structured format (pretty: one document).
-  std::string Encode(const google::protobuf::Message& m, bool pretty) const {
-    if (yaml()) return pretty ? ToYaml(m) : absl::StrCat("---\n", ToYaml(m));
-    return ToJson(m, pretty);
-  }
-};
 
 // While trainctl follows a job, Ctrl-C says that the job goes on without
 // it, and how to come back or stop it. The text is made before the signal
@@ -215,8 +143,10 @@ class Commands {
   explicit Commands(const GlobalOptions& global) : global_(global) {}
 
   // submit FILE [--watch | --wait] [--name NAME] [--set PATH=VALUE]...
+  // Over TCP (unless `upload` is false), data files found here are uploaded
+  // first and the spec names them by digest (datasets_command.h).
   int Submit(const std::string& file, bool watch, bool wait, const std::string& name,
-             const std::vector<std::string>& sets, std::optional<int> priority) {
+             const std::vector<std::string>& sets, std::optional<int> priority, bool upload) {
     absl::StatusOr<v1::JobSpec> spec = spec::LoadJobSpecFile(file);
     if (!spec.ok()) return Fail(spec.status());
     for (const std::string& assignment : sets) {
@@ -234,6 +164,17 @@ class Commands {
     // paths against ours.
     std::error_code ec;
     std::filesystem::path cwd = std::filesystem::current_path(ec);
+    if (upload && !global_.local()) {
+      absl::StatusOr<std::vector<std::string>> overrides =
+          UploadSpecFiles(client(), *spec, ec ? "" : cwd.string());
+      if (!overrides.ok()) return Fail(overrides.status());
+      for (const std::string& assignment : *overrides) {
+        const size_t eq = assignment.find('=');
+        absl::Status set =
+            spec::SetJobSpecField(&*spec, assignment.substr(0, eq), assignment.substr(eq + 1));
+        if (!set.ok()) return Fail(absl::InternalError(set.message()));
+      }
+    }
 
     absl::StatusOr<Job> job = client().SubmitJob(*spec, ec ? "" : cwd.string());
     if (!job.ok()) return Fail(job.status());
@@ -426,18 +367,7 @@ class Commands {
 
  private:
   TraindClient& client() {
-    if (client_ == nullptr) {
-      ClientOptions options;
-      options.address = global_.address;
-      options.timeout_seconds = global_.timeout_seconds;
-      options.token = global_.token;
-      options.tls = global_.tls;
-      options.tls_ca = global_.tls_ca;
-      options.tls_cert = global_.tls_cert;
-      options.tls_key = global_.tls_key;
-      options.tls_server_name = global_.tls_server_name;
-      client_ = std::make_unique<TraindClient>(options);
-    }
+    if (client_ == nullptr) client_ = global_.MakeClient();
     return *client_;
   }
 
@@ -583,7 +513,9 @@ int Main(int argc, char** argv) {
                          "Submit a job spec (YAML or JSON) and print the job id. Relative "
                          "file paths in the spec (data.path, cross_validation.validation_path) "
                          "are relative to trainctl's current directory, since the daemon may "
-                         "run elsewhere.");
+                         "run elsewhere. Over TCP such a file found here is uploaded to traind "
+                         "first (nothing is sent when traind has its bytes) and the job trains "
+                         "on that upload.");
   submit->add_option("FILE", file, "Job spec file (YAML or JSON)")->required();
   CLI::Option* watch_flag =
       submit->add_flag("--watch", watch,
@@ -600,6 +532,11 @@ int Main(int argc, char** argv) {
                    "Job priority (overrides the spec's; higher runs first, "
                    "default 0)")
       ->type_name("N");
+  bool no_upload = false;
+  submit->add_flag("--no-upload", no_upload,
+                   "Over TCP, leave data files to traind (by default a data.path or "
+                   "cross_validation.validation_path naming a file here is uploaded first, "
+                   "once: see `datasets upload`)");
   submit
       ->add_option("--set", sets,
                    "Override a spec field, e.g. --set training.epochs=5 or "
@@ -680,6 +617,9 @@ int Main(int argc, char** argv) {
   predict->add_option("-O,--out", out_file, "Where to save the predictions (default: stdout)")
       ->type_name("FILE");
 
+  DatasetsArgs datasets;
+  AddDatasetsCommand(&app, &datasets);
+
   CLI::App* devices = app.add_subcommand("devices", "List the server's CPU and GPU devices");
   CLI::App* info = app.add_subcommand("info", "Show the server's status");
   std::string shell;
@@ -723,10 +663,10 @@ int Main(int argc, char** argv) {
   if (app.count("--address") == 0 && global.address == "127.0.0.1:7070") {
     const char* env = std::getenv("TRAIND_ADDRESS");
     if (env == nullptr || *env == '\0') {
-      address_hint =
+      SetAddressHint(
           "trainctl tried 127.0.0.1:7070, its default when it finds no unix socket: point it at "
           "traind's socket with --address unix:PATH, TRAIND_ADDRESS, or TRAIND_STATE_DIR=DIR "
-          "(its state directory), or give a token for TCP with --token or TRAIND_TOKEN";
+          "(its state directory), or give a token for TCP with --token or TRAIND_TOKEN");
     }
   }
   if (global.token.empty() && !global.token_file.empty()) {
@@ -749,7 +689,8 @@ int Main(int argc, char** argv) {
   }
 
   Commands commands(global);
-  if (*submit) return commands.Submit(file, watch, wait, name, sets, priority);
+  if (*submit) return commands.Submit(file, watch, wait, name, sets, priority, !no_upload);
+  if (*datasets.command) return RunDatasets(global, datasets);
   if (*get) return commands.Get(job_id);
   if (*list) return commands.List(states, name, limit, page_token);
   if (*watch_cmd) return commands.Watch(job_id, after);

@@ -379,6 +379,22 @@ std::string RenderJob(const Job& job) {
   fields.AddRow({"id:", job.id()});
   fields.AddRow({"name:", job.spec().name()});
   if (!job.owner().empty()) fields.AddRow({"owner:", job.owner()});
+  // The bytes a job trains on when its spec names a stored dataset.
+  const traind::v1::DataSpec& data = job.spec().data();
+  const traind::v1::CrossValidationSpec& cv = job.spec().cross_validation();
+  if (!data.dataset_sha256().empty() || !cv.validation_dataset_sha256().empty()) {
+    std::vector<std::string> parts;
+    auto describe = [&parts](const std::string& ref, const std::string& sha256,
+                             const std::string& role) {
+      if (sha256.empty()) return;
+      std::string text = absl::StrCat(role, "sha256:", sha256);
+      if (!ref.empty() && ref != "sha256:" + sha256) absl::StrAppend(&text, " (", ref, ")");
+      parts.push_back(std::move(text));
+    };
+    describe(data.dataset(), data.dataset_sha256(), "");
+    describe(cv.validation_dataset(), cv.validation_dataset_sha256(), "validation ");
+    fields.AddRow({"dataset:", absl::StrJoin(parts, "; ")});
+  }
   fields.AddRow({"state:", JobStateName(job.state())});
   fields.AddRow({"created:", Time(job.create_time())});
   fields.AddRow({"started:", Time(job.start_time())});
