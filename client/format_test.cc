@@ -448,6 +448,14 @@ TEST(RenderTest, DevicesAndInfo) {
   EXPECT_THAT(text, HasSubstr("listen:          unix:/tmp/t.sock\n"));
   EXPECT_THAT(text, HasSubstr("started:         -\n"));
   EXPECT_THAT(text, HasSubstr("store:           writable\n"));
+  EXPECT_THAT(text, Not(HasSubstr("data_roots:")));
+  EXPECT_THAT(text, HasSubstr("dataset_quota:   none\n"));
+  info.add_data_roots("/srv/data");
+  info.add_data_roots("/home/shared");
+  info.set_dataset_quota_bytes(int64_t{10} << 30);
+  text = RenderServerInfo(info);
+  EXPECT_THAT(text, HasSubstr("data_roots:      /srv/data, /home/shared\n"));
+  EXPECT_THAT(text, HasSubstr("dataset_quota:   10.0 GiB\n"));
   info.set_store_error("traind.db: database or disk is full");
   EXPECT_THAT(RenderServerInfo(info),
               HasSubstr("store:           NOT WRITABLE (new jobs are refused): traind.db: "

@@ -519,6 +519,14 @@ std::string RenderServerInfo(const traind::v1::ServerInfo& info) {
   fields.AddRow({"listen:", absl::StrJoin(info.listen_addresses(), ", ")});
   fields.AddRow({"http:", info.http_url().empty() ? "off" : info.http_url()});
   if (!info.launcher().empty()) fields.AddRow({"launcher:", info.launcher()});
+  // Where a spec's data.path may point on the server (files elsewhere, e.g.
+  // on the client's machine, are uploaded as datasets).
+  if (!info.data_roots().empty()) {
+    fields.AddRow({"data_roots:", absl::StrJoin(info.data_roots(), ", ")});
+  }
+  auto limit = [](int64_t bytes) { return bytes > 0 ? FormatBytes(bytes) : std::string("none"); };
+  fields.AddRow({"dataset_max:", limit(info.max_dataset_bytes())});
+  fields.AddRow({"dataset_quota:", limit(info.dataset_quota_bytes())});
   fields.AddRow({"cpu_slots:", absl::StrCat(info.cpu_slots())});
   fields.AddRow({"worker_threads:", absl::StrCat(info.worker_threads())});
   fields.AddRow({"jobs_active:", absl::StrCat(info.jobs_active())});
