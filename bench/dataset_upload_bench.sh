@@ -94,27 +94,39 @@ for _ in $(seq 200); do
   sleep 0.1
 done
 sleep 0.5
-rss() { awk '/^VmRSS/ {print $2}' "/proc/$traind_pid/status"; }
-idle=$(rss)
+idle=$(awk '/^VmRSS/ {print $2}' "/proc/$traind_pid/status")
 
-# The upload, with traind's RSS sampled meanwhile.
-peak_file=$tmp/peak
-(
-  peak=0
-  while kill -0 "$traind_pid" 2>/dev/null && [[ ! -f $tmp/done ]]; do
-    r=$(rss); ((r > peak)) && peak=$r
-    echo "$peak" > "$peak_file"
-    sleep 0.02
-  done
-) &
+# The upload, with traind's RSS sampled meanwhile (one python process that
+# sleeps between reads: the sampler must not take the CPU it measures).
+python3 - "$traind_pid" "$tmp/done" "$tmp/peak" <<'EOF' &
+import os, sys, time
+pid, done, out = sys.argv[1], sys.argv[2], sys.argv[3]
+peak = 0
+while not os.path.exists(done):
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    peak = max(peak, int(line.split()[1]))
+    except OSError:
+        break
+    time.sleep(0.02)
+open(out, "w").write(str(peak))
+EOF
 sampler=$!
+cpu() { awk '{print $14 + $15}' "/proc/$traind_pid/stat"; }
+cpu_before=$(cpu)
 start=$(date +%s.%N)
-"${trainctl[@]}" datasets upload "$tmp/data.csv" --name bench > "$tmp/upload.out" 2>&1 \
-  || { cat "$tmp/upload.out" "$tmp/traind.log" >&2; exit 1; }
+TIMEFORMAT='%U %S'
+{ time "${trainctl[@]}" datasets upload "$tmp/data.csv" --name bench > "$tmp/upload.out" 2>&1; } \
+  2> "$tmp/client_cpu" || { cat "$tmp/upload.out" "$tmp/traind.log" >&2; exit 1; }
 end=$(date +%s.%N)
+cpu_after=$(cpu)
+traind_cpu=$(python3 -c "print(($cpu_after - $cpu_before) / $(getconf CLK_TCK))")
+client_cpu=$(awk '{print $1 + $2}' "$tmp/client_cpu")
 touch "$tmp/done"
 wait "$sampler" || true
-peak=$(cat "$peak_file")
+peak=$(cat "$tmp/peak")
 hwm=$(awk '/^VmHWM/ {print $2}' "/proc/$traind_pid/status")
 upload_s=$(python3 -c "print($end - $start)")
 upload_mbs=$(python3 -c "print($bytes / 1e6 / ($end - $start))")
@@ -141,6 +153,9 @@ end=$(date +%s.%N)
 sha_mbs=$(python3 -c "print($bytes / 1e6 / ($end - $start))")
 
 printf 'upload:          %.2f s, %.0f MB/s (target >= 200)\n' "$upload_s" "$upload_mbs"
+printf 'cpu during it:   traind %.2f s, trainctl %.2f s (of %.2f s wall on %d cores)\n' \
+  "$traind_cpu" "$client_cpu" "$upload_s" "$(nproc)"
+grep -o 'verify_ms=[0-9]* profile_wait_ms=[0-9]*' "$tmp/traind.log" | head -1 | sed 's/^/traind after the last byte: /'
 printf 'traind RSS:      idle %d MiB, peak %d MiB sampled, +%d MiB (target <= 64); VmHWM %d MiB\n' \
   $((idle / 1024)) $((peak / 1024)) $(((peak - idle) / 1024)) $((hwm / 1024))
 printf 'second upload:   %.2f s, traind had the bytes: %s\n' "$again_s" \

@@ -59,6 +59,11 @@ class CsvReader::Parser {
     text_ = std::move(text);
     eof_ = true;
   }
+  absl::Status SetSource(CsvByteSource source) {
+    source_ = std::move(source);
+    eof_ = false;
+    return Fill(kReadBytes);
+  }
 
   // The next non-blank record, false at the end of the text.
   absl::StatusOr<bool> Next(std::vector<std::string>* record, int64_t* line) {
@@ -115,7 +120,19 @@ class CsvReader::Parser {
     const size_t old = text_.size();
     text_.resize(old + bytes);
     size_t got = 0;
-    while (got < bytes) {
+    while (got < bytes && source_) {
+      absl::StatusOr<size_t> n = source_(text_.data() + old + got, bytes - got);
+      if (!n.ok()) {
+        text_.resize(old + got);
+        return DataError(absl::StrCat(path_, ": cannot read: ", n.status().message()));
+      }
+      if (*n == 0) {
+        eof_ = true;
+        break;
+      }
+      got += *n;
+    }
+    while (got < bytes && !source_) {
       const ssize_t n = read(fd_, text_.data() + old + got, bytes - got);
       if (n > 0) {
         got += static_cast<size_t>(n);
@@ -129,7 +146,7 @@ class CsvReader::Parser {
       }
     }
     text_.resize(old + got);
-    if (eof_) {
+    if (eof_ && fd_ >= 0) {
       close(fd_);
       fd_ = -1;
     }
@@ -241,6 +258,7 @@ class CsvReader::Parser {
   const std::string path_;  // the file as messages name it
   const char delimiter_;
   int fd_ = -1;
+  CsvByteSource source_;  // in place of fd_ when set
   bool eof_ = true;
   bool bom_checked_ = false;
   std::string text_;
@@ -291,6 +309,13 @@ absl::StatusOr<CsvReader> CsvReader::Open(const std::string& path, char delimite
                                           const std::string& shown_name) {
   auto parser = std::make_unique<Parser>(shown_name.empty() ? path : shown_name, delimiter);
   TRAIND_RETURN_IF_ERROR(parser->OpenFile(path));
+  return Start(std::move(parser));
+}
+
+absl::StatusOr<CsvReader> CsvReader::FromSource(CsvByteSource source, const std::string& path,
+                                                char delimiter) {
+  auto parser = std::make_unique<Parser>(path, delimiter);
+  TRAIND_RETURN_IF_ERROR(parser->SetSource(std::move(source)));
   return Start(std::move(parser));
 }
 

@@ -3,6 +3,7 @@
 #define TRAIND_DATA_CSV_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -35,6 +36,10 @@ struct CsvTable {
 // piece is read in more).
 inline constexpr size_t kCsvReadBytes = size_t{1} << 20;
 
+// Bytes of a CSV from elsewhere (e.g. a file still being written): reads up
+// to `max` bytes into `buf`; returns how many, 0 at the end, or an error.
+using CsvByteSource = std::function<absl::StatusOr<size_t>(char* buf, size_t max)>;
+
 // A CSV file read record by record, holding only the record being read (so
 // its memory does not grow with the file): the rules of ReadCsv below.
 class CsvReader {
@@ -44,6 +49,9 @@ class CsvReader {
   // every message and in path(), so that they never show where the file lies.
   static absl::StatusOr<CsvReader> Open(const std::string& path, char delimiter = ',',
                                         const std::string& shown_name = "");
+  // As Open, on the bytes `source` gives; `path` is used in messages only.
+  static absl::StatusOr<CsvReader> FromSource(CsvByteSource source, const std::string& path,
+                                              char delimiter = ',');
   // As Open, on text in memory; `path` is used in messages only.
   static absl::StatusOr<CsvReader> FromText(std::string text, const std::string& path,
                                             char delimiter = ',');

@@ -156,6 +156,10 @@ absl::StatusOr<DatasetProfile> ProfileCsvFile(const std::string& path,
                                               const std::string& shown_name, char delimiter,
                                               ProfileOptions options) {
   TRAIND_ASSIGN_OR_RETURN(CsvReader reader, CsvReader::Open(path, delimiter, shown_name));
+  return ProfileCsv(std::move(reader), options);
+}
+
+absl::StatusOr<DatasetProfile> ProfileCsv(CsvReader reader, ProfileOptions options) {
   CsvProfiler profiler(reader.header(), options);
   std::vector<std::string> row;
   int64_t line = 0;

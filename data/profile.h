@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "data/csv.h"
 #include "traind/v1/dataset.pb.h"
 
 namespace traind::data {
@@ -99,6 +100,10 @@ absl::StatusOr<traind::v1::DatasetProfile> ProfileCsvFile(const std::string& pat
                                                           const std::string& shown_name,
                                                           char delimiter = ',',
                                                           ProfileOptions options = {});
+// The same over the records of `reader` (e.g. one reading a file while it
+// is being written).
+absl::StatusOr<traind::v1::DatasetProfile> ProfileCsv(CsvReader reader,
+                                                      ProfileOptions options = {});
 
 }  // namespace traind::data
 

@@ -559,6 +559,12 @@ absl::Status Daemon::Start() {
         &ports[i]);
   }
   public_builder.SetMaxReceiveMessageSize(static_cast<int>(flags.limits.max_request_bytes));
+  // A fixed receive window per stream: gRPC's bandwidth-delay probe grows it
+  // without bound while a reader (an upload written to disk) is slower than
+  // the sender, and the window is memory traind holds. 8 MiB keeps loopback
+  // and LAN uploads fast and an upload's buffers bounded.
+  public_builder.AddChannelArgument(GRPC_ARG_HTTP2_BDP_PROBE, 0);
+  public_builder.AddChannelArgument(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, 8 << 20);
   training_service_ = std::make_unique<TrainingServiceImpl>(
       &scheduler, reads_.get(), policy_, sessions_.get(), metrics_.get(), datasets_.get());
   public_builder.RegisterService(training_service_.get());

@@ -1,5 +1,11 @@
 #include "server/datasets/dataset_catalog.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <functional>
 #include <utility>
 
@@ -138,11 +144,82 @@ DatasetCatalog::Upload::Upload(DatasetCatalog* catalog, Caller caller,
     : catalog_(catalog),
       caller_(std::move(caller)),
       file_req_(std::move(file)),
-      file_(std::move(upload)) {}
+      file_(std::move(upload)),
+      follow_(std::make_shared<Follow>()) {
+  {
+    absl::MutexLock lock(&follow_->mu);
+    follow_->available = file_->received();  // a resumed upload's bytes held
+  }
+  const std::string shown =
+      file_req_.file_name().empty() ? file_req_.name() : file_req_.file_name();
+  profiler_ = std::thread([follow = follow_, path = file_->partial_path(), shown] {
+    const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    int64_t at = 0;
+    // Reads what the writer has written, waiting for more until the upload
+    // is complete (0: the end) or abandoned (an error ends the profile).
+    data::CsvByteSource source = [&](char* buf, size_t max) -> absl::StatusOr<size_t> {
+      if (fd < 0) return absl::InternalError(absl::StrCat(path, ": cannot open"));
+      int64_t available = 0;
+      {
+        absl::MutexLock lock(&follow->mu);
+        std::pair<Follow*, int64_t> wait(follow.get(), at);
+        follow->mu.Await(absl::Condition(
+            +[](std::pair<Follow*, int64_t>* a) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+              return a->first->available > a->second || a->first->complete || a->first->abandoned;
+            },
+            &wait));
+        if (follow->abandoned) return absl::CancelledError("the upload ended");
+        available = follow->available;
+      }
+      if (at >= available) return size_t{0};
+      const ssize_t n =
+          pread(fd, buf, static_cast<size_t>(std::min<int64_t>(max, available - at)), at);
+      if (n < 0) return absl::InternalError(absl::StrCat(path, ": read: ", strerror(errno)));
+      at += n;
+      return static_cast<size_t>(n);
+    };
+    absl::StatusOr<traind::v1::DatasetProfile> profile =
+        [&]() -> absl::StatusOr<traind::v1::DatasetProfile> {
+      absl::StatusOr<data::CsvReader> reader = data::CsvReader::FromSource(source, shown);
+      if (!reader.ok()) return reader.status();
+      return data::ProfileCsv(*std::move(reader));
+    }();
+    if (fd >= 0) close(fd);
+    absl::MutexLock lock(&follow->mu);
+    follow->profile = std::move(profile);
+    follow->done = true;
+  });
+}
+
+void DatasetCatalog::Upload::StopProfile() {
+  if (!profiler_.joinable()) return;
+  {
+    absl::MutexLock lock(&follow_->mu);
+    if (!follow_->complete) follow_->abandoned = true;
+  }
+  profiler_.join();
+}
 
 DatasetCatalog::Upload::~Upload() {
+  StopProfile();
   absl::MutexLock lock(&catalog_->mu_);
   catalog_->uploading_.erase(absl::StrCat(caller_.name, "/", file_req_.sha256()));
+}
+
+absl::Status DatasetCatalog::Upload::Append(absl::string_view bytes) {
+  {
+    absl::MutexLock lock(&follow_->mu);
+    if (follow_->done && !follow_->profile.ok()) {
+      // Bad bytes: refused now, not after the rest of the file.
+      const absl::Status bad = follow_->profile.status();
+      file_->Discard();
+      return absl::InvalidArgumentError(absl::StrCat(bad.message(), "; nothing was stored"));
+    }
+  }
+  absl::Status s = file_->Append(bytes);
+  absl::MutexLock lock(&follow_->mu);
+  follow_->available = file_->received();
+  return s;
 }
 
 absl::StatusOr<std::unique_ptr<DatasetCatalog::Upload>> DatasetCatalog::StartUpload(
@@ -182,11 +259,19 @@ absl::StatusOr<std::unique_ptr<DatasetCatalog::Upload>> DatasetCatalog::StartUpl
 }
 
 absl::StatusOr<Dataset> DatasetCatalog::Upload::Finish() {
+  const absl::Time received = absl::Now();
   if (absl::Status s = file_->Verify(); !s.ok()) return s;
-  const std::string shown =
-      file_req_.file_name().empty() ? file_req_.name() : file_req_.file_name();
-  absl::StatusOr<traind::v1::DatasetProfile> profile =
-      data::ProfileCsvFile(file_->partial_path(), shown);
+  const absl::Time verified = absl::Now();
+  {
+    absl::MutexLock lock(&follow_->mu);
+    follow_->complete = true;
+  }
+  profiler_.join();
+  absl::StatusOr<traind::v1::DatasetProfile> profile;
+  {
+    absl::MutexLock lock(&follow_->mu);
+    profile = std::move(follow_->profile);
+  }
   if (!profile.ok()) {
     file_->Discard();  // bad bytes: resuming cannot help
     return absl::InvalidArgumentError(
@@ -199,8 +284,13 @@ absl::StatusOr<Dataset> DatasetCatalog::Upload::Finish() {
     file_->Discard();
     return s;
   }
+  const absl::Time profiled = absl::Now();
   absl::StatusOr<std::string> path = file_->Commit();
   if (!path.ok()) return path.status();
+  LogInfo("dataset upload received owner=%s name=%s bytes=%d verify_ms=%d profile_wait_ms=%d",
+          caller_.name, file_req_.name(), file_req_.size_bytes(),
+          absl::ToInt64Milliseconds(verified - received),
+          absl::ToInt64Milliseconds(profiled - verified));
   return catalog_->Record(caller_.name, file_req_, *profile);
 }
 

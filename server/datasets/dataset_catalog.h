@@ -23,6 +23,7 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -54,23 +55,40 @@ class DatasetCatalog {
       : store_(store), files_(std::move(files)), limits_(limits) {}
 
   // An upload in progress: Append the bytes in order, then Finish. Only one
-  // upload of the same bytes by the same owner runs at a time.
+  // upload of the same bytes by the same owner runs at a time. The profile
+  // is taken while the bytes arrive, by a thread that reads the file behind
+  // the writer (so a bad row refuses the upload as soon as it is there, and
+  // the profile costs no pass after the last byte).
   class Upload {
    public:
     ~Upload();
-    absl::Status Append(absl::string_view bytes) { return file_->Append(bytes); }
+    // Errors: the file's (a full disk), or the profile's (bad bytes: the
+    // upload is refused at once, nothing kept).
+    absl::Status Append(absl::string_view bytes);
     int64_t received() const { return file_->received(); }
-    // Verifies, profiles and records the dataset.
+    // Verifies, waits for the profile and records the dataset.
     absl::StatusOr<traind::v1::Dataset> Finish();
 
    private:
     friend class DatasetCatalog;
+    // What the profiling thread may read of the file.
+    struct Follow {
+      absl::Mutex mu;
+      int64_t available ABSL_GUARDED_BY(mu) = 0;
+      bool complete ABSL_GUARDED_BY(mu) = false;   // every byte there
+      bool abandoned ABSL_GUARDED_BY(mu) = false;  // the upload ends without it
+      bool done ABSL_GUARDED_BY(mu) = false;       // the thread's profile is set
+      absl::StatusOr<traind::v1::DatasetProfile> profile ABSL_GUARDED_BY(mu);
+    };
     Upload(DatasetCatalog* catalog, Caller caller, traind::v1::PrepareDatasetUploadRequest file,
            std::unique_ptr<DatasetUpload> upload);
+    void StopProfile();
     DatasetCatalog* const catalog_;
     const Caller caller_;
     const traind::v1::PrepareDatasetUploadRequest file_req_;
     std::unique_ptr<DatasetUpload> file_;
+    std::shared_ptr<Follow> follow_;
+    std::thread profiler_;
   };
 
   absl::StatusOr<traind::v1::PrepareDatasetUploadResponse> Prepare(
