@@ -396,5 +396,86 @@ TEST_F(DatasetRpcTest, AJobTrainsOnADatasetByNameWhichStaysWhileTheJobRuns) {
   EXPECT_FALSE(std::filesystem::exists(dir_.path() + "/state/datasets/objects/" + Sha256(iris_)));
 }
 
+// Retention: a dataset no stored job names goes once older than
+// datasets.retention_age, one log line each; one a job names stays; an
+// upload abandoned for datasets.abandoned_upload_age goes too.
+TEST(DatasetRetentionTest, UnusedOldDatasetsAndAbandonedUploadsAreRemoved) {
+  TempDir dir;
+  const std::string config =
+      dir.Write("traind.yaml", absl::StrCat("cpu_slots: 1\ndata_roots: [", SourceDir(),
+                                            "]\ndatasets:\n  retention_age: 2s\n"
+                                            "  abandoned_upload_age: 2s\n"
+                                            "retention:\n  interval: 1s\n"));
+  TraindProcess daemon(dir.path() + "/state", {"--config=" + config});
+  ASSERT_TRUE(daemon.Start()) << daemon.Log();
+  auto* stub = daemon.stub();
+  const std::string iris = ReadFile(SourceDir() + "/examples/data/iris.csv");
+  // Whole uploads over the unix socket (its caller, local, may upload);
+  // with `cut`, only that many bytes, then the call is cancelled.
+  auto upload = [&](const std::string& name, const std::string& bytes, size_t cut = 0) {
+    traind::v1::PrepareDatasetUploadResponse p;
+    auto ctx = Ctx();
+    EXPECT_TRUE(stub->PrepareDatasetUpload(ctx.get(), FileOf(name, bytes), &p).ok());
+    if (p.has_dataset()) return;
+    Dataset d;
+    auto up = Ctx();
+    auto writer = stub->UploadDataset(up.get(), &d);
+    traind::v1::UploadDatasetRequest m;
+    *m.mutable_header()->mutable_file() = FileOf(name, bytes);
+    m.mutable_header()->set_offset(p.offset());
+    writer->Write(m);
+    m.set_data(cut > 0 ? bytes.substr(0, cut) : bytes);
+    writer->Write(m);
+    if (cut > 0) {
+      usleep(300000);
+      up->TryCancel();
+      writer->Finish();
+      return;
+    }
+    writer->WritesDone();
+    EXPECT_TRUE(writer->Finish().ok());
+  };
+  upload("old", iris);
+  const std::string other = iris + "5.0,3.0,1.0,0.1,setosa\n";
+  upload("used", other);
+  const std::string partial = iris + "5.2,3.2,1.2,0.2,setosa\n";
+  upload("partial", partial, 1000);
+  traind::v1::PrepareDatasetUploadResponse held;
+  {
+    auto ctx = Ctx();
+    ASSERT_TRUE(stub->PrepareDatasetUpload(ctx.get(), FileOf("partial", partial), &held).ok());
+  }
+  EXPECT_EQ(held.offset(), 1000);
+  // A job names "used": it stays, whatever its age.
+  traind::v1::JobSpec spec = IrisExampleSpec(2, 2);
+  spec.mutable_data()->clear_path();
+  spec.mutable_data()->set_dataset("used");
+  absl::StatusOr<Job> job = SubmitJob(stub, spec);
+  ASSERT_TRUE(job.ok()) << job.status();
+
+  std::vector<std::string> names;
+  for (int i = 0; i < 100; ++i) {
+    traind::v1::ListDatasetsResponse r;
+    auto ctx = Ctx();
+    ASSERT_TRUE(stub->ListDatasets(ctx.get(), {}, &r).ok());
+    names.clear();
+    for (const Dataset& d : r.datasets()) names.push_back(d.name());
+    if (names.size() == 1) break;
+    usleep(100000);
+  }
+  EXPECT_EQ(names, std::vector<std::string>{"used"});
+  {
+    auto ctx = Ctx();
+    ASSERT_TRUE(stub->PrepareDatasetUpload(ctx.get(), FileOf("partial", partial), &held).ok());
+  }
+  EXPECT_EQ(held.offset(), 0);  // the abandoned bytes are gone
+  const std::string log = daemon.Log();
+  EXPECT_TRUE(absl::StrContains(log, "dataset removed by retention owner=local dataset=old:1"))
+      << log;
+  EXPECT_TRUE(absl::StrContains(log, "dataset uploads abandoned removed=1")) << log;
+  EXPECT_FALSE(absl::StrContains(log, "dataset removed by retention owner=local dataset=used"))
+      << log;
+}
+
 }  // namespace
 }  // namespace traind::testing
