@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 
 namespace traind::data {
 
@@ -65,11 +66,17 @@ class CsvReader {
   // The next data row into `*row` (header().size() fields) and its 1-based
   // line; false at the end of the file.
   absl::StatusOr<bool> Next(std::vector<std::string>* row, int64_t* line);
+  // As Next, with the fields as views of the reader's own copy of the
+  // record, valid until the next call (for a caller that looks at each
+  // record once, without copying it).
+  absl::StatusOr<bool> NextFields(std::vector<absl::string_view>* row, int64_t* line);
 
  private:
   class Parser;
   explicit CsvReader(std::unique_ptr<Parser> parser);
   static absl::StatusOr<CsvReader> Start(std::unique_ptr<Parser> parser);
+  // "<path>:<line>: row has <fields> fields, the header has <n>".
+  absl::Status RaggedRow(size_t fields, int64_t line) const;
 
   std::unique_ptr<Parser> parser_;
   std::vector<std::string> header_;

@@ -229,6 +229,159 @@ TEST(ReadCsvTest, ARecordAcrossThePieceEndAtEveryOffset) {
   }
 }
 
+// Fields are scanned many bytes at a time and checked for UTF-8 only when a
+// byte >= 0x80 is seen: a bad byte at any offset of a field of any length,
+// quoted or not, near the end of the text or far from it, is found and named
+// as the byte-by-byte check names it; a good character anywhere is kept.
+TEST(ReadCsvTest, AHighByteAtEveryOffsetOfAField) {
+  const std::string filler = "f,p\n";
+  for (size_t length = 1; length <= 40; ++length) {
+    for (size_t offset = 0; offset < length; ++offset) {
+      for (const bool quoted : {false, true}) {
+        for (const bool at_text_end : {false, true}) {
+          std::string field(length, 'v');
+          field[offset] = '\xff';
+          const std::string q = quoted ? "\"" : "";
+          std::string text = "a,b\nx," + q + field + q + "\n";
+          if (!at_text_end) {
+            for (int i = 0; i < 20; ++i) text += filler;
+          }
+          absl::StatusOr<CsvTable> table = ParseCsv(text, "t.csv");
+          ASSERT_FALSE(table.ok()) << length << " " << offset;
+          EXPECT_EQ(table.status().message(),
+                    absl::StrCat("t.csv:2: column 2 is not valid UTF-8 (byte 0xff at offset ",
+                                 offset, " of the field); save the file as UTF-8"))
+              << length << " " << offset << " " << quoted << " " << at_text_end;
+          if (offset + 2 <= length) {
+            field[offset] = '\xc3';  // "é"
+            field[offset + 1] = '\xa9';
+            text = "a,b\nx," + q + field + q + "\n";
+            if (!at_text_end) text += filler;
+            table = ParseCsv(text, "t.csv");
+            ASSERT_TRUE(table.ok()) << table.status();
+            ASSERT_EQ(table->rows.size(), at_text_end ? 1u : 2u);
+            EXPECT_EQ(table->rows[0][1], field) << length << " " << offset;
+          }
+        }
+      }
+    }
+  }
+}
+
+// `text` with its first kCsvReadBytes - k bytes a header and filler rows (and
+// blank lines), then `record` (so that the first piece read ends k bytes
+// into it), then a last row.
+std::string RecordAtPieceEnd(const std::string& record, size_t k) {
+  std::string text = "id,note,value\n";
+  const std::string filler = "f,p,0\n";
+  while (text.size() + filler.size() <= kCsvReadBytes - k) text += filler;
+  text += std::string(kCsvReadBytes - k - text.size(), '\n');
+  return text + record + "z,last,9\n";
+}
+
+// Multi-byte characters, delimiters inside quotes, escaped quotes and CRLF
+// that the first piece's end cuts at any byte read as from one buffer.
+TEST(ReadCsvTest, CharactersQuotesAndCrlfAcrossThePieceEnd) {
+  const std::string record = "\xc3\xa9x,\"q,\"\"r\nz,\",y\xc3\xbc\r\n";
+  for (size_t k = 0; k <= record.size() + 1; ++k) {
+    const std::string text = RecordAtPieceEnd(record, k);
+    TempFile file(text);
+    absl::StatusOr<CsvTable> piecewise = ReadCsv(file.path());
+    absl::StatusOr<CsvTable> whole = ParseCsv(text, file.path());
+    ASSERT_TRUE(piecewise.ok() && whole.ok()) << k << piecewise.status() << whole.status();
+    ASSERT_GE(whole->rows.size(), 2u);
+    EXPECT_THAT(whole->rows[whole->rows.size() - 2],
+                ElementsAre("\xc3\xa9x", "q,\"r\nz,", "y\xc3\xbc"));
+    EXPECT_EQ(piecewise->rows, whole->rows) << k;
+    EXPECT_EQ(piecewise->lines, whole->lines) << k;
+  }
+}
+
+// A CR that ends the first piece and the LF that starts the next make one
+// line ending.
+TEST(ReadCsvTest, CrlfSplitByThePieceEndIsOneLineEnding) {
+  std::string text = "a,b\r\n";
+  while (text.size() + 12 <= kCsvReadBytes) text += "1,2\n";
+  text += std::string(kCsvReadBytes - 3 - text.size(), 'x') + ",3\r\n4,5\n";
+  ASSERT_EQ(text[kCsvReadBytes - 1], '\r');
+  ASSERT_EQ(text[kCsvReadBytes], '\n');
+  TempFile file(text);
+  absl::StatusOr<CsvTable> piecewise = ReadCsv(file.path());
+  absl::StatusOr<CsvTable> whole = ParseCsv(text, file.path());
+  ASSERT_TRUE(piecewise.ok() && whole.ok()) << piecewise.status() << whole.status();
+  ASSERT_GE(piecewise->rows.size(), 2u);
+  EXPECT_THAT(piecewise->rows.back(), ElementsAre("4", "5"));
+  EXPECT_EQ(piecewise->lines.back(), piecewise->lines[piecewise->lines.size() - 2] + 1);
+  EXPECT_EQ(piecewise->rows, whole->rows);
+  EXPECT_EQ(piecewise->lines, whole->lines);
+}
+
+// A bad byte, and a character cut in two, at every offset across the first
+// piece's end: the cut character is no error, the bad byte is the error the
+// whole text gives.
+TEST(ReadCsvTest, AHighByteAcrossThePieceEnd) {
+  for (const std::string& record :
+       {std::string("ab\xc3\xa9\xc3\xa9,\"c\xc3\xa9\",1\n"), std::string("abcd\xff,x,1\n"),
+        std::string("a,\"bc\xff\",1\n")}) {
+    for (size_t k = 0; k <= record.size(); ++k) {
+      const std::string text = RecordAtPieceEnd(record, k);
+      TempFile file(text);
+      absl::StatusOr<CsvTable> piecewise = ReadCsv(file.path());
+      absl::StatusOr<CsvTable> whole = ParseCsv(text, file.path());
+      ASSERT_EQ(piecewise.ok(), whole.ok()) << k << piecewise.status() << whole.status();
+      if (whole.ok()) {
+        EXPECT_EQ(whole->rows[whole->rows.size() - 2][0], "ab\xc3\xa9\xc3\xa9");
+        EXPECT_EQ(piecewise->rows, whole->rows) << k;
+      } else {
+        EXPECT_THAT(std::string(whole.status().message()), HasSubstr("is not valid UTF-8"));
+        EXPECT_EQ(piecewise.status(), whole.status()) << k;
+      }
+    }
+  }
+}
+
+// NextFields reads what Next reads (views of the same fields), with the
+// same errors.
+TEST(ReadCsvTest, NextFieldsReadsWhatNextReads) {
+  std::mt19937 rng(11);
+  std::string text = "a,b,c\n";
+  const std::vector<std::string> cells = {"",           "x",        "\"q,r\"",     "\"\"",
+                                          "\"s\"\"t\"", "\"u\nv\"", "caf\xc3\xa9", "12.5"};
+  while (text.size() < (size_t{2} << 20)) {
+    for (int c = 0; c < 3; ++c) {
+      text += cells[rng() % cells.size()];
+      text += c < 2 ? "," : (rng() % 2 ? "\r\n" : "\n");
+    }
+  }
+  TempFile file(text + "1,2\n");
+  absl::StatusOr<CsvReader> copies = CsvReader::Open(file.path());
+  absl::StatusOr<CsvReader> views = CsvReader::Open(file.path());
+  ASSERT_TRUE(copies.ok() && views.ok());
+  std::vector<std::string> row;
+  std::vector<absl::string_view> fields;
+  int64_t line = 0;
+  int64_t fields_line = 0;
+  int64_t rows = 0;
+  while (true) {
+    absl::StatusOr<bool> found = copies->Next(&row, &line);
+    absl::StatusOr<bool> fields_found = views->NextFields(&fields, &fields_line);
+    ASSERT_EQ(found.ok(), fields_found.ok());
+    if (!found.ok()) {
+      EXPECT_EQ(found.status(), fields_found.status());
+      EXPECT_THAT(std::string(found.status().message()),
+                  HasSubstr(": row has 2 fields, the header has 3"));
+      break;
+    }
+    ASSERT_EQ(*found, *fields_found);
+    if (!*found) break;
+    ++rows;
+    ASSERT_EQ(line, fields_line);
+    ASSERT_EQ(fields.size(), row.size());
+    for (size_t i = 0; i < row.size(); ++i) ASSERT_EQ(fields[i], row[i]) << line;
+  }
+  EXPECT_GT(rows, 10000);
+}
+
 // CsvReader holds one record, not the file.
 TEST(ReadCsvTest, CsvReaderStreamsRecords) {
   TempFile file("a,b\n1,\"x\ny\"\n\n2,3\n");

@@ -1,8 +1,11 @@
 #include "data/dataset.h"
 
 #include <algorithm>
+#include <bit>
 #include <charconv>
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 #include <limits>
 #include <map>
 #include <optional>
@@ -10,6 +13,7 @@
 #include <unordered_map>
 #include <utility>
 
+#include "absl/base/attributes.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -24,14 +28,117 @@ namespace {
 
 using traind::v1::JobSpec;
 
-}  // namespace
+constexpr uint64_t kZeroDigits = 0x3030303030303030u;  // "00000000"
 
-const char* ParseFeature(std::string_view s, float* value) {
+// Whether the 8 bytes of `word` are all ASCII digits.
+inline bool EightDigits(uint64_t word) {
+  // Every high nibble 3, and still 3 with 6 added to the byte (no carry
+  // crosses a byte once the first half holds).
+  return (((word & 0xF0F0F0F0F0F0F0F0u) ^ kZeroDigits) |
+          (((word + 0x0606060606060606u) & 0xF0F0F0F0F0F0F0F0u) ^ kZeroDigits)) == 0;
+}
+
+// The value of 8 ASCII digits read little-endian (the first is the highest).
+inline uint64_t EightDigitsValue(uint64_t word) {
+  word = (word & 0x0F0F0F0F0F0F0F0Fu) * 2561 >> 8;
+  word = (word & 0x00FF00FF00FF00FFu) * 6553601 >> 16;
+  return (word & 0x0000FFFF0000FFFFu) * 42949672960001u >> 32;
+}
+
+// Sets `*value` to w / 10^k (k <= 22), negated when `negative`, rounded to
+// float32 as std::from_chars rounds it, and returns true; or returns false
+// (w > 2^53, or too near a float32 halfway point to tell).
+//
+// w (<= 2^53) is an exact double and 10^-k a double within half an ulp of
+// it, so their product d (rounded once more) lies within 2 ulps (of d) of
+// x = w / 10^k. Float32's rounding of x is decided by which pair of its
+// halfway points x lies between; those points are doubles, so when d is 3
+// ulps or more from the nearest one, x lies on the same side of it as d and
+// rounds as d does (once, to float32).
+inline bool Round(uint64_t w, size_t k, bool negative, float* value) {
+  static constexpr double kTenths[] = {1e-0,  1e-1,  1e-2,  1e-3,  1e-4,  1e-5,  1e-6,  1e-7,
+                                       1e-8,  1e-9,  1e-10, 1e-11, 1e-12, 1e-13, 1e-14, 1e-15,
+                                       1e-16, 1e-17, 1e-18, 1e-19, 1e-20, 1e-21, 1e-22};
+  if (w > (uint64_t{1} << 53)) return false;
+  const double d = static_cast<double>(w) * kTenths[k];
+  uint64_t bits = 0;
+  std::memcpy(&bits, &d, sizeof bits);
+  // The 29 bits a float32 drops from a double's 52: a halfway point has 1
+  // then zeros there; d's distance from it in ulps is theirs from 2^28.
+  const int64_t from_halfway = static_cast<int64_t>(bits & 0x1FFFFFFFu) - (int64_t{1} << 28);
+  if (from_halfway > -3 && from_halfway < 3) return false;
+  *value = static_cast<float>(negative ? -d : d);
+  return true;
+}
+
+// Reads `s` when it is plain decimal text, -?[0-9]+(.[0-9]+)?, whose digits
+// (at most 19) make an integer w <= 2^53 with k <= 22 of them after the point,
+// so that its value w / 10^k rounds to float32 as std::from_chars rounds it
+// (Round); returns false for every other text (from_chars reads those).
+inline bool ParsePlainDecimal(std::string_view s, float* value) {
+  static constexpr uint64_t kTens[] = {1,      10,      100,      1000,     10000,
+                                       100000, 1000000, 10000000, 100000000};
+  const char* p = s.data();
+  const char* const end = p + s.size();
+  const bool negative = p != end && *p == '-';
+  p += negative;  // no branch: signs come in any order
+  const char* const digits = p;
+  const size_t length = static_cast<size_t>(end - p);
+  if (std::endian::native == std::endian::little && length >= 4 && length <= 8) {
+    // 4 to 8 bytes in one word (two overlapping halves), '0' before them: a
+    // whole number, if all are digits.
+    uint32_t head = 0;
+    uint32_t tail = 0;
+    std::memcpy(&head, p, sizeof head);
+    std::memcpy(&tail, end - 4, sizeof tail);
+    const unsigned pad = 8 * static_cast<unsigned>(8 - length);  // bits before the text
+    const uint64_t word = (uint64_t{tail} << 32) | (uint64_t{head} << pad) |
+                          (pad == 0 ? 0 : kZeroDigits >> (64 - pad));
+    if (EightDigits(word)) return Round(EightDigitsValue(word), 0, negative, value);
+  }
+  uint64_t w = 0;  // wraps past 19 digits, which are refused below
+  for (; p != end; ++p) {
+    const unsigned digit = static_cast<unsigned char>(*p) - unsigned{'0'};
+    if (digit > 9) break;
+    w = w * 10 + digit;
+  }
+  const size_t whole = static_cast<size_t>(p - digits);
+  size_t after_point = 0;
+  if (p != end) {
+    if (*p != '.') return false;
+    ++p;
+    after_point = static_cast<size_t>(end - p);
+    if (std::endian::native == std::endian::little && after_point >= 1 && after_point <= 8 &&
+        end - s.data() >= 8) {
+      // The fraction in one word: the 8 bytes that end the text, those
+      // before the fraction made '0'.
+      uint64_t word = 0;
+      std::memcpy(&word, end - 8, sizeof word);
+      const unsigned bits = 8 * static_cast<unsigned>(after_point);
+      if (bits < 64) word = (word >> (64 - bits) << (64 - bits)) | (kZeroDigits >> bits);
+      if (!EightDigits(word)) return false;
+      w = w * kTens[after_point] + EightDigitsValue(word);
+    } else {
+      for (; p != end; ++p) {
+        const unsigned digit = static_cast<unsigned char>(*p) - unsigned{'0'};
+        if (digit > 9) return false;
+        w = w * 10 + digit;
+      }
+    }
+    if (after_point == 0) return false;
+  }
+  if (whole == 0 || whole + after_point > 19 || after_point > 22) return false;
+  return Round(w, after_point, negative, value);
+}
+
+// ParseFeature past its plain decimal text.
+ABSL_ATTRIBUTE_NOINLINE const char* ParseFeatureText(std::string_view s, float* value) {
   static constexpr const char* kNotANumber = "is not a number";
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
   while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
   if (!s.empty() && s.front() == '+') s.remove_prefix(1);
   if (s.empty()) return kNotANumber;
+  if (ParsePlainDecimal(s, value)) return nullptr;
   float v = 0;
   const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
   if (end != s.data() + s.size()) return kNotANumber;
@@ -41,6 +148,14 @@ const char* ParseFeature(std::string_view s, float* value) {
   if (ec != std::errc() || !std::isfinite(v)) return kNotANumber;
   *value = v;
   return nullptr;
+}
+
+}  // namespace
+
+const char* ParseFeature(std::string_view s, float* value) {
+  // Plain decimal text has nothing to trim: read it as it is.
+  if (ParsePlainDecimal(s, value)) return nullptr;
+  return ParseFeatureText(s, value);
 }
 
 namespace {
@@ -170,8 +285,16 @@ struct Rows {
 
 }  // namespace
 
-bool IsMissing(const std::string& cell) {
-  const absl::string_view s = absl::StripAsciiWhitespace(cell);
+bool IsMissing(const std::string& cell) { return IsMissingText(cell); }
+
+bool IsMissingText(std::string_view cell) {
+  // Every missing word starts with 'N' or 'n': a cell that starts with any
+  // other byte but a space is a value.
+  if (!cell.empty() && cell[0] != 'N' && cell[0] != 'n' && !absl::ascii_isspace(cell[0])) {
+    return false;
+  }
+  const absl::string_view s =
+      absl::StripAsciiWhitespace(absl::string_view(cell.data(), cell.size()));
   return s.empty() || s == "NA" || s == "NaN" || s == "nan" || s == "null";
 }
 

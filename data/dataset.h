@@ -108,6 +108,8 @@ const char* ParseFeature(std::string_view cell, float* value);
 // True for the cells that mean "missing": "", "NA", "NaN", "nan", "null"
 // (surrounding spaces ignored).
 bool IsMissing(const std::string& cell);
+// The same on a view of the cell.
+bool IsMissingText(std::string_view cell);
 
 }  // namespace traind::data
 

@@ -1,7 +1,15 @@
 #include "data/dataset.h"
 
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
 #include <string>
+#include <string_view>
 
+#include "absl/strings/ascii.h"
 #include "base/status.h"
 #include "data/text.h"
 #include "gmock/gmock.h"
@@ -174,6 +182,169 @@ TEST(LoadDatasetTest, ALongValueIsQuotedCut) {
   EXPECT_EQ(data.status().message(), file.path() + ":3: column \"a\" (column 1): \"" +
                                          std::string(kMaxQuotedBytes, '7') +
                                          "\"\xE2\x80\xA6 (50001 bytes) is not a number");
+}
+
+// ParseFeature as it reads every text: spaces and tabs trimmed, a leading
+// '+' dropped, then std::from_chars to a finite float32.
+const char* ReferenceParseFeature(std::string_view s, float* value) {
+  static constexpr const char* kNotANumber = "is not a number";
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  if (!s.empty() && s.front() == '+') s.remove_prefix(1);
+  if (s.empty()) return kNotANumber;
+  float v = 0;
+  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (end != s.data() + s.size()) return kNotANumber;
+  if (ec == std::errc::result_out_of_range) {
+    return "is out of range for a 32-bit float (magnitudes from 1.2e-38 to 3.4e38, or 0)";
+  }
+  if (ec != std::errc() || !std::isfinite(v)) return kNotANumber;
+  *value = v;
+  return nullptr;
+}
+
+// ParseFeature and the reference agree on `text`: the same message, or the
+// same float32 bit for bit.
+void ExpectSameFeature(const std::string& text) {
+  float got = -1;
+  float want = -1;
+  const char* got_error = ParseFeature(text, &got);
+  const char* want_error = ReferenceParseFeature(text, &want);
+  ASSERT_EQ(got_error == nullptr, want_error == nullptr) << "\"" << text << "\"";
+  if (want_error != nullptr) {
+    EXPECT_STREQ(got_error, want_error) << "\"" << text << "\"";
+    return;
+  }
+  uint32_t got_bits = 0;
+  uint32_t want_bits = 0;
+  std::memcpy(&got_bits, &got, sizeof got);
+  std::memcpy(&want_bits, &want, sizeof want);
+  ASSERT_EQ(got_bits, want_bits) << "\"" << text << "\" " << got << " " << want;
+}
+
+// Plain decimal text is read without std::from_chars: every text reads as
+// from_chars reads it, whatever its length, sign, point, digits or junk.
+TEST(ParseFeatureTest, ReadsEveryTextAsFromChars) {
+  for (const char* text : {"0",
+                           "-0",
+                           "-0.0",
+                           "+0",
+                           "1",
+                           "-1",
+                           "1.",
+                           ".5",
+                           "-.5",
+                           "1.5",
+                           "+1.5",
+                           " 2.5\t",
+                           "+-3",
+                           "--3",
+                           "1e5",
+                           "1E-3",
+                           "nan",
+                           "inf",
+                           "-inf",
+                           "1e39",
+                           "1e-50",
+                           "0x10",
+                           "1.2.3",
+                           "12.3a5678",
+                           "12.34 567",
+                           "1,5",
+                           "",
+                           " ",
+                           "+",
+                           "-",
+                           ".",
+                           "9007199254740992",
+                           "9007199254740993",
+                           "9007199254740993.0",
+                           "900719925474099.3",
+                           "0000000000000000001.5",
+                           "1234567890123456789",
+                           "12345678901234567890",
+                           "0.0000000000000000000001",
+                           "0.00000000000000000000001",
+                           "3.4028235e38",
+                           "340282356779733661637539395458142568448",
+                           "16777217",
+                           "-16777217.0",
+                           "0.1",
+                           "0.2",
+                           "0.3",
+                           "12345678.12345678",
+                           "1.00000005960464477539",
+                           "12.3456789"}) {
+    ExpectSameFeature(text);
+  }
+  std::mt19937_64 rng(5);
+  const char junk[] = {'a', ' ', '\t', '.', '-', '+', 'e', ',', '\xff', '/', ':'};
+  for (int i = 0; i < 300000; ++i) {
+    std::string text;
+    if (rng() % 10 == 0) text += rng() % 2 ? " " : "\t";
+    if (rng() % 4 == 0) text += rng() % 2 ? "-" : "+";
+    const int whole = static_cast<int>(rng() % 12);
+    for (int d = 0; d < whole; ++d) text += static_cast<char>('0' + rng() % 10);
+    if (rng() % 3 != 0) {
+      text += '.';
+      const int fraction = static_cast<int>(rng() % 14);
+      for (int d = 0; d < fraction; ++d) text += static_cast<char>('0' + rng() % 10);
+    }
+    if (rng() % 8 == 0) text += "e" + std::to_string(static_cast<int>(rng() % 80) - 40);
+    if (rng() % 8 == 0) text.insert(rng() % (text.size() + 1), 1, junk[rng() % sizeof junk]);
+    if (rng() % 10 == 0) text += rng() % 2 ? " " : "\t";
+    ExpectSameFeature(text);
+  }
+}
+
+// Halfway between two float32s, a decimal text's double may round once more
+// the wrong way: texts at and next to those points still read as from_chars
+// reads them (and some of them are such texts).
+TEST(ParseFeatureTest, ReadsTextsNearFloatHalfwayPoints) {
+  std::mt19937_64 rng(9);
+  int double_rounding = 0;
+  for (int i = 0; i < 200000; ++i) {
+    const float f =
+        static_cast<float>(std::ldexp(1.0 + static_cast<double>(rng() % (1 << 23)) / (1 << 23),
+                                      static_cast<int>(rng() % 40) - 20));
+    const double halfway =
+        (static_cast<double>(f) + static_cast<double>(std::nextafter(f, 2 * f))) / 2;
+    char text[64];
+    std::snprintf(text, sizeof text, "%.*f", static_cast<int>(rng() % 12) + 6, halfway);
+    std::string s = text;
+    if (rng() % 3 == 0) {
+      char& last = s.back();
+      last = last == '9' ? '8' : static_cast<char>(last + 1);
+    }
+    ExpectSameFeature(s);
+    ExpectSameFeature("-" + s);
+    float exact = 0;
+    std::from_chars(s.data(), s.data() + s.size(), exact);
+    if (static_cast<float>(std::strtod(s.c_str(), nullptr)) != exact) ++double_rounding;
+  }
+  EXPECT_GT(double_rounding, 0);
+}
+
+// What is missing, as IsMissing has always said, on views too.
+TEST(IsMissingTest, TheMissingWordsAfterSpaces) {
+  const auto reference = [](const std::string& cell) {
+    const absl::string_view s = absl::StripAsciiWhitespace(cell);
+    return s.empty() || s == "NA" || s == "NaN" || s == "nan" || s == "null";
+  };
+  for (const char* cell : {"", " ", "NA", " NA ", "\tnull\n", "NaN", "nan", "null", "na", "Null",
+                           "NAN", "N", "n", "NA1", "0", "x", "\vnan\f", "\rNA"}) {
+    EXPECT_EQ(IsMissing(cell), reference(cell)) << "\"" << cell << "\"";
+    EXPECT_EQ(IsMissingText(cell), reference(cell)) << "\"" << cell << "\"";
+  }
+  std::mt19937 rng(3);
+  const char alphabet[] = {'N', 'A', 'a', 'n', 'u', 'l', ' ', '\t', '\n', '\r', '\v', '\f', 'x'};
+  for (int i = 0; i < 100000; ++i) {
+    std::string cell;
+    const int length = static_cast<int>(rng() % 7);
+    for (int k = 0; k < length; ++k) cell += alphabet[rng() % sizeof alphabet];
+    ASSERT_EQ(IsMissing(cell), reference(cell)) << "\"" << cell << "\"";
+    ASSERT_EQ(IsMissingText(cell), reference(cell)) << "\"" << cell << "\"";
+  }
 }
 
 }  // namespace

@@ -1,11 +1,14 @@
 #include "data/profile.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
-#include <unordered_map>
+#include <string_view>
 #include <utility>
 
+#include "absl/container/flat_hash_map.h"
 #include "base/status.h"
+#include "data/cell_hash.h"
 #include "data/csv.h"
 #include "data/dataset.h"
 
@@ -26,27 +29,62 @@ struct CsvProfiler::Column {
   bool capped = false;
   int64_t distinct = 0;  // once tracking stopped: the distinct values it had seen
   size_t bytes = 0;      // counts' share of tracked_bytes_
-  std::unordered_map<std::string, int64_t> counts;  // value -> cells
+  absl::flat_hash_map<std::string, int64_t, CellHash, CellEq> counts;  // value -> cells
 };
+
+namespace {
+
+// The first bytes of a cell that may be missing: every missing word starts
+// with 'N' or 'n' after spaces (IsMissing decides).
+constexpr std::array<bool, 256> kMayBeMissing = [] {
+  std::array<bool, 256> may{};
+  for (const char c : {'N', 'n', ' ', '\t', '\n', '\v', '\f', '\r'}) {
+    may[static_cast<unsigned char>(c)] = true;
+  }
+  return may;
+}();
+
+// Whether `cell` is missing: IsMissing (data/dataset.h), asked only when the
+// cell could be.
+inline bool Missing(absl::string_view cell) {
+  if (!cell.empty() && !kMayBeMissing[static_cast<unsigned char>(cell[0])]) return false;
+  return IsMissingText(std::string_view(cell.data(), cell.size()));
+}
+
+}  // namespace
 
 CsvProfiler::CsvProfiler(std::vector<std::string> header, ProfileOptions options)
     : header_(std::move(header)), options_(options), columns_(header_.size()) {}
 
 CsvProfiler::~CsvProfiler() = default;
 
-void CsvProfiler::Add(const std::vector<std::string>& row) {
+void CsvProfiler::Add(const std::vector<std::string>& row) { AddRow(row); }
+
+void CsvProfiler::AddFields(const std::vector<absl::string_view>& row) { AddRow(row); }
+
+template <typename Row>
+void CsvProfiler::AddRow(const Row& row) {
   ++rows_;
-  for (size_t c = 0; c < columns_.size(); ++c) {
-    Column& column = columns_[c];
-    if (c >= row.size() || IsMissing(row[c])) {
+  // (Kept here: no call below moves the columns or the row.)
+  Column* const columns = columns_.data();
+  const size_t count = columns_.size();
+  const auto* const cells = row.data();
+  const size_t fields = row.size();
+  for (size_t c = 0; c < count; ++c) {
+    Column& column = columns[c];
+    if (c >= fields) {
       ++column.missing;
       continue;
     }
-    const std::string& cell = row[c];
+    const absl::string_view cell(cells[c].data(), cells[c].size());
+    if (Missing(cell)) {
+      ++column.missing;
+      continue;
+    }
     ++column.values;
     if (column.numeric) {
       float parsed = 0;
-      if (ParseFeature(cell, &parsed) != nullptr) {
+      if (ParseFeature(std::string_view(cell.data(), cell.size()), &parsed) != nullptr) {
         column.numeric = false;
       } else {
         const double v = parsed;
@@ -67,11 +105,19 @@ void CsvProfiler::Add(const std::vector<std::string>& row) {
         column.sum = t;
       }
     }
-    if (column.tracking) Track(c, cell);
+    if (column.tracking) {
+      // A value seen before (most cells) is counted here; a new one goes to
+      // Track.
+      if (auto it = column.counts.find(cell); it != column.counts.end()) {
+        ++it->second;
+      } else {
+        Track(c, cell);
+      }
+    }
   }
 }
 
-void CsvProfiler::Track(size_t c, const std::string& cell) {
+void CsvProfiler::Track(size_t c, absl::string_view cell) {
   Column& column = columns_[c];
   if (auto it = column.counts.find(cell); it != column.counts.end()) {
     ++it->second;
@@ -82,7 +128,7 @@ void CsvProfiler::Track(size_t c, const std::string& cell) {
     StopTracking(c);  // distinct = cap
     return;
   }
-  column.counts.emplace(cell, 1);
+  column.counts.emplace(std::string(cell), 1);
   const size_t cost = cell.size() + kProfileValueOverheadBytes;
   column.bytes += cost;
   tracked_bytes_ += cost;
@@ -106,7 +152,7 @@ void CsvProfiler::StopTracking(size_t c) {
   column.capped = true;
   tracked_bytes_ -= column.bytes;
   column.bytes = 0;
-  std::unordered_map<std::string, int64_t>().swap(column.counts);  // frees its memory
+  decltype(column.counts)().swap(column.counts);  // frees its memory
 }
 
 DatasetProfile CsvProfiler::Finish() {
@@ -161,12 +207,12 @@ absl::StatusOr<DatasetProfile> ProfileCsvFile(const std::string& path,
 
 absl::StatusOr<DatasetProfile> ProfileCsv(CsvReader reader, ProfileOptions options) {
   CsvProfiler profiler(reader.header(), options);
-  std::vector<std::string> row;
+  std::vector<absl::string_view> row;
   int64_t line = 0;
   while (true) {
-    TRAIND_ASSIGN_OR_RETURN(bool found, reader.Next(&row, &line));
+    TRAIND_ASSIGN_OR_RETURN(bool found, reader.NextFields(&row, &line));
     if (!found) break;
-    profiler.Add(row);
+    profiler.AddFields(row);
   }
   return profiler.Finish();
 }

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "data/csv.h"
 #include "traind/v1/dataset.pb.h"
 
@@ -68,6 +69,8 @@ class CsvProfiler {
   // One data row of header().size() fields (a field past those is ignored, an
   // absent one counts as missing).
   void Add(const std::vector<std::string>& row);
+  // As Add, on views of the fields (e.g. from CsvReader::NextFields).
+  void AddFields(const std::vector<absl::string_view>& row);
 
   // The profile of the rows added so far.
   traind::v1::DatasetProfile Finish();
@@ -75,8 +78,11 @@ class CsvProfiler {
  private:
   struct Column;
 
+  // Add's work, on a row of std::string or absl::string_view.
+  template <typename Row>
+  void AddRow(const Row& row);
   // Tracks `cell` (not missing) for column `c`.
-  void Track(size_t c, const std::string& cell);
+  void Track(size_t c, absl::string_view cell);
   // Column `c` stops tracking distinct values and frees its set.
   void StopTracking(size_t c);
 

@@ -1,12 +1,16 @@
 #include "data/profile.h"
 
+#include <map>
+#include <random>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_format.h"
 #include "base/status.h"
+#include "data/cell_hash.h"
 #include "data/csv.h"
+#include "data/dataset.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/testing/temp_dir.h"
@@ -193,6 +197,119 @@ TEST(CsvProfilerTest, DistinctCap) {
   EXPECT_EQ(none.missing(), 10);
   EXPECT_EQ(none.distinct(), 0);
   EXPECT_FALSE(none.distinct_capped());
+}
+
+// The same rows profile the same whether they come as strings (Add), as
+// views (AddFields) or from a CsvReader (ProfileCsv): cells with spaces,
+// missing words, numbers in every form, quoted text.
+TEST(CsvProfilerTest, StringsViewsAndTheReaderProfileAlike) {
+  const std::vector<std::string> cells = {
+      "",          "NA",          " null ", "NaN",     "nan",   "Nairobi", "no",  "1",
+      "-2.5",      "+3",          " 4.25 ", "1e3",     "1e39",  "x",       "0.1", "-0",
+      "12.345678", "caf\xc3\xa9", "a,b",    "q\"r",    "\t7\t", "N",       "n/a", "1.",
+      "-.5",       "100000",      "\vNA",   "\r null", "\fnan"};
+  std::mt19937 rng(23);
+  ProfileOptions options;
+  options.distinct_cap = 40;
+  options.value_counts_cap = 6;
+  const std::vector<std::string> header = {"a", "b", "c", "d"};
+  CsvProfiler strings(header, options);
+  CsvProfiler views(header, options);
+  std::string text = "a,b,c,d\n";
+  // What the rules say, cell by cell: missing cells, distinct values.
+  std::vector<int64_t> missing(header.size());
+  std::vector<std::map<std::string, int64_t>> counts(header.size());
+  for (int r = 0; r < 5000; ++r) {
+    std::vector<std::string> row;
+    for (size_t c = 0; c < header.size(); ++c) {
+      // Column a only numbers, b numbers and missing, c and d anything.
+      const size_t pick = c == 0   ? 7 + rng() % 3
+                          : c == 1 ? (rng() % 2 == 0 ? rng() % 5 : 7 + rng() % 5)
+                                   : rng() % cells.size();
+      row.push_back(cells[pick]);
+      if (IsMissing(cells[pick])) {
+        ++missing[c];
+      } else {
+        ++counts[c][cells[pick]];
+      }
+      std::string quoted = "\"";
+      for (const char ch : cells[pick])
+        quoted += ch == '"' ? std::string("\"\"") : std::string(1, ch);
+      text += (rng() % 3 == 0 || cells[pick].find_first_of(",\"\r\n") != std::string::npos)
+                  ? quoted + "\""
+                  : cells[pick];
+      text += c + 1 < header.size() ? "," : "\n";
+    }
+    strings.Add(row);
+    views.AddFields(std::vector<absl::string_view>(row.begin(), row.end()));
+  }
+  const DatasetProfile from_strings = strings.Finish();
+  const DatasetProfile from_views = views.Finish();
+  absl::StatusOr<CsvReader> reader = CsvReader::FromText(text, "t.csv");
+  ASSERT_TRUE(reader.ok()) << reader.status();
+  absl::StatusOr<DatasetProfile> from_reader = ProfileCsv(*std::move(reader), options);
+  ASSERT_TRUE(from_reader.ok()) << from_reader.status();
+  EXPECT_EQ(from_strings.SerializeAsString(), from_views.SerializeAsString());
+  EXPECT_EQ(from_strings.SerializeAsString(), from_reader->SerializeAsString());
+  for (size_t c = 0; c < header.size(); ++c) {
+    EXPECT_EQ(from_strings.columns(c).missing(), missing[c]) << c;
+    EXPECT_EQ(from_strings.columns(c).distinct(), static_cast<int64_t>(counts[c].size())) << c;
+  }
+  ASSERT_EQ(from_strings.columns(0).value_counts_size(), 3);
+  for (const auto& vc : from_strings.columns(0).value_counts()) {
+    EXPECT_EQ(vc.count(), counts[0][vc.value()]) << vc.value();
+  }
+  EXPECT_EQ(from_strings.columns(0).kind(), ColumnProfile::NUMERIC);
+  EXPECT_EQ(from_strings.columns(1).kind(), ColumnProfile::NUMERIC);
+  EXPECT_GT(from_strings.columns(1).missing(), 0);
+  EXPECT_EQ(from_strings.columns(2).kind(), ColumnProfile::CATEGORICAL);
+}
+
+// Values that differ in one byte anywhere, at every length, are counted
+// apart (many values: the hash table compares many of them).
+TEST(CsvProfilerTest, ValuesThatDifferInOneByteAreDistinct) {
+  ProfileOptions options;
+  options.distinct_cap = 100000;
+  const std::vector<int> lengths = {1, 2, 3, 4, 5, 7, 8, 9, 15, 16, 17, 40};
+  std::vector<std::string> header;
+  for (const int length : lengths) header.push_back(absl::StrFormat("len%d", length));
+  CsvProfiler profiler(header, options);
+  const std::string digits = "0123456789abcdefghijklmnopqrstuvwxyz";  // (no "NA")
+  for (int i = 0; i < 4 * 36 * 36; ++i) {                             // each value 4 times
+    std::vector<std::string> row;
+    for (const int length : lengths) {
+      // Two bytes vary, at the front and at the back, or only one byte.
+      std::string value(length, 'x');
+      value[0] = digits[i % 36];
+      if (length > 1) value[length - 1] = digits[i / 36 % 36];
+      row.push_back(value);
+    }
+    profiler.Add(row);
+  }
+  const DatasetProfile profile = profiler.Finish();
+  for (size_t c = 0; c < lengths.size(); ++c) {
+    EXPECT_EQ(profile.columns(c).distinct(), lengths[c] == 1 ? 36 : 36 * 36) << lengths[c];
+  }
+}
+
+// Two cells are equal when every byte is, at every length (the short ones
+// read as words), and equal cells hash alike.
+TEST(CellEqTest, ComparesEveryByte) {
+  std::mt19937 rng(29);
+  for (size_t length = 0; length <= 40; ++length) {
+    std::string a(length, ' ');
+    for (char& c : a) c = static_cast<char>(rng());
+    const std::string same = a;  // the same bytes elsewhere
+    EXPECT_TRUE(CellEq()(a, same)) << length;
+    EXPECT_EQ(CellHash()(a), CellHash()(same)) << length;
+    EXPECT_FALSE(CellEq()(a, a + "x")) << length;
+    for (size_t i = 0; i < length; ++i) {
+      std::string b = a;
+      b[i] = static_cast<char>(b[i] ^ 0x01);
+      EXPECT_FALSE(CellEq()(a, b)) << length << " " << i;
+      EXPECT_FALSE(CellEq()(b, a)) << length << " " << i;
+    }
+  }
 }
 
 TEST(CsvProfilerTest, ValueCountsCap) {

@@ -1,5 +1,7 @@
 #include "data/text.h"
 
+#include <cstdint>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -21,6 +23,60 @@ TEST(FirstInvalidUtf8Test, AcceptsUtf8AndFindsTheFirstBadByte) {
   EXPECT_EQ(FirstInvalidUtf8("\xED\xA0\x80"), 0u);      // a surrogate (U+D800)
   EXPECT_EQ(FirstInvalidUtf8("\xF4\x90\x80\x80"), 0u);  // past U+10FFFF
   EXPECT_EQ(FirstInvalidUtf8("\xC3\xA9\xC3("), 2u);     // valid, then a bad continuation
+}
+
+// The first byte that is not part of valid UTF-8, a byte at a time.
+size_t ReferenceFirstInvalidUtf8(const std::string& text) {
+  size_t i = 0;
+  while (i < text.size()) {
+    const auto b0 = static_cast<uint8_t>(text[i]);
+    size_t n = 1;
+    uint32_t cp = b0;
+    if (b0 >= 0x80) {
+      if (b0 >= 0xC2 && b0 <= 0xDF) {
+        n = 2;
+        cp = b0 & 0x1F;
+      } else if (b0 >= 0xE0 && b0 <= 0xEF) {
+        n = 3;
+        cp = b0 & 0x0F;
+      } else if (b0 >= 0xF0 && b0 <= 0xF4) {
+        n = 4;
+        cp = b0 & 0x07;
+      } else {
+        return i;
+      }
+      if (i + n > text.size()) return i;
+      for (size_t k = 1; k < n; ++k) {
+        const auto b = static_cast<uint8_t>(text[i + k]);
+        if ((b & 0xC0) != 0x80) return i;
+        cp = (cp << 6) | (b & 0x3F);
+      }
+      if (n == 3 && (cp < 0x800 || (cp >= 0xD800 && cp <= 0xDFFF))) return i;
+      if (n == 4 && (cp < 0x10000 || cp > 0x10FFFF)) return i;
+    }
+    i += n;
+  }
+  return absl::string_view::npos;
+}
+
+// ASCII is skipped a word at a time: a bad byte, or a good character, at
+// any offset of a word, after ASCII runs of any length, is judged as a byte
+// at a time judges it.
+TEST(FirstInvalidUtf8Test, AgreesWithAByteAtATimeCheck) {
+  const std::vector<std::string> pieces = {
+      "\xC3\xA9",     "\xE2\x82\xAC", "\xF0\x9D\x94\xB8", "\xFF", "\x80",     "\xC3",
+      "\xE0\x80\xAF", "\xED\xA0\x80", "\xF4\x90\x80\x80", "\x7F", "\xC2\xA0", "\xEF\xBF\xBF"};
+  std::mt19937 rng(17);
+  for (int i = 0; i < 100000; ++i) {
+    std::string text;
+    const int parts = static_cast<int>(rng() % 4);
+    for (int k = 0; k < parts; ++k) {
+      text += std::string(rng() % 20, 'a');
+      text += pieces[rng() % pieces.size()];
+    }
+    text += std::string(rng() % 20, 'z');
+    ASSERT_EQ(FirstInvalidUtf8(text), ReferenceFirstInvalidUtf8(text)) << i;
+  }
 }
 
 TEST(QuoteForMessageTest, EscapesWhatIsNotPrintableUtf8) {
