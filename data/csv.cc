@@ -65,22 +65,6 @@ inline size_t FindAny(const char* p, const char* end, const ByteSet& set, bool* 
   size_t i = 0;
   unsigned high_bits = 0;
 #if defined(__SSE2__)
-  if (n >= 16) {
-    // Most fields end within their first 16 bytes.
-    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
-    const __m128i hit =
-        _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(v, set.va), _mm_cmpeq_epi8(v, set.vb)),
-                     _mm_cmpeq_epi8(v, set.vc));
-    const unsigned hits = static_cast<unsigned>(_mm_movemask_epi8(hit));
-    const unsigned highs = static_cast<unsigned>(_mm_movemask_epi8(v));
-    if (hits != 0) {
-      const int k = __builtin_ctz(hits);
-      if ((highs & ((1u << k) - 1)) != 0) *high = true;
-      return static_cast<size_t>(k);
-    }
-    high_bits = highs;
-    i = 16;
-  }
   for (; i + 16 <= n; i += 16) {
     const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + i));
     const __m128i hit =

@@ -195,18 +195,4 @@ absl::StatusOr<std::vector<Dataset>> JobStore::UnusedDatasetsBefore(int64_t crea
       {}, {create_us});
 }
 
-absl::StatusOr<std::vector<std::string>> JobStore::DatasetDigests() {
-  absl::MutexLock lock(&mu_);
-  Stmt st(db_, stmts_.get(), "SELECT DISTINCT sha256 FROM datasets");
-  STORE_RETURN_IF_ERROR(st.status());
-  std::vector<std::string> out;
-  for (;;) {
-    absl::StatusOr<bool> row = st.Step();
-    if (!row.ok()) return row.status();
-    if (!*row) break;
-    out.push_back(st.Text(0));
-  }
-  return out;
-}
-
 }  // namespace traind::server

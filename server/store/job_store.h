@@ -147,8 +147,6 @@ class JobStore final {
   absl::StatusOr<std::string> UnfinishedJobUsingDigest(const std::string& sha256);
   // Records created before `create_us` whose digest no stored job names.
   absl::StatusOr<std::vector<traind::v1::Dataset>> UnusedDatasetsBefore(int64_t create_us);
-  // Every digest some record names.
-  absl::StatusOr<std::vector<std::string>> DatasetDigests();
 
  private:
   explicit JobStore(sqlite3* db);
