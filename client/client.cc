@@ -416,7 +416,7 @@ absl::StatusOr<traind::v1::PrepareDatasetUploadResponse> TraindClient::PrepareDa
 
 absl::StatusOr<traind::v1::Dataset> TraindClient::UploadDataset(
     const traind::v1::UploadDatasetRequest::Header& header,
-    const std::function<absl::StatusOr<std::string>()>& source) {
+    const std::function<absl::Status(std::string* piece)>& source) {
   if (!impl_->setup_error.ok()) return impl_->setup_error;
   if (absl::Status s = impl_->WaitConnected(/*fail_fast=*/true); !s.ok()) return s;
   grpc::ClientContext context;  // no deadline: a dataset can be large
@@ -428,15 +428,16 @@ absl::StatusOr<traind::v1::Dataset> TraindClient::UploadDataset(
   *message.mutable_header() = header;
   bool open = writer->Write(message);
   absl::Status source_error;
+  // One buffer for every piece: read into, sent from, read into again.
+  std::string* piece = message.mutable_data();
   while (open) {
-    absl::StatusOr<std::string> piece = source();
-    if (!piece.ok()) {
-      source_error = piece.status();
+    piece->clear();
+    if (absl::Status s = source(piece); !s.ok()) {
+      source_error = s;
       context.TryCancel();
       break;
     }
     if (piece->empty()) break;
-    message.set_data(*std::move(piece));
     open = writer->Write(message);
   }
   if (open) writer->WritesDone();

@@ -93,15 +93,15 @@ class TraindClient final {
   absl::StatusOr<traind::v1::PredictResponse> Predict(
       const traind::v1::PredictRequest::Header& header,
       const std::function<absl::StatusOr<std::string>()>& source);
-  // Datasets. UploadDataset sends `header`, then the bytes `source` gives
-  // until it returns an empty piece (or an error: then the call is
-  // cancelled and that error returned). The upload has no deadline; it waits
-  // at most the timeout to connect.
+  // Datasets. UploadDataset sends `header`, then the bytes `source` puts in
+  // *piece (a buffer it may reuse) until it leaves it empty (or returns an
+  // error: then the call is cancelled and that error returned). The upload
+  // has no deadline; it waits at most the timeout to connect.
   absl::StatusOr<traind::v1::PrepareDatasetUploadResponse> PrepareDatasetUpload(
       const traind::v1::PrepareDatasetUploadRequest& request);
   absl::StatusOr<traind::v1::Dataset> UploadDataset(
       const traind::v1::UploadDatasetRequest::Header& header,
-      const std::function<absl::StatusOr<std::string>()>& source);
+      const std::function<absl::Status(std::string* piece)>& source);
   absl::StatusOr<traind::v1::ListDatasetsResponse> ListDatasets(
       const traind::v1::ListDatasetsRequest& request);
   absl::StatusOr<traind::v1::Dataset> GetDataset(const traind::v1::GetDatasetRequest& request);

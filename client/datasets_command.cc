@@ -352,18 +352,17 @@ absl::StatusOr<UploadOutcome> UploadFile(TraindClient& client, const std::string
     ProgressMeter meter(std::filesystem::path(file_name).filename().string());
     meter.Start(offset, digest->size);
     int64_t position = offset;
-    std::string buffer;
     absl::StatusOr<traind::v1::Dataset> dataset =
-        client.UploadDataset(header, [&]() -> absl::StatusOr<std::string> {
+        client.UploadDataset(header, [&](std::string* piece) -> absl::Status {
           const int64_t want = std::min<int64_t>(kPiece, digest->size - position);
           if (want == 0) {
             // Every byte is on its way: 100% stays shown while traind
             // receives the last ones and checks the file.
             meter.Update(position, /*force=*/true);
-            return std::string();
+            return absl::OkStatus();
           }
-          buffer.resize(static_cast<size_t>(want));
-          in.read(buffer.data(), want);
+          piece->resize(static_cast<size_t>(want));
+          in.read(piece->data(), want);
           if (in.gcount() != want) {
             return absl::FailedPreconditionError(absl::StrCat(
                 file_name, ": ", in.bad() ? "read failed" : "the file changed while it was sent",
@@ -372,7 +371,7 @@ absl::StatusOr<UploadOutcome> UploadFile(TraindClient& client, const std::string
           position += want;
           sent += want;
           meter.Update(position);
-          return buffer;
+          return absl::OkStatus();
         });
     meter.Clear();
     if (dataset.ok()) {

@@ -10,6 +10,7 @@
 // and the servers listen, and pings the watchdog while the scheduler's loop
 // is alive. SIGINT/SIGTERM stop it; unfinished tasks resume on the next
 // start.
+#include <malloc.h>
 #include <signal.h>
 
 #include <cstring>
@@ -23,6 +24,15 @@
 
 int main(int argc, char** argv) {
   using traind::server::Daemon;
+  // Buffers of a few MiB (gRPC's receive slices, dataset upload messages)
+  // come and go many times a second during an upload or a download. With
+  // glibc's defaults each is a fresh mmap, faulted in page by page and
+  // unmapped when freed, which cost a tenth of traind's CPU receiving a
+  // large dataset (docs/benchmarks.md, "Dataset upload"). Served from the
+  // heap and kept there, they are reused instead; a burst's memory returns
+  // to the system once more than M_TRIM_THRESHOLD of it is free.
+  mallopt(M_MMAP_THRESHOLD, 32 << 20);
+  mallopt(M_TRIM_THRESHOLD, 128 << 20);
   // Block the stop signals in every thread; main waits for them with sigwait.
   sigset_t set;
   sigemptyset(&set);

@@ -17,9 +17,10 @@ using traind::v1::UploadDatasetRequest;
 namespace {
 
 // UploadDataset: the header starts (or resumes) the upload, each data
-// message is appended on the files pool, one message at a time (so an
-// upload holds one chunk of memory however large the file); the end of the
-// stream verifies, profiles and records the dataset. A call that ends
+// message is appended on the files pool, one message at a time; its bytes
+// go to the file's staging buffer and, moved, to the profile's bounded
+// queue (so an upload holds a few MiB however large the file). The end of
+// the stream verifies, profiles and records the dataset. A call that ends
 // early leaves the bytes received, to be resumed.
 class UploadReactor final : public grpc::ServerReadReactor<UploadDatasetRequest> {
  public:
@@ -76,7 +77,7 @@ class UploadReactor final : public grpc::ServerReadReactor<UploadDatasetRequest>
       return;
     }
     files_->Post([this] {
-      if (absl::Status s = upload_->Append(message_.data()); !s.ok()) {
+      if (absl::Status s = upload_->Append(message_.mutable_data()); !s.ok()) {
         Finish(ToGrpc(s));
         return;
       }

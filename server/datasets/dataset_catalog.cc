@@ -146,49 +146,66 @@ DatasetCatalog::Upload::Upload(DatasetCatalog* catalog, Caller caller,
       file_req_(std::move(file)),
       file_(std::move(upload)),
       follow_(std::make_shared<Follow>()) {
-  {
-    absl::MutexLock lock(&follow_->mu);
-    follow_->available = file_->received();  // a resumed upload's bytes held
-  }
   const std::string shown =
       file_req_.file_name().empty() ? file_req_.name() : file_req_.file_name();
-  profiler_ = std::thread([follow = follow_, path = file_->partial_path(), shown] {
-    const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    int64_t at = 0;
-    // Reads what the writer has written, waiting for more until the upload
-    // is complete (0: the end) or abandoned (an error ends the profile).
-    data::CsvByteSource source = [&](char* buf, size_t max) -> absl::StatusOr<size_t> {
-      if (fd < 0) return absl::InternalError(absl::StrCat(path, ": cannot open"));
-      int64_t available = 0;
-      {
+  // The profile reads the bytes as they arrive, from memory (Append hands
+  // each message over); a resumed upload's bytes held before it are read
+  // from the .part file first.
+  profiler_ = std::thread(
+      [follow = follow_, path = file_->partial_path(), held = file_->received(), shown] {
+        int fd = -1;
+        int64_t at = 0;
+        std::string current;
+        size_t pos = 0;
+        data::CsvByteSource source = [&](char* buf, size_t max) -> absl::StatusOr<size_t> {
+          if (at < held) {
+            if (fd < 0) fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+            if (fd < 0) return absl::InternalError(absl::StrCat(path, ": open: ", strerror(errno)));
+            const ssize_t n =
+                pread(fd, buf, static_cast<size_t>(std::min<int64_t>(max, held - at)), at);
+            if (n <= 0) {
+              return absl::InternalError(
+                  absl::StrCat(path, ": read: ", n < 0 ? strerror(errno) : "shorter than held"));
+            }
+            at += n;
+            return static_cast<size_t>(n);
+          }
+          if (pos == current.size()) {
+            absl::MutexLock lock(&follow->mu);
+            follow->mu.Await(absl::Condition(
+                +[](Follow* f) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+                  return !f->chunks.empty() || f->complete || f->abandoned;
+                },
+                follow.get()));
+            if (follow->abandoned) return absl::CancelledError("the upload ended");
+            if (follow->chunks.empty()) return size_t{0};  // complete
+            if (current.capacity() > 0 && follow->spare.size() < 4) {
+              follow->spare.push_back(std::move(current));
+            }
+            current = std::move(follow->chunks.front());
+            follow->chunks.pop_front();
+            follow->queued -= static_cast<int64_t>(current.size());
+            pos = 0;
+          }
+          const size_t n = std::min(max, current.size() - pos);
+          std::memcpy(buf, current.data() + pos, n);
+          pos += n;
+          at += static_cast<int64_t>(n);
+          return n;
+        };
+        absl::StatusOr<traind::v1::DatasetProfile> profile =
+            [&]() -> absl::StatusOr<traind::v1::DatasetProfile> {
+          absl::StatusOr<data::CsvReader> reader = data::CsvReader::FromSource(source, shown);
+          if (!reader.ok()) return reader.status();
+          return data::ProfileCsv(*std::move(reader));
+        }();
+        if (fd >= 0) close(fd);
         absl::MutexLock lock(&follow->mu);
-        std::pair<Follow*, int64_t> wait(follow.get(), at);
-        follow->mu.Await(absl::Condition(
-            +[](std::pair<Follow*, int64_t>* a) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-              return a->first->available > a->second || a->first->complete || a->first->abandoned;
-            },
-            &wait));
-        if (follow->abandoned) return absl::CancelledError("the upload ended");
-        available = follow->available;
-      }
-      if (at >= available) return size_t{0};
-      const ssize_t n =
-          pread(fd, buf, static_cast<size_t>(std::min<int64_t>(max, available - at)), at);
-      if (n < 0) return absl::InternalError(absl::StrCat(path, ": read: ", strerror(errno)));
-      at += n;
-      return static_cast<size_t>(n);
-    };
-    absl::StatusOr<traind::v1::DatasetProfile> profile =
-        [&]() -> absl::StatusOr<traind::v1::DatasetProfile> {
-      absl::StatusOr<data::CsvReader> reader = data::CsvReader::FromSource(source, shown);
-      if (!reader.ok()) return reader.status();
-      return data::ProfileCsv(*std::move(reader));
-    }();
-    if (fd >= 0) close(fd);
-    absl::MutexLock lock(&follow->mu);
-    follow->profile = std::move(profile);
-    follow->done = true;
-  });
+        follow->profile = std::move(profile);
+        follow->done = true;
+        follow->chunks.clear();
+        follow->queued = 0;
+      });
 }
 
 void DatasetCatalog::Upload::StopProfile() {
@@ -206,9 +223,15 @@ DatasetCatalog::Upload::~Upload() {
   catalog_->uploading_.erase(absl::StrCat(caller_.name, "/", file_req_.sha256()));
 }
 
-absl::Status DatasetCatalog::Upload::Append(absl::string_view bytes) {
+absl::Status DatasetCatalog::Upload::Append(std::string* bytes) {
   {
     absl::MutexLock lock(&follow_->mu);
+    // The profile keeps up, or this waits for it (the sender waits in turn,
+    // through the stream's flow control): a bounded queue.
+    follow_->mu.Await(absl::Condition(
+        +[](Follow* f)
+             ABSL_NO_THREAD_SAFETY_ANALYSIS { return f->queued < kProfileQueueBytes || f->done; },
+        follow_.get()));
     if (follow_->done && !follow_->profile.ok()) {
       // Bad bytes: refused now, not after the rest of the file.
       const absl::Status bad = follow_->profile.status();
@@ -216,10 +239,20 @@ absl::Status DatasetCatalog::Upload::Append(absl::string_view bytes) {
       return absl::InvalidArgumentError(absl::StrCat(bad.message(), "; nothing was stored"));
     }
   }
-  absl::Status s = file_->Append(bytes);
+  if (absl::Status s = file_->Append(*bytes); !s.ok()) return s;
   absl::MutexLock lock(&follow_->mu);
-  follow_->available = file_->received();
-  return s;
+  if (!follow_->done) {
+    follow_->queued += static_cast<int64_t>(bytes->size());
+    follow_->chunks.push_back(std::move(*bytes));
+    // A buffer the profile is done with takes its place: the next message
+    // is read into memory already mapped, not a fresh MiB.
+    if (!follow_->spare.empty()) {
+      *bytes = std::move(follow_->spare.back());
+      follow_->spare.pop_back();
+    }
+  }
+  bytes->clear();
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::unique_ptr<DatasetCatalog::Upload>> DatasetCatalog::StartUpload(

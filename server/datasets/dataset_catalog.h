@@ -19,6 +19,7 @@
 #define TRAIND_SERVER_DATASETS_DATASET_CATALOG_H_
 
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <set>
@@ -64,20 +65,25 @@ class DatasetCatalog {
     ~Upload();
     // Errors: the file's (a full disk), or the profile's (bad bytes: the
     // upload is refused at once, nothing kept).
-    absl::Status Append(absl::string_view bytes);
+    // Takes the bytes of *bytes, and leaves it empty (with a buffer to
+    // reuse for the next message's bytes, when the profile has one).
+    absl::Status Append(std::string* bytes);
     int64_t received() const { return file_->received(); }
     // Verifies, waits for the profile and records the dataset.
     absl::StatusOr<traind::v1::Dataset> Finish();
 
    private:
     friend class DatasetCatalog;
-    // What the profiling thread may read of the file.
+    // The bytes on their way to the profiling thread.
+    static constexpr int64_t kProfileQueueBytes = 8 << 20;
     struct Follow {
       absl::Mutex mu;
-      int64_t available ABSL_GUARDED_BY(mu) = 0;
-      bool complete ABSL_GUARDED_BY(mu) = false;   // every byte there
-      bool abandoned ABSL_GUARDED_BY(mu) = false;  // the upload ends without it
-      bool done ABSL_GUARDED_BY(mu) = false;       // the thread's profile is set
+      std::deque<std::string> chunks ABSL_GUARDED_BY(mu);  // received, not yet profiled
+      int64_t queued ABSL_GUARDED_BY(mu) = 0;              // their bytes
+      std::vector<std::string> spare ABSL_GUARDED_BY(mu);  // profiled: buffers to reuse
+      bool complete ABSL_GUARDED_BY(mu) = false;           // every byte there
+      bool abandoned ABSL_GUARDED_BY(mu) = false;          // the upload ends without it
+      bool done ABSL_GUARDED_BY(mu) = false;               // the thread's profile is set
       absl::StatusOr<traind::v1::DatasetProfile> profile ABSL_GUARDED_BY(mu);
     };
     Upload(DatasetCatalog* catalog, Caller caller, traind::v1::PrepareDatasetUploadRequest file,

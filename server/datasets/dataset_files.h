@@ -19,9 +19,12 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <thread>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 
 struct evp_md_ctx_st;
@@ -30,7 +33,17 @@ namespace traind::server {
 
 // An upload being written: Append the bytes in order, then Verify (fsync,
 // size and digest) and Commit (rename into objects/, fsync the directory).
-// Destroyed before Commit: the .part file stays, to be resumed.
+// Destroyed before Commit: every byte received is written to the .part
+// file, which stays, to be resumed.
+//
+// The bytes reach the disk without passing through the page cache where the
+// file system allows it (O_DIRECT): they are gathered in an aligned staging
+// buffer and written a few MiB at a time, and the tail that is not a whole
+// block is written through the cache at the end. Copying a large upload
+// into the page cache would otherwise cost about as much CPU as receiving
+// it, and the profile reads the bytes from memory, not back from the file
+// (DatasetCatalog). Where O_DIRECT is refused (tmpfs, some overlays), every
+// write goes through the cache; the file is the same.
 class DatasetUpload {
  public:
   ~DatasetUpload();
@@ -38,15 +51,18 @@ class DatasetUpload {
   DatasetUpload& operator=(const DatasetUpload&) = delete;
 
   // INVALID_ARGUMENT past the declared size; RESOURCE_EXHAUSTED on a full
-  // disk (the bytes written so far stay, to be resumed).
+  // disk (the bytes that reached the file stay, to be resumed; received()
+  // counts them and no more, and this upload takes no more bytes).
   absl::Status Append(absl::string_view bytes);
   int64_t received() const { return received_; }
   int64_t size() const { return size_; }
   // Every byte there, on disk, and of the declared SHA-256. A digest
   // mismatch removes the .part file (its bytes are not the file's).
   absl::Status Verify();
-  // The .part file, for reading (profiling) between Verify and Commit.
+  // The .part file, for reading the bytes held before a resumed upload.
   const std::string& partial_path() const { return partial_; }
+  // Whether the bytes bypass the page cache (O_DIRECT was accepted).
+  bool direct() const { return direct_; }
   // Renames the verified bytes into objects/; returns the object's path.
   absl::StatusOr<std::string> Commit();
   // Removes the .part file (bad bytes: resuming cannot help).
@@ -56,6 +72,17 @@ class DatasetUpload {
   friend class DatasetFiles;
   DatasetUpload(std::string partial, std::string object, std::string objects_dir,
                 std::string sha256, int64_t size);
+  // Writes the staged bytes: whole kStage buffers only, or (all) every
+  // staged byte, the tail through the page cache.
+  absl::Status WriteStaged(bool all);
+  absl::Status WriteAt(const char* data, size_t n, int64_t at);
+  // Asks the flusher to make the bytes written so far durable, once
+  // kFlushEvery more were written since it last was asked.
+  void RequestFlush();
+  void StopFlusher();
+
+  static constexpr size_t kAlign = 4096;      // O_DIRECT's offsets and sizes
+  static constexpr size_t kStage = 4u << 20;  // bytes per direct write
 
   const std::string partial_;
   const std::string object_;
@@ -63,9 +90,27 @@ class DatasetUpload {
   const std::string sha256_;
   const int64_t size_;
   int fd_ = -1;
-  int64_t received_ = 0;
+  bool direct_ = false;
+  bool failed_ = false;    // a write failed: no more bytes
+  char* stage_ = nullptr;  // kStage bytes, kAlign-aligned
+  size_t staged_ = 0;      // bytes in stage_, not yet in the file
+  int64_t written_ = 0;    // bytes in the file (stage_ holds what follows)
+  int64_t received_ = 0;   // written_ + staged_
   evp_md_ctx_st* sha_ = nullptr;
   bool verified_ = false;
+
+  // Durability while the bytes arrive: a thread that fdatasyncs the .part
+  // file every kFlushEvery bytes, so that Verify's fsync has only the last
+  // few MiB to write, not the whole file (on a disk with a write cache the
+  // final flush of a large file otherwise takes a second per GB or so, all
+  // after the last byte). Started at the first request: a small upload has
+  // none.
+  static constexpr int64_t kFlushEvery = 32 << 20;
+  int64_t flush_requested_ = 0;  // written_ at the last request
+  std::thread flusher_;
+  absl::Mutex flush_mu_;
+  bool flush_wanted_ ABSL_GUARDED_BY(flush_mu_) = false;
+  bool flush_stop_ ABSL_GUARDED_BY(flush_mu_) = false;
 };
 
 class DatasetFiles {

@@ -233,7 +233,9 @@ TEST_F(DatasetRpcTest, AnInterruptedUploadResumesAndADatasetIsWholeOrAbsent) {
   EXPECT_TRUE(absl::StrContains(s.error_message(), "holds 2000 bytes")) << s.error_message();
 
   // traind killed mid-upload (after 3000 bytes): after the restart there is
-  // no dataset, and the upload continues from what traind holds.
+  // no dataset, and the upload continues from what traind holds: what the
+  // file had (a kill loses the bytes still staged for the disk, up to a few
+  // MiB, which the client sends again).
   s = Send(kSam, file, iris_, 2000, &d, 500, 3000);
   EXPECT_FALSE(s.ok());
   daemon_->Stop(SIGKILL);
@@ -241,7 +243,8 @@ TEST_F(DatasetRpcTest, AnInterruptedUploadResumesAndADatasetIsWholeOrAbsent) {
   Connect();
   EXPECT_TRUE(List(kSam).empty());
   ASSERT_TRUE(Prepare(kSam, file, &p).ok());
-  EXPECT_EQ(p.offset(), 3000);
+  EXPECT_GE(p.offset(), 2000);
+  EXPECT_LE(p.offset(), 3000);
   ASSERT_TRUE(Send(kSam, file, iris_, p.offset(), &d).ok());
   EXPECT_EQ(d.sha256(), Sha256(iris_));
   EXPECT_EQ(d.profile().rows(), 150);
@@ -453,6 +456,8 @@ TEST(DatasetRetentionTest, UnusedOldDatasetsAndAbandonedUploadsAreRemoved) {
   absl::StatusOr<Job> job = SubmitJob(stub, spec);
   ASSERT_TRUE(job.ok()) << job.status();
 
+  // The next sweeps remove "old" and the abandoned bytes (each once older
+  // than 2 s: not always in the same sweep).
   std::vector<std::string> names;
   for (int i = 0; i < 100; ++i) {
     traind::v1::ListDatasetsResponse r;
@@ -460,14 +465,12 @@ TEST(DatasetRetentionTest, UnusedOldDatasetsAndAbandonedUploadsAreRemoved) {
     ASSERT_TRUE(stub->ListDatasets(ctx.get(), {}, &r).ok());
     names.clear();
     for (const Dataset& d : r.datasets()) names.push_back(d.name());
-    if (names.size() == 1) break;
+    auto prepare = Ctx();
+    ASSERT_TRUE(stub->PrepareDatasetUpload(prepare.get(), FileOf("partial", partial), &held).ok());
+    if (names.size() == 1 && held.offset() == 0) break;
     usleep(100000);
   }
   EXPECT_EQ(names, std::vector<std::string>{"used"});
-  {
-    auto ctx = Ctx();
-    ASSERT_TRUE(stub->PrepareDatasetUpload(ctx.get(), FileOf("partial", partial), &held).ok());
-  }
   EXPECT_EQ(held.offset(), 0);  // the abandoned bytes are gone
   const std::string log = daemon.Log();
   EXPECT_TRUE(absl::StrContains(log, "dataset removed by retention owner=local dataset=old:1"))
