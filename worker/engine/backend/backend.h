@@ -76,6 +76,98 @@ class DenseKernel {
   }
 };
 
+// Image tensors. A batch of images is a [batch, C·H·W] tensor, each row one
+// image in C, H, W order (NCHW, PyTorch's memory order), so that dense
+// layers, activations, dropout and the losses see rows as they always do.
+
+// A 2-D convolution's geometry: y[n, f, i, j] = Σ_{c, p, q}
+// x[n, g·C/G + c, i·sh + p·dh - pad_top, j·sw + q·dw - pad_left] ·
+// w[f, c, p, q] + b[f], with g = f / (F/G) the group of output channel f,
+// c < C/G, and x zero outside the image (PyTorch's Conv2d; dilation 1 is
+// none). w: [F, (C/G)·kh·kw], each row one output channel's OIHW weights.
+struct Conv2dGeometry {
+  int64_t batch = 0;
+  int64_t in_channels = 0, in_height = 0, in_width = 0;
+  int64_t out_channels = 0;
+  int64_t kernel_height = 1, kernel_width = 1;
+  int64_t stride_height = 1, stride_width = 1;
+  int64_t pad_top = 0, pad_left = 0, pad_bottom = 0, pad_right = 0;
+  int64_t dilation_height = 1, dilation_width = 1;
+  int64_t groups = 1;
+
+  int64_t out_height() const {
+    return (in_height + pad_top + pad_bottom - dilation_height * (kernel_height - 1) - 1) /
+               stride_height +
+           1;
+  }
+  int64_t out_width() const {
+    return (in_width + pad_left + pad_right - dilation_width * (kernel_width - 1) - 1) /
+               stride_width +
+           1;
+  }
+  int64_t in_size() const { return in_channels * in_height * in_width; }
+  int64_t out_size() const { return out_channels * out_height() * out_width(); }
+  int64_t weight_cols() const { return in_channels / groups * kernel_height * kernel_width; }
+};
+
+// A convolution's ops for one geometry, planned once and run many times.
+class Conv2dKernel {
+ public:
+  virtual ~Conv2dKernel() = default;
+  // y = act(conv(x, w) + b). x: [batch, C·H·W], w: [F, (C/G)·kh·kw], b: [F]
+  // (ignored without bias) -> y: [batch, F·OH·OW].
+  // REQUIRES: DerivativeFromOutput(activation) for a kernel used in training.
+  virtual absl::Status Forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor* y) = 0;
+  // As DenseKernel::Backward: dy is overwritten with dL/d(conv + b) (the
+  // activation's derivative applied, from y); dw = dL/dw; db: [F] = dL/db
+  // unless null; dx: [batch, C·H·W] = dL/dx unless null.
+  virtual absl::Status Backward(const Tensor& x, const Tensor& w, const Tensor& y, Tensor* dy,
+                                Tensor* dw, Tensor* db, Tensor* dx) = 0;
+};
+
+// Options of a convolution kernel.
+struct Conv2dKernelOptions {
+  ActivationFn activation;
+  bool bias = true;
+};
+
+// Pooling over windows of each channel: y[n, c, i, j] = max or mean of x[n,
+// c, i·sh + p - pad_top, j·sw + q - pad_left] over p < kh, q < kw. Max
+// ignores the padding (PyTorch's MaxPool2d); average divides by kh·kw,
+// padding counted as zeros (kAverage, PyTorch's count_include_pad), or by the
+// cells inside the image (kAverageExcludePadding).
+enum class PoolKind { kMax, kAverage, kAverageExcludePadding };
+
+struct Pool2dGeometry {
+  int64_t batch = 0;
+  int64_t channels = 0, in_height = 0, in_width = 0;
+  int64_t kernel_height = 1, kernel_width = 1;
+  int64_t stride_height = 1, stride_width = 1;
+  int64_t pad_top = 0, pad_left = 0, pad_bottom = 0, pad_right = 0;
+
+  int64_t out_height() const {
+    return (in_height + pad_top + pad_bottom - kernel_height) / stride_height + 1;
+  }
+  int64_t out_width() const {
+    return (in_width + pad_left + pad_right - kernel_width) / stride_width + 1;
+  }
+  int64_t in_size() const { return channels * in_height * in_width; }
+  int64_t out_size() const { return channels * out_height() * out_width(); }
+};
+
+// A pooling's ops for one geometry. A training Forward keeps what its
+// Backward needs (max: where each maximum was) until the next training
+// Forward.
+class Pool2dKernel {
+ public:
+  virtual ~Pool2dKernel() = default;
+  // x: [batch, C·H·W] -> y: [batch, C·OH·OW]
+  virtual absl::Status Forward(bool training, const Tensor& x, Tensor* y) = 0;
+  // dy: [batch, C·OH·OW] -> dx: [batch, C·H·W] (overwritten), for the last
+  // training Forward.
+  virtual absl::Status Backward(const Tensor& dy, Tensor* dx) = 0;
+};
+
 // Options of a loss kernel.
 struct LossKernelOptions {
   LossKind kind = LossKind::kSoftmaxCrossEntropy;
@@ -250,6 +342,19 @@ class Backend {
     DenseKernelOptions options;
     options.activation.kind = activation;
     return CreateDenseKernel(batch, in, out, options);
+  }
+
+  // Plans a convolution (Conv2dKernel) or a pooling (Pool2dKernel).
+  // InvalidArgument for a geometry with a size < 1, channels not divisible
+  // by the groups, or an output smaller than 1×1. A backend without them
+  // answers Unimplemented, naming itself.
+  virtual absl::StatusOr<std::unique_ptr<Conv2dKernel>> CreateConv2dKernel(
+      const Conv2dGeometry& geometry, const Conv2dKernelOptions& options) {
+    return absl::UnimplementedError(name() + ": no conv2d kernels");
+  }
+  virtual absl::StatusOr<std::unique_ptr<Pool2dKernel>> CreatePool2dKernel(
+      const Pool2dGeometry& geometry, PoolKind kind) {
+    return absl::UnimplementedError(name() + ": no pooling kernels");
   }
 
   // y = f(x), elementwise. x, y: same size (may alias).

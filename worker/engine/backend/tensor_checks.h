@@ -2,6 +2,7 @@
 #ifndef TRAIND_WORKER_ENGINE_BACKEND_TENSOR_CHECKS_H_
 #define TRAIND_WORKER_ENGINE_BACKEND_TENSOR_CHECKS_H_
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <tuple>
@@ -274,6 +275,56 @@ inline absl::Status CheckBatchNormBackwardDataArgs(const Tensor& x, const Tensor
     if (absl::Status s = CheckStatistic(*t, n, "batch norm statistic"); !s.ok()) return s;
   }
   return CheckStatistic(sums, 2 * n, "batch norm sums");
+}
+
+// A convolution's geometry is one a kernel can be planned for.
+inline absl::Status CheckConv2dGeometry(const Conv2dGeometry& g) {
+  if (g.batch < 1 || g.in_channels < 1 || g.in_height < 1 || g.in_width < 1 || g.out_channels < 1 ||
+      g.kernel_height < 1 || g.kernel_width < 1 || g.stride_height < 1 || g.stride_width < 1 ||
+      g.dilation_height < 1 || g.dilation_width < 1 || g.groups < 1 || g.pad_top < 0 ||
+      g.pad_left < 0 || g.pad_bottom < 0 || g.pad_right < 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "conv2d: bad geometry (batch %d, %d×%d×%d in, %d out, kernel %d×%d, stride %d×%d, "
+        "dilation %d×%d, groups %d, padding %d,%d,%d,%d)",
+        g.batch, g.in_channels, g.in_height, g.in_width, g.out_channels, g.kernel_height,
+        g.kernel_width, g.stride_height, g.stride_width, g.dilation_height, g.dilation_width,
+        g.groups, g.pad_top, g.pad_left, g.pad_bottom, g.pad_right));
+  }
+  if (g.in_channels % g.groups != 0 || g.out_channels % g.groups != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("conv2d: %d in and %d out channels are not divisible by %d groups",
+                        g.in_channels, g.out_channels, g.groups));
+  }
+  if (g.out_height() < 1 || g.out_width() < 1) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "conv2d: kernel %d×%d (dilation %d×%d) on a %d×%d input with padding leaves no output",
+        g.kernel_height, g.kernel_width, g.dilation_height, g.dilation_width, g.in_height,
+        g.in_width));
+  }
+  return absl::OkStatus();
+}
+
+// A pooling's geometry is one a kernel can be planned for: every window
+// starts inside the image (padding smaller than the kernel, as PyTorch
+// requires: at most half of it).
+inline absl::Status CheckPool2dGeometry(const Pool2dGeometry& g) {
+  if (g.batch < 1 || g.channels < 1 || g.in_height < 1 || g.in_width < 1 || g.kernel_height < 1 ||
+      g.kernel_width < 1 || g.stride_height < 1 || g.stride_width < 1 || g.pad_top < 0 ||
+      g.pad_left < 0 || g.pad_bottom < 0 || g.pad_right < 0 ||
+      2 * std::max(g.pad_top, g.pad_bottom) > g.kernel_height ||
+      2 * std::max(g.pad_left, g.pad_right) > g.kernel_width) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "pool2d: bad geometry (batch %d, %d×%d×%d in, kernel %d×%d, stride %d×%d, padding "
+        "%d,%d,%d,%d; padding at most half the kernel)",
+        g.batch, g.channels, g.in_height, g.in_width, g.kernel_height, g.kernel_width,
+        g.stride_height, g.stride_width, g.pad_top, g.pad_left, g.pad_bottom, g.pad_right));
+  }
+  if (g.out_height() < 1 || g.out_width() < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("pool2d: kernel %d×%d on a %d×%d input leaves no output", g.kernel_height,
+                        g.kernel_width, g.in_height, g.in_width));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace traind::engine

@@ -19,6 +19,7 @@
 #include "oneapi/dnnl/dnnl.hpp"
 #include "spec/checks.h"
 #include "worker/engine/backend/activation_math.h"
+#include "worker/engine/backend/cpu/cpu_conv_kernel.h"
 #include "worker/engine/backend/cpu/cpu_dense_kernel.h"
 #include "worker/engine/backend/cpu/cpu_parallel.h"
 #include "worker/engine/backend/cpu/onednn_status.h"
@@ -279,6 +280,18 @@ class CpuBackend final : public Backend {
           absl::StrFormat("CreateDenseKernel: bad shape batch %d, in %d, out %d", batch, in, out));
     }
     return cpu::CreateCpuDenseKernel(engine_, stream_, precision_, batch, in, out, options, gemm_);
+  }
+
+  absl::StatusOr<std::unique_ptr<Conv2dKernel>> CreateConv2dKernel(
+      const Conv2dGeometry& geometry, const Conv2dKernelOptions& options) override {
+    TRAIND_RETURN_IF_ERROR(CheckConv2dGeometry(geometry));
+    return cpu::CreateCpuConv2dKernel(engine_, stream_, geometry, options);
+  }
+
+  absl::StatusOr<std::unique_ptr<Pool2dKernel>> CreatePool2dKernel(const Pool2dGeometry& geometry,
+                                                                   PoolKind kind) override {
+    TRAIND_RETURN_IF_ERROR(CheckPool2dGeometry(geometry));
+    return cpu::CreateCpuPool2dKernel(engine_, stream_, geometry, kind);
   }
 
   absl::StatusOr<std::unique_ptr<LossKernel>> CreateLossKernel(

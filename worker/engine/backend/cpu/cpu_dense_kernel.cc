@@ -23,38 +23,6 @@
 namespace traind::engine::cpu {
 namespace {
 
-// The oneDNN post-op of an activation whose derivative needs only y.
-void AppendPostOp(const ActivationFn& f, dnnl::post_ops* ops) {
-  switch (f.kind) {
-    case DenseActivation::kRelu:
-      ops->append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
-      break;
-    case DenseActivation::kLeakyRelu:
-      ops->append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, f.alpha, 0.0f);
-      break;
-    case DenseActivation::kElu:
-      ops->append_eltwise(1.0f, dnnl::algorithm::eltwise_elu, f.alpha, 0.0f);
-      break;
-    case DenseActivation::kSigmoid:
-      ops->append_eltwise(1.0f, dnnl::algorithm::eltwise_logistic, 0.0f, 0.0f);
-      break;
-    case DenseActivation::kTanh:
-      ops->append_eltwise(1.0f, dnnl::algorithm::eltwise_tanh, 0.0f, 0.0f);
-      break;
-    case DenseActivation::kGelu:
-      ops->append_eltwise(1.0f, dnnl::algorithm::eltwise_gelu_erf, 0.0f, 0.0f);
-      break;
-    case DenseActivation::kSoftplus:
-      ops->append_eltwise(1.0f, dnnl::algorithm::eltwise_soft_relu, 0.0f, 0.0f);
-      break;
-    case DenseActivation::kSwish:
-      ops->append_eltwise(1.0f, dnnl::algorithm::eltwise_swish, 1.0f, 0.0f);
-      break;
-    case DenseActivation::kLinear:
-      break;
-  }
-}
-
 // Columns [j0, j1) of GradAndBiasSumLoop, on one thread.
 template <typename Deriv>
 inline void GradAndBiasSumColumns(int64_t batch, int64_t out, int64_t j0, int64_t j1,

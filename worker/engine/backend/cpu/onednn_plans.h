@@ -15,6 +15,7 @@
 #include "absl/status/status.h"
 #include "base/status.h"
 #include "oneapi/dnnl/dnnl.hpp"
+#include "worker/engine/backend/backend.h"
 #include "worker/engine/backend/cpu/onednn_status.h"
 
 namespace traind::engine::cpu {
@@ -25,6 +26,38 @@ inline absl::Status SetDataHandle(const dnnl::memory& memory, const void* data) 
   return FromDnnlStatus(
       dnnl_memory_set_data_handle_v2(memory.get(), const_cast<void*>(data), nullptr),
       "set data handle");
+}
+
+// The oneDNN post-op of an activation whose derivative needs only y.
+inline void AppendPostOp(const ActivationFn& f, dnnl::post_ops* ops) {
+  switch (f.kind) {
+    case DenseActivation::kRelu:
+      ops->append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
+      break;
+    case DenseActivation::kLeakyRelu:
+      ops->append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, f.alpha, 0.0f);
+      break;
+    case DenseActivation::kElu:
+      ops->append_eltwise(1.0f, dnnl::algorithm::eltwise_elu, f.alpha, 0.0f);
+      break;
+    case DenseActivation::kSigmoid:
+      ops->append_eltwise(1.0f, dnnl::algorithm::eltwise_logistic, 0.0f, 0.0f);
+      break;
+    case DenseActivation::kTanh:
+      ops->append_eltwise(1.0f, dnnl::algorithm::eltwise_tanh, 0.0f, 0.0f);
+      break;
+    case DenseActivation::kGelu:
+      ops->append_eltwise(1.0f, dnnl::algorithm::eltwise_gelu_erf, 0.0f, 0.0f);
+      break;
+    case DenseActivation::kSoftplus:
+      ops->append_eltwise(1.0f, dnnl::algorithm::eltwise_soft_relu, 0.0f, 0.0f);
+      break;
+    case DenseActivation::kSwish:
+      ops->append_eltwise(1.0f, dnnl::algorithm::eltwise_swish, 1.0f, 0.0f);
+      break;
+    case DenseActivation::kLinear:
+      break;
+  }
 }
 
 // Runs `primitive` on `nargs` arguments and waits for it; `what` names it

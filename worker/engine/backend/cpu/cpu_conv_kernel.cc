@@ -1,0 +1,326 @@
+#include "worker/engine/backend/cpu/cpu_conv_kernel.h"
+
+#include <array>
+#include <cstdint>
+#include <initializer_list>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_format.h"
+#include "base/status.h"
+#include "worker/engine/backend/activation_math.h"
+#include "worker/engine/backend/cpu/cpu_parallel.h"
+#include "worker/engine/backend/cpu/onednn_plans.h"
+#include "worker/engine/backend/cpu/onednn_status.h"
+#include "worker/engine/backend/tensor_checks.h"
+
+namespace traind::engine::cpu {
+namespace {
+
+using dt = dnnl::memory::data_type;
+using tag = dnnl::memory::format_tag;
+using dims = dnnl::memory::dims;
+
+// One primitive with its arguments' memory objects, which carry no buffer of
+// their own: Run points them at the caller's tensors and executes through
+// the C API on a stack array (no allocation per run), with the plan's own
+// scratchpad and, where the primitive has one, workspace.
+class Plan {
+ public:
+  static constexpr int kMaxArgs = 8;
+
+  // The primitive `Primitive` of `pd` (its scratchpad planned as user's).
+  template <typename Primitive, typename PrimitiveDesc>
+  void Init(const dnnl::engine& engine, const PrimitiveDesc& pd, const char* what) {
+    primitive_ = Primitive(pd);
+    what_ = what;
+    if (pd.scratchpad_desc().get_size() > 0) {
+      scratchpad_ = dnnl::memory(pd.scratchpad_desc(), engine);
+    }
+  }
+  // An argument, in the order Run's handles come.
+  void Arg(int arg, const dnnl::memory::desc& md, const dnnl::engine& engine) {
+    args_.push_back({arg, dnnl::memory(md, engine, DNNL_MEMORY_NONE)});
+  }
+  // An argument whose buffer the plan owns (a workspace), shared with
+  // another plan when `shared` is given.
+  void OwnedArg(int arg, const dnnl::memory& shared) { owned_.push_back({arg, shared}); }
+
+  absl::Status Run(const dnnl::stream& stream, std::initializer_list<const void*> handles) const {
+    std::array<dnnl_exec_arg_t, kMaxArgs> exec{};
+    int n = 0;
+    const void* const* h = handles.begin();
+    for (const auto& [arg, memory] : args_) {
+      TRAIND_RETURN_IF_ERROR(SetDataHandle(memory, *h++));
+      exec[n++] = {arg, memory.get()};
+    }
+    for (const auto& [arg, memory] : owned_) exec[n++] = {arg, memory.get()};
+    if (scratchpad_) exec[n++] = {DNNL_ARG_SCRATCHPAD, scratchpad_.get()};
+    return ExecuteAndWait(primitive_, stream, n, exec.data(), what_);
+  }
+
+ private:
+  dnnl::primitive primitive_;
+  const char* what_ = "";
+  std::vector<std::pair<int, dnnl::memory>> args_;
+  std::vector<std::pair<int, dnnl::memory>> owned_;
+  dnnl::memory scratchpad_;
+};
+
+dnnl::primitive_attr UserScratchpad() {
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  return attr;
+}
+
+class CpuConv2dKernel final : public Conv2dKernel {
+ public:
+  static absl::StatusOr<std::unique_ptr<Conv2dKernel>> Create(const dnnl::engine& engine,
+                                                              const dnnl::stream& stream,
+                                                              const Conv2dGeometry& g,
+                                                              const Conv2dKernelOptions& options) {
+    auto k = std::unique_ptr<CpuConv2dKernel>(new CpuConv2dKernel(stream, g, options));
+    try {
+      const dnnl::memory::desc src({g.batch, g.in_channels, g.in_height, g.in_width}, dt::f32,
+                                   tag::nchw);
+      const dnnl::memory::desc weights =
+          g.groups == 1
+              ? dnnl::memory::desc({g.out_channels, g.in_channels, g.kernel_height, g.kernel_width},
+                                   dt::f32, tag::oihw)
+              : dnnl::memory::desc({g.groups, g.out_channels / g.groups, g.in_channels / g.groups,
+                                    g.kernel_height, g.kernel_width},
+                                   dt::f32, tag::goihw);
+      const dnnl::memory::desc bias({g.out_channels}, dt::f32, tag::x);
+      const dnnl::memory::desc dst({g.batch, g.out_channels, g.out_height(), g.out_width()},
+                                   dt::f32, tag::nchw);
+      const dims strides = {g.stride_height, g.stride_width};
+      // oneDNN counts dilation from 0 (no gaps), PyTorch from 1.
+      const dims dilates = {g.dilation_height - 1, g.dilation_width - 1};
+      const dims pad_l = {g.pad_top, g.pad_left};
+      const dims pad_r = {g.pad_bottom, g.pad_right};
+
+      dnnl::primitive_attr attr = UserScratchpad();
+      dnnl::post_ops ops;
+      AppendPostOp(options.activation, &ops);
+      attr.set_post_ops(ops);
+      const auto fwd_desc =
+          options.bias
+              ? dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training,
+                                                dnnl::algorithm::convolution_direct, src, weights,
+                                                bias, dst, strides, dilates, pad_l, pad_r)
+              : dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training,
+                                                dnnl::algorithm::convolution_direct, src, weights,
+                                                dst, strides, dilates, pad_l, pad_r);
+      const dnnl::convolution_forward::primitive_desc fwd_pd(fwd_desc, attr, engine);
+      k->forward_.Init<dnnl::convolution_forward>(engine, fwd_pd, "conv2d forward");
+      k->forward_.Arg(DNNL_ARG_SRC, src, engine);
+      k->forward_.Arg(DNNL_ARG_WEIGHTS, weights, engine);
+      if (options.bias) k->forward_.Arg(DNNL_ARG_BIAS, bias, engine);
+      k->forward_.Arg(DNNL_ARG_DST, dst, engine);
+
+      const dnnl::convolution_backward_data::primitive_desc data_pd(
+          dnnl::convolution_backward_data::desc(dnnl::algorithm::convolution_direct, src, weights,
+                                                dst, strides, dilates, pad_l, pad_r),
+          UserScratchpad(), engine, fwd_pd);
+      k->backward_data_.Init<dnnl::convolution_backward_data>(engine, data_pd,
+                                                              "conv2d backward data");
+      k->backward_data_.Arg(DNNL_ARG_DIFF_DST, dst, engine);
+      k->backward_data_.Arg(DNNL_ARG_WEIGHTS, weights, engine);
+      k->backward_data_.Arg(DNNL_ARG_DIFF_SRC, src, engine);
+
+      const auto weights_desc = options.bias
+                                    ? dnnl::convolution_backward_weights::desc(
+                                          dnnl::algorithm::convolution_direct, src, weights, bias,
+                                          dst, strides, dilates, pad_l, pad_r)
+                                    : dnnl::convolution_backward_weights::desc(
+                                          dnnl::algorithm::convolution_direct, src, weights, dst,
+                                          strides, dilates, pad_l, pad_r);
+      const dnnl::convolution_backward_weights::primitive_desc weights_pd(
+          weights_desc, UserScratchpad(), engine, fwd_pd);
+      k->backward_weights_.Init<dnnl::convolution_backward_weights>(engine, weights_pd,
+                                                                    "conv2d backward weights");
+      k->backward_weights_.Arg(DNNL_ARG_SRC, src, engine);
+      k->backward_weights_.Arg(DNNL_ARG_DIFF_DST, dst, engine);
+      k->backward_weights_.Arg(DNNL_ARG_DIFF_WEIGHTS, weights, engine);
+      if (options.bias) k->backward_weights_.Arg(DNNL_ARG_DIFF_BIAS, bias, engine);
+    } catch (const dnnl::error& e) {
+      return FromDnnl(e, "plan conv2d");
+    }
+    if (options.bias) k->bias_grad_.resize(static_cast<size_t>(g.out_channels));
+    return std::unique_ptr<Conv2dKernel>(std::move(k));
+  }
+
+  absl::Status Forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor* y) override {
+    TRAIND_RETURN_IF_ERROR(CheckShape(x, DType::kF32, g_.batch, g_.in_size(), "conv2d x"));
+    TRAIND_RETURN_IF_ERROR(
+        CheckShape(w, DType::kF32, g_.out_channels, g_.weight_cols(), "conv2d w"));
+    TRAIND_RETURN_IF_ERROR(CheckShape(*y, DType::kF32, g_.batch, g_.out_size(), "conv2d y"));
+    if (options_.bias) {
+      TRAIND_RETURN_IF_ERROR(CheckShape(b, DType::kF32, 1, g_.out_channels, "conv2d b"));
+      return forward_.Run(stream_, {x.raw(), w.raw(), b.raw(), y->raw()});
+    }
+    return forward_.Run(stream_, {x.raw(), w.raw(), y->raw()});
+  }
+
+  absl::Status Backward(const Tensor& x, const Tensor& w, const Tensor& y, Tensor* dy, Tensor* dw,
+                        Tensor* db, Tensor* dx) override {
+    const ActivationFn& f = options_.activation;
+    if (!DerivativeFromOutput(f.kind)) {
+      return absl::FailedPreconditionError(
+          "conv2d backward: the fused activation's derivative needs its input");
+    }
+    TRAIND_RETURN_IF_ERROR(CheckShape(x, DType::kF32, g_.batch, g_.in_size(), "conv2d x"));
+    TRAIND_RETURN_IF_ERROR(
+        CheckShape(w, DType::kF32, g_.out_channels, g_.weight_cols(), "conv2d w"));
+    TRAIND_RETURN_IF_ERROR(CheckShape(y, DType::kF32, g_.batch, g_.out_size(), "conv2d y"));
+    TRAIND_RETURN_IF_ERROR(CheckShape(*dy, DType::kF32, g_.batch, g_.out_size(), "conv2d dy"));
+    TRAIND_RETURN_IF_ERROR(
+        CheckShape(*dw, DType::kF32, g_.out_channels, g_.weight_cols(), "conv2d dw"));
+    if (db != nullptr) {
+      TRAIND_RETURN_IF_ERROR(CheckShape(*db, DType::kF32, 1, g_.out_channels, "conv2d db"));
+    }
+    if (dx != nullptr) {
+      TRAIND_RETURN_IF_ERROR(CheckShape(*dx, DType::kF32, g_.batch, g_.in_size(), "conv2d dx"));
+    }
+    if (f.kind != DenseActivation::kLinear) {
+      // dy -> dz = dy ⊙ f'(z), from y.
+      float* g = dy->f32();
+      const float* out = y.f32();
+      const DenseActivation kind = f.kind;
+      const float alpha = f.alpha;
+      ParallelFor(dy->size(), [&](int64_t i0, int64_t i1) {
+        for (int64_t i = i0; i < i1; ++i) {
+          g[i] *= activation_math::Derivative(kind, alpha, 0.0f, out[i]);
+        }
+      });
+    }
+    if (dx != nullptr) {
+      TRAIND_RETURN_IF_ERROR(backward_data_.Run(stream_, {dy->raw(), w.raw(), dx->raw()}));
+    }
+    if (options_.bias) {
+      float* bias_grad = db != nullptr ? db->f32() : bias_grad_.data();
+      return backward_weights_.Run(stream_, {x.raw(), dy->raw(), dw->raw(), bias_grad});
+    }
+    return backward_weights_.Run(stream_, {x.raw(), dy->raw(), dw->raw()});
+  }
+
+ private:
+  CpuConv2dKernel(const dnnl::stream& stream, const Conv2dGeometry& g,
+                  const Conv2dKernelOptions& options)
+      : stream_(stream), g_(g), options_(options) {}
+
+  const dnnl::stream& stream_;
+  const Conv2dGeometry g_;
+  const Conv2dKernelOptions options_;
+  Plan forward_, backward_data_, backward_weights_;
+  std::vector<float> bias_grad_;  // db's place when the caller wants none
+};
+
+dnnl::algorithm PoolAlgorithm(PoolKind kind) {
+  switch (kind) {
+    case PoolKind::kMax:
+      return dnnl::algorithm::pooling_max;
+    case PoolKind::kAverage:
+      return dnnl::algorithm::pooling_avg_include_padding;
+    case PoolKind::kAverageExcludePadding:
+      return dnnl::algorithm::pooling_avg_exclude_padding;
+  }
+  return dnnl::algorithm::pooling_max;
+}
+
+class CpuPool2dKernel final : public Pool2dKernel {
+ public:
+  static absl::StatusOr<std::unique_ptr<Pool2dKernel>> Create(const dnnl::engine& engine,
+                                                              const dnnl::stream& stream,
+                                                              const Pool2dGeometry& g,
+                                                              PoolKind kind) {
+    auto k = std::unique_ptr<CpuPool2dKernel>(new CpuPool2dKernel(stream, g));
+    try {
+      const dnnl::memory::desc src({g.batch, g.channels, g.in_height, g.in_width}, dt::f32,
+                                   tag::nchw);
+      const dnnl::memory::desc dst({g.batch, g.channels, g.out_height(), g.out_width()}, dt::f32,
+                                   tag::nchw);
+      const dims strides = {g.stride_height, g.stride_width};
+      const dims kernel = {g.kernel_height, g.kernel_width};
+      const dims pad_l = {g.pad_top, g.pad_left};
+      const dims pad_r = {g.pad_bottom, g.pad_right};
+      const dnnl::algorithm algorithm = PoolAlgorithm(kind);
+
+      const dnnl::pooling_forward::primitive_desc train_pd(
+          dnnl::pooling_forward::desc(dnnl::prop_kind::forward_training, algorithm, src, dst,
+                                      strides, kernel, pad_l, pad_r),
+          UserScratchpad(), engine);
+      k->train_.Init<dnnl::pooling_forward>(engine, train_pd, "pool2d forward");
+      k->train_.Arg(DNNL_ARG_SRC, src, engine);
+      k->train_.Arg(DNNL_ARG_DST, dst, engine);
+      dnnl::memory workspace;
+      if (train_pd.workspace_desc().get_size() > 0) {
+        workspace = dnnl::memory(train_pd.workspace_desc(), engine);
+        k->train_.OwnedArg(DNNL_ARG_WORKSPACE, workspace);
+      }
+      const dnnl::pooling_forward::primitive_desc infer_pd(
+          dnnl::pooling_forward::desc(dnnl::prop_kind::forward_inference, algorithm, src, dst,
+                                      strides, kernel, pad_l, pad_r),
+          UserScratchpad(), engine);
+      k->infer_.Init<dnnl::pooling_forward>(engine, infer_pd, "pool2d forward");
+      k->infer_.Arg(DNNL_ARG_SRC, src, engine);
+      k->infer_.Arg(DNNL_ARG_DST, dst, engine);
+
+      const dnnl::pooling_backward::primitive_desc backward_pd(
+          dnnl::pooling_backward::desc(algorithm, src, dst, strides, kernel, pad_l, pad_r),
+          UserScratchpad(), engine, train_pd);
+      k->backward_.Init<dnnl::pooling_backward>(engine, backward_pd, "pool2d backward");
+      k->backward_.Arg(DNNL_ARG_DIFF_DST, dst, engine);
+      k->backward_.Arg(DNNL_ARG_DIFF_SRC, src, engine);
+      if (workspace) k->backward_.OwnedArg(DNNL_ARG_WORKSPACE, workspace);
+    } catch (const dnnl::error& e) {
+      return FromDnnl(e, "plan pool2d");
+    }
+    return std::unique_ptr<Pool2dKernel>(std::move(k));
+  }
+
+  absl::Status Forward(bool training, const Tensor& x, Tensor* y) override {
+    TRAIND_RETURN_IF_ERROR(CheckShape(x, DType::kF32, g_.batch, g_.in_size(), "pool2d x"));
+    TRAIND_RETURN_IF_ERROR(CheckShape(*y, DType::kF32, g_.batch, g_.out_size(), "pool2d y"));
+    if (training) {
+      TRAIND_RETURN_IF_ERROR(train_.Run(stream_, {x.raw(), y->raw()}));
+      trained_ = true;
+      return absl::OkStatus();
+    }
+    return infer_.Run(stream_, {x.raw(), y->raw()});
+  }
+
+  absl::Status Backward(const Tensor& dy, Tensor* dx) override {
+    TRAIND_RETURN_IF_ERROR(CheckShape(dy, DType::kF32, g_.batch, g_.out_size(), "pool2d dy"));
+    TRAIND_RETURN_IF_ERROR(CheckShape(*dx, DType::kF32, g_.batch, g_.in_size(), "pool2d dx"));
+    if (!trained_) {
+      return absl::FailedPreconditionError("pool2d backward: no training forward pass before it");
+    }
+    return backward_.Run(stream_, {dy.raw(), dx->raw()});
+  }
+
+ private:
+  CpuPool2dKernel(const dnnl::stream& stream, const Pool2dGeometry& g) : stream_(stream), g_(g) {}
+
+  const dnnl::stream& stream_;
+  const Pool2dGeometry g_;
+  Plan train_, infer_, backward_;
+  bool trained_ = false;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Conv2dKernel>> CreateCpuConv2dKernel(
+    const dnnl::engine& engine, const dnnl::stream& stream, const Conv2dGeometry& geometry,
+    const Conv2dKernelOptions& options) {
+  return CpuConv2dKernel::Create(engine, stream, geometry, options);
+}
+
+absl::StatusOr<std::unique_ptr<Pool2dKernel>> CreateCpuPool2dKernel(const dnnl::engine& engine,
+                                                                    const dnnl::stream& stream,
+                                                                    const Pool2dGeometry& geometry,
+                                                                    PoolKind kind) {
+  return CpuPool2dKernel::Create(engine, stream, geometry, kind);
+}
+
+}  // namespace traind::engine::cpu
