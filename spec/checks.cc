@@ -9,6 +9,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "base/status.h"
+#include "spec/model_shapes.h"
 
 namespace traind::spec {
 using traind::v1::JobSpec;
@@ -123,11 +124,37 @@ absl::Status CheckModelSpec(const traind::v1::ModelSpec& model) {
                                             layer.layer_norm().epsilon(),
                                             path + ".layer_norm.epsilon"));
         break;
+      case traind::v1::Layer::kConv2D: {
+        const traind::v1::Conv2d& conv = layer.conv2d();
+        TRAIND_RETURN_IF_ERROR(CheckConv2dFields(conv, path + ".conv2d"));
+        TRAIND_RETURN_IF_ERROR(CheckActivation(conv.activation(), conv.has_alpha(), conv.alpha(),
+                                               path + ".conv2d.activation"));
+        if (!traind::v1::Initializer_IsValid(conv.init())) {
+          return InvalidSpecError(absl::StrFormat("%s.conv2d.init: unknown value %d", path,
+                                                  static_cast<int>(conv.init())));
+        }
+        if (conv.has_gain())
+          TRAIND_RETURN_IF_ERROR(CheckPositive(conv.gain(), path + ".conv2d.gain"));
+        if (conv.has_stddev())
+          TRAIND_RETURN_IF_ERROR(CheckPositive(conv.stddev(), path + ".conv2d.stddev"));
+        if (conv.has_limit())
+          TRAIND_RETURN_IF_ERROR(CheckPositive(conv.limit(), path + ".conv2d.limit"));
+        break;
+      }
+      case traind::v1::Layer::kMaxPool2D:
+        TRAIND_RETURN_IF_ERROR(CheckPool2dFields(layer.max_pool2d(), path + ".max_pool2d"));
+        break;
+      case traind::v1::Layer::kAvgPool2D:
+        TRAIND_RETURN_IF_ERROR(CheckPool2dFields(layer.avg_pool2d(), path + ".avg_pool2d"));
+        break;
+      case traind::v1::Layer::kGlobalAvgPool2D:
+      case traind::v1::Layer::kFlatten:
+        break;
       case traind::v1::Layer::KIND_NOT_SET:
         return InvalidSpecError(absl::StrCat(
             path,
-            ": the layer kind is not set (one of: dense, activation, dropout, batch_norm, "
-            "layer_norm)"));
+            ": the layer kind is not set (one of: dense, conv2d, max_pool2d, avg_pool2d, "
+            "global_avg_pool2d, flatten, activation, dropout, batch_norm, layer_norm)"));
     }
   }
   if (!has_dense) return InvalidSpecError("model.layers: at least one dense layer is required");
@@ -609,6 +636,22 @@ absl::StatusOr<Monitor> SelectionMonitor(const JobSpec& spec) {
 
 absl::Status CheckTrainingSpec(const JobSpec& spec) {
   TRAIND_RETURN_IF_ERROR(CheckModelSpec(spec.model()));
+  if (spec.resources().device() == traind::v1::GPU) {
+    // The GPU backend's image kernels (cuDNN) are not built yet.
+    for (int i = 0; i < spec.model().layers_size(); ++i) {
+      const traind::v1::Layer& layer = spec.model().layers(i);
+      const char* kind = layer.has_conv2d()              ? "conv2d"
+                         : layer.has_max_pool2d()        ? "max_pool2d"
+                         : layer.has_avg_pool2d()        ? "avg_pool2d"
+                         : layer.has_global_avg_pool2d() ? "global_avg_pool2d"
+                                                         : nullptr;
+      if (kind != nullptr) {
+        return InvalidSpecError(absl::StrCat("model.layers[", i, "].", kind,
+                                             ": image layers train on the CPU only in this "
+                                             "version of traind; set resources.device: cpu"));
+      }
+    }
+  }
   TRAIND_RETURN_IF_ERROR(CheckLoss(spec));
   TRAIND_RETURN_IF_ERROR(CheckDataShape(spec));
   TRAIND_RETURN_IF_ERROR(CheckOptimizerSpec(spec.optimizer()));

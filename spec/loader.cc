@@ -20,6 +20,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/util/json_util.h"
 
@@ -199,6 +200,35 @@ void AppendScalar(const YAML::Node& node, std::string* out) {
   }
 }
 
+// Whether `path` (proto names, "[i]" indexes: "model.layers[0].conv2d.kernel")
+// names a repeated field of numbers of JobSpec itself (not one element).
+bool IsRepeatedNumberField(const std::string& path) {
+  const google::protobuf::Descriptor* message = traind::v1::JobSpec::descriptor();
+  const google::protobuf::FieldDescriptor* field = nullptr;
+  bool element = false;
+  for (absl::string_view segment : absl::StrSplit(path, '.')) {
+    if (message == nullptr) return false;
+    const size_t bracket = segment.find('[');
+    element = bracket != absl::string_view::npos;
+    if (element) segment = segment.substr(0, bracket);
+    field = message->FindFieldByName(std::string(segment));
+    if (field == nullptr) return false;
+    message = field->message_type();
+  }
+  if (field == nullptr || element || !field->is_repeated()) return false;
+  switch (field->cpp_type()) {
+    case google::protobuf::FieldDescriptor::CPPTYPE_INT32:
+    case google::protobuf::FieldDescriptor::CPPTYPE_INT64:
+    case google::protobuf::FieldDescriptor::CPPTYPE_UINT32:
+    case google::protobuf::FieldDescriptor::CPPTYPE_UINT64:
+    case google::protobuf::FieldDescriptor::CPPTYPE_DOUBLE:
+    case google::protobuf::FieldDescriptor::CPPTYPE_FLOAT:
+      return true;
+    default:
+      return false;
+  }
+}
+
 class YamlToJson {
  public:
   explicit YamlToJson(MarkIndex* marks) : marks_(marks) {}
@@ -225,6 +255,14 @@ class YamlToJson {
         out->append("null");
         return absl::OkStatus();
       case YAML::NodeType::Scalar:
+        // One number where the spec takes a list of numbers is a list of
+        // one ("kernel: 3" is "kernel: [3]").
+        if (IsRepeatedNumberField(path)) {
+          out->push_back('[');
+          AppendScalar(node, out);
+          out->push_back(']');
+          return absl::OkStatus();
+        }
         AppendScalar(node, out);
         return absl::OkStatus();
       case YAML::NodeType::Sequence: {

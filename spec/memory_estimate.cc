@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "base/status.h"
+#include "spec/model_shapes.h"
 #include "spec/search.h"
 
 namespace traind::spec {
@@ -18,8 +19,51 @@ MemoryEstimate EstimateMemory(const traind::v1::JobSpec& spec, int64_t features,
   // batch, its weights and its output gradient.
   const bool bf16 = spec.training().precision() == traind::v1::BF16;
   int64_t bf16_copies = 0;
-  for (const traind::v1::Layer& layer : spec.model().layers()) {
+  // Image layers: each layer's input and output shapes (data.shape); a
+  // model that does not fit its input is refused at validation, and is
+  // estimated here as rows of `width` values.
+  absl::StatusOr<ValueShape> input = ModelInputShape(spec.data(), features);
+  std::vector<ValueShape> shapes;
+  if (input.ok()) {
+    absl::StatusOr<std::vector<ValueShape>> s = LayerShapes(spec.model(), *input);
+    if (s.ok()) shapes = *std::move(s);
+  }
+  ValueShape in = input.ok() ? *input : ValueShape::Features(features);
+  for (int l = 0; l < spec.model().layers_size(); ++l) {
+    const traind::v1::Layer& layer = spec.model().layers(l);
+    const ValueShape out =
+        shapes.empty() ? ValueShape::Features(width) : shapes[static_cast<size_t>(l)];
+    const ValueShape layer_in = in;
+    in = out;
     switch (layer.kind_case()) {
+      case traind::v1::Layer::kConv2D: {
+        const auto& c = layer.conv2d();
+        const int64_t groups = c.groups() == 0 ? 1 : c.groups();
+        const int64_t kh = c.kernel_size() > 0 ? c.kernel(0) : 1;
+        const int64_t kw = c.kernel_size() > 1 ? c.kernel(1) : kh;
+        const int64_t receptive = std::max<int64_t>(1, layer_in.channels / groups) * kh * kw;
+        trainable += c.filters() * receptive + ((!c.has_bias() || c.bias()) ? c.filters() : 0);
+        per_row += 2 * out.features;  // y and dy
+        const auto a = c.activation();
+        if (a == traind::v1::GELU || a == traind::v1::SOFTPLUS || a == traind::v1::SWISH) {
+          per_row += out.features;  // pre-activation
+        }
+        // oneDNN's or cuDNN's workspace: at most the unfolded input (im2col):
+        // each output pixel's receptive field, for every group.
+        workspace += batch * out.height * out.width * receptive * groups * kFloat;
+        width = out.features;
+        break;
+      }
+      case traind::v1::Layer::kMaxPool2D:
+        per_row += 3 * out.features;  // y, dy and where each maximum was
+        width = out.features;
+        break;
+      case traind::v1::Layer::kAvgPool2D:
+      case traind::v1::Layer::kGlobalAvgPool2D:
+      case traind::v1::Layer::kFlatten:
+        per_row += 2 * out.features;
+        width = out.features;
+        break;
       case traind::v1::Layer::kDense: {
         const auto& d = layer.dense();
         const int64_t units = d.units();

@@ -16,6 +16,7 @@
 #include "data/dataset.h"
 #include "data/split.h"
 #include "spec/checks.h"
+#include "spec/model_shapes.h"
 #include "spec/search.h"
 #include "spec/task_plan.h"
 
@@ -49,6 +50,13 @@ int LastDense(const traind::v1::ModelSpec& model) {
 // Checks that need the data's summary. What it does not know (classes or
 // groups past its budget) is left to the worker.
 absl::Status CheckAgainstData(const JobSpec& spec, const data::DatasetSummary& data) {
+  // The layers' shapes: image layers need data.shape, windows must fit.
+  if (!spec.data().shape().empty() && spec.data().categorical_size() > 0) {
+    return Err("data.categorical",
+               "an image (data.shape) has numeric pixels only; leave out data.categorical");
+  }
+  TRAIND_ASSIGN_OR_RETURN(const ValueShape input, ModelInputShape(spec.data(), data.features));
+  TRAIND_RETURN_IF_ERROR(LayerShapes(spec.model(), input).status());
   const int last = LastDense(spec.model());
   const int64_t units = spec.model().layers(last).dense().units();
   const int64_t needed = data.ModelOutputs();  // -1: classes not known

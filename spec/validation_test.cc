@@ -293,6 +293,38 @@ TEST(MemoryEstimateTest, CountsParametersStateAndActivations) {
   EXPECT_EQ(EstimateMemory(spec, 50, 10).optimizer_state, 0);
 }
 
+// Image layers: a conv2d's weights are filters · (channels / groups) · kh · kw
+// (+ bias), its rows hold y and dy of filters · OH · OW values, max pooling
+// also where each maximum was; the unfolded input is workspace.
+TEST(MemoryEstimateTest, CountsConvolutionsAndPooling) {
+  JobSpec spec;
+  for (int d : {2, 10, 10}) spec.mutable_data()->add_shape(d);
+  auto* c = spec.mutable_model()->add_layers()->mutable_conv2d();  // 2×10×10 -> 8×8×8
+  c->set_filters(8);
+  c->add_kernel(3);
+  spec.mutable_model()->add_layers()->mutable_max_pool2d()->add_kernel(2);  // -> 8×4×4
+  spec.mutable_model()->add_layers()->mutable_dense()->set_units(10);
+  spec.mutable_optimizer()->mutable_sgd()->set_learning_rate(0.1);
+  spec.mutable_training()->set_batch_size(16);
+  const MemoryEstimate e = EstimateMemory(spec, 200, 10);
+  const int64_t params = 8 * 2 * 9 + 8 + 128 * 10 + 10;
+  EXPECT_EQ(e.parameters, 4 * params);
+  EXPECT_EQ(e.gradients, 4 * params);
+  // Per row: input 200, loss gradient and targets 2·10, conv 2·512, pool
+  // 3·128, dense 2·10.
+  EXPECT_EQ(e.activations,
+            2 * 16 * (200 + 20 + 2 * 512 + 3 * 128 + 2 * 10) * 4 + 2 * 32768 * 10 * 4);
+  const MemoryEstimate dense_only = [&] {
+    JobSpec d = spec;
+    d.clear_data();
+    d.mutable_model()->clear_layers();
+    d.mutable_model()->add_layers()->mutable_dense()->set_units(10);
+    return EstimateMemory(d, 128, 10);
+  }();
+  // The conv's unfolded input: 16 images · 64 output pixels · 18 values.
+  EXPECT_GE(e.workspace - dense_only.workspace, 16 * 64 * 18 * 4);
+}
+
 TEST(MemoryEstimateTest, Bf16CopiesAndTheGpuWorkspaceAreCounted) {
   JobSpec spec;
   spec.mutable_model()->add_layers()->mutable_dense()->set_units(100);

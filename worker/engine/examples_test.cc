@@ -37,7 +37,8 @@ TEST_P(ExampleSpecTest, ValidatesAndTrains) {
 
 INSTANTIATE_TEST_SUITE_P(Examples, ExampleSpecTest,
                          ::testing::Values("iris-cv", "digits-multiclass", "breast-cancer-binary",
-                                           "digits-multilabel", "diabetes-regression"));
+                                           "digits-multilabel", "diabetes-regression",
+                                           "digits-cnn"));
 
 }  // namespace
 }  // namespace traind::engine

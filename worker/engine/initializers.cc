@@ -36,22 +36,30 @@ void HeNormal(int64_t fan_in, int64_t fan_out, Rng& rng, float* w, double gain) 
 
 absl::Status InitializeWeights(traind::v1::Initializer init, const InitializerParams& params,
                                int64_t fan_in, int64_t fan_out, Rng& rng, float* w) {
-  const int64_t n = fan_in * fan_out;
+  return InitializeWeightsWithFans(init, params, fan_in, fan_out, fan_in * fan_out, rng, w);
+}
+
+absl::Status InitializeWeightsWithFans(traind::v1::Initializer init,
+                                       const InitializerParams& params, int64_t fan_in,
+                                       int64_t fan_out, int64_t count, Rng& rng, float* w) {
+  const int64_t n = count;
+  const double in = static_cast<double>(fan_in);
+  const double both = static_cast<double>(fan_in + fan_out);
   const double xavier_gain = params.gain > 0 ? params.gain : 1.0;
   const double he_gain = params.gain > 0 ? params.gain : std::sqrt(2.0);
   switch (init) {
     case traind::v1::INITIALIZER_UNSPECIFIED:
     case traind::v1::XAVIER_UNIFORM:
-      XavierUniform(fan_in, fan_out, rng, w, xavier_gain);
+      Uniform(xavier_gain * std::sqrt(6.0 / both), n, rng, w);
       return absl::OkStatus();
     case traind::v1::XAVIER_NORMAL:
-      XavierNormal(fan_in, fan_out, rng, w, xavier_gain);
+      Normal(xavier_gain * std::sqrt(2.0 / both), n, rng, w);
       return absl::OkStatus();
     case traind::v1::HE_UNIFORM:
-      HeUniform(fan_in, fan_out, rng, w, he_gain);
+      Uniform(he_gain * std::sqrt(3.0 / in), n, rng, w);
       return absl::OkStatus();
     case traind::v1::HE_NORMAL:
-      HeNormal(fan_in, fan_out, rng, w, he_gain);
+      Normal(he_gain / std::sqrt(in), n, rng, w);
       return absl::OkStatus();
     case traind::v1::NORMAL:
       Normal(params.stddev, n, rng, w);

@@ -36,6 +36,12 @@ absl::Status InitializeWeights(traind::v1::Initializer init, const InitializerPa
                                int64_t fan_in, int64_t fan_out, Rng& rng, float* w);
 absl::Status InitializeWeights(traind::v1::Initializer init, int64_t fan_in, int64_t fan_out,
                                Rng& rng, float* w);
+// As InitializeWeights, for `count` weights whose fans are given apart from
+// their number (a convolution's: fan_in = (C/G)·kh·kw, fan_out = F·kh·kw,
+// count = F·(C/G)·kh·kw, as PyTorch computes them). w: [count]
+absl::Status InitializeWeightsWithFans(traind::v1::Initializer init,
+                                       const InitializerParams& params, int64_t fan_in,
+                                       int64_t fan_out, int64_t count, Rng& rng, float* w);
 
 }  // namespace traind::engine
 

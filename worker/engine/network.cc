@@ -7,6 +7,7 @@
 #include "base/status.h"
 #include "spec/checks.h"
 #include "worker/engine/layers/elementwise.h"
+#include "worker/engine/layers/image.h"
 #include "worker/engine/layers/normalization.h"
 
 namespace traind::engine {
@@ -68,16 +69,111 @@ ActivationFn ToActivationFn(traind::v1::Activation activation, bool has_alpha, d
 
 absl::StatusOr<Network> Network::Create(Backend* backend, int64_t inputs,
                                         const traind::v1::ModelSpec& model) {
+  return Create(backend, spec::ValueShape::Features(inputs), model);
+}
+
+namespace {
+
+Conv2dGeometry GeometryOf(const spec::Window2d& w, const spec::ValueShape& in, int64_t filters,
+                          int64_t groups) {
+  Conv2dGeometry g;
+  g.batch = 1;
+  g.in_channels = in.channels;
+  g.in_height = in.height;
+  g.in_width = in.width;
+  g.out_channels = filters;
+  g.kernel_height = w.kernel_height;
+  g.kernel_width = w.kernel_width;
+  g.stride_height = w.stride_height;
+  g.stride_width = w.stride_width;
+  g.pad_top = w.pad_top;
+  g.pad_left = w.pad_left;
+  g.pad_bottom = w.pad_bottom;
+  g.pad_right = w.pad_right;
+  g.dilation_height = w.dilation_height;
+  g.dilation_width = w.dilation_width;
+  g.groups = groups;
+  return g;
+}
+
+Pool2dGeometry PoolGeometryOf(const spec::Window2d& w, const spec::ValueShape& in) {
+  Pool2dGeometry g;
+  g.batch = 1;
+  g.channels = in.channels;
+  g.in_height = in.height;
+  g.in_width = in.width;
+  g.kernel_height = w.kernel_height;
+  g.kernel_width = w.kernel_width;
+  g.stride_height = w.stride_height;
+  g.stride_width = w.stride_width;
+  g.pad_top = w.pad_top;
+  g.pad_left = w.pad_left;
+  g.pad_bottom = w.pad_bottom;
+  g.pad_right = w.pad_right;
+  return g;
+}
+
+}  // namespace
+
+absl::StatusOr<Network> Network::Create(Backend* backend, const spec::ValueShape& input,
+                                        const traind::v1::ModelSpec& model) {
+  const int64_t inputs = input.features;
   if (inputs <= 0) {
     return absl::InvalidArgumentError(absl::StrFormat("network: %d inputs", inputs));
   }
   TRAIND_RETURN_IF_ERROR(spec::CheckModelSpec(model));
+  TRAIND_ASSIGN_OR_RETURN(const std::vector<spec::ValueShape> shapes,
+                          spec::LayerShapes(model, input));
   Network network(backend, inputs);
   int64_t width = inputs;
+  spec::ValueShape shape = input;
   for (int i = 0; i < model.layers_size(); ++i) {
     const traind::v1::Layer& spec = model.layers(i);
+    const std::string path = absl::StrCat("model.layers[", i, "]");
     std::unique_ptr<Layer> layer;
     switch (spec.kind_case()) {
+      case traind::v1::Layer::kConv2D: {
+        const traind::v1::Conv2d& c = spec.conv2d();
+        TRAIND_ASSIGN_OR_RETURN(const spec::Window2d w,
+                                spec::Conv2dWindow(c, shape, path + ".conv2d"));
+        WeightInit init;
+        init.kind = c.init();
+        if (c.has_gain()) init.gain = c.gain();
+        if (c.has_stddev()) init.stddev = c.stddev();
+        if (c.has_limit()) init.limit = c.limit();
+        TRAIND_ASSIGN_OR_RETURN(
+            Conv2d conv,
+            Conv2d::Create(backend,
+                           GeometryOf(w, shape, c.filters(), c.groups() == 0 ? 1 : c.groups()),
+                           ToActivationFn(c.activation(), c.has_alpha(), c.alpha()),
+                           !c.has_bias() || c.bias(), init));
+        layer = std::make_unique<Conv2d>(std::move(conv));
+        break;
+      }
+      case traind::v1::Layer::kMaxPool2D:
+      case traind::v1::Layer::kAvgPool2D: {
+        const bool max = spec.kind_case() == traind::v1::Layer::kMaxPool2D;
+        const traind::v1::Pool2d& p = max ? spec.max_pool2d() : spec.avg_pool2d();
+        TRAIND_ASSIGN_OR_RETURN(
+            const spec::Window2d w,
+            spec::Pool2dWindow(p, shape, path + (max ? ".max_pool2d" : ".avg_pool2d")));
+        const PoolKind kind = max ? PoolKind::kMax
+                              : (!p.has_count_include_pad() || p.count_include_pad())
+                                  ? PoolKind::kAverage
+                                  : PoolKind::kAverageExcludePadding;
+        layer = std::make_unique<Pool2d>(backend, PoolGeometryOf(w, shape), kind);
+        break;
+      }
+      case traind::v1::Layer::kGlobalAvgPool2D: {
+        spec::Window2d w;
+        w.kernel_height = shape.height;
+        w.kernel_width = shape.width;
+        layer = std::make_unique<Pool2d>(backend, PoolGeometryOf(w, shape), PoolKind::kAverage);
+        break;
+      }
+      case traind::v1::Layer::kFlatten:
+        layer = std::make_unique<Flatten>(backend, width);
+        break;
       case traind::v1::Layer::kDense: {
         const traind::v1::Dense& d = spec.dense();
         WeightInit init;
@@ -121,6 +217,11 @@ absl::StatusOr<Network> Network::Create(Backend* backend, int64_t inputs,
         return absl::InternalError("unset layer kind");  // rejected by CheckModelSpec
     }
     width = layer->out();
+    shape = shapes[static_cast<size_t>(i)];
+    if (width != shape.features) {
+      return absl::InternalError(absl::StrFormat("%s: %d outputs, the spec's shape says %s", path,
+                                                 width, shape.ToString()));
+    }
     network.layers_.push_back(std::move(layer));
   }
   TRAIND_RETURN_IF_ERROR(network.FlattenGradients());

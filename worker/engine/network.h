@@ -12,6 +12,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "base/random.h"
+#include "spec/model_shapes.h"
 #include "traind/v1/job.pb.h"
 #include "worker/engine/backend/backend.h"
 #include "worker/engine/layers/dense.h"
@@ -38,6 +39,11 @@ class Network {
   // path for a model CheckModelSpec would reject.
   // REQUIRES: backend outlives the network.
   static absl::StatusOr<Network> Create(Backend* backend, int64_t inputs,
+                                        const traind::v1::ModelSpec& model);
+  // For an input of `input`'s shape: an image (data.shape) may feed image
+  // layers (conv2d, pooling), each row of x one image, NCHW. Errors:
+  // spec::LayerShapes's for a model that does not fit the input.
+  static absl::StatusOr<Network> Create(Backend* backend, const spec::ValueShape& input,
                                         const traind::v1::ModelSpec& model);
 
   Network(Network&&) = default;

@@ -128,8 +128,8 @@ TEST(NetworkTest, BadModels) {
   unset.add_layers();
   net = Network::Create(backend.get(), 4, unset);
   EXPECT_EQ(net.status().message(),
-            "model.layers[1]: the layer kind is not set (one of: dense, activation, dropout, "
-            "batch_norm, layer_norm)");
+            "model.layers[1]: the layer kind is not set (one of: dense, conv2d, max_pool2d, "
+            "avg_pool2d, global_avg_pool2d, flatten, activation, dropout, batch_norm, layer_norm)");
 }
 
 }  // namespace

@@ -24,6 +24,7 @@
 #include "onnx/onnx_pb.h"
 #include "onnx/shape_inference/implementation.h"
 #include "spec/checks.h"
+#include "spec/model_shapes.h"
 #include "worker/engine/backend/activation_math.h"
 #include "worker/engine/backend/backend.h"
 #include "worker/engine/network.h"
@@ -203,6 +204,15 @@ class StateTensors {
                                           const std::string& doc) const {
     TRAIND_ASSIGN_OR_RETURN(const TrainedModel::NamedTensor* t, Get(name, shape));
     return b.Floats(name, shape, t->values, doc);
+  }
+  // The same values under other dimensions (a convolution's [F, (C/G)·kh·kw]
+  // weights as ONNX's [F, C/G, kh, kw]).
+  absl::StatusOr<std::string> Initializer(GraphBuilder& b, const std::string& name,
+                                          const std::vector<int64_t>& shape,
+                                          const std::vector<int64_t>& dims,
+                                          const std::string& doc) const {
+    TRAIND_ASSIGN_OR_RETURN(const TrainedModel::NamedTensor* t, Get(name, shape));
+    return b.Floats(name, dims, t->values, doc);
   }
 
  private:
@@ -492,10 +502,103 @@ absl::StatusOr<onnx::ModelProto> BuildModel(const TrainedModel& model) {
   const StateTensors state(model);
   int64_t width = inputs;
   const traind::v1::ModelSpec& spec = model.spec.model();
+  // Image layers take x as [N, C, H, W]: reshaped from the row before the
+  // first, flattened back before a layer that takes rows.
+  TRAIND_ASSIGN_OR_RETURN(spec::ValueShape shape, spec::ModelInputShape(model.spec.data(), inputs));
+  TRAIND_ASSIGN_OR_RETURN(const std::vector<spec::ValueShape> shapes,
+                          spec::LayerShapes(spec, shape));
+  bool nchw = false;  // x is [N, C, H, W] now
   for (int l = 0; l < spec.layers_size(); ++l) {
     const traind::v1::Layer& layer = spec.layers(l);
     const std::string prefix = absl::StrCat("layers[", l, "]");
-    switch (layer.kind_case()) {
+    const traind::v1::Layer::KindCase kind = layer.kind_case();
+    const bool image_layer =
+        kind == traind::v1::Layer::kConv2D || kind == traind::v1::Layer::kMaxPool2D ||
+        kind == traind::v1::Layer::kAvgPool2D || kind == traind::v1::Layer::kGlobalAvgPool2D;
+    const bool elementwise =
+        kind == traind::v1::Layer::kActivation || kind == traind::v1::Layer::kDropout;
+    if (image_layer && !nchw) {
+      const std::string dims =
+          b.Int64s(prefix + "/shape", {4}, {-1, shape.channels, shape.height, shape.width});
+      x = b.Node("Reshape", prefix + "/Reshape", {x, dims})->output(0);
+      nchw = true;
+    } else if (!image_layer && !elementwise && nchw) {
+      onnx::NodeProto* flatten = b.Node("Flatten", prefix + "/Flatten", {x});
+      GraphBuilder::Attr(flatten, "axis", int64_t{1});
+      x = flatten->output(0);
+      nchw = false;
+    }
+    const spec::ValueShape in = shape;
+    shape = shapes[static_cast<size_t>(l)];
+    switch (kind) {
+      case traind::v1::Layer::kConv2D: {
+        const traind::v1::Conv2d& c = layer.conv2d();
+        TRAIND_ASSIGN_OR_RETURN(const spec::Window2d w,
+                                spec::Conv2dWindow(c, in, "model." + prefix + ".conv2d"));
+        const int64_t groups = c.groups() == 0 ? 1 : c.groups();
+        const int64_t cols = in.channels / groups * w.kernel_height * w.kernel_width;
+        TRAIND_ASSIGN_OR_RETURN(
+            const std::string weights,
+            state.Initializer(b, prefix + ".weight", {c.filters(), cols},
+                              {c.filters(), in.channels / groups, w.kernel_height, w.kernel_width},
+                              "Conv2d weights [filters, channels / groups, kh, kw]."));
+        std::vector<std::string> args = {x, weights};
+        if (!c.has_bias() || c.bias()) {
+          TRAIND_ASSIGN_OR_RETURN(
+              const std::string bias,
+              state.Initializer(b, prefix + ".bias", {c.filters()}, "Conv2d bias."));
+          args.push_back(bias);
+        }
+        onnx::NodeProto* n = b.Node("Conv", prefix + "/Conv", args);
+        GraphBuilder::Attr(n, "kernel_shape",
+                           std::vector<int64_t>{w.kernel_height, w.kernel_width});
+        GraphBuilder::Attr(n, "strides", std::vector<int64_t>{w.stride_height, w.stride_width});
+        GraphBuilder::Attr(n, "pads",
+                           std::vector<int64_t>{w.pad_top, w.pad_left, w.pad_bottom, w.pad_right});
+        GraphBuilder::Attr(n, "dilations",
+                           std::vector<int64_t>{w.dilation_height, w.dilation_width});
+        GraphBuilder::Attr(n, "group", groups);
+        x = Activation(b, prefix, ToActivationFn(c.activation(), c.has_alpha(), c.alpha()),
+                       n->output(0));
+        width = shape.features;
+        break;
+      }
+      case traind::v1::Layer::kMaxPool2D:
+      case traind::v1::Layer::kAvgPool2D: {
+        const bool max = kind == traind::v1::Layer::kMaxPool2D;
+        const traind::v1::Pool2d& p = max ? layer.max_pool2d() : layer.avg_pool2d();
+        TRAIND_ASSIGN_OR_RETURN(
+            const spec::Window2d w,
+            spec::Pool2dWindow(p, in, "model." + prefix + (max ? ".max_pool2d" : ".avg_pool2d")));
+        onnx::NodeProto* n = b.Node(max ? "MaxPool" : "AveragePool",
+                                    prefix + (max ? "/MaxPool" : "/AveragePool"), {x});
+        GraphBuilder::Attr(n, "kernel_shape",
+                           std::vector<int64_t>{w.kernel_height, w.kernel_width});
+        GraphBuilder::Attr(n, "strides", std::vector<int64_t>{w.stride_height, w.stride_width});
+        GraphBuilder::Attr(n, "pads",
+                           std::vector<int64_t>{w.pad_top, w.pad_left, w.pad_bottom, w.pad_right});
+        if (!max) {
+          GraphBuilder::Attr(n, "count_include_pad",
+                             int64_t{!p.has_count_include_pad() || p.count_include_pad()});
+        }
+        x = n->output(0);
+        width = shape.features;
+        break;
+      }
+      case traind::v1::Layer::kGlobalAvgPool2D: {
+        // [N, C, 1, 1] -> [N, C].
+        x = b.Node("GlobalAveragePool", prefix + "/GlobalAveragePool", {x})->output(0);
+        onnx::NodeProto* flatten = b.Node("Flatten", prefix + "/Flatten", {x});
+        GraphBuilder::Attr(flatten, "axis", int64_t{1});
+        x = flatten->output(0);
+        nchw = false;
+        width = shape.features;
+        break;
+      }
+      case traind::v1::Layer::kFlatten:
+        // The Flatten node is made above when x is [N, C, H, W].
+        width = shape.features;
+        break;
       case traind::v1::Layer::kDense: {
         const traind::v1::Dense& d = layer.dense();
         const int64_t units = d.units();

@@ -26,6 +26,7 @@
 #include "gtest/gtest.h"
 #include "onnx/checker.h"
 #include "onnx/onnx_pb.h"
+#include "spec/model_shapes.h"
 #include "worker/engine/backend/cpu/cpu_backend.h"
 #include "worker/engine/network.h"
 
@@ -72,7 +73,9 @@ class Fixture {
     for (const TrainedModel::Categorical& c : model.categorical) {
       inputs += static_cast<int64_t>(c.categories.size());
     }
-    absl::StatusOr<Network> created = Network::Create(backend_.get(), inputs, model.spec.model());
+    absl::StatusOr<spec::ValueShape> input = spec::ModelInputShape(model.spec.data(), inputs);
+    EXPECT_TRUE(input.ok()) << input.status();
+    absl::StatusOr<Network> created = Network::Create(backend_.get(), *input, model.spec.model());
     EXPECT_TRUE(created.ok()) << created.status();
     Network net = std::move(created).value();
     Rng rng(seed);
@@ -640,6 +643,86 @@ bool Required() {
   return v != nullptr && v[0] != '\0' && std::string(v) != "0";
 }
 
+// (f) A convolutional network on 2×6×5 images (data.shape): "same"
+// padding on a 3×2 kernel (odd padding after), max pooling with padding,
+// average pooling leaving the padding out, an activation and dropout on an
+// image, flatten, dense.
+Case ConvNet() {
+  Case c;
+  TrainedModel& m = c.model;
+  m.target = data::TargetKind::kClasses;
+  m.classes = {"a", "b", "c"};
+  std::vector<std::string> pixels;
+  for (int i = 0; i < 60; ++i) pixels.push_back(absl::StrCat("px", i));
+  SetPreprocessing(m, pixels);
+  m.impute.clear();
+  m.spec.mutable_data()->set_label("y");
+  for (int d : {2, 6, 5}) m.spec.mutable_data()->add_shape(d);
+  m.spec.mutable_loss()->mutable_softmax_cross_entropy();
+  traind::v1::ModelSpec* model = m.spec.mutable_model();
+  auto* c0 = model->add_layers()->mutable_conv2d();
+  c0->set_filters(4);
+  c0->add_kernel(3);
+  c0->add_kernel(2);
+  c0->mutable_padding()->set_string_value("same");
+  c0->set_activation(traind::v1::TANH);
+  auto* max = model->add_layers()->mutable_max_pool2d();  // 4×6×5 -> 4×4×3
+  max->add_kernel(2);
+  max->mutable_padding()->set_number_value(1);
+  auto* avg = model->add_layers()->mutable_avg_pool2d();  // -> 4×5×4
+  avg->add_kernel(2);
+  avg->add_stride(1);
+  avg->mutable_padding()->set_number_value(1);
+  avg->set_count_include_pad(false);
+  *model->add_layers() = ActivationLayer(traind::v1::SWISH);
+  model->add_layers()->mutable_dropout()->set_rate(0.2);
+  model->add_layers()->mutable_flatten();
+  *model->add_layers() = DenseLayer(3);
+  return c;
+}
+
+// (g) Groups, dilation, stride, explicit asymmetric padding, no bias, a
+// gelu convolution (unfused in training), average pooling counting the
+// padding, global average pooling, then dense layers (no flatten given).
+Case ConvNetGlobalPooling() {
+  Case c;
+  TrainedModel& m = c.model;
+  m.target = data::TargetKind::kRegression;
+  m.target_names = {"t"};
+  std::vector<std::string> pixels;
+  for (int i = 0; i < 3 * 9 * 8; ++i) pixels.push_back(absl::StrCat("p", i));
+  SetPreprocessing(m, pixels);
+  m.impute.clear();
+  m.spec.mutable_data()->set_label("t");
+  for (int d : {3, 9, 8}) m.spec.mutable_data()->add_shape(d);
+  m.spec.mutable_loss()->mutable_mse();
+  traind::v1::ModelSpec* model = m.spec.mutable_model();
+  auto* c0 = model->add_layers()->mutable_conv2d();  // 3×9×8 -> 6×4×8
+  c0->set_filters(6);
+  c0->add_kernel(3);
+  c0->add_stride(2);
+  c0->add_stride(1);
+  c0->add_dilation(1);
+  c0->add_dilation(2);
+  c0->set_groups(3);
+  c0->set_bias(false);
+  for (int p : {0, 2, 1, 2})
+    c0->mutable_padding()->mutable_list_value()->add_values()->set_number_value(p);
+  c0->set_activation(traind::v1::GELU);
+  auto* avg = model->add_layers()->mutable_avg_pool2d();
+  avg->add_kernel(3);
+  avg->add_stride(1);
+  avg->mutable_padding()->set_number_value(1);
+  auto* c1 = model->add_layers()->mutable_conv2d();
+  c1->set_filters(5);
+  c1->add_kernel(1);
+  c1->set_activation(traind::v1::RELU);
+  model->add_layers()->mutable_global_avg_pool2d();
+  *model->add_layers() = DenseLayer(4, traind::v1::ELU);
+  *model->add_layers() = DenseLayer(1);
+  return c;
+}
+
 // Scores the case's rows in ONNX Runtime and in the engine; every number
 // within 1e-5 (absolute, relative beyond 1), the labels equal.
 void CheckAgainstOnnxRuntime(Case c, const std::string& name, uint64_t seed, int rows,
@@ -725,6 +808,14 @@ TEST(OnnxRuntimeTest, RegressionWithCategoricalColumnsAndImputation) {
 
 TEST(OnnxRuntimeTest, LayerNormAndEveryActivation) {
   CheckAgainstOnnxRuntime(EveryActivation(), "every_activation", 15, 64, 0, {});
+}
+
+TEST(OnnxRuntimeTest, ConvNetOnImagesOfTwoChannels) {
+  CheckAgainstOnnxRuntime(ConvNet(), "conv_net", 16, 48, 0, {});
+}
+
+TEST(OnnxRuntimeTest, GroupedDilatedConvolutionsAndGlobalPooling) {
+  CheckAgainstOnnxRuntime(ConvNetGlobalPooling(), "conv_global_pooling", 17, 48, 0, {});
 }
 
 }  // namespace

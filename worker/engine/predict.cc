@@ -217,7 +217,10 @@ absl::StatusOr<std::vector<float>> PredictTable(const TrainedModel& model,
     TRAIND_ASSIGN_OR_RETURN(owned, CreateCpuBackend(bf16 ? traind::v1::BF16 : traind::v1::FP32));
     backend = owned.get();
   }
-  absl::StatusOr<Network> created = Network::Create(backend, width, model.spec.model());
+  absl::StatusOr<spec::ValueShape> input = spec::ModelInputShape(model.spec.data(), width);
+  absl::StatusOr<Network> created =
+      input.ok() ? Network::Create(backend, *input, model.spec.model())
+                 : absl::StatusOr<Network>(input.status());
   if (!created.ok()) {
     return DataError(absl::StrCat(model_path, ": its spec's model: ", created.status().message()));
   }

@@ -85,6 +85,10 @@ class DenseKernel {
 // w[f, c, p, q] + b[f], with g = f / (F/G) the group of output channel f,
 // c < C/G, and x zero outside the image (PyTorch's Conv2d; dilation 1 is
 // none). w: [F, (C/G)·kh·kw], each row one output channel's OIHW weights.
+// Outputs of a sliding window: floor(span / stride) + 1 where span (the
+// input less the window's extent, padding included) is >= 0, else 0.
+inline int64_t WindowOut(int64_t span, int64_t stride) { return span < 0 ? 0 : span / stride + 1; }
+
 struct Conv2dGeometry {
   int64_t batch = 0;
   int64_t in_channels = 0, in_height = 0, in_width = 0;
@@ -95,15 +99,14 @@ struct Conv2dGeometry {
   int64_t dilation_height = 1, dilation_width = 1;
   int64_t groups = 1;
 
+  // 0 when the window does not fit.
   int64_t out_height() const {
-    return (in_height + pad_top + pad_bottom - dilation_height * (kernel_height - 1) - 1) /
-               stride_height +
-           1;
+    return WindowOut(in_height + pad_top + pad_bottom - dilation_height * (kernel_height - 1) - 1,
+                     stride_height);
   }
   int64_t out_width() const {
-    return (in_width + pad_left + pad_right - dilation_width * (kernel_width - 1) - 1) /
-               stride_width +
-           1;
+    return WindowOut(in_width + pad_left + pad_right - dilation_width * (kernel_width - 1) - 1,
+                     stride_width);
   }
   int64_t in_size() const { return in_channels * in_height * in_width; }
   int64_t out_size() const { return out_channels * out_height() * out_width(); }
@@ -145,11 +148,12 @@ struct Pool2dGeometry {
   int64_t stride_height = 1, stride_width = 1;
   int64_t pad_top = 0, pad_left = 0, pad_bottom = 0, pad_right = 0;
 
+  // 0 when the window does not fit.
   int64_t out_height() const {
-    return (in_height + pad_top + pad_bottom - kernel_height) / stride_height + 1;
+    return WindowOut(in_height + pad_top + pad_bottom - kernel_height, stride_height);
   }
   int64_t out_width() const {
-    return (in_width + pad_left + pad_right - kernel_width) / stride_width + 1;
+    return WindowOut(in_width + pad_left + pad_right - kernel_width, stride_width);
   }
   int64_t in_size() const { return channels * in_height * in_width; }
   int64_t out_size() const { return channels * out_height() * out_width(); }

@@ -120,7 +120,9 @@ absl::Status FitTask::Prepare(BackendFactory* factory, ParallelStrategy* strateg
 
   TRAIND_ASSIGN_OR_RETURN(backend_choice, ChooseBackend(spec, options.backend, factory));
   backend = backend_choice.backend;
-  TRAIND_ASSIGN_OR_RETURN(Network created, Network::Create(backend, width, spec.model()));
+  // An image (data.shape) or a row of the pipeline's features.
+  TRAIND_ASSIGN_OR_RETURN(const spec::ValueShape input, spec::ModelInputShape(spec.data(), width));
+  TRAIND_ASSIGN_OR_RETURN(Network created, Network::Create(backend, input, spec.model()));
   network = std::make_unique<Network>(std::move(created));
   Rng init_rng(DeriveSeed(spec.seed(), static_cast<uint64_t>(task), kInitStream));
   TRAIND_RETURN_IF_ERROR(network->Initialize(init_rng));

@@ -271,6 +271,14 @@ TEST_F(CpuBackendTest, BadConvAndPoolGeometriesAreRefusedNamingTheProblem) {
   ASSERT_FALSE(pool.ok());
   EXPECT_NE(pool.status().message().find("kernel 3×3 on a 2×2 input"), std::string::npos)
       << pool.status();
+  // A stride past the input too (floor division, not truncation toward 0).
+  pool = backend_->CreatePool2dKernel(Pool(1, 1, 1, 1, 3, 3, 3, 0), PoolKind::kMax);
+  ASSERT_FALSE(pool.ok());
+  EXPECT_NE(pool.status().message().find("kernel 3×3 on a 1×1 input"), std::string::npos)
+      << pool.status();
+  g = Conv(1, 3, 1, 1, 4, 3, 3);
+  g.stride_height = g.stride_width = 2;
+  EXPECT_FALSE(backend_->CreateConv2dKernel(g, Conv2dKernelOptions()).ok());
 }
 
 // A pooling backward pass needs a training forward pass before it.
