@@ -117,6 +117,21 @@ absl::StatusOr<traind::v1::PrepareDatasetUploadResponse> DatasetCatalog::Prepare
     const Caller& caller, const PrepareDatasetUploadRequest& req) {
   if (absl::Status s = CheckFile(req, ""); !s.ok()) return s;
   if (absl::Status s = CheckLimits(caller.name, req.sha256(), req.size_bytes()); !s.ok()) return s;
+  {
+    // An upload of these bytes by the caller that is still ending (a client
+    // that went away: its stream's last bytes are being written) is waited
+    // for, so the offset answered is every byte traind received. One that
+    // goes on past the wait (a second client) is answered as it stands.
+    absl::MutexLock lock(&mu_);
+    std::pair<DatasetCatalog*, std::string> key(this, absl::StrCat(caller.name, "/", req.sha256()));
+    mu_.AwaitWithTimeout(
+        absl::Condition(
+            +[](std::pair<DatasetCatalog*, std::string>* k) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+              return k->first->uploading_.count(k->second) == 0;
+            },
+            &key),
+        kUploadEndWait);
+  }
   traind::v1::PrepareDatasetUploadResponse resp;
   if (files_.Has(req.sha256())) {
     // The bytes are here (anyone's): record them for the caller, no upload.
@@ -219,6 +234,10 @@ void DatasetCatalog::Upload::StopProfile() {
 
 DatasetCatalog::Upload::~Upload() {
   StopProfile();
+  // The bytes still staged reach the .part file before the upload stops
+  // counting as in progress: a PrepareDatasetUpload waiting for it then
+  // answers every byte received.
+  file_.reset();
   absl::MutexLock lock(&catalog_->mu_);
   catalog_->uploading_.erase(absl::StrCat(caller_.name, "/", file_req_.sha256()));
 }

@@ -166,7 +166,9 @@ class DatasetCatalog {
   const DatasetFiles files_;
   const DatasetLimits limits_;
   absl::Mutex mu_;
-  std::set<std::string> uploading_ ABSL_GUARDED_BY(mu_);    // owner + "/" + sha256
+  std::set<std::string> uploading_ ABSL_GUARDED_BY(mu_);  // owner + "/" + sha256
+  // How long Prepare waits for an upload of the same bytes to end.
+  static constexpr absl::Duration kUploadEndWait = absl::Seconds(5);
   std::multiset<std::string> pinned_ ABSL_GUARDED_BY(mu_);  // digests
 };
 

@@ -218,9 +218,9 @@ absl::StatusOr<std::vector<float>> PredictTable(const TrainedModel& model,
     backend = owned.get();
   }
   absl::StatusOr<spec::ValueShape> input = spec::ModelInputShape(model.spec.data(), width);
-  absl::StatusOr<Network> created =
-      input.ok() ? Network::Create(backend, *input, model.spec.model())
-                 : absl::StatusOr<Network>(input.status());
+  absl::StatusOr<Network> created = input.ok()
+                                        ? Network::Create(backend, *input, model.spec.model())
+                                        : absl::StatusOr<Network>(input.status());
   if (!created.ok()) {
     return DataError(absl::StrCat(model_path, ": its spec's model: ", created.status().message()));
   }

@@ -24,9 +24,10 @@ namespace traind::engine::cpu {
 absl::StatusOr<std::unique_ptr<Conv2dKernel>> CreateCpuConv2dKernel(
     const dnnl::engine& engine, const dnnl::stream& stream, const Conv2dGeometry& geometry,
     const Conv2dKernelOptions& options);
-absl::StatusOr<std::unique_ptr<Pool2dKernel>> CreateCpuPool2dKernel(
-    const dnnl::engine& engine, const dnnl::stream& stream, const Pool2dGeometry& geometry,
-    PoolKind kind);
+absl::StatusOr<std::unique_ptr<Pool2dKernel>> CreateCpuPool2dKernel(const dnnl::engine& engine,
+                                                                    const dnnl::stream& stream,
+                                                                    const Pool2dGeometry& geometry,
+                                                                    PoolKind kind);
 
 }  // namespace traind::engine::cpu
 
