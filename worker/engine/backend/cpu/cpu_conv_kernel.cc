@@ -73,6 +73,49 @@ dnnl::primitive_attr UserScratchpad() {
   return attr;
 }
 
+// A tensor in the layout a primitive chose (format_tag::any) beside its plain
+// NCHW / OIHW form at the kernel's boundary: when the two differ, an owned
+// buffer in the chosen layout and the reorders between them; when they are
+// the same, nothing, and the primitive reads or writes the caller's tensor.
+class Stage {
+ public:
+  void Init(const dnnl::engine& engine, const dnnl::memory::desc& plain,
+            const dnnl::memory::desc& chosen, const char* what) {
+    if (plain == chosen) return;
+    buffer_ = dnnl::memory(chosen, engine);
+    dnnl::primitive_attr attr = UserScratchpadAttr();
+    to_chosen_.Init<dnnl::reorder>(
+        engine, dnnl::reorder::primitive_desc(engine, plain, engine, chosen, attr), what);
+    to_chosen_.Arg(DNNL_ARG_SRC, plain, engine);
+    to_chosen_.Arg(DNNL_ARG_DST, chosen, engine);
+    to_plain_.Init<dnnl::reorder>(
+        engine, dnnl::reorder::primitive_desc(engine, chosen, engine, plain, attr), what);
+    to_plain_.Arg(DNNL_ARG_SRC, chosen, engine);
+    to_plain_.Arg(DNNL_ARG_DST, plain, engine);
+  }
+  // The data the primitive reads: `plain` itself, or its reordered copy.
+  absl::StatusOr<const void*> In(const dnnl::stream& stream, const void* plain) const {
+    if (!buffer_) return plain;
+    TRAIND_RETURN_IF_ERROR(to_chosen_.Run(stream, {plain, buffer_.get_data_handle()}));
+    return buffer_.get_data_handle();
+  }
+  // Where the primitive writes: `plain` itself, or the buffer Out copies from.
+  void* Target(void* plain) const { return buffer_ ? buffer_.get_data_handle() : plain; }
+  absl::Status Out(const dnnl::stream& stream, void* plain) const {
+    if (!buffer_) return absl::OkStatus();
+    return to_plain_.Run(stream, {buffer_.get_data_handle(), plain});
+  }
+
+ private:
+  static dnnl::primitive_attr UserScratchpadAttr() {
+    dnnl::primitive_attr attr;
+    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    return attr;
+  }
+  dnnl::memory buffer_;
+  Plan to_chosen_, to_plain_;
+};
+
 class CpuConv2dKernel final : public Conv2dKernel {
  public:
   static absl::StatusOr<std::unique_ptr<Conv2dKernel>> Create(const dnnl::engine& engine,
@@ -81,6 +124,7 @@ class CpuConv2dKernel final : public Conv2dKernel {
                                                               const Conv2dKernelOptions& options) {
     auto k = std::unique_ptr<CpuConv2dKernel>(new CpuConv2dKernel(stream, g, options));
     try {
+      // The caller's layouts: NCHW images, OIHW (GOIHW) weights.
       const dnnl::memory::desc src({g.batch, g.in_channels, g.in_height, g.in_width}, dt::f32,
                                    tag::nchw);
       const dnnl::memory::desc weights =
@@ -93,6 +137,11 @@ class CpuConv2dKernel final : public Conv2dKernel {
       const dnnl::memory::desc bias({g.out_channels}, dt::f32, tag::x);
       const dnnl::memory::desc dst({g.batch, g.out_channels, g.out_height(), g.out_width()},
                                    dt::f32, tag::nchw);
+      // The primitives choose theirs (blocked layouts run oneDNN's direct
+      // JIT convolutions; plain NCHW falls back to im2col and a GEMM).
+      const dnnl::memory::desc src_any(src.dims(), dt::f32, tag::any);
+      const dnnl::memory::desc weights_any(weights.dims(), dt::f32, tag::any);
+      const dnnl::memory::desc dst_any(dst.dims(), dt::f32, tag::any);
       const dims strides = {g.stride_height, g.stride_width};
       // oneDNN counts dilation from 0 (no gaps), PyTorch from 1.
       const dims dilates = {g.dilation_height - 1, g.dilation_width - 1};
@@ -104,45 +153,54 @@ class CpuConv2dKernel final : public Conv2dKernel {
       AppendPostOp(options.activation, &ops);
       attr.set_post_ops(ops);
       const auto fwd_desc =
-          options.bias
-              ? dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training,
-                                                dnnl::algorithm::convolution_direct, src, weights,
-                                                bias, dst, strides, dilates, pad_l, pad_r)
-              : dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training,
-                                                dnnl::algorithm::convolution_direct, src, weights,
-                                                dst, strides, dilates, pad_l, pad_r);
+          options.bias ? dnnl::convolution_forward::desc(
+                             dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct,
+                             src_any, weights_any, bias, dst_any, strides, dilates, pad_l, pad_r)
+                       : dnnl::convolution_forward::desc(
+                             dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct,
+                             src_any, weights_any, dst_any, strides, dilates, pad_l, pad_r);
       const dnnl::convolution_forward::primitive_desc fwd_pd(fwd_desc, attr, engine);
       k->forward_.Init<dnnl::convolution_forward>(engine, fwd_pd, "conv2d forward");
-      k->forward_.Arg(DNNL_ARG_SRC, src, engine);
-      k->forward_.Arg(DNNL_ARG_WEIGHTS, weights, engine);
+      k->forward_.Arg(DNNL_ARG_SRC, fwd_pd.src_desc(), engine);
+      k->forward_.Arg(DNNL_ARG_WEIGHTS, fwd_pd.weights_desc(), engine);
       if (options.bias) k->forward_.Arg(DNNL_ARG_BIAS, bias, engine);
-      k->forward_.Arg(DNNL_ARG_DST, dst, engine);
+      k->forward_.Arg(DNNL_ARG_DST, fwd_pd.dst_desc(), engine);
+      k->x_.Init(engine, src, fwd_pd.src_desc(), "conv2d reorder x");
+      k->w_.Init(engine, weights, fwd_pd.weights_desc(), "conv2d reorder w");
+      k->y_.Init(engine, dst, fwd_pd.dst_desc(), "conv2d reorder y");
 
       const dnnl::convolution_backward_data::primitive_desc data_pd(
-          dnnl::convolution_backward_data::desc(dnnl::algorithm::convolution_direct, src, weights,
-                                                dst, strides, dilates, pad_l, pad_r),
+          dnnl::convolution_backward_data::desc(dnnl::algorithm::convolution_direct, src_any,
+                                                weights_any, dst_any, strides, dilates, pad_l,
+                                                pad_r),
           UserScratchpad(), engine, fwd_pd);
       k->backward_data_.Init<dnnl::convolution_backward_data>(engine, data_pd,
                                                               "conv2d backward data");
-      k->backward_data_.Arg(DNNL_ARG_DIFF_DST, dst, engine);
-      k->backward_data_.Arg(DNNL_ARG_WEIGHTS, weights, engine);
-      k->backward_data_.Arg(DNNL_ARG_DIFF_SRC, src, engine);
+      k->backward_data_.Arg(DNNL_ARG_DIFF_DST, data_pd.diff_dst_desc(), engine);
+      k->backward_data_.Arg(DNNL_ARG_WEIGHTS, data_pd.weights_desc(), engine);
+      k->backward_data_.Arg(DNNL_ARG_DIFF_SRC, data_pd.diff_src_desc(), engine);
+      k->data_dz_.Init(engine, dst, data_pd.diff_dst_desc(), "conv2d reorder dz");
+      k->data_w_.Init(engine, weights, data_pd.weights_desc(), "conv2d reorder w");
+      k->dx_.Init(engine, src, data_pd.diff_src_desc(), "conv2d reorder dx");
 
       const auto weights_desc = options.bias
                                     ? dnnl::convolution_backward_weights::desc(
-                                          dnnl::algorithm::convolution_direct, src, weights, bias,
-                                          dst, strides, dilates, pad_l, pad_r)
+                                          dnnl::algorithm::convolution_direct, src_any, weights_any,
+                                          bias, dst_any, strides, dilates, pad_l, pad_r)
                                     : dnnl::convolution_backward_weights::desc(
-                                          dnnl::algorithm::convolution_direct, src, weights, dst,
-                                          strides, dilates, pad_l, pad_r);
+                                          dnnl::algorithm::convolution_direct, src_any, weights_any,
+                                          dst_any, strides, dilates, pad_l, pad_r);
       const dnnl::convolution_backward_weights::primitive_desc weights_pd(
           weights_desc, UserScratchpad(), engine, fwd_pd);
       k->backward_weights_.Init<dnnl::convolution_backward_weights>(engine, weights_pd,
                                                                     "conv2d backward weights");
-      k->backward_weights_.Arg(DNNL_ARG_SRC, src, engine);
-      k->backward_weights_.Arg(DNNL_ARG_DIFF_DST, dst, engine);
-      k->backward_weights_.Arg(DNNL_ARG_DIFF_WEIGHTS, weights, engine);
+      k->backward_weights_.Arg(DNNL_ARG_SRC, weights_pd.src_desc(), engine);
+      k->backward_weights_.Arg(DNNL_ARG_DIFF_DST, weights_pd.diff_dst_desc(), engine);
+      k->backward_weights_.Arg(DNNL_ARG_DIFF_WEIGHTS, weights_pd.diff_weights_desc(), engine);
       if (options.bias) k->backward_weights_.Arg(DNNL_ARG_DIFF_BIAS, bias, engine);
+      k->weights_x_.Init(engine, src, weights_pd.src_desc(), "conv2d reorder x");
+      k->weights_dz_.Init(engine, dst, weights_pd.diff_dst_desc(), "conv2d reorder dz");
+      k->dw_.Init(engine, weights, weights_pd.diff_weights_desc(), "conv2d reorder dw");
     } catch (const dnnl::error& e) {
       return FromDnnl(e, "plan conv2d");
     }
@@ -155,11 +213,16 @@ class CpuConv2dKernel final : public Conv2dKernel {
     TRAIND_RETURN_IF_ERROR(
         CheckShape(w, DType::kF32, g_.out_channels, g_.weight_cols(), "conv2d w"));
     TRAIND_RETURN_IF_ERROR(CheckShape(*y, DType::kF32, g_.batch, g_.out_size(), "conv2d y"));
+    TRAIND_ASSIGN_OR_RETURN(const void* xs, x_.In(stream_, x.raw()));
+    TRAIND_ASSIGN_OR_RETURN(const void* ws, w_.In(stream_, w.raw()));
+    void* ys = y_.Target(y->raw());
     if (options_.bias) {
       TRAIND_RETURN_IF_ERROR(CheckShape(b, DType::kF32, 1, g_.out_channels, "conv2d b"));
-      return forward_.Run(stream_, {x.raw(), w.raw(), b.raw(), y->raw()});
+      TRAIND_RETURN_IF_ERROR(forward_.Run(stream_, {xs, ws, b.raw(), ys}));
+    } else {
+      TRAIND_RETURN_IF_ERROR(forward_.Run(stream_, {xs, ws, ys}));
     }
-    return forward_.Run(stream_, {x.raw(), w.raw(), y->raw()});
+    return y_.Out(stream_, y->raw());
   }
 
   absl::Status Backward(const Tensor& x, const Tensor& w, const Tensor& y, Tensor* dy, Tensor* dw,
@@ -195,13 +258,21 @@ class CpuConv2dKernel final : public Conv2dKernel {
       });
     }
     if (dx != nullptr) {
-      TRAIND_RETURN_IF_ERROR(backward_data_.Run(stream_, {dy->raw(), w.raw(), dx->raw()}));
+      TRAIND_ASSIGN_OR_RETURN(const void* dzs, data_dz_.In(stream_, dy->raw()));
+      TRAIND_ASSIGN_OR_RETURN(const void* ws, data_w_.In(stream_, w.raw()));
+      TRAIND_RETURN_IF_ERROR(backward_data_.Run(stream_, {dzs, ws, dx_.Target(dx->raw())}));
+      TRAIND_RETURN_IF_ERROR(dx_.Out(stream_, dx->raw()));
     }
+    TRAIND_ASSIGN_OR_RETURN(const void* xs, weights_x_.In(stream_, x.raw()));
+    TRAIND_ASSIGN_OR_RETURN(const void* dzs, weights_dz_.In(stream_, dy->raw()));
+    void* dws = dw_.Target(dw->raw());
     if (options_.bias) {
       float* bias_grad = db != nullptr ? db->f32() : bias_grad_.data();
-      return backward_weights_.Run(stream_, {x.raw(), dy->raw(), dw->raw(), bias_grad});
+      TRAIND_RETURN_IF_ERROR(backward_weights_.Run(stream_, {xs, dzs, dws, bias_grad}));
+    } else {
+      TRAIND_RETURN_IF_ERROR(backward_weights_.Run(stream_, {xs, dzs, dws}));
     }
-    return backward_weights_.Run(stream_, {x.raw(), dy->raw(), dw->raw()});
+    return dw_.Out(stream_, dw->raw());
   }
 
  private:
@@ -213,7 +284,11 @@ class CpuConv2dKernel final : public Conv2dKernel {
   const Conv2dGeometry g_;
   const Conv2dKernelOptions options_;
   Plan forward_, backward_data_, backward_weights_;
-  std::vector<float> bias_grad_;  // db's place when the caller wants none
+  // Each primitive's operands in the layouts it chose (Stage).
+  Stage x_, w_, y_;                    // forward
+  Stage data_dz_, data_w_, dx_;        // backward data
+  Stage weights_x_, weights_dz_, dw_;  // backward weights
+  std::vector<float> bias_grad_;       // db's place when the caller wants none
 };
 
 dnnl::algorithm PoolAlgorithm(PoolKind kind) {
