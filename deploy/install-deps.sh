@@ -11,6 +11,8 @@ build_pkgs=(
   cmake ninja-build g++ pkg-config ccache
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libdnnl-dev libabsl-dev libgtest-dev libgmock-dev libsqlite3-dev
+  # gzipped IDX image files (data/idx.h).
+  zlib1g-dev
   # OpenBLAS's OpenMP build: the CPU backend multiplies some large f32 products
   # with it on CPUs without AVX-512 (worker/engine/backend/cpu/cpu_gemm.h).
   libopenblas0-openmp
