@@ -315,6 +315,14 @@ class CpuPool2dKernel final : public Pool2dKernel {
                                    tag::nchw);
       const dnnl::memory::desc dst({g.batch, g.channels, g.out_height(), g.out_width()}, dt::f32,
                                    tag::nchw);
+      // Pooled channels-last: oneDNN's JIT pooling (on NCHW its forward
+      // pass takes a plain loop).
+      const dnnl::memory::desc src_in(src.dims(), dt::f32, tag::nhwc);
+      const dnnl::memory::desc dst_in(dst.dims(), dt::f32, tag::nhwc);
+      k->x_.Init(engine, src, src_in, "pool2d reorder x");
+      k->y_.Init(engine, dst, dst_in, "pool2d reorder y");
+      k->dy_.Init(engine, dst, dst_in, "pool2d reorder dy");
+      k->dx_.Init(engine, src, src_in, "pool2d reorder dx");
       const dims strides = {g.stride_height, g.stride_width};
       const dims kernel = {g.kernel_height, g.kernel_width};
       const dims pad_l = {g.pad_top, g.pad_left};
@@ -322,31 +330,31 @@ class CpuPool2dKernel final : public Pool2dKernel {
       const dnnl::algorithm algorithm = PoolAlgorithm(kind);
 
       const dnnl::pooling_forward::primitive_desc train_pd(
-          dnnl::pooling_forward::desc(dnnl::prop_kind::forward_training, algorithm, src, dst,
+          dnnl::pooling_forward::desc(dnnl::prop_kind::forward_training, algorithm, src_in, dst_in,
                                       strides, kernel, pad_l, pad_r),
           UserScratchpad(), engine);
       k->train_.Init<dnnl::pooling_forward>(engine, train_pd, "pool2d forward");
-      k->train_.Arg(DNNL_ARG_SRC, src, engine);
-      k->train_.Arg(DNNL_ARG_DST, dst, engine);
+      k->train_.Arg(DNNL_ARG_SRC, src_in, engine);
+      k->train_.Arg(DNNL_ARG_DST, dst_in, engine);
       dnnl::memory workspace;
       if (train_pd.workspace_desc().get_size() > 0) {
         workspace = dnnl::memory(train_pd.workspace_desc(), engine);
         k->train_.OwnedArg(DNNL_ARG_WORKSPACE, workspace);
       }
       const dnnl::pooling_forward::primitive_desc infer_pd(
-          dnnl::pooling_forward::desc(dnnl::prop_kind::forward_inference, algorithm, src, dst,
+          dnnl::pooling_forward::desc(dnnl::prop_kind::forward_inference, algorithm, src_in, dst_in,
                                       strides, kernel, pad_l, pad_r),
           UserScratchpad(), engine);
       k->infer_.Init<dnnl::pooling_forward>(engine, infer_pd, "pool2d forward");
-      k->infer_.Arg(DNNL_ARG_SRC, src, engine);
-      k->infer_.Arg(DNNL_ARG_DST, dst, engine);
+      k->infer_.Arg(DNNL_ARG_SRC, src_in, engine);
+      k->infer_.Arg(DNNL_ARG_DST, dst_in, engine);
 
       const dnnl::pooling_backward::primitive_desc backward_pd(
-          dnnl::pooling_backward::desc(algorithm, src, dst, strides, kernel, pad_l, pad_r),
+          dnnl::pooling_backward::desc(algorithm, src_in, dst_in, strides, kernel, pad_l, pad_r),
           UserScratchpad(), engine, train_pd);
       k->backward_.Init<dnnl::pooling_backward>(engine, backward_pd, "pool2d backward");
-      k->backward_.Arg(DNNL_ARG_DIFF_DST, dst, engine);
-      k->backward_.Arg(DNNL_ARG_DIFF_SRC, src, engine);
+      k->backward_.Arg(DNNL_ARG_DIFF_DST, dst_in, engine);
+      k->backward_.Arg(DNNL_ARG_DIFF_SRC, src_in, engine);
       if (workspace) k->backward_.OwnedArg(DNNL_ARG_WORKSPACE, workspace);
     } catch (const dnnl::error& e) {
       return FromDnnl(e, "plan pool2d");
@@ -357,12 +365,10 @@ class CpuPool2dKernel final : public Pool2dKernel {
   absl::Status Forward(bool training, const Tensor& x, Tensor* y) override {
     TRAIND_RETURN_IF_ERROR(CheckShape(x, DType::kF32, g_.batch, g_.in_size(), "pool2d x"));
     TRAIND_RETURN_IF_ERROR(CheckShape(*y, DType::kF32, g_.batch, g_.out_size(), "pool2d y"));
-    if (training) {
-      TRAIND_RETURN_IF_ERROR(train_.Run(stream_, {x.raw(), y->raw()}));
-      trained_ = true;
-      return absl::OkStatus();
-    }
-    return infer_.Run(stream_, {x.raw(), y->raw()});
+    TRAIND_ASSIGN_OR_RETURN(const void* xs, x_.In(stream_, x.raw()));
+    TRAIND_RETURN_IF_ERROR((training ? train_ : infer_).Run(stream_, {xs, y_.Target(y->raw())}));
+    trained_ = trained_ || training;
+    return y_.Out(stream_, y->raw());
   }
 
   absl::Status Backward(const Tensor& dy, Tensor* dx) override {
@@ -371,7 +377,9 @@ class CpuPool2dKernel final : public Pool2dKernel {
     if (!trained_) {
       return absl::FailedPreconditionError("pool2d backward: no training forward pass before it");
     }
-    return backward_.Run(stream_, {dy.raw(), dx->raw()});
+    TRAIND_ASSIGN_OR_RETURN(const void* dys, dy_.In(stream_, dy.raw()));
+    TRAIND_RETURN_IF_ERROR(backward_.Run(stream_, {dys, dx_.Target(dx->raw())}));
+    return dx_.Out(stream_, dx->raw());
   }
 
  private:
@@ -380,6 +388,7 @@ class CpuPool2dKernel final : public Pool2dKernel {
   const dnnl::stream& stream_;
   const Pool2dGeometry g_;
   Plan train_, infer_, backward_;
+  Stage x_, y_, dy_, dx_;  // the operands channels-last
   bool trained_ = false;
 };
 
