@@ -21,6 +21,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "client/dataset_render.h"
+#include "data/images.h"
 
 namespace traind::client {
 namespace {
@@ -400,6 +401,12 @@ absl::StatusOr<std::vector<std::string>> UploadSpecFiles(TraindClient& client,
     const std::string& dataset;
     std::string* sha256;
   };
+  if (data::IsImageFormat(spec.data())) {
+    // Uploads hold tables (their profile reads CSV): image files go to traind
+    // as paths on its machine.
+    Note(absl::StrCat(spec.data().path(), ": images are not uploaded; traind reads the path"));
+    return std::vector<std::string>();
+  }
   SpecUploads uploads;
   const Field fields[] = {
       {spec.data().path(), spec.data().dataset(), &uploads.data_sha256},

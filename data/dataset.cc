@@ -20,6 +20,7 @@
 #include "absl/strings/str_join.h"
 #include "base/status.h"
 #include "data/csv.h"
+#include "data/images.h"
 #include "data/labels.h"
 #include "data/text.h"
 
@@ -315,9 +316,10 @@ absl::StatusOr<Dataset> LoadDataset(const traind::v1::DataSpec& spec) {
   return LoadDataset(job);
 }
 
-absl::StatusOr<Dataset> LoadDataset(const JobSpec& spec) {
+absl::StatusOr<Dataset> LoadDataset(const JobSpec& spec, int threads) {
   const traind::v1::DataSpec& d = spec.data();
   if (d.path().empty()) return InvalidSpecError("data.path: required");
+  if (IsImageFormat(d)) return LoadImageDataset(spec, threads);
   if (d.label().empty() && d.labels_size() == 0) return InvalidSpecError("data.label: required");
   const char delimiter = d.delimiter().empty() ? ',' : d.delimiter()[0];
   TRAIND_ASSIGN_OR_RETURN(CsvTable table, ReadCsv(d.path(), delimiter));
@@ -362,6 +364,7 @@ absl::StatusOr<Dataset> LoadDataset(const JobSpec& spec) {
   const bool impute = d.missing() != traind::v1::MISSING_ERROR;
 
   data.path = d.path();
+  if (d.shape_size() == 3) data.image_shape = {d.shape(0), d.shape(1), d.shape(2)};
   data.columns = static_cast<int64_t>(table.header.size());
   data.rows = static_cast<int64_t>(rows.size());
   data.features = static_cast<int64_t>(numeric_cols.size());
@@ -480,6 +483,7 @@ int64_t DatasetSummary::ModelOutputs() const {
 absl::StatusOr<DatasetSummary> SummarizeDataset(const JobSpec& spec) {
   const traind::v1::DataSpec& d = spec.data();
   if (d.path().empty()) return InvalidSpecError("data.path: required");
+  if (IsImageFormat(d)) return SummarizeImageDataset(spec);
   if (d.label().empty() && d.labels_size() == 0) return InvalidSpecError("data.label: required");
   const char delimiter = d.delimiter().empty() ? ',' : d.delimiter()[0];
   TRAIND_ASSIGN_OR_RETURN(CsvReader main, CsvReader::Open(d.path(), delimiter));
@@ -494,6 +498,7 @@ absl::StatusOr<DatasetSummary> SummarizeDataset(const JobSpec& spec) {
   TRAIND_ASSIGN_OR_RETURN(SpecColumns cols,
                           ResolveColumns(spec, main.header(), val ? &val->header() : nullptr));
   DatasetSummary summary;
+  if (d.shape_size() == 3) summary.image_shape = {d.shape(0), d.shape(1), d.shape(2)};
   summary.columns = static_cast<int64_t>(main.header().size());
   summary.features = static_cast<int64_t>(cols.numeric_cols.size());
   summary.target = TargetKindOf(spec);

@@ -40,6 +40,15 @@ struct Dataset {
   std::string path;
   int64_t columns = 0;  // columns of data.path's header (every column, used or not)
 
+  // Images (data/images.h, or a CSV with data.shape): [C, H, W] of a row,
+  // whose features are its pixels in C, H, W order; empty for tables.
+  std::vector<int32_t> image_shape;
+  // Images read as bytes: the pixels [rows, features] (x is then empty).
+  std::vector<uint8_t> pixels;
+  // Image folders: each row's file, "<class>/<file>"; else empty. `lines`
+  // holds an image's index in its file.
+  std::vector<std::string> row_names;
+
   // Width of the model's output the data needs: classes for softmax, 1 for
   // a binary sigmoid, else the target columns.
   int64_t ModelOutputs() const;
@@ -61,7 +70,9 @@ struct Dataset {
 // float32 number, a multi-label value other than 0/1 → DataError; a binary
 // target without exactly 2 classes → InvalidSpecError ("<path>:<line>: column \"sepal_width\"
 // (column 2): \"abc\" is not a number"); columns are numbered from 1.
-absl::StatusOr<Dataset> LoadDataset(const traind::v1::JobSpec& spec);
+// Image formats (data.format): data/images.h. `threads` decode an image
+// folder's files in parallel.
+absl::StatusOr<Dataset> LoadDataset(const traind::v1::JobSpec& spec, int threads = 1);
 
 // Class labels in data.label, every other column a numeric feature.
 absl::StatusOr<Dataset> LoadDataset(const traind::v1::DataSpec& spec);
@@ -87,6 +98,8 @@ struct DatasetSummary {
   // ascending, as LoadDataset codes them); empty when not known.
   std::vector<int64_t> group_rows;
   bool groups_known = false;
+  // Images: [C, H, W] (as Dataset::image_shape).
+  std::vector<int32_t> image_shape;
 
   // As Dataset::ModelOutputs; -1 when the classes are not known.
   int64_t ModelOutputs() const;

@@ -74,7 +74,7 @@ int64_t IdxArray::elements() const {
   return n;
 }
 
-absl::StatusOr<IdxArray> ReadIdx(const std::string& path, int64_t max_elements) {
+absl::StatusOr<IdxArray> ReadIdx(const std::string& path, int64_t max_elements, bool header_only) {
   // gzread reads a file that is not gzipped as it is.
   std::unique_ptr<gzFile_s, GzCloser> in(gzopen(path.c_str(), "rb"));
   if (in == nullptr) {
@@ -146,6 +146,7 @@ absl::StatusOr<IdxArray> ReadIdx(const std::string& path, int64_t max_elements) 
     }
     elements *= d;
   }
+  if (header_only) return array;
   const size_t bytes = static_cast<size_t>(elements) * static_cast<size_t>(width);
   std::vector<unsigned char> raw;
   unsigned char* data;

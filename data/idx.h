@@ -28,8 +28,10 @@ struct IdxArray {
 // Reads `path` (gzip is recognized by its magic bytes). Errors (DataError)
 // name the file and what is wrong: not an IDX file, an unknown element
 // type, a header larger than `max_elements`, a file that ends before its
-// elements or goes on after them, corrupt gzip data.
-absl::StatusOr<IdxArray> ReadIdx(const std::string& path, int64_t max_elements = int64_t{1} << 31);
+// elements or goes on after them, corrupt gzip data. `header_only`: the type
+// and dimensions, no elements (what follows the header is not read).
+absl::StatusOr<IdxArray> ReadIdx(const std::string& path, int64_t max_elements = int64_t{1} << 31,
+                                 bool header_only = false);
 
 }  // namespace traind::data
 

@@ -13,6 +13,8 @@ build_pkgs=(
   libdnnl-dev libabsl-dev libgtest-dev libgmock-dev libsqlite3-dev
   # gzipped IDX image files (data/idx.h).
   zlib1g-dev
+  # PNG and JPEG files of image folders (data/image_decode.h).
+  libpng-dev libjpeg62-turbo-dev
   # OpenBLAS's OpenMP build: the CPU backend multiplies some large f32 products
   # with it on CPUs without AVX-512 (worker/engine/backend/cpu/cpu_gemm.h).
   libopenblas0-openmp
@@ -30,15 +32,18 @@ build_pkgs=(
   python3-pytest python3-pandas python3-matplotlib
 )
 runtime_pkgs=(
-  libgrpc++1.51 libprotobuf32 libdnnl2.6 libsqlite3-0 libyaml-cpp0.7 libsystemd0 libssl3
+  libgrpc++1.51 libprotobuf32 libdnnl2 libsqlite3-0 libyaml-cpp0.7 libsystemd0 libssl3
   libcpp-httplib0.11 libprometheus-cpp-core1.0 libonnx1 libopenblas0-openmp
+  libpng16-16 libjpeg62-turbo
 )
 # What only the tests need: promtool (Prometheus) checks /metrics; the
 # dashboard is tested in Debian's chromium, driven by playwright-core (npm);
 # the exported ONNX models run in ONNX Runtime (onnxruntime-node, npm).
 # tmux hosts trainctl's live view in a real terminal. The Slurm launcher is
 # tested on a single-node Slurm (tests/slurm/start.sh, no systemd).
-test_pkgs=(prometheus chromium tmux iproute2 slurmctld slurmd slurm-client munge)
+# Fashion-MNIST (IDX files) trains examples/fashion-mnist-cnn.yaml.
+test_pkgs=(prometheus chromium tmux iproute2 slurmctld slurmd slurm-client munge
+  dataset-fashion-mnist)
 
 pkgs=("${build_pkgs[@]}")
 if [[ "${1:-}" == "--runtime" ]]; then

@@ -63,6 +63,11 @@ absl::Status ResolveSpecPaths(traind::v1::JobSpec* spec, absl::string_view base_
       return s;
     }
     if (path != spec->data().path()) spec->mutable_data()->set_path(path);
+    path = spec->data().labels_path();
+    if (absl::Status s = ResolveOne("spec.data.labels_path", &path, base_dir); !s.ok()) {
+      return s;
+    }
+    if (path != spec->data().labels_path()) spec->mutable_data()->set_labels_path(path);
   }
   if (spec->has_cross_validation()) {
     std::string path = spec->cross_validation().validation_path();
@@ -72,6 +77,15 @@ absl::Status ResolveSpecPaths(traind::v1::JobSpec* spec, absl::string_view base_
     }
     if (path != spec->cross_validation().validation_path()) {
       spec->mutable_cross_validation()->set_validation_path(path);
+    }
+    path = spec->cross_validation().validation_labels_path();
+    if (absl::Status s =
+            ResolveOne("spec.cross_validation.validation_labels_path", &path, base_dir);
+        !s.ok()) {
+      return s;
+    }
+    if (path != spec->cross_validation().validation_labels_path()) {
+      spec->mutable_cross_validation()->set_validation_labels_path(path);
     }
   }
   return absl::OkStatus();

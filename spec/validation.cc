@@ -4,9 +4,11 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -14,6 +16,7 @@
 #include "base/status.h"
 #include "data/csv.h"
 #include "data/dataset.h"
+#include "data/images.h"
 #include "data/split.h"
 #include "spec/checks.h"
 #include "spec/model_shapes.h"
@@ -31,7 +34,13 @@ absl::Status Err(absl::string_view path, absl::string_view what) {
 
 // A regular file that can be opened, without blocking (a FIFO is refused):
 // "data.path: <path>: is a FIFO, not a regular file (...)".
-absl::Status CheckReadable(const std::string& path, const std::string& field) {
+absl::Status CheckReadable(const std::string& path, const std::string& field, bool folder = false) {
+  if (folder) {
+    if (access(path.c_str(), R_OK | X_OK) != 0) {
+      return Err(field, absl::StrCat(path, ": ", std::strerror(errno)));
+    }
+    return absl::OkStatus();
+  }
   absl::StatusOr<int> fd = data::OpenRegularFile(path);
   if (!fd.ok()) return Err(field, fd.status().message());
   close(*fd);
@@ -47,6 +56,47 @@ int LastDense(const traind::v1::ModelSpec& model) {
   return last;
 }
 
+// data.normalize and data.augment, for the input `input`.
+absl::Status CheckImageFields(const traind::v1::DataSpec& d, const ValueShape& input) {
+  const bool used = d.has_normalize() || d.has_augment();
+  if (used && !input.image()) {
+    return Err(d.has_normalize() ? "data.normalize" : "data.augment",
+               "only for images (an image format, or data.shape)");
+  }
+  if (d.has_normalize()) {
+    const auto& n = d.normalize();
+    for (const auto& [name, count] : {std::pair<const char*, int>{"mean", n.mean_size()},
+                                      std::pair<const char*, int>{"std", n.std_size()}}) {
+      if (count != 1 && count != input.channels) {
+        return Err(absl::StrCat("data.normalize.", name),
+                   absl::StrFormat("give one value, or one per channel (%d); got %d",
+                                   input.channels, count));
+      }
+    }
+    for (int i = 0; i < n.mean_size(); ++i) {
+      if (!std::isfinite(n.mean(i))) {
+        return Err(absl::StrCat("data.normalize.mean[", i, "]"), "must be a finite number");
+      }
+    }
+    for (int i = 0; i < n.std_size(); ++i) {
+      if (!(n.std(i) > 0) || !std::isfinite(n.std(i))) {
+        return Err(absl::StrCat("data.normalize.std[", i, "]"),
+                   absl::StrCat("must be positive, got ", n.std(i)));
+      }
+    }
+    if (d.missing() != traind::v1::MISSING_ERROR) {
+      return Err("data.normalize", "images are not imputed: leave out data.missing");
+    }
+  }
+  const int32_t padding = d.augment().crop_padding();
+  if (padding < 0 || (padding > 0 && padding > std::min(input.height, input.width))) {
+    return Err("data.augment.crop_padding",
+               absl::StrFormat("must be between 0 and the image's size (%d×%d), got %d",
+                               input.height, input.width, padding));
+  }
+  return absl::OkStatus();
+}
+
 // Checks that need the data's summary. What it does not know (classes or
 // groups past its budget) is left to the worker.
 absl::Status CheckAgainstData(const JobSpec& spec, const data::DatasetSummary& data) {
@@ -56,6 +106,7 @@ absl::Status CheckAgainstData(const JobSpec& spec, const data::DatasetSummary& d
                "an image (data.shape) has numeric pixels only; leave out data.categorical");
   }
   TRAIND_ASSIGN_OR_RETURN(const ValueShape input, ModelInputShape(spec.data(), data.features));
+  TRAIND_RETURN_IF_ERROR(CheckImageFields(spec.data(), input));
   TRAIND_RETURN_IF_ERROR(LayerShapes(spec.model(), input).status());
   const int last = LastDense(spec.model());
   const int64_t units = spec.model().layers(last).dense().units();
@@ -66,8 +117,11 @@ absl::Status CheckAgainstData(const JobSpec& spec, const data::DatasetSummary& d
     case data::TargetKind::kClasses:
       if (units != needed) {
         return Err(units_path,
-                   absl::StrCat("the last layer has ", units, " units, but data.label \"",
-                                spec.data().label(), "\" has ", needed, " classes"));
+                   absl::StrCat("the last layer has ", units, " units, but ",
+                                spec.data().label().empty()
+                                    ? std::string("the images' labels name")
+                                    : absl::StrCat("data.label \"", spec.data().label(), "\" has"),
+                                " ", needed, " classes"));
       }
       break;
     case data::TargetKind::kBinary:
@@ -180,7 +234,8 @@ absl::Status CheckWithoutData(const JobSpec& spec, const ValidationContext& cont
   // Everything that does not need the data first: cheap, and the errors a
   // user fixes first.
   if (!spec.has_data() || spec.data().path().empty()) return Err("data.path", "required");
-  if (spec.data().label().empty() && spec.data().labels_size() == 0) {
+  if (spec.data().label().empty() && spec.data().labels_size() == 0 &&
+      !data::IsImageFormat(spec.data())) {
     return Err("data.label", "required (the label column, or data.labels)");
   }
 
@@ -258,10 +313,18 @@ absl::Status ValidateJobSpec(const JobSpec& spec, const ValidationContext& conte
   }
 
   // Now the data.
-  TRAIND_RETURN_IF_ERROR(CheckReadable(spec.data().path(), "data.path"));
+  const bool folder = data::FormatOf(spec.data(), spec.data().path()) == traind::v1::IMAGE_FOLDER;
+  TRAIND_RETURN_IF_ERROR(CheckReadable(spec.data().path(), "data.path", folder));
   if (spec.has_cross_validation() && !spec.cross_validation().validation_path().empty()) {
     TRAIND_RETURN_IF_ERROR(CheckReadable(spec.cross_validation().validation_path(),
-                                         "cross_validation.validation_path"));
+                                         "cross_validation.validation_path", folder));
+  }
+  if (!spec.data().labels_path().empty()) {
+    TRAIND_RETURN_IF_ERROR(CheckReadable(spec.data().labels_path(), "data.labels_path"));
+  }
+  if (!spec.cross_validation().validation_labels_path().empty()) {
+    TRAIND_RETURN_IF_ERROR(CheckReadable(spec.cross_validation().validation_labels_path(),
+                                         "cross_validation.validation_labels_path"));
   }
   // One pass over the file, holding no rows (SummarizeDataset): submit's
   // memory does not grow with the data.
@@ -274,11 +337,22 @@ absl::Status ValidateJobSpec(const JobSpec& spec, const ValidationContext& conte
     }
     return absl::OkStatus();
   }
+  // Images whose files state their shape: checked as if data.shape said it
+  // (Admission stores it in the spec).
+  auto with_shape = [&](const JobSpec& s) {
+    JobSpec out = s;
+    if (out.data().shape().empty() && !data->image_shape.empty()) {
+      for (int32_t d : data->image_shape) out.mutable_data()->add_shape(d);
+    }
+    return out;
+  };
   if (trials.empty()) {
-    TRAIND_RETURN_IF_ERROR(CheckAgainstData(spec, *data));
+    TRAIND_RETURN_IF_ERROR(CheckAgainstData(with_shape(spec), *data));
   }
   for (const Trial& trial : trials) {
-    if (absl::Status s = CheckAgainstData(trial.spec, *data); !s.ok()) return TrialError(trial, s);
+    if (absl::Status s = CheckAgainstData(with_shape(trial.spec), *data); !s.ok()) {
+      return TrialError(trial, s);
+    }
   }
   if (shape != nullptr) {
     shape->features = data->features;
@@ -286,6 +360,7 @@ absl::Status ValidateJobSpec(const JobSpec& spec, const ValidationContext& conte
     shape->validation_rows = data->validation_rows;
     shape->columns = data->columns;
     shape->min_train_rows = MinTrainRows(spec, *data);
+    shape->image_shape = data->image_shape;
     const auto& layers = spec.model().layers();
     for (int i = layers.size() - 1; i >= 0; --i) {
       if (layers[i].has_dense()) {

@@ -40,6 +40,9 @@ struct ValidatedShape {
   // The fewest rows any task of the job trains on: with training.batches,
   // the task that runs the most epochs (batches / ceil(rows / batch_size)).
   int64_t min_train_rows = 0;
+  // Images: [C, H, W], from data.shape or the images' files; traind sets
+  // data.shape to it at submit.
+  std::vector<int32_t> image_shape;
 };
 
 // `shape` (optional) receives the model's input and output widths, for the

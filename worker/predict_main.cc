@@ -13,6 +13,7 @@
 #include "worker/engine/predict.h"
 #include "worker/exit_code.h"
 #include "worker/gpu_context.h"
+#include "worker/process_setup.h"
 
 namespace traind::worker {
 namespace {
@@ -38,6 +39,7 @@ int RunPredict(const PredictCommand& command) {
   GpuContext gpu;
   absl::Status status = [&]() -> absl::Status {
     engine::PredictOptions options;
+    options.decode_threads = DecodeThreads();
     if (command.gpu) {
       // The backend in the precision the first model trained in.
       absl::StatusOr<engine::TrainedModel> first = engine::ReadModelFile(command.models[0]);

@@ -5,6 +5,7 @@
 #include <sys/prctl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <memory>
 #include <vector>
@@ -76,5 +77,7 @@ void ApplyOmpNumThreads() {
     if (const int n = std::atoi(threads); n > 0) omp_set_num_threads(n);
   }
 }
+
+int DecodeThreads() { return std::max(1, omp_get_max_threads()); }
 
 }  // namespace traind::worker

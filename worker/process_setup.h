@@ -23,6 +23,10 @@ void PrewarmZygote();
 // the zygote loaded it, so this task's OMP_NUM_THREADS is applied here.
 void ApplyOmpNumThreads();
 
+// The threads a task may use to decode its data (an image folder's files):
+// OpenMP's, the task's CPU share.
+int DecodeThreads();
+
 }  // namespace traind::worker
 
 #endif  // TRAIND_WORKER_PROCESS_SETUP_H_

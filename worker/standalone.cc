@@ -20,6 +20,7 @@
 #include "worker/engine/fit.h"
 #include "worker/exit_code.h"
 #include "worker/gpu_context.h"
+#include "worker/process_setup.h"
 #include "worker/stop_signal.h"
 
 namespace traind::worker {
@@ -70,11 +71,16 @@ int RunStandalone(const StandaloneOptions& so) {
       vc.gpus = std::max(vc.gpus, spec->resources().count());
     }
   }
-  if (absl::Status s = spec::ValidateJobSpec(*spec, vc); !s.ok()) {
+  spec::ValidatedShape shape;
+  if (absl::Status s = spec::ValidateJobSpec(*spec, vc, &shape); !s.ok()) {
     LogLine(absl::StrCat("error: ", spec_path, ": ", s.message()));
     return kUsage;
   }
-  absl::StatusOr<data::Dataset> data = data::LoadDataset(*spec);
+  // Images whose files state their shape (as traind's submit does).
+  if (spec->data().shape().empty()) {
+    for (int32_t d : shape.image_shape) spec->mutable_data()->add_shape(d);
+  }
+  absl::StatusOr<data::Dataset> data = data::LoadDataset(*spec, DecodeThreads());
   if (!data.ok()) {
     LogLine(absl::StrCat("error: ", data.status().message()));
     return kFailed;

@@ -25,6 +25,7 @@
 #include "worker/epoch_reporter.h"
 #include "worker/exit_code.h"
 #include "worker/gpu_context.h"
+#include "worker/process_setup.h"
 #include "worker/stop_signal.h"
 #include "worker/task_failure.h"
 
@@ -97,7 +98,7 @@ int RunTaskUnderDaemon(const TaskRunOptions& o) {
   // The task of `spec` (in a search: of the trial's spec) this one runs.
   const int spec_task = assignment.has_spec_task() ? assignment.spec_task() : task;
   observer.PauseAfter(assignment.pause_after_epoch());
-  absl::StatusOr<data::Dataset> data = data::LoadDataset(spec);
+  absl::StatusOr<data::Dataset> data = data::LoadDataset(spec, DecodeThreads());
   if (!data.ok()) return fail(data.status());
   absl::StatusOr<data::FoldRows> split = spec::RowsForTask(spec, *data, spec_task);
   if (!split.ok()) return fail(split.status());

@@ -61,6 +61,11 @@ absl::StatusOr<traind::v1::Job> Admission::Submit(const traind::v1::SubmitJobReq
   absl::Status valid = spec::ValidateJobSpec(spec, context, &shape);
   if (!valid.ok()) return absl::InvalidArgumentError(absl::StrCat("spec.", valid.message()));
   if (absl::Status s = CheckDataLimits(spec, shape, policy_->limits); !s.ok()) return s;
+  // Images whose files state their shape: the stored spec says it, for the
+  // memory estimate, the workers and the model.
+  if (spec.data().shape().empty() && !shape.image_shape.empty()) {
+    for (int32_t d : shape.image_shape) spec.mutable_data()->add_shape(d);
+  }
 
   absl::StatusOr<spec::TaskMemory> memory = spec::EstimateTaskMemory(
       spec, shape.features, shape.outputs, shape.rows + shape.validation_rows);

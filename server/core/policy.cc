@@ -87,6 +87,17 @@ absl::Status DataRoots::ConfineSpec(traind::v1::JobSpec* spec) const {
     if (!p.ok()) return p.status();
     spec->mutable_cross_validation()->set_validation_path(*p);
   }
+  if (!spec->data().labels_path().empty()) {
+    absl::StatusOr<std::string> p = Confine("spec.data.labels_path", spec->data().labels_path());
+    if (!p.ok()) return p.status();
+    spec->mutable_data()->set_labels_path(*p);
+  }
+  if (spec->has_cross_validation() && !spec->cross_validation().validation_labels_path().empty()) {
+    absl::StatusOr<std::string> p = Confine("spec.cross_validation.validation_labels_path",
+                                            spec->cross_validation().validation_labels_path());
+    if (!p.ok()) return p.status();
+    spec->mutable_cross_validation()->set_validation_labels_path(*p);
+  }
   return absl::OkStatus();
 }
 

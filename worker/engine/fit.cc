@@ -26,12 +26,13 @@ absl::Status CheckInputs(const JobSpec& spec, const data::Dataset& data, const d
                          int32_t task) {
   const bool classes =
       data.target == data::TargetKind::kClasses || data.target == data::TargetKind::kBinary;
-  if (data.rows <= 0 || data.x.size() != static_cast<size_t>(data.rows * data.features) ||
+  const size_t values = data.pixels.empty() ? data.x.size() : data.pixels.size();
+  if (data.rows <= 0 || values != static_cast<size_t>(data.rows * data.features) ||
       (classes && data.y.size() != static_cast<size_t>(data.rows)) ||
       (!classes && data.targets.size() != static_cast<size_t>(data.rows * data.outputs))) {
     return absl::InvalidArgumentError(
         absl::StrFormat("Fit: inconsistent dataset (%d rows, %d features, %d values, %d labels)",
-                        data.rows, data.features, data.x.size(), data.y.size()));
+                        data.rows, data.features, values, data.y.size()));
   }
   for (const std::vector<int64_t>* list : {&rows.train, &rows.val}) {
     for (int64_t r : *list) {

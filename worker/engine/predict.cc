@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <map>
 #include <memory>
 #include <utility>
@@ -11,6 +12,7 @@
 #include "absl/strings/str_join.h"
 #include "base/status.h"
 #include "data/dataset.h"
+#include "data/images.h"
 #include "data/text.h"
 #include "worker/engine/backend/backend.h"
 #include "worker/engine/backend/cpu/cpu_backend.h"
@@ -200,15 +202,46 @@ std::string Predictions::Csv() const {
   return PredictionsCsv(columns, outputs, row_ids, values.data());
 }
 
-absl::StatusOr<std::vector<float>> PredictTable(const TrainedModel& model,
-                                                const std::string& model_path,
-                                                const data::CsvTable& table,
-                                                const PredictOptions& options) {
+namespace {
+
+// The network inputs of `images` for `model`: [count, C·H·W], each pixel's
+// value (a byte, or a float) through the model's offset and scale.
+absl::Status ImageFeatures(const TrainedModel& model, const std::string& data_path,
+                           const data::ImageSet& images, std::vector<float>* out) {
+  const auto& shape = model.spec.data().shape();
+  if (shape.size() != 3 || shape[0] != images.channels || shape[1] != images.height ||
+      shape[2] != images.width) {
+    return DataError(absl::StrFormat("%s: %d×%d×%d images, but the model takes [%s]", data_path,
+                                     images.channels, images.height, images.width,
+                                     absl::StrJoin(shape, ", ")));
+  }
+  const int64_t f = images.features();
+  if (static_cast<int64_t>(model.offset.size()) != f || model.InputWidth() != f) {
+    return DataError(absl::StrFormat("%s: the model takes %d inputs, the images have %d pixels",
+                                     data_path, model.InputWidth(), f));
+  }
+  out->resize(static_cast<size_t>(images.count * f));
+  for (int64_t r = 0; r < images.count; ++r) {
+    for (int64_t j = 0; j < f; ++j) {
+      const size_t i = static_cast<size_t>(r * f + j);
+      const double v = images.bytes.empty() ? images.values[i] : images.bytes[i];
+      (*out)[i] = static_cast<float>((v - model.offset[j]) / model.scale[j]);
+    }
+  }
+  return absl::OkStatus();
+}
+
+// One model's predictions of `rows` rows whose network inputs `features`
+// computes.
+absl::StatusOr<std::vector<float>> PredictRows(
+    const TrainedModel& model, const std::string& model_path, int64_t rows,
+    const std::function<absl::Status(std::vector<float>*)>& make_features,
+    const PredictOptions& options) {
   const int64_t width = model.InputWidth();
   const int64_t outputs = model.Outputs();
   if (width <= 0) return DataError(absl::StrCat(model_path, ": the model has no inputs"));
   std::vector<float> features;
-  TRAIND_RETURN_IF_ERROR(Features(model, table, &features));
+  TRAIND_RETURN_IF_ERROR(make_features(&features));
 
   Backend* backend = options.backend;
   std::unique_ptr<Backend> owned;
@@ -233,7 +266,6 @@ absl::StatusOr<std::vector<float>> PredictTable(const TrainedModel& model,
   TRAIND_ASSIGN_OR_RETURN(std::unique_ptr<Loss> loss,
                           Loss::Create(model.spec.loss(), model.target, outputs));
 
-  const int64_t rows = static_cast<int64_t>(table.rows.size());
   const int64_t batch = std::max<int64_t>(1, options.batch_rows);
   std::vector<float> predictions(static_cast<size_t>(rows * outputs));
   std::vector<float> raw(static_cast<size_t>(std::min(rows, batch) * outputs));
@@ -253,6 +285,17 @@ absl::StatusOr<std::vector<float>> PredictTable(const TrainedModel& model,
   return predictions;
 }
 
+}  // namespace
+
+absl::StatusOr<std::vector<float>> PredictTable(const TrainedModel& model,
+                                                const std::string& model_path,
+                                                const data::CsvTable& table,
+                                                const PredictOptions& options) {
+  return PredictRows(
+      model, model_path, static_cast<int64_t>(table.rows.size()),
+      [&](std::vector<float>* out) { return Features(model, table, out); }, options);
+}
+
 absl::StatusOr<Predictions> Predict(const std::vector<std::string>& model_paths,
                                     const std::string& data_path, const PredictOptions& options) {
   if (model_paths.empty()) return absl::InvalidArgumentError("predict: no model");
@@ -264,20 +307,40 @@ absl::StatusOr<Predictions> Predict(const std::vector<std::string>& model_paths,
     }
     models.push_back(std::move(model));
   }
-  TRAIND_ASSIGN_OR_RETURN(const data::CsvTable table,
-                          data::ReadCsv(data_path, DelimiterOf(models[0])));
+  // An image model reads images (their format by the path: a folder, .npy,
+  // IDX) unless given a CSV of pixel columns.
+  traind::v1::DataSpec image_spec = models[0].spec.data();
+  image_spec.clear_format();
+  const bool images = !models[0].spec.data().shape().empty() &&
+                      data::FormatOf(image_spec, data_path) != traind::v1::CSV;
+  data::CsvTable table;
+  data::ImageSet image_set;
+  if (images) {
+    TRAIND_ASSIGN_OR_RETURN(image_set,
+                            data::ReadImages(image_spec, {"input", data_path, "", ""},
+                                             /*header_only=*/false, options.decode_threads));
+  } else {
+    TRAIND_ASSIGN_OR_RETURN(table, data::ReadCsv(data_path, DelimiterOf(models[0])));
+  }
   Predictions p;
   p.target = models[0].target;
   p.classes = models[0].classes;
   p.target_names = models[0].target_names;
-  p.rows = static_cast<int64_t>(table.rows.size());
+  p.rows = images ? image_set.count : static_cast<int64_t>(table.rows.size());
   p.outputs = models[0].Outputs();
   // The mean, summed in double in model order.
   std::vector<double> sum(static_cast<size_t>(p.rows * p.outputs), 0.0);
   for (size_t m = 0; m < models.size(); ++m) {
-    TRAIND_ASSIGN_OR_RETURN(const std::vector<float> one,
-                            PredictTable(models[m], model_paths[m], table, options));
-    for (size_t i = 0; i < sum.size(); ++i) sum[i] += one[i];
+    absl::StatusOr<std::vector<float>> one =
+        images ? PredictRows(
+                     models[m], model_paths[m], p.rows,
+                     [&](std::vector<float>* out) {
+                       return ImageFeatures(models[m], data_path, image_set, out);
+                     },
+                     options)
+               : PredictTable(models[m], model_paths[m], table, options);
+    if (!one.ok()) return one.status();
+    for (size_t i = 0; i < sum.size(); ++i) sum[i] += (*one)[i];
   }
   p.values.resize(sum.size());
   const double count = static_cast<double>(models.size());

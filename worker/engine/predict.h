@@ -1,6 +1,11 @@
 // Predict: the rows of a CSV file scored by a trained model (model_file.h),
 // or by the mean of several (an ensemble, e.g. a cross-validation's fold
-// models).
+// models). A model of images (data.shape) also scores the images of an IDX
+// or NPY file or an image folder (data/images.h; the format by the path, the
+// model's data.layout, image_size and channels): each pixel's value, a byte
+// or a float as the file holds it, goes through the model's offset and
+// scale; the images must have the model's shape, and the pixel type its
+// training data had.
 //
 // The file is read with the dataset loader's CSV reader (data/csv.h) and
 // the model's data.delimiter. Each feature column is found by name in the
@@ -52,6 +57,8 @@ struct PredictOptions {
   Backend* backend = nullptr;
   // Rows per forward pass.
   int64_t batch_rows = 1024;
+  // Threads that decode an image folder's files.
+  int decode_threads = 1;
 };
 
 // The predictions of a file's rows and what their columns are named after.

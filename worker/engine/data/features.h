@@ -26,6 +26,9 @@ class FeaturePipeline {
   FeaturePipeline() = default;
 
   // Fits on data's rows `train` as data.scaling / data.missing say.
+  // Images (data.image_shape; no imputation): per channel, data.normalize's
+  // mean and std, or the scaling's statistics over every pixel of the
+  // channel in the training rows; for bytes the scale includes the 1/255.
   // REQUIRES: every index in train is in [0, data.rows).
   void Fit(const traind::v1::DataSpec& spec, const data::Dataset& data,
            const std::vector<int64_t>& train);
@@ -35,6 +38,11 @@ class FeaturePipeline {
 
   int64_t width() const;
 
+ private:
+  void FitImages(const traind::v1::DataSpec& spec, const data::Dataset& data,
+                 const std::vector<int64_t>& train);
+
+ public:
   // Fitted state (for checkpoints and tests).
   std::vector<double> impute;  // per numeric feature
   std::vector<double> offset;  // x' = (x - offset) / scale

@@ -132,7 +132,7 @@ absl::Status FitLoop::Train() {
       const int64_t size = std::min(batch_size, n - start);
       TRAIND_RETURN_IF_ERROR(TrainStep(absl::MakeConstSpan(order_).subspan(
                                            static_cast<size_t>(start), static_cast<size_t>(size)),
-                                       start, window * batch_size, b - window, lr,
+                                       start, window * batch_size, b - window, lr, epoch,
                                        &train_loss.weight_sum));
       seen += size;
       ++steps_;
@@ -217,7 +217,8 @@ absl::Status FitLoop::EndEpoch(int32_t epoch, double lr, EpochMetrics* report) {
 // sets the targets of the whole batch in train_classes/train_values and
 // adds its weight to *weight.
 absl::Status FitLoop::TrainStep(absl::Span<const int64_t> batch, int64_t start,
-                                int64_t window_start, int64_t slot, double lr, double* weight) {
+                                int64_t window_start, int64_t slot, double lr, int32_t epoch,
+                                double* weight) {
   const int64_t k = task_.outputs;
   const int64_t size = static_cast<int64_t>(batch.size());
   const Share share = parallel_.ShareOf(size);
@@ -233,7 +234,8 @@ absl::Status FitLoop::TrainStep(absl::Span<const int64_t> batch, int64_t start,
   if (share.rows > 0) {
     TRAIND_ASSIGN_OR_RETURN(BatchBuffers * b,
                             task_.GatherBatch(batch.subspan(static_cast<size_t>(share.first),
-                                                            static_cast<size_t>(share.rows))));
+                                                            static_cast<size_t>(share.rows)),
+                                              epoch));
     Tensor pred = task_.train_pred_dev.Rows(at - window_start, share.rows);
     if (graph_->enabled() && size == task_.batch_size) {
       // One rank (step graphs): the whole batch, no collectives.

@@ -56,7 +56,7 @@ class FitLoop {
   absl::Status Train();
   absl::Status EndEpoch(int32_t epoch, double lr, traind::v1::EpochMetrics* report);
   absl::Status TrainStep(absl::Span<const int64_t> batch, int64_t start, int64_t window_start,
-                         int64_t slot, double lr, double* weight);
+                         int64_t slot, double lr, int32_t epoch, double* weight);
   absl::Status ReadTrainWindow(int32_t epoch, int64_t first, int64_t end, int64_t end_row,
                                LossSums* sums);
   absl::Status Validate(LossSums* sums);

@@ -112,7 +112,13 @@ absl::Status FitTask::Prepare(BackendFactory* factory, ParallelStrategy* strateg
                           PlanCallbacks(spec, metrics, has_val, !options.checkpoint_dir.empty()));
 
   pipeline.Fit(spec.data(), data, rows.train);
-  pipeline.Transform(data, &features);
+  // Images of bytes stay bytes: each batch is normalized as it is built.
+  if (data.pixels.empty()) pipeline.Transform(data, &features);
+  if (!data.image_shape.empty()) {
+    images = std::make_unique<ImageBatches>(
+        spec.data(), data, pipeline, &features,
+        DeriveSeed(spec.seed(), static_cast<uint64_t>(task), kAugmentStream));
+  }
   width = pipeline.width();
   if (width == 0) return DataError(absl::StrCat(data.path, ": no feature columns"));
   outputs = data.ModelOutputs();
@@ -249,9 +255,16 @@ void FitTask::FillTargets(absl::Span<const int64_t> batch_rows, int32_t* classes
   }
 }
 
-absl::StatusOr<BatchBuffers*> FitTask::GatherBatch(absl::Span<const int64_t> batch_rows) {
+absl::StatusOr<BatchBuffers*> FitTask::GatherBatch(absl::Span<const int64_t> batch_rows,
+                                                   int64_t epoch) {
   TRAIND_ASSIGN_OR_RETURN(BatchBuffers * b, BuffersFor(static_cast<int64_t>(batch_rows.size())));
-  TRAIND_RETURN_IF_ERROR(backend->GatherRows(features.data(), width, batch_rows, &b->x));
+  if (images != nullptr && (!data.pixels.empty() || (epoch >= 1 && images->augments()))) {
+    b->host_x.resize(batch_rows.size() * static_cast<size_t>(width));
+    images->Fill(batch_rows, epoch, b->host_x.data());
+    TRAIND_RETURN_IF_ERROR(backend->CopyFromHost(b->host_x.data(), &b->x));
+  } else {
+    TRAIND_RETURN_IF_ERROR(backend->GatherRows(features.data(), width, batch_rows, &b->x));
+  }
   if (values.empty()) {
     TRAIND_RETURN_IF_ERROR(backend->GatherLabels(data.y.data(), batch_rows, &b->targets));
   } else {

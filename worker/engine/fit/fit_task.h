@@ -22,6 +22,7 @@
 #include "traind/v1/job.pb.h"
 #include "worker/engine/backend/backend.h"
 #include "worker/engine/data/features.h"
+#include "worker/engine/data/image_batches.h"
 #include "worker/engine/fit.h"
 #include "worker/engine/fit/backend_factory.h"
 #include "worker/engine/fit/callbacks.h"
@@ -37,9 +38,10 @@ namespace traind::engine {
 // Input, target and loss-gradient buffers for one batch size.
 struct BatchBuffers {
   int64_t batch = 0;
-  Tensor x;         // [batch, width]
-  Tensor targets;   // [batch] class codes, or [batch, outputs] values
-  Tensor doutputs;  // [batch, outputs]
+  Tensor x;                   // [batch, width]
+  std::vector<float> host_x;  // images: x built on the host
+  Tensor targets;             // [batch] class codes, or [batch, outputs] values
+  Tensor doutputs;            // [batch, outputs]
 };
 
 // The losses and predictions of a run of batches stay on the backend until
@@ -94,8 +96,10 @@ struct FitTask {
   // `factory` (null: the CPU's), for `strategy`'s shares of batches.
   absl::Status Prepare(BackendFactory* factory, ParallelStrategy* strategy);
 
-  // The buffers of a batch of `batch_rows`, with their features and targets.
-  absl::StatusOr<BatchBuffers*> GatherBatch(absl::Span<const int64_t> batch_rows);
+  // The buffers of a batch of `batch_rows`, with their features and targets;
+  // images of a training batch of epoch `epoch` (>= 1) are augmented.
+  absl::StatusOr<BatchBuffers*> GatherBatch(absl::Span<const int64_t> batch_rows,
+                                            int64_t epoch = 0);
   // classes/values[i] = the targets of batch_rows[i] (each [rows, ...]).
   void FillTargets(absl::Span<const int64_t> batch_rows, int32_t* classes, float* values) const;
   // The loss weight of `count` rows of targets at classes/values (host).
@@ -130,7 +134,10 @@ struct FitTask {
   CallbackPlan callbacks;
 
   FeaturePipeline pipeline;
-  FeatureMatrix features;  // [data.rows, width], in huge pages where the kernel has them
+  // [data.rows, width], in huge pages where the kernel has them; empty for
+  // images of bytes (built per batch by `images`).
+  FeatureMatrix features;
+  std::unique_ptr<ImageBatches> images;  // images (data.image_shape), else null
   int64_t width = 0, outputs = 0;
   std::vector<float> values;  // [data.rows, outputs] targets (not kClasses)
 
