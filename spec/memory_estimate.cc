@@ -79,11 +79,14 @@ MemoryEstimate EstimateMemory(const traind::v1::JobSpec& spec, int64_t features,
         width = units;
         break;
       }
-      case traind::v1::Layer::kBatchNorm:
-        trainable += 2 * width;
-        buffers += 6 * width;  // running and saved statistics
-        per_row += 2 * width;
+      case traind::v1::Layer::kBatchNorm: {
+        // Per channel of an image, whose rows are transposed (x, y, dy).
+        const int64_t n = layer_in.image() ? layer_in.channels : width;
+        trainable += 2 * n;
+        buffers += 6 * n;  // running and saved statistics
+        per_row += (layer_in.image() ? 5 : 2) * width;
         break;
+      }
       case traind::v1::Layer::kLayerNorm:
         trainable += 2 * width;
         per_row += 2 * width + 2;

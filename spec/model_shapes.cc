@@ -265,16 +265,7 @@ absl::StatusOr<std::vector<ValueShape>> LayerShapes(const traind::v1::ModelSpec&
       case traind::v1::Layer::kFlatten:
         shape = ValueShape::Features(shape.features);
         break;
-      case traind::v1::Layer::kBatchNorm:
-        if (shape.image()) {
-          // Per channel (PyTorch's BatchNorm2d) is not built yet: per pixel
-          // would train, but not as the spec reads.
-          return Bad(path + ".batch_norm",
-                     absl::StrCat("on an image (", shape.ToString(),
-                                  "): not supported yet; put it after flatten or "
-                                  "global_avg_pool2d"));
-        }
-        break;
+      case traind::v1::Layer::kBatchNorm:  // on an image: per channel
       case traind::v1::Layer::kActivation:
       case traind::v1::Layer::kDropout:
       case traind::v1::Layer::kLayerNorm:

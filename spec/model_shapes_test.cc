@@ -151,9 +151,12 @@ TEST(LayerShapesTest, ErrorsNameTheLayerAndWhatDoesNotFit) {
                        image),
             "model.layers[1].global_avg_pool2d: needs an image input (set data.shape: [C, H, W]), "
             "got 8 features");
-  EXPECT_EQ(ShapeError(WithLayers("    - batch_norm: {}\n    - dense: {units: 2}\n"), image),
-            "model.layers[0].batch_norm: on an image (3×8×8): not supported yet; put it after "
-            "flatten or global_avg_pool2d");
+  // Batch norm on an image: per channel, the shape stays.
+  absl::StatusOr<std::vector<ValueShape>> bn = LayerShapes(
+      WithLayers("    - batch_norm: {}\n    - flatten: {}\n    - dense: {units: 2}\n").model(),
+      image);
+  ASSERT_TRUE(bn.ok()) << bn.status();
+  EXPECT_EQ((*bn)[0].ToString(), "3×8×8");
 }
 
 TEST(CheckModelSpecTest, ImageLayerFieldsAreCheckedWithTheirPaths) {

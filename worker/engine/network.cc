@@ -200,10 +200,15 @@ absl::StatusOr<Network> Network::Create(Backend* backend, const spec::ValueShape
         break;
       case traind::v1::Layer::kBatchNorm: {
         const traind::v1::BatchNorm& bn = spec.batch_norm();
-        TRAIND_ASSIGN_OR_RETURN(
-            layer, BatchNorm::Create(backend, width,
-                                     bn.has_momentum() ? static_cast<float>(bn.momentum()) : 0.1f,
-                                     bn.has_epsilon() ? static_cast<float>(bn.epsilon()) : 1e-5f));
+        const float momentum = bn.has_momentum() ? static_cast<float>(bn.momentum()) : 0.1f;
+        const float epsilon = bn.has_epsilon() ? static_cast<float>(bn.epsilon()) : 1e-5f;
+        if (shape.image()) {  // per channel
+          TRAIND_ASSIGN_OR_RETURN(
+              layer, BatchNorm2d::Create(backend, shape.channels, shape.height * shape.width,
+                                         momentum, epsilon));
+        } else {
+          TRAIND_ASSIGN_OR_RETURN(layer, BatchNorm::Create(backend, width, momentum, epsilon));
+        }
         break;
       }
       case traind::v1::Layer::kLayerNorm: {

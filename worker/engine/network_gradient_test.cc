@@ -38,8 +38,8 @@ traind::v1::ModelSpec MixedModel(int outputs) {
 
 // Image layers of every kind and option between an image input and the
 // head: conv2d (same padding, gelu unfused; grouped, no bias, tanh fused),
-// max and average pooling (with padding outside the mean), dropout on an
-// image, global average pooling. 2×6×6 -> 4×6×6 -> 4×3×3 -> 4×2×2 -> 4×3×3
+// batch norm per channel, max and average pooling (with padding outside
+// the mean), dropout on an image, global average pooling. 2×6×6 -> 4×6×6 -> 4×3×3 -> 4×2×2 -> 4×3×3
 // -> 4 -> outputs.
 traind::v1::ModelSpec ConvModel(int outputs) {
   traind::v1::ModelSpec model;
@@ -56,6 +56,7 @@ traind::v1::ModelSpec ConvModel(int outputs) {
   c1->set_groups(2);
   c1->set_bias(false);
   c1->set_activation(traind::v1::TANH);
+  model.add_layers()->mutable_batch_norm();  // per channel
   auto* avg = model.add_layers()->mutable_avg_pool2d();
   avg->add_kernel(2);
   avg->add_stride(1);

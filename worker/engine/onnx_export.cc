@@ -383,9 +383,11 @@ absl::StatusOr<onnx::ModelProto> BuildModel(const TrainedModel& model) {
     const traind::v1::Layer& layer = spec.layers(l);
     const std::string prefix = absl::StrCat("layers[", l, "]");
     const traind::v1::Layer::KindCase kind = layer.kind_case();
+    // Batch norm of an image is per channel: BatchNormalization on NCHW.
     const bool image_layer =
         kind == traind::v1::Layer::kConv2D || kind == traind::v1::Layer::kMaxPool2D ||
-        kind == traind::v1::Layer::kAvgPool2D || kind == traind::v1::Layer::kGlobalAvgPool2D;
+        kind == traind::v1::Layer::kAvgPool2D || kind == traind::v1::Layer::kGlobalAvgPool2D ||
+        (kind == traind::v1::Layer::kBatchNorm && shape.image());
     const bool elementwise =
         kind == traind::v1::Layer::kActivation || kind == traind::v1::Layer::kDropout;
     if (image_layer && !nchw) {
@@ -493,14 +495,16 @@ absl::StatusOr<onnx::ModelProto> BuildModel(const TrainedModel& model) {
       case traind::v1::Layer::kBatchNorm: {
         const traind::v1::BatchNorm& bn = layer.batch_norm();
         const float epsilon = bn.has_epsilon() ? static_cast<float>(bn.epsilon()) : 1e-5f;
+        // Per channel of an image ([N, C, H, W]: ONNX's axis 1), else per feature.
+        const int64_t c = in.image() ? in.channels : width;
         TRAIND_ASSIGN_OR_RETURN(const std::string gamma,
-                                state.Initializer(b, prefix + ".gamma", {width}, ""));
+                                state.Initializer(b, prefix + ".gamma", {c}, ""));
         TRAIND_ASSIGN_OR_RETURN(const std::string beta,
-                                state.Initializer(b, prefix + ".beta", {width}, ""));
+                                state.Initializer(b, prefix + ".beta", {c}, ""));
         TRAIND_ASSIGN_OR_RETURN(const std::string mean,
-                                state.Initializer(b, prefix + ".running_mean", {width}, ""));
+                                state.Initializer(b, prefix + ".running_mean", {c}, ""));
         TRAIND_ASSIGN_OR_RETURN(const std::string var,
-                                state.Initializer(b, prefix + ".running_var", {width}, ""));
+                                state.Initializer(b, prefix + ".running_var", {c}, ""));
         // (x - running_mean) / sqrt(running_var + epsilon) gamma + beta.
         onnx::NodeProto* n = b.Node("BatchNormalization", prefix + "/BatchNormalization",
                                     {x, gamma, beta, mean, var});

@@ -645,7 +645,7 @@ bool Required() {
 
 // (f) A convolutional network on 2×6×5 images (data.shape): "same"
 // padding on a 3×2 kernel (odd padding after), max pooling with padding,
-// average pooling leaving the padding out, an activation and dropout on an
+// batch norm per channel, average pooling leaving the padding out, an activation and dropout on an
 // image, flatten, dense.
 Case ConvNet() {
   Case c;
@@ -669,7 +669,8 @@ Case ConvNet() {
   auto* max = model->add_layers()->mutable_max_pool2d();  // 4×6×5 -> 4×4×3
   max->add_kernel(2);
   max->mutable_padding()->set_number_value(1);
-  auto* avg = model->add_layers()->mutable_avg_pool2d();  // -> 4×5×4
+  model->add_layers()->mutable_batch_norm()->set_epsilon(1e-3);  // per channel
+  auto* avg = model->add_layers()->mutable_avg_pool2d();         // -> 4×5×4
   avg->add_kernel(2);
   avg->add_stride(1);
   avg->mutable_padding()->set_number_value(1);
@@ -743,7 +744,8 @@ void CheckAgainstOnnxRuntime(Case c, const std::string& name, uint64_t seed, int
   fs::create_directories(dir);
   const std::string model_path = dir + "/model.onnx", input = dir + "/input.csv",
                     output = dir + "/output.csv", log = dir + "/stderr.txt";
-  ASSERT_TRUE(WriteOnnxFile(c.model, model_path).ok());
+  const absl::Status written = WriteOnnxFile(c.model, model_path);
+  ASSERT_TRUE(written.ok()) << written;
   {
     std::ofstream out(input, std::ios::binary);
     out << InputCsv(c);

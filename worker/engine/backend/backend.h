@@ -373,6 +373,14 @@ class Backend {
                                       Tensor* y) = 0;
   // out = a ⊙ b (may alias either).
   virtual absl::Status Multiply(const Tensor& a, const Tensor& b, Tensor* out) = 0;
+  // y = x with each of `blocks` consecutive [rows, cols] matrices transposed
+  // to [cols, rows] (an image's NCHW <-> NHWC: blocks N, rows C, cols H·W).
+  // x and y: blocks · rows · cols f32 values, not aliased. Default:
+  // Unimplemented (backends without image layers).
+  virtual absl::Status TransposeBlocks(const Tensor& x, int64_t blocks, int64_t rows, int64_t cols,
+                                       Tensor* y) {
+    return absl::UnimplementedError(name() + ": no TransposeBlocks");
+  }
 
   // Batch normalization over the rows of x: [batch, n].
   // Training: statistics of the batch (biased variance for y), running

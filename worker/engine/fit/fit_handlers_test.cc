@@ -189,6 +189,78 @@ TEST(CheckpointResumeTest, ResumedRunEqualsUninterruptedRun) {
   EXPECT_TRUE(second.warnings.empty());
 }
 
+// A convolutional network on byte images with augmentation, batch norm per
+// channel and dropout: a resumed fold sees the same augmented images and
+// ends as an uninterrupted one, bit for bit.
+TEST(CheckpointResumeTest, ConvNetWithAugmentationResumesExactly) {
+  data::Dataset images;
+  images.rows = 96;
+  images.features = 64;
+  images.image_shape = {1, 8, 8};
+  images.target = data::TargetKind::kClasses;
+  images.classes = {"a", "b", "c"};
+  Rng rng(4);
+  for (int64_t r = 0; r < images.rows; ++r) {
+    const int32_t label = static_cast<int32_t>(r % 3);
+    images.y.push_back(label);
+    images.lines.push_back(r);
+    for (int p = 0; p < 64; ++p) {
+      const bool on = label == 0 ? p / 8 == 3 : label == 1 ? p % 8 == 4 : p / 8 == p % 8;
+      images.pixels.push_back(static_cast<uint8_t>((on ? 160 : 30) + rng.UniformInt(60)));
+    }
+  }
+  images.outputs = 3;
+  JobSpec spec;
+  spec.set_seed(11);
+  spec.mutable_data()->set_scaling(traind::v1::STANDARD);
+  for (int d : {1, 8, 8}) spec.mutable_data()->add_shape(d);
+  spec.mutable_data()->mutable_augment()->set_crop_padding(1);
+  spec.mutable_data()->mutable_augment()->set_horizontal_flip(true);
+  spec.mutable_cross_validation()->set_folds(4);
+  auto* conv = spec.mutable_model()->add_layers()->mutable_conv2d();
+  conv->set_filters(4);
+  conv->add_kernel(3);
+  conv->mutable_padding()->set_string_value("same");
+  conv->set_activation(traind::v1::RELU);
+  spec.mutable_model()->add_layers()->mutable_batch_norm();
+  spec.mutable_model()->add_layers()->mutable_max_pool2d()->add_kernel(2);
+  spec.mutable_model()->add_layers()->mutable_flatten();
+  spec.mutable_model()->add_layers()->mutable_dropout()->set_rate(0.2);
+  spec.mutable_model()->add_layers()->mutable_dense()->set_units(3);
+  spec.mutable_loss()->mutable_softmax_cross_entropy();
+  spec.mutable_optimizer()->mutable_adam()->set_learning_rate(0.01);
+  spec.mutable_training()->set_epochs(4);
+  spec.mutable_training()->set_batch_size(16);
+  spec.mutable_metrics()->add_val(traind::v1::LOSS);
+  spec.mutable_metrics()->add_val(traind::v1::ACCURACY);
+  spec.mutable_checkpoint()->set_every_epochs(1);
+  const data::FoldRows rows = std::move(spec::RowsForTask(spec, images, 1)).value();
+  testing::EpochRecorder full;
+  absl::StatusOr<FoldResult> expected = Fit(spec, images, rows, 1, FitOptions(), &full);
+  ASSERT_TRUE(expected.ok()) << expected.status();
+  ASSERT_EQ(full.epochs.size(), 4u);
+  EXPECT_GT(full.epochs[3].val().at("accuracy"), 0.8);
+
+  // Stopped in epoch 3 (72 training rows: 5 batches per epoch).
+  const std::string dir = TempDir();
+  FitOptions options;
+  options.checkpoint_dir = dir + "/checkpoints";
+  testing::EpochRecorder first;
+  first.stop_after_polls = 2 * 5 + 2;
+  ASSERT_FALSE(Fit(spec, images, rows, 1, options, &first).ok());
+  ASSERT_EQ(first.epochs.size(), 2u);
+  testing::EpochRecorder second;
+  absl::StatusOr<FoldResult> resumed = Fit(spec, images, rows, 1, options, &second);
+  ASSERT_TRUE(resumed.ok()) << resumed.status();
+  EXPECT_EQ(second.resumed_after, 2);
+  ASSERT_EQ(second.epochs.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(second.epochs[i].train().at("loss"), full.epochs[2 + i].train().at("loss"));
+    EXPECT_EQ(second.epochs[i].val().at("loss"), full.epochs[2 + i].val().at("loss"));
+  }
+  EXPECT_EQ(resumed->val().at("accuracy"), expected->val().at("accuracy"));
+}
+
 TEST(CheckpointResumeTest, CorruptAndTruncatedCheckpointsAreSkipped) {
   const JobSpec spec = CheckpointedIrisSpec();
   const data::FoldRows rows = std::move(spec::RowsForTask(spec, Iris(), 0)).value();

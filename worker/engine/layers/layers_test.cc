@@ -208,6 +208,48 @@ TEST(LayerGradientTest, BatchNormRunningStatisticsAndEvaluation) {
   EXPECT_NEAR(y.f32()[3], (6 - rm) / std::sqrt(rv), 1e-5);
 }
 
+TEST(LayerGradientTest, BatchNorm2dTrainingPass) {
+  std::unique_ptr<Backend> backend = std::move(CreateCpuBackend()).value();
+  std::unique_ptr<BatchNorm2d> layer =
+      std::move(BatchNorm2d::Create(backend.get(), 3, 4, 0.1f, 1e-5f)).value();
+  std::vector<Parameter> params;
+  layer->AppendParameters("bn", &params);
+  ASSERT_EQ(params.size(), 2u);
+  EXPECT_EQ(params[0].value->size(), 3);  // per channel
+  Rng rng(8);
+  for (const Parameter& p : params) Fill(p.value, 1.0, rng);
+  CheckLayer(backend.get(), layer.get(), 3, false, 22, 0.0, 1e-2f, 2e-2);
+}
+
+// Per channel over the batch's pixels (PyTorch's BatchNorm2d): 2 images of
+// 2 channels × 2 pixels, values by hand.
+TEST(LayerGradientTest, BatchNorm2dNormalizesEachChannelOverBatchAndPixels) {
+  std::unique_ptr<Backend> backend = std::move(CreateCpuBackend()).value();
+  std::unique_ptr<BatchNorm2d> layer =
+      std::move(BatchNorm2d::Create(backend.get(), 2, 2, 0.1f, 0.0f)).value();
+  Tensor x = New(backend.get(), 2, 4), y = New(backend.get(), 2, 4);
+  // Channel 0: {1, 2} and {3, 6} (mean 3, biased var 3.5, unbiased 14/3);
+  // channel 1: {10, 10} and {10, 14} (mean 11, biased var 3).
+  const float values[8] = {1, 2, 10, 10, 3, 6, 10, 14};
+  std::copy(values, values + 8, x.f32());
+  ASSERT_TRUE(layer->Forward(x, ForwardMode(), &y).ok());
+  EXPECT_NEAR(y.f32()[0], -2 / std::sqrt(3.5), 1e-6);
+  EXPECT_NEAR(y.f32()[5], 3 / std::sqrt(3.5), 1e-6);
+  EXPECT_NEAR(y.f32()[2], -1 / std::sqrt(3.0), 1e-6);
+  EXPECT_NEAR(y.f32()[7], 3 / std::sqrt(3.0), 1e-6);
+  std::vector<Parameter> buffers;
+  layer->AppendBuffers("bn", &buffers);
+  ASSERT_EQ(buffers.size(), 2u);
+  EXPECT_NEAR(buffers[0].value->f32()[0], 0.1 * 3, 1e-6);
+  EXPECT_NEAR(buffers[0].value->f32()[1], 0.1 * 11, 1e-6);
+  EXPECT_NEAR(buffers[1].value->f32()[0], 0.9 + 0.1 * 14.0 / 3, 1e-6);
+  EXPECT_NEAR(buffers[1].value->f32()[1], 0.9 + 0.1 * 4.0, 1e-6);  // 12 / 3
+  ForwardMode eval;
+  eval.training = false;
+  ASSERT_TRUE(layer->Forward(x, eval, &y).ok());
+  EXPECT_NEAR(y.f32()[7], (14 - 1.1) / std::sqrt(1.3), 1e-5);
+}
+
 TEST(LayerGradientTest, LayerNorm) {
   std::unique_ptr<Backend> backend = std::move(CreateCpuBackend()).value();
   std::unique_ptr<LayerNorm> layer = std::move(LayerNorm::Create(backend.get(), 5, 1e-5f)).value();

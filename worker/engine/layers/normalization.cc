@@ -155,4 +155,52 @@ void LayerNorm::AppendParameters(const std::string& prefix, std::vector<Paramete
   out->push_back({prefix + ".beta", &beta_, &dbeta_});
 }
 
+// ------------------------------------------------------------ BatchNorm2d
+
+absl::StatusOr<std::unique_ptr<BatchNorm2d>> BatchNorm2d::Create(Backend* backend, int64_t channels,
+                                                                 int64_t pixels, float momentum,
+                                                                 float epsilon) {
+  TRAIND_ASSIGN_OR_RETURN(std::unique_ptr<BatchNorm> inner,
+                          BatchNorm::Create(backend, channels, momentum, epsilon));
+  return std::unique_ptr<BatchNorm2d>(new BatchNorm2d(backend, channels, pixels, std::move(inner)));
+}
+
+absl::StatusOr<BatchNorm2d::Buffers*> BatchNorm2d::BuffersFor(int64_t batch) {
+  for (Buffers& b : buffers_) {
+    if (b.batch == batch) return &b;
+  }
+  Buffers b;
+  b.batch = batch;
+  for (Tensor* t : {&b.x, &b.y, &b.d}) {
+    TRAIND_ASSIGN_OR_RETURN(*t, backend_->Allocate2d(DType::kF32, batch * pixels_, channels_));
+  }
+  buffers_.push_back(std::move(b));
+  return &buffers_.back();
+}
+
+absl::Status BatchNorm2d::Forward(const Tensor& x, const ForwardMode& mode, Tensor* y) {
+  if (mode.training && mode.communicator != nullptr && mode.communicator->size() > 1) {
+    return InvalidSpecError("batch_norm on images: not across ranks (one GPU or the CPU)");
+  }
+  ForwardMode one = mode;
+  one.communicator = nullptr;
+  const int64_t batch = x.rows();
+  TRAIND_ASSIGN_OR_RETURN(Buffers * b, BuffersFor(batch));
+  // [batch, C, H·W] -> [batch, H·W, C]: a row per pixel, a column per channel.
+  TRAIND_RETURN_IF_ERROR(backend_->TransposeBlocks(x, batch, channels_, pixels_, &b->x));
+  TRAIND_RETURN_IF_ERROR(inner_->Forward(b->x, one, &b->y));
+  return backend_->TransposeBlocks(b->y, batch, pixels_, channels_, y);
+}
+
+absl::Status BatchNorm2d::Backward(const Tensor&, const Tensor&, Tensor* dy, Tensor* dx) {
+  const int64_t batch = dy->rows();
+  TRAIND_ASSIGN_OR_RETURN(Buffers * b, BuffersFor(batch));
+  // b->x and b->y hold this batch size's last (training) forward pass.
+  TRAIND_RETURN_IF_ERROR(backend_->TransposeBlocks(*dy, batch, channels_, pixels_, &b->d));
+  if (dx == nullptr) return inner_->Backward(b->x, b->y, &b->d, nullptr);
+  // The input gradient overwrites the transposed output, not needed again.
+  TRAIND_RETURN_IF_ERROR(inner_->Backward(b->x, b->y, &b->d, &b->y));
+  return backend_->TransposeBlocks(b->y, batch, pixels_, channels_, dx);
+}
+
 }  // namespace traind::engine

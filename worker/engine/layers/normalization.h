@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -63,6 +64,45 @@ class BatchNorm final : public Layer {
   Communicator* comm_ = nullptr;
   int64_t count_ = 0;
   Tensor sum_, sq_, grad_sums_;
+};
+
+// Batch normalization of images per channel (PyTorch's BatchNorm2d):
+// x: [batch, C·H·W] in C, H, W order; each channel's statistics over the
+// batch's H·W pixels of it. The images are transposed to [batch·H·W, C]
+// and normalized per column by a BatchNorm of C columns (its parameters and
+// running statistics are this layer's: gamma, beta, running_mean,
+// running_var of [C]); the running variance's unbiased correction counts
+// batch·H·W values. One rank only (image layers do not run data-parallel).
+class BatchNorm2d final : public Layer {
+ public:
+  static absl::StatusOr<std::unique_ptr<BatchNorm2d>> Create(Backend* backend, int64_t channels,
+                                                             int64_t pixels, float momentum,
+                                                             float epsilon);
+  int64_t in() const override { return channels_ * pixels_; }
+  int64_t out() const override { return channels_ * pixels_; }
+  absl::Status Initialize(Rng& rng) override { return inner_->Initialize(rng); }
+  absl::Status Forward(const Tensor& x, const ForwardMode& mode, Tensor* y) override;
+  absl::Status Backward(const Tensor& x, const Tensor& y, Tensor* dy, Tensor* dx) override;
+  void AppendParameters(const std::string& prefix, std::vector<Parameter>* out) override {
+    inner_->AppendParameters(prefix, out);
+  }
+  void AppendBuffers(const std::string& prefix, std::vector<Parameter>* out) override {
+    inner_->AppendBuffers(prefix, out);
+  }
+
+ private:
+  struct Buffers {
+    int64_t batch = 0;
+    Tensor x, y, d;  // [batch·H·W, C]: x and y transposed; a gradient
+  };
+  BatchNorm2d(Backend* backend, int64_t channels, int64_t pixels, std::unique_ptr<BatchNorm> inner)
+      : backend_(backend), channels_(channels), pixels_(pixels), inner_(std::move(inner)) {}
+  absl::StatusOr<Buffers*> BuffersFor(int64_t batch);
+
+  Backend* backend_;
+  int64_t channels_, pixels_;
+  std::unique_ptr<BatchNorm> inner_;
+  std::vector<Buffers> buffers_;
 };
 
 // Normalizes each row of x: [batch, n] over its n values.

@@ -485,6 +485,28 @@ class CpuBackend final : public Backend {
     return absl::OkStatus();
   }
 
+  absl::Status TransposeBlocks(const Tensor& x, int64_t blocks, int64_t rows, int64_t cols,
+                               Tensor* y) override {
+    const int64_t block = rows * cols;
+    if (blocks < 0 || rows < 0 || cols < 0 || x.size() != blocks * block ||
+        y->size() != blocks * block || x.dtype() != DType::kF32 || y->dtype() != DType::kF32) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("TransposeBlocks: %d × [%d, %d] of a %d-value x into a %d-value y",
+                          blocks, rows, cols, x.size(), y->size()));
+    }
+    const float* in = x.f32();
+    float* out = y->f32();
+    ParallelFor(blocks * rows, [&](int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; ++i) {
+        const int64_t b = i / rows, r = i % rows;
+        const float* src = in + b * block + r * cols;
+        float* dst = out + b * block + r;
+        for (int64_t c = 0; c < cols; ++c) dst[c * rows] = src[c];
+      }
+    });
+    return absl::OkStatus();
+  }
+
   absl::Status BatchNormForward(bool training, float momentum, float epsilon, const Tensor& x,
                                 const Tensor& gamma, const Tensor& beta, Tensor* running_mean,
                                 Tensor* running_var, Tensor* mean, Tensor* rstd,
