@@ -412,7 +412,7 @@ absl::StatusOr<Dataset> LoadImageDataset(const JobSpec& spec, int threads) {
   data.rows = t.count + (images.has_val ? images.val.count : 0);
   data.features = t.features();
   data.image_shape = {t.channels, t.height, t.width};
-  data.columns = data.features;
+  data.columns = 0;  // no header: limits on columns do not apply to pixels
   data.validation_start = images.has_val ? t.count : -1;
   data.target = TargetKindOf(spec);
   if (data.target == TargetKind::kMultiLabel) {
@@ -478,7 +478,7 @@ absl::StatusOr<DatasetSummary> SummarizeImageDataset(const JobSpec& spec) {
   summary.rows = t.count;
   summary.validation_rows = images.has_val ? images.val.count : 0;
   summary.features = t.features();
-  summary.columns = summary.features;
+  summary.columns = 0;  // no header
   summary.image_shape = {t.channels, t.height, t.width};
   summary.target = TargetKindOf(spec);
   summary.target_columns = 1;

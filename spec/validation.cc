@@ -56,6 +56,40 @@ int LastDense(const traind::v1::ModelSpec& model) {
   return last;
 }
 
+// The image sources' fields: each only where it means something.
+absl::Status CheckImageSourceFields(const JobSpec& spec) {
+  const traind::v1::DataSpec& d = spec.data();
+  const traind::v1::DataFormat format = data::FormatOf(d, d.path());
+  const bool images =
+      format == traind::v1::IDX || format == traind::v1::NPY || format == traind::v1::IMAGE_FOLDER;
+  const bool folder = format == traind::v1::IMAGE_FOLDER;
+  struct Field {
+    const char* path;
+    bool set;
+    bool allowed;
+    const char* where;
+  };
+  const Field fields[] = {
+      {"data.labels_path", !d.labels_path().empty(), images && !folder, "IDX and NPY images"},
+      {"cross_validation.validation_labels_path",
+       !spec.cross_validation().validation_labels_path().empty(), images && !folder,
+       "IDX and NPY images"},
+      {"data.layout", !d.layout().empty(), format == traind::v1::NPY, "NPY images"},
+      {"data.image_size", d.image_size_size() > 0, folder, "image folders"},
+      {"data.channels", d.channels() != 0, folder, "image folders"},
+      {"data.class_names", d.class_names_size() > 0, images && !folder,
+       "the integer labels of IDX and NPY images"},
+  };
+  for (const Field& f : fields) {
+    if (f.set && !f.allowed) {
+      return Err(f.path,
+                 absl::StrCat("only for ", f.where, " (data.path ", d.path(), " is ",
+                              images ? (folder ? "an image folder" : "images") : "a table", ")"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 // data.normalize and data.augment, for the input `input`.
 absl::Status CheckImageFields(const traind::v1::DataSpec& d, const ValueShape& input) {
   const bool used = d.has_normalize() || d.has_augment();
@@ -106,6 +140,7 @@ absl::Status CheckAgainstData(const JobSpec& spec, const data::DatasetSummary& d
                "an image (data.shape) has numeric pixels only; leave out data.categorical");
   }
   TRAIND_ASSIGN_OR_RETURN(const ValueShape input, ModelInputShape(spec.data(), data.features));
+  TRAIND_RETURN_IF_ERROR(CheckImageSourceFields(spec));
   TRAIND_RETURN_IF_ERROR(CheckImageFields(spec.data(), input));
   TRAIND_RETURN_IF_ERROR(LayerShapes(spec.model(), input).status());
   const int last = LastDense(spec.model());

@@ -460,5 +460,86 @@ TEST(ValidateJobSpecTest, EveryTrialOfASearchIsValidated) {
   EXPECT_EQ(Error(spec), "");
 }
 
+// A version 1.0 NPY file of `descr` elements.
+std::string Npy(const std::string& descr, const std::string& shape, const std::string& data) {
+  std::string header =
+      "{'descr': '" + descr + "', 'fortran_order': False, 'shape': " + shape + ", }";
+  while ((10 + header.size() + 1) % 64 != 0) header.push_back(' ');
+  header.push_back('\n');
+  std::string out = "\x93NUMPY";
+  out += std::string({1, 0, static_cast<char>(header.size()), 0});
+  return out + header + data;
+}
+
+// 6 images of 1×4×4 bytes (NPY) with labels 0, 1, 2, 0, 1, 2 (NPY int64).
+JobSpec Images(const traind::testing::TempDir& dir) {
+  JobSpec spec = Iris();
+  std::string labels;
+  for (int64_t i = 0; i < 6; ++i) {
+    const int64_t v = i % 3;
+    labels.append(reinterpret_cast<const char*>(&v), 8);
+  }
+  spec.mutable_data()->set_path(dir.Write("x.npy", Npy("|u1", "(6, 4, 4)", std::string(96, 'a'))));
+  spec.mutable_data()->set_labels_path(dir.Write("y.npy", Npy("<i8", "(6,)", labels)));
+  spec.mutable_data()->clear_label();
+  spec.mutable_cross_validation()->set_folds(2);
+  spec.mutable_model()->clear_layers();
+  auto* conv = spec.mutable_model()->add_layers()->mutable_conv2d();
+  conv->set_filters(2);
+  conv->add_kernel(3);
+  spec.mutable_model()->add_layers()->mutable_batch_norm();
+  spec.mutable_model()->add_layers()->mutable_flatten();
+  spec.mutable_model()->add_layers()->mutable_dense()->set_units(3);
+  return spec;
+}
+
+TEST(ValidateJobSpecTest, ImagesStateTheirShapeAndTheirFieldsAreChecked) {
+  traind::testing::TempDir dir;
+  JobSpec spec = Images(dir);
+  ValidatedShape shape;
+  ASSERT_TRUE(ValidateJobSpec(spec, ValidationContext(), &shape).ok())
+      << ValidateJobSpec(spec, ValidationContext());
+  EXPECT_EQ(shape.rows, 6);
+  EXPECT_EQ(shape.features, 16);
+  EXPECT_EQ(shape.columns, 0);  // no header: max_columns does not apply to pixels
+  EXPECT_THAT(shape.image_shape, ::testing::ElementsAre(1, 4, 4));
+
+  JobSpec s = spec;
+  s.mutable_model()->mutable_layers(3)->mutable_dense()->set_units(2);
+  EXPECT_EQ(Error(s),
+            "model.layers[3].dense.units: the last layer has 2 units, but the images' labels "
+            "name 3 classes");
+  s = spec;
+  s.mutable_data()->mutable_normalize()->add_mean(0.5);
+  s.mutable_data()->mutable_normalize()->add_mean(0.5);
+  s.mutable_data()->mutable_normalize()->add_std(0.2);
+  EXPECT_EQ(Error(s), "data.normalize.mean: give one value, or one per channel (1); got 2");
+  s.mutable_data()->mutable_normalize()->clear_mean();
+  s.mutable_data()->mutable_normalize()->add_mean(0.5);
+  s.mutable_data()->mutable_normalize()->set_std(0, 0);
+  EXPECT_EQ(Error(s), "data.normalize.std[0]: must be positive, got 0");
+  s = spec;
+  s.mutable_data()->mutable_augment()->set_crop_padding(5);
+  EXPECT_EQ(Error(s),
+            "data.augment.crop_padding: must be between 0 and the image's size (4×4), got 5");
+  s = spec;
+  s.mutable_data()->add_image_size(8);
+  EXPECT_THAT(Error(s),
+              ::testing::StartsWith("data.image_size: only for image folders (data.path "));
+  // A layer that does not fit the images the files state.
+  s = spec;
+  s.mutable_model()->mutable_layers(0)->mutable_conv2d()->set_kernel(0, 5);
+  EXPECT_THAT(Error(s), ::testing::HasSubstr("model.layers[0].conv2d"));
+
+  // Image fields on a table.
+  JobSpec table = Iris();
+  table.mutable_data()->set_layout("NHWC");
+  EXPECT_THAT(Error(table), ::testing::StartsWith("data.layout: only for NPY images (data.path " +
+                                                  Iris().data().path() + " is a table)"));
+  table = Iris();
+  table.mutable_data()->mutable_augment()->set_horizontal_flip(true);
+  EXPECT_EQ(Error(table), "data.augment: only for images (an image format, or data.shape)");
+}
+
 }  // namespace
 }  // namespace traind::spec
