@@ -1,10 +1,12 @@
-// A convolutional network on images, through the real binaries: IDX files
+// Convolutional networks on images, through the real binaries: IDX files
 // (gzipped) under a data root, a CV job with augmentation and a refit
 // submitted and watched with trainctl, each fold in its own worker; traind
 // sets data.shape from the files; trainctl predict scores held-out images
 // sent as an NPY upload; ONNX Runtime running the job's model.onnx on the
 // same pixels agrees within 1e-5. The images are made here: three kinds of
 // 12×12 strokes (a row, a column, a diagonal) at random places with noise.
+// And an image folder of PNG files, trained on and predicted.
+#include <png.h>
 #include <zlib.h>
 
 #include <algorithm>
@@ -233,6 +235,96 @@ metrics: {val: [loss, accuracy]}
     }
   }
   std::printf("[images] max |ONNX Runtime - traind predict| = %.3g\n", largest);
+}
+
+// An RGB PNG of w × h: the left half bright for class 0, the right half for
+// class 1, with noise.
+void WritePng(const std::string& path, int w, int h, int kind, std::mt19937& rng) {
+  std::vector<uint8_t> rgb(static_cast<size_t>(w * h * 3));
+  for (int y = 0; y < h; ++y) {
+    for (int x = 0; x < w; ++x) {
+      const bool bright = (x < w / 2) == (kind == 0);
+      for (int c = 0; c < 3; ++c) {
+        rgb[(y * w + x) * 3 + c] = static_cast<uint8_t>((bright ? 170 : 30) + rng() % 60);
+      }
+    }
+  }
+  png_image image{};
+  image.version = PNG_IMAGE_VERSION;
+  image.width = static_cast<png_uint_32>(w);
+  image.height = static_cast<png_uint_32>(h);
+  image.format = PNG_FORMAT_RGB;
+  ASSERT_NE(png_image_write_to_file(&image, path.c_str(), 0, rgb.data(), 0, nullptr), 0) << path;
+}
+
+// An image folder (PNG files of two sizes, resized by data.image_size) from
+// submit to predict: the worker decodes it, and Predict reads another folder
+// named on the server as the model takes it.
+TEST(ImagesDaemonTest, ImageFolderTrainsAndPredictsAFolder) {
+  TempDir dir;
+  std::mt19937 rng(5);
+  const char* const kClasses[] = {"left", "right"};
+  for (int k = 0; k < 2; ++k) {
+    fs::create_directories(dir.Path(std::string("train/") + kClasses[k]));
+    fs::create_directories(dir.Path(std::string("heldout/") + kClasses[k]));
+    for (int i = 0; i < 40; ++i) {
+      const int side = i % 2 == 0 ? 10 : 14;
+      WritePng(dir.Path(absl::StrCat("train/", kClasses[k], "/", i, ".png")), side, side, k, rng);
+    }
+    for (int i = 0; i < 5; ++i) {
+      WritePng(dir.Path(absl::StrCat("heldout/", kClasses[k], "/", i, ".png")), 12, 12, k, rng);
+    }
+  }
+  const std::string spec_path = dir.Write("spec.yaml", absl::StrCat(R"(name: halves
+data:
+  path: )",
+                                                                    dir.Path("train"), R"(
+  image_size: [8, 8]
+  scaling: standard
+cross_validation: {folds: 2, refit: true}
+seed: 4
+model:
+  layers:
+    - conv2d: {filters: 4, kernel: 3, padding: same, activation: relu, init: he_uniform}
+    - max_pool2d: {kernel: 2}
+    - flatten: {}
+    - dense: {units: 2}
+loss: {softmax_cross_entropy: {}}
+optimizer: {adam: {learning_rate: 0.01}}
+training: {epochs: 10, batch_size: 8}
+metrics: {val: [loss, accuracy]}
+)"));
+  TraindProcess daemon(dir.path() + "/state", {"--cpu-slots=2", "--data-root=" + dir.path()});
+  ASSERT_TRUE(daemon.Start()) << daemon.Log();
+  const std::string trainctl = absl::StrCat(BinDir(), "/trainctl --address ", daemon.address());
+  std::string out;
+  ASSERT_EQ(RunCommand(absl::StrCat(trainctl, " submit ", spec_path, " --watch 2>&1"), &out), 0)
+      << out << daemon.Log();
+  traind::v1::ListJobsResponse jobs;
+  {
+    auto ctx = Ctx();
+    ASSERT_TRUE(daemon.stub()->ListJobs(ctx.get(), traind::v1::ListJobsRequest(), &jobs).ok());
+  }
+  ASSERT_EQ(jobs.jobs_size(), 1);
+  const Job job = GetJob(daemon.stub(), jobs.jobs(0).id());
+  ASSERT_EQ(job.state(), Job::SUCCEEDED) << job.DebugString() << daemon.Log();
+  ASSERT_EQ(job.spec().data().shape_size(), 3);
+  EXPECT_EQ(job.spec().data().shape(0), 3);  // RGB, the default
+  EXPECT_EQ(job.spec().data().shape(1), 8);
+  const std::string predicted = dir.Path("predicted.csv");
+  ASSERT_EQ(RunCommand(absl::StrCat(trainctl, " predict ", job.id(), " ", dir.Path("heldout"),
+                                    " --server-path -O ", predicted, " 2>&1"),
+                       &out),
+            0)
+      << out;
+  const auto columns = Columns(ReadAll(predicted));
+  ASSERT_EQ(columns.count("label"), 1u) << ReadAll(predicted);
+  const std::vector<std::string>& labels = columns.at("label");
+  ASSERT_EQ(labels.size(), 10u);
+  int right = 0;
+  for (size_t i = 0; i < labels.size(); ++i) right += labels[i] == kClasses[i / 5];
+  EXPECT_GE(right, 9) << "of 10";
+  std::printf("[images] folder held-out: %d of 10 right\n", right);
 }
 
 }  // namespace

@@ -311,6 +311,16 @@ absl::StatusOr<Predictions> Predict(const std::vector<std::string>& model_paths,
   // IDX) unless given a CSV of pixel columns.
   traind::v1::DataSpec image_spec = models[0].spec.data();
   image_spec.clear_format();
+  if (image_spec.shape_size() == 3) {
+    // An image folder is read as the model takes it: its channels (1 or 3),
+    // each image resized to its height and width.
+    if (image_spec.shape(0) == 1 || image_spec.shape(0) == 3) {
+      image_spec.set_channels(image_spec.shape(0));
+    }
+    image_spec.clear_image_size();
+    image_spec.add_image_size(image_spec.shape(1));
+    image_spec.add_image_size(image_spec.shape(2));
+  }
   const bool images = !models[0].spec.data().shape().empty() &&
                       data::FormatOf(image_spec, data_path) != traind::v1::CSV;
   data::CsvTable table;

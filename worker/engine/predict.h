@@ -1,8 +1,9 @@
 // Predict: the rows of a CSV file scored by a trained model (model_file.h),
 // or by the mean of several (an ensemble, e.g. a cross-validation's fold
 // models). A model of images (data.shape) also scores the images of an IDX
-// or NPY file or an image folder (data/images.h; the format by the path, the
-// model's data.layout, image_size and channels): each pixel's value, a byte
+// or NPY file or an image folder (data/images.h; the format by the path or
+// the bytes, the model's data.layout; a folder's images converted to the
+// model's channels and resized to its height and width): each pixel's value, a byte
 // or a float as the file holds it, goes through the model's offset and
 // scale; the images must have the model's shape, and the pixel type its
 // training data had.
