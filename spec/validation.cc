@@ -66,8 +66,8 @@ absl::Status CheckImageSourceFields(const JobSpec& spec) {
   struct Field {
     const char* path;
     bool set;
-    bool allowed;
-    const char* where;
+    bool allowed = false;
+    const char* where = "";
   };
   const Field fields[] = {
       {"data.labels_path", !d.labels_path().empty(), images && !folder, "IDX and NPY images"},
@@ -80,6 +80,21 @@ absl::Status CheckImageSourceFields(const JobSpec& spec) {
       {"data.class_names", d.class_names_size() > 0, images && !folder,
        "the integer labels of IDX and NPY images"},
   };
+  if (images) {
+    // Columns of a table.
+    const Field columns[] = {
+        {"cross_validation.group_column", !spec.cross_validation().group_column().empty()},
+        {"data.features", d.features_size() > 0},
+        {"data.ignore", d.ignore_size() > 0},
+        {"data.categorical", d.categorical_size() > 0},
+        {"data.labels", d.labels_size() > 0},
+        {"data.missing", d.missing() != traind::v1::MISSING_ERROR},
+    };
+    for (const Field& f : columns) {
+      if (f.set)
+        return Err(f.path, absl::StrCat("only for tables (data.path ", d.path(), " is images)"));
+    }
+  }
   for (const Field& f : fields) {
     if (f.set && !f.allowed) {
       return Err(f.path,

@@ -526,6 +526,10 @@ TEST(ValidateJobSpecTest, ImagesStateTheirShapeAndTheirFieldsAreChecked) {
   s.mutable_data()->add_image_size(8);
   EXPECT_THAT(Error(s),
               ::testing::StartsWith("data.image_size: only for image folders (data.path "));
+  s = spec;
+  s.mutable_cross_validation()->set_group_column("patient");
+  EXPECT_THAT(Error(s),
+              ::testing::StartsWith("cross_validation.group_column: only for tables (data.path "));
   // A layer that does not fit the images the files state.
   s = spec;
   s.mutable_model()->mutable_layers(0)->mutable_conv2d()->set_kernel(0, 5);
