@@ -208,7 +208,8 @@ class CpuBackend final : public Backend {
         gemm_(gemm) {}
 
   std::string name() const override {
-    return precision_ == traind::v1::BF16 ? "cpu (oneDNN, bf16 matmuls)" : "cpu (oneDNN)";
+    return precision_ == traind::v1::BF16 ? "cpu (oneDNN, bf16 matmuls and convolutions)"
+                                          : "cpu (oneDNN)";
   }
   BackendDevice device() const override { return BackendDevice::kCpu; }
 
@@ -285,7 +286,8 @@ class CpuBackend final : public Backend {
   absl::StatusOr<std::unique_ptr<Conv2dKernel>> CreateConv2dKernel(
       const Conv2dGeometry& geometry, const Conv2dKernelOptions& options) override {
     TRAIND_RETURN_IF_ERROR(CheckConv2dGeometry(geometry));
-    return cpu::CreateCpuConv2dKernel(engine_, stream_, geometry, options);
+    return cpu::CreateCpuConv2dKernel(engine_, stream_, geometry, options,
+                                      precision_ == traind::v1::BF16);
   }
 
   absl::StatusOr<std::unique_ptr<Pool2dKernel>> CreatePool2dKernel(const Pool2dGeometry& geometry,

@@ -350,7 +350,7 @@ TEST(CpuBackendPrecisionTest, Bf16NeedsTheCpuFeature) {
   absl::StatusOr<std::unique_ptr<Backend>> backend = CreateCpuBackend(traind::v1::BF16);
   if (CpuSupportsBf16()) {
     ASSERT_TRUE(backend.ok()) << backend.status();
-    EXPECT_EQ((*backend)->name(), "cpu (oneDNN, bf16 matmuls)");
+    EXPECT_EQ((*backend)->name(), "cpu (oneDNN, bf16 matmuls and convolutions)");
     return;
   }
   ASSERT_FALSE(backend.ok());

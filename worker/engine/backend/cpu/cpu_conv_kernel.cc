@@ -121,7 +121,8 @@ class CpuConv2dKernel final : public Conv2dKernel {
   static absl::StatusOr<std::unique_ptr<Conv2dKernel>> Create(const dnnl::engine& engine,
                                                               const dnnl::stream& stream,
                                                               const Conv2dGeometry& g,
-                                                              const Conv2dKernelOptions& options) {
+                                                              const Conv2dKernelOptions& options,
+                                                              bool bf16) {
     auto k = std::unique_ptr<CpuConv2dKernel>(new CpuConv2dKernel(stream, g, options));
     try {
       // The caller's layouts: NCHW images, OIHW (GOIHW) weights.
@@ -139,9 +140,17 @@ class CpuConv2dKernel final : public Conv2dKernel {
                                    dt::f32, tag::nchw);
       // The primitives choose theirs (blocked layouts run oneDNN's direct
       // JIT convolutions; plain NCHW falls back to im2col and a GEMM).
-      const dnnl::memory::desc src_any(src.dims(), dt::f32, tag::any);
-      const dnnl::memory::desc weights_any(weights.dims(), dt::f32, tag::any);
+      // bf16: the products read bf16 images, weights and output gradients
+      // (converted by the reorders at the boundary) and accumulate and write
+      // f32 outputs, input gradients and weight gradients (as the dense
+      // layers' bf16 matmuls do); the model's tensors stay f32.
+      const dt in_type = bf16 ? dt::bf16 : dt::f32;
+      const dnnl::memory::desc src_any(src.dims(), in_type, tag::any);
+      const dnnl::memory::desc weights_any(weights.dims(), in_type, tag::any);
       const dnnl::memory::desc dst_any(dst.dims(), dt::f32, tag::any);
+      const dnnl::memory::desc src_grad_any(src.dims(), dt::f32, tag::any);
+      const dnnl::memory::desc weights_grad_any(weights.dims(), dt::f32, tag::any);
+      const dnnl::memory::desc dst_grad_any(dst.dims(), in_type, tag::any);
       const dims strides = {g.stride_height, g.stride_width};
       // oneDNN counts dilation from 0 (no gaps), PyTorch from 1.
       const dims dilates = {g.dilation_height - 1, g.dilation_width - 1};
@@ -170,8 +179,8 @@ class CpuConv2dKernel final : public Conv2dKernel {
       k->y_.Init(engine, dst, fwd_pd.dst_desc(), "conv2d reorder y");
 
       const dnnl::convolution_backward_data::primitive_desc data_pd(
-          dnnl::convolution_backward_data::desc(dnnl::algorithm::convolution_direct, src_any,
-                                                weights_any, dst_any, strides, dilates, pad_l,
+          dnnl::convolution_backward_data::desc(dnnl::algorithm::convolution_direct, src_grad_any,
+                                                weights_any, dst_grad_any, strides, dilates, pad_l,
                                                 pad_r),
           UserScratchpad(), engine, fwd_pd);
       k->backward_data_.Init<dnnl::convolution_backward_data>(engine, data_pd,
@@ -183,13 +192,13 @@ class CpuConv2dKernel final : public Conv2dKernel {
       k->data_w_.Init(engine, weights, data_pd.weights_desc(), "conv2d reorder w");
       k->dx_.Init(engine, src, data_pd.diff_src_desc(), "conv2d reorder dx");
 
-      const auto weights_desc = options.bias
-                                    ? dnnl::convolution_backward_weights::desc(
-                                          dnnl::algorithm::convolution_direct, src_any, weights_any,
-                                          bias, dst_any, strides, dilates, pad_l, pad_r)
-                                    : dnnl::convolution_backward_weights::desc(
-                                          dnnl::algorithm::convolution_direct, src_any, weights_any,
-                                          dst_any, strides, dilates, pad_l, pad_r);
+      const auto weights_desc =
+          options.bias ? dnnl::convolution_backward_weights::desc(
+                             dnnl::algorithm::convolution_direct, src_any, weights_grad_any, bias,
+                             dst_grad_any, strides, dilates, pad_l, pad_r)
+                       : dnnl::convolution_backward_weights::desc(
+                             dnnl::algorithm::convolution_direct, src_any, weights_grad_any,
+                             dst_grad_any, strides, dilates, pad_l, pad_r);
       const dnnl::convolution_backward_weights::primitive_desc weights_pd(
           weights_desc, UserScratchpad(), engine, fwd_pd);
       k->backward_weights_.Init<dnnl::convolution_backward_weights>(engine, weights_pd,
@@ -396,8 +405,8 @@ class CpuPool2dKernel final : public Pool2dKernel {
 
 absl::StatusOr<std::unique_ptr<Conv2dKernel>> CreateCpuConv2dKernel(
     const dnnl::engine& engine, const dnnl::stream& stream, const Conv2dGeometry& geometry,
-    const Conv2dKernelOptions& options) {
-  return CpuConv2dKernel::Create(engine, stream, geometry, options);
+    const Conv2dKernelOptions& options, bool bf16) {
+  return CpuConv2dKernel::Create(engine, stream, geometry, options, bf16);
 }
 
 absl::StatusOr<std::unique_ptr<Pool2dKernel>> CreateCpuPool2dKernel(const dnnl::engine& engine,

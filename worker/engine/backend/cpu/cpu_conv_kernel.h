@@ -21,9 +21,11 @@ namespace traind::engine::cpu {
 // REQUIRES: CheckConv2dGeometry(geometry) / CheckPool2dGeometry(geometry) ok
 // (the backend checks). DeviceError / OutOfMemoryError when oneDNN cannot
 // plan it.
+// `bf16`: the products in bf16 (images, weights and output gradients read as
+// bf16, f32 accumulation and results), for training.precision: bf16.
 absl::StatusOr<std::unique_ptr<Conv2dKernel>> CreateCpuConv2dKernel(
     const dnnl::engine& engine, const dnnl::stream& stream, const Conv2dGeometry& geometry,
-    const Conv2dKernelOptions& options);
+    const Conv2dKernelOptions& options, bool bf16 = false);
 absl::StatusOr<std::unique_ptr<Pool2dKernel>> CreateCpuPool2dKernel(const dnnl::engine& engine,
                                                                     const dnnl::stream& stream,
                                                                     const Pool2dGeometry& geometry,

@@ -3,6 +3,8 @@
 // gradients against finite differences of its forward pass.
 #include <cmath>
 #include <cstdint>
+#include <cstring>
+#include <memory>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -10,6 +12,7 @@
 #include "gtest/gtest.h"
 #include "worker/engine/backend/activation_math.h"
 #include "worker/engine/backend/backend.h"
+#include "worker/engine/backend/cpu/cpu_backend.h"
 #include "worker/engine/testing/conv_reference.h"
 #include "worker/engine/testing/cpu_backend_fixture.h"
 
@@ -137,6 +140,73 @@ TEST_P(CpuConvKernelTest, ForwardAndBackwardMatchTheDefinition) {
   ASSERT_TRUE((*kernel)->Backward(x, w, y, &dy2, &dw, nullptr, nullptr).ok());
   ExpectNear(dw, reference::ConvBackward(g, ToDouble(x), ToDouble(w), dz2).dw,
              c.name + " dw without dx");
+}
+
+// A float rounded to bf16 (to nearest, ties to even), as oneDNN's reorders
+// convert.
+double Bf16(float v) {
+  uint32_t bits;
+  std::memcpy(&bits, &v, 4);
+  bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000u;
+  float out;
+  std::memcpy(&out, &bits, 4);
+  return out;
+}
+
+std::vector<double> RoundedToBf16(const Tensor& t) {
+  std::vector<double> out(static_cast<size_t>(t.size()));
+  for (int64_t i = 0; i < t.size(); ++i) out[i] = Bf16(t.f32()[i]);
+  return out;
+}
+
+// training.precision: bf16: the products read bf16 images, weights and
+// output gradients and accumulate in f32, so the results are the
+// definition's on the bf16-rounded operands (and not on the f32 ones).
+TEST(CpuConvKernelBf16Test, ProductsOfBf16OperandsAccumulatedInF32) {
+  if (!CpuSupportsBf16()) GTEST_SKIP() << "no bf16 matmuls on this CPU";
+  std::unique_ptr<Backend> backend = std::move(CreateCpuBackend(traind::v1::BF16)).value();
+  for (ConvCase c : ConvCases()) {
+    if (c.activation != DenseActivation::kLinear) continue;  // the product alone
+    const Conv2dGeometry& g = c.g;
+    Rng rng(12);
+    auto random = [&](int64_t rows, int64_t cols, double scale) {
+      Tensor t = std::move(backend->Allocate2d(DType::kF32, rows, cols)).value();
+      for (int64_t i = 0; i < t.size(); ++i) {
+        t.f32()[i] = static_cast<float>(scale * (2 * rng.Uniform() - 1));
+      }
+      return t;
+    };
+    Tensor x = random(g.batch, g.in_size(), 1.0), w = random(g.out_channels, g.weight_cols(), 0.5);
+    Tensor b = random(1, g.out_channels, 0.5);
+    Tensor y = std::move(backend->Allocate2d(DType::kF32, g.batch, g.out_size())).value();
+    Conv2dKernelOptions options;
+    options.bias = c.bias;
+    absl::StatusOr<std::unique_ptr<Conv2dKernel>> kernel = backend->CreateConv2dKernel(g, options);
+    ASSERT_TRUE(kernel.ok()) << kernel.status();
+    ASSERT_TRUE((*kernel)->Forward(x, w, b, &y).ok());
+    const std::vector<double> bias = c.bias ? ToDouble(b) : std::vector<double>();
+    ExpectNear(y, reference::ConvForward(g, RoundedToBf16(x), RoundedToBf16(w), bias),
+               c.name + " bf16 y");
+    // Not the f32 operands' result: the largest difference is that of bf16.
+    const std::vector<double> f32 = reference::ConvForward(g, ToDouble(x), ToDouble(w), bias);
+    double largest = 0;
+    for (size_t i = 0; i < f32.size(); ++i)
+      largest = std::max(largest, std::fabs(y.f32()[i] - f32[i]));
+    EXPECT_GT(largest, 1e-4) << c.name;
+
+    Tensor dy = random(g.batch, g.out_size(), 1.0);
+    const std::vector<double> dz = RoundedToBf16(dy);
+    Tensor dw =
+        std::move(backend->Allocate2d(DType::kF32, g.out_channels, g.weight_cols())).value();
+    Tensor db = std::move(backend->Allocate1d(DType::kF32, g.out_channels)).value();
+    Tensor dx = std::move(backend->Allocate2d(DType::kF32, g.batch, g.in_size())).value();
+    ASSERT_TRUE((*kernel)->Backward(x, w, y, &dy, &dw, c.bias ? &db : nullptr, &dx).ok());
+    const reference::ConvGrads want =
+        reference::ConvBackward(g, RoundedToBf16(x), RoundedToBf16(w), dz);
+    ExpectNear(dw, want.dw, c.name + " bf16 dw");
+    ExpectNear(dx, want.dx, c.name + " bf16 dx");
+    if (c.bias) ExpectNear(db, want.db, c.name + " bf16 db");
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Geometries, CpuConvKernelTest, ::testing::ValuesIn(ConvCases()),
