@@ -336,6 +336,13 @@ class Commands {
       if (!ec) header.set_base_dir(cwd.string());
     } else {
       header.set_file_name(file);
+      std::error_code dir_ec;
+      if (std::filesystem::is_directory(file, dir_ec)) {
+        return UsageError(absl::StrCat(
+            file,
+            ": a directory (an image folder) is not uploaded; name one on traind's machine "
+            "with --server-path"));
+      }
       in.open(file, std::ios::binary);
       if (!in) return UsageError(absl::StrCat(file, ": ", std::strerror(errno)));
     }

@@ -311,6 +311,15 @@ metrics: {val: [loss, accuracy]}
   ASSERT_EQ(job.spec().data().shape_size(), 3);
   EXPECT_EQ(job.spec().data().shape(0), 3);  // RGB, the default
   EXPECT_EQ(job.spec().data().shape(1), 8);
+  // A folder is not uploaded: trainctl says how to name it.
+  EXPECT_NE(
+      RunCommand(absl::StrCat(trainctl, " predict ", job.id(), " ", dir.Path("heldout"), " 2>&1"),
+                 &out),
+      0);
+  EXPECT_TRUE(absl::StrContains(out,
+                                "a directory (an image folder) is not uploaded; name one "
+                                "on traind's machine with --server-path"))
+      << out;
   const std::string predicted = dir.Path("predicted.csv");
   ASSERT_EQ(RunCommand(absl::StrCat(trainctl, " predict ", job.id(), " ", dir.Path("heldout"),
                                     " --server-path -O ", predicted, " 2>&1"),
