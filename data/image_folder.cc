@@ -95,9 +95,9 @@ absl::StatusOr<ImageFolder> ListImageFolder(const std::string& root, int64_t max
   while (base.size() > 1 && base.back() == '/') base.pop_back();
   std::error_code ec;
   if (!fs::is_directory(base, ec)) {
-    return DataError(absl::StrCat(Named(root),
-                                  ": not a directory (an image folder is a directory "
-                                  "with one subfolder of images per class)"));
+    return InvalidSpecError(absl::StrCat(Named(root),
+                                         ": not a directory (an image folder is a directory "
+                                         "with one subfolder of images per class)"));
   }
   ImageFolder folder;
   for (fs::directory_iterator it(base, ec), end; !ec && it != end; it.increment(ec)) {
@@ -109,9 +109,10 @@ absl::StatusOr<ImageFolder> ListImageFolder(const std::string& root, int64_t max
   }
   if (ec) return DataError(absl::StrCat(Named(root), ": cannot list: ", ec.message()));
   if (folder.classes.empty()) {
-    return DataError(absl::StrCat(Named(root),
-                                  ": no class folders (an image folder holds one subfolder of "
-                                  "images per class: root/<class>/<image>)"));
+    return InvalidSpecError(
+        absl::StrCat(Named(root),
+                     ": no class folders (an image folder holds one subfolder of "
+                     "images per class: root/<class>/<image>)"));
   }
   std::sort(folder.classes.begin(), folder.classes.end());
   for (size_t label = 0; label < folder.classes.size(); ++label) {

@@ -185,9 +185,16 @@ absl::Status ReadFolder(const DataSpec& data, const ImageFiles& f, bool header_o
     height = data.image_size(0);
     width = data.image_size(1);
   }
+  // A folder that is not an image folder is the spec's error: it names the field.
+  auto in_field = [&](absl::StatusOr<ImageFolder> listed) -> absl::StatusOr<ImageFolder> {
+    if (!listed.ok() && FailureKindOf(listed.status()) == FailureKind::kInvalidSpec) {
+      return InvalidSpecError(absl::StrCat(f.field, ": ", listed.status().message()));
+    }
+    return listed;
+  };
   ImageFolder folder;
   if (header_only) {
-    TRAIND_ASSIGN_OR_RETURN(folder, ListImageFolder(f.path));
+    TRAIND_ASSIGN_OR_RETURN(folder, in_field(ListImageFolder(f.path)));
     if (height == 0) {
       TRAIND_ASSIGN_OR_RETURN(Image first,
                               DecodeImageFile(f.path + "/" + folder.files[0], channels));
@@ -198,7 +205,8 @@ absl::Status ReadFolder(const DataSpec& data, const ImageFiles& f, bool header_o
     folder.height = height;
     folder.width = width;
   } else {
-    TRAIND_ASSIGN_OR_RETURN(folder, LoadImageFolder(f.path, channels, height, width, threads));
+    TRAIND_ASSIGN_OR_RETURN(folder,
+                            in_field(LoadImageFolder(f.path, channels, height, width, threads)));
   }
   set->count = static_cast<int64_t>(folder.files.size());
   set->channels = folder.channels;
@@ -218,7 +226,15 @@ DataFormat FormatOf(const DataSpec& data, const std::string& path) {
   if (data.format() != traind::v1::FORMAT_AUTO) return data.format();
   struct stat st;
   const bool exists = ::stat(path.c_str(), &st) == 0;
-  if (exists && S_ISDIR(st.st_mode)) return traind::v1::IMAGE_FOLDER;
+  const std::string name = path.substr(path.find_last_of('/') + 1);
+  // A directory is an image folder, unless its name says a table was meant ("data.csv"): then the
+  // CSV reader says it is not a regular file.
+  if (exists && S_ISDIR(st.st_mode)) {
+    for (const char* table : {".csv", ".tsv", ".txt", ".csv.gz", ".tsv.gz"}) {
+      if (absl::EndsWithIgnoreCase(name, table)) return traind::v1::CSV;
+    }
+    return traind::v1::IMAGE_FOLDER;
+  }
   // By the first bytes of a regular file (a FIFO is never opened here) (of the gzip stream's
   // contents when gzipped): an NPY file's magic, or an IDX file's two zero bytes, which no CSV file
   // starts with.
@@ -230,7 +246,6 @@ DataFormat FormatOf(const DataSpec& data, const std::string& path) {
     if (got == 6 && std::memcmp(head, "\x93NUMPY", 6) == 0) return traind::v1::NPY;
     if (got >= 4 && head[0] == 0 && head[1] == 0 && head[3] >= 1) return traind::v1::IDX;
   }
-  const std::string name = path.substr(path.find_last_of('/') + 1);
   if (absl::EndsWithIgnoreCase(name, ".npy")) return traind::v1::NPY;
   if (absl::StrContains(absl::AsciiStrToLower(name), "idx")) return traind::v1::IDX;
   return traind::v1::CSV;

@@ -367,6 +367,19 @@ TEST_F(DaemonTest, DataThatIsNotARegularFileIsRefusedAtOnce) {
               absl::StrCat("spec.data.path: ", path, ": is ", kind,
                            ", not a regular file (data must be a regular file)"));
   }
+  // A directory not named as a table is an image folder: one with no class
+  // subfolders is refused at submit too.
+  const std::string empty = dir_.path() + "/images";
+  ASSERT_EQ(mkdir(empty.c_str(), 0700), 0);
+  traind::v1::JobSpec spec = ExampleIrisSpec();
+  spec.mutable_data()->set_path(empty);
+  absl::StatusOr<Job> job = Submit(spec);
+  ASSERT_FALSE(job.ok());
+  EXPECT_EQ(job.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(job.status().message(),
+            absl::StrCat("spec.data.path: ", empty,
+                         ": no class folders (an image folder holds one subfolder of images per "
+                         "class: root/<class>/<image>)"));
   EXPECT_EQ(JobCount(), 0);
   grpc::health::v1::HealthCheckRequest req;
   grpc::health::v1::HealthCheckResponse resp;

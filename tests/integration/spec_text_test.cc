@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
@@ -40,6 +41,16 @@ std::vector<std::string> ExampleSpecs() {
 // DaemonTest's traind (2 CPU slots), given specs as text.
 class SpecTextTest : public DaemonTest {
  protected:
+  // The examples' data: the source tree, and Debian's dataset packages
+  // (examples/fashion-mnist-cnn.yaml; tests/run.sh installs them).
+  void SetUp() override {
+    daemon_ = std::make_unique<TraindProcess>(
+        dir_.path() + "/state",
+        std::vector<std::string>{"--cpu-slots=2", "--data-root=" + SourceDir(), "--data-root=/tmp",
+                                 "--data-root=/usr/share/datasets"});
+    ASSERT_TRUE(daemon_->Start()) << daemon_->Log();
+  }
+
   grpc::Status Submit(const std::string& text, const std::vector<std::string>& overrides,
                       const std::string& base_dir, Job* job) {
     traind::v1::SubmitJobRequest req;
@@ -68,7 +79,15 @@ TEST_F(SpecTextTest, UnmodifiedExamplesAreAccepted) {
   for (const std::string& path : examples) {
     absl::StatusOr<traind::v1::JobSpec> expected = spec::LoadJobSpecFile(path);
     ASSERT_TRUE(expected.ok()) << expected.status();
-    expected->mutable_data()->set_path(SourceDir() + "/" + expected->data().path());
+    auto absolute = [](const std::string& p) { return p[0] == '/' ? p : SourceDir() + "/" + p; };
+    expected->mutable_data()->set_path(absolute(expected->data().path()));
+    if (!expected->data().labels_path().empty()) {
+      expected->mutable_data()->set_labels_path(absolute(expected->data().labels_path()));
+    }
+    // Images store the shape their files state (Fashion-MNIST: 1×28×28).
+    if (absl::EndsWith(path, "/fashion-mnist-cnn.yaml")) {
+      for (int d : {1, 28, 28}) expected->mutable_data()->add_shape(d);
+    }
     Job job;
     grpc::Status s = Submit(ReadText(path), {}, SourceDir(), &job);
     ASSERT_TRUE(s.ok()) << path << ": " << s.error_message();
