@@ -636,22 +636,6 @@ absl::StatusOr<Monitor> SelectionMonitor(const JobSpec& spec) {
 
 absl::Status CheckTrainingSpec(const JobSpec& spec) {
   TRAIND_RETURN_IF_ERROR(CheckModelSpec(spec.model()));
-  if (spec.resources().device() == traind::v1::GPU) {
-    // The GPU backend's image kernels (cuDNN) are not built yet.
-    for (int i = 0; i < spec.model().layers_size(); ++i) {
-      const traind::v1::Layer& layer = spec.model().layers(i);
-      const char* kind = layer.has_conv2d()              ? "conv2d"
-                         : layer.has_max_pool2d()        ? "max_pool2d"
-                         : layer.has_avg_pool2d()        ? "avg_pool2d"
-                         : layer.has_global_avg_pool2d() ? "global_avg_pool2d"
-                                                         : nullptr;
-      if (kind != nullptr) {
-        return InvalidSpecError(absl::StrCat("model.layers[", i, "].", kind,
-                                             ": image layers train on the CPU only in this "
-                                             "version of traind; set resources.device: cpu"));
-      }
-    }
-  }
   TRAIND_RETURN_IF_ERROR(CheckLoss(spec));
   TRAIND_RETURN_IF_ERROR(CheckDataShape(spec));
   TRAIND_RETURN_IF_ERROR(CheckOptimizerSpec(spec.optimizer()));

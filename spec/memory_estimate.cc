@@ -18,6 +18,7 @@ MemoryEstimate EstimateMemory(const traind::v1::JobSpec& spec, int64_t features,
   // bf16 products: each dense layer keeps bf16 (2-byte) copies of its input
   // batch, its weights and its output gradient.
   const bool bf16 = spec.training().precision() == traind::v1::BF16;
+  const bool gpu = spec.resources().device() == traind::v1::GPU;
   int64_t bf16_copies = 0;
   // Image layers: each layer's input and output shapes (data.shape); a
   // model that does not fit its input is refused at validation, and is
@@ -51,6 +52,15 @@ MemoryEstimate EstimateMemory(const traind::v1::JobSpec& spec, int64_t features,
         // oneDNN's or cuDNN's workspace: at most the unfolded input (im2col):
         // each output pixel's receptive field, for every group.
         workspace += batch * out.height * out.width * receptive * groups * kFloat;
+        // On a GPU, an asymmetric padding is applied into padded copies of
+        // x and dx (cuDNN pads symmetrically only).
+        const absl::StatusOr<Window2d> window = Conv2dWindow(c, layer_in, "");
+        if (gpu && window.ok() &&
+            (window->pad_top != window->pad_bottom || window->pad_left != window->pad_right)) {
+          workspace += 2 * batch * layer_in.channels *
+                       (layer_in.height + window->pad_top + window->pad_bottom) *
+                       (layer_in.width + window->pad_left + window->pad_right) * kFloat;
+        }
         width = out.features;
         break;
       }
@@ -126,7 +136,7 @@ MemoryEstimate EstimateMemory(const traind::v1::JobSpec& spec, int64_t features,
   // for Hopper), the multi-tensor optimizer's pointer tables, the loss
   // kernel's per-element partial sums (doubles) and the step graph's
   // predictions.
-  if (spec.resources().device() == traind::v1::GPU) {
+  if (gpu) {
     e.workspace += (32 << 20) + (64 << 10) + batch * outputs * (8 + kFloat);
   }
   return e;

@@ -185,24 +185,14 @@ TEST(CheckModelSpecTest, ImageLayerFieldsAreCheckedWithTheirPaths) {
             "model.layers[0].conv2d.activation: unknown value 40");
 }
 
-// Image layers train on the CPU only in this version: a GPU job with one is
-// refused at submit, naming the layer.
-TEST(CheckTrainingSpecTest, ImageLayersOnAGpuAreRefusedNamingTheLayer) {
+// Image layers train on the GPU too (cuDNN): a GPU job with them is accepted.
+TEST(CheckTrainingSpecTest, ImageLayersOnAGpuAreAccepted) {
   JobSpec spec = WithLayers(
-      "    - dense: {units: 4}\n"
-      "    - flatten: {}\n"
-      "    - dense: {units: 2}\n");
-  spec.mutable_resources()->set_device(traind::v1::GPU);
-  EXPECT_TRUE(CheckTrainingSpec(spec).ok()) << CheckTrainingSpec(spec);
-  spec = WithLayers(
       "    - conv2d: {filters: 4, kernel: 3}\n"
       "    - max_pool2d: {kernel: 2}\n"
       "    - dense: {units: 2}\n");
-  EXPECT_TRUE(CheckTrainingSpec(spec).ok()) << CheckTrainingSpec(spec);
   spec.mutable_resources()->set_device(traind::v1::GPU);
-  EXPECT_EQ(CheckTrainingSpec(spec).message(),
-            "model.layers[0].conv2d: image layers train on the CPU only in this version of "
-            "traind; set resources.device: cpu");
+  EXPECT_TRUE(CheckTrainingSpec(spec).ok()) << CheckTrainingSpec(spec);
 }
 
 TEST(ModelInputShapeTest, DataShapeMustBeThreePositiveNumbersMatchingTheFeatures) {

@@ -323,6 +323,21 @@ TEST(MemoryEstimateTest, CountsConvolutionsAndPooling) {
   }();
   // The conv's unfolded input: 16 images · 64 output pixels · 18 values.
   EXPECT_GE(e.workspace - dense_only.workspace, 16 * 64 * 18 * 4);
+  // On a GPU, an asymmetric padding ("same" with a 2×2 kernel: 0 above, 1
+  // below) adds padded copies of x and dx: 2 · 16 images · 2 · 11 · 11.
+  spec.mutable_resources()->set_device(traind::v1::GPU);
+  const int64_t gpu_valid = EstimateMemory(spec, 200, 10).workspace;
+  c->clear_kernel();
+  c->add_kernel(2);
+  c->mutable_padding()->set_string_value("same");  // 2×10×10 -> 8×10×10
+  const int64_t cpu_same = [&] {
+    JobSpec on_cpu = spec;
+    on_cpu.mutable_resources()->set_device(traind::v1::CPU);
+    return EstimateMemory(on_cpu, 200, 10).workspace;
+  }();
+  EXPECT_EQ(EstimateMemory(spec, 200, 10).workspace - cpu_same,
+            (32 << 20) + (64 << 10) + 16 * 10 * 8 + 16 * 10 * 4 + 2 * 16 * 2 * 11 * 11 * 4);
+  EXPECT_GT(gpu_valid, 0);
 }
 
 TEST(MemoryEstimateTest, Bf16CopiesAndTheGpuWorkspaceAreCounted) {

@@ -21,8 +21,9 @@ MODE="${1:-}"
 
 # Libraries that stay on the device machine: glibc, the C++ runtime, and the
 # large CUDA libraries (cuBLAS/cuBLASLt are ~600 MB, NCCL ~250 MB), found
-# there under the CUDA toolkit or PyTorch's nvidia-* wheels.
-SYSTEM_LIB_RE='^(linux-vdso|ld-linux|libc\.so|libm\.so|libdl\.so|libpthread\.so|librt\.so|libstdc\+\+|libgcc_s|libcublas|libcublasLt|libnccl|libcuda\.so)'
+# there under the CUDA toolkit or PyTorch's nvidia-* wheels (cuDNN 9's
+# libraries too: ~500 MB, and libcudnn.so.9 loads the rest at run time).
+SYSTEM_LIB_RE='^(linux-vdso|ld-linux|libc\.so|libm\.so|libdl\.so|libpthread\.so|librt\.so|libstdc\+\+|libgcc_s|libcublas|libcublasLt|libnccl|libcudnn|libcuda\.so)'
 BINARIES=(traind_cuda_tests traind-worker traind trainctl)
 
 build_half() {
@@ -58,7 +59,32 @@ build_half() {
     strip --strip-unneeded "$BUNDLE/lib/$name" 2>/dev/null || true
   done
   cp -r "$ROOT/examples" "$BUNDLE/examples"
-  cp "$ROOT/tests/gpu/torch_mlp_gpu.py" "$BUNDLE/gpu/"
+  cp "$ROOT/tests/gpu/torch_mlp_gpu.py" "$ROOT/bench/peers/torch_cnn.py" "$BUNDLE/gpu/"
+  # A Fashion-MNIST subset for the convolution check, where the dataset is
+  # installed here: the first 12,000 training and 2,000 t10k images with their
+  # labels, as gzipped IDX files under the dataset's names (~6 MB).
+  local fm=/usr/share/datasets/fashion-mnist
+  if [ -f "$fm/train-images-idx3-ubyte.gz" ]; then
+    mkdir -p "$BUNDLE/data/fashion-mnist"
+    python3 - "$fm" "$BUNDLE/data/fashion-mnist" <<'EOF'
+import gzip, struct, sys
+src, dst = sys.argv[1:]
+for split, n in (("train", 12000), ("t10k", 2000)):
+    for kind in ("images-idx3", "labels-idx1"):
+        name = "%s-%s-ubyte.gz" % (split, kind)
+        with gzip.open("%s/%s" % (src, name)) as f:
+            data = f.read()
+        ndim = data[3]
+        dims = list(struct.unpack(">%dI" % ndim, data[4:4 + 4 * ndim]))
+        item = 1
+        for d in dims[1:]:
+            item *= d
+        start = 4 + 4 * ndim
+        out = data[:4] + struct.pack(">%dI" % ndim, n, *dims[1:]) + data[start:start + n * item]
+        with gzip.open("%s/%s" % (dst, name), "wb") as f:
+            f.write(out)
+EOF
+  fi
   # What travels: one xz archive (oneDNN and gRPC alone are ~50 MiB unpacked).
   tar -C "$BUILD" -cJf "$BUILD/bundle.tar.xz" bundle
   local size
@@ -140,9 +166,10 @@ finish() {
 }
 
 find_cuda_libs() {
-  # Directories that hold libcublas.so.13 / libcublasLt.so.13 / libnccl.so.2.
+  # Directories that hold libcublas.so.13 / libcublasLt.so.13 / libnccl.so.2 /
+  # libcudnn.so.9.
   local dirs=() d lib
-  for lib in libcublas.so.13 libcublasLt.so.13 libnccl.so.2; do
+  for lib in libcublas.so.13 libcublasLt.so.13 libnccl.so.2 libcudnn.so.9; do
     d=$( (ls -d /usr/local/cuda*/lib64 /usr/local/cuda*/lib /usr/local/cuda*/targets/*/lib \
             /usr/lib/x86_64-linux-gnu \
             2>/dev/null; timeout 20 python3 -c 'import site; print("\n".join(site.getsitepackages()))' \
@@ -192,14 +219,15 @@ device_half() {
   cudalibs=$(find_cuda_libs)
   if [[ "$cudalibs" == *missing:* ]]; then
     echo "CUDA 13 libraries not found on this machine: $cudalibs"
-    result FAIL libraries "cuBLAS 13 / NCCL 2 not found (see find_cuda_libs)"
+    result FAIL libraries "cuBLAS 13 / NCCL 2 / cuDNN 9 not found (see find_cuda_libs)"
     return
   fi
   # The plugin finds cuBLAS/NCCL beside itself ($ORIGIN): workers started by
   # traind get no LD_LIBRARY_PATH.
   local dir lib
   for dir in ${cudalibs//:/ }; do
-    for lib in "$dir"/libcublas.so.13 "$dir"/libcublasLt.so.13 "$dir"/libnccl.so.2; do
+    for lib in "$dir"/libcublas.so.13 "$dir"/libcublasLt.so.13 "$dir"/libnccl.so.2 \
+               "$dir"/libcudnn*.so.9; do
       [ -e "$lib" ] && ln -sf "$lib" "$BUNDLE/bin/"
     done
   done
@@ -388,6 +416,7 @@ EOF
     fi
   fi
 
+  fashion_mnist_step
   step "benchmark: traind vs PyTorch (CUDA) on MLP 784-512-256-10"
   need 60 "benchmark vs PyTorch" || return
   local data="$D/mnistlike-32768.csv" rows=32768
@@ -442,6 +471,68 @@ EOF
       result FAIL "benchmark batch $batch $precision" "traind: $(tail -1 "$L/bench-$batch-$precision.err"); torch: $(tail -1 "$L/torch.err")"
     fi
   done
+}
+
+# The example's CNN (conv 32, pool, conv 64, pool, dense 128, dropout, dense
+# 10) on the GPU: trained on the bundle's 12,000 Fashion-MNIST images for 5
+# epochs and scored on 2,000 t10k images, by traind-worker and by PyTorch on
+# the same device when it is there (samples/s from each side's median epoch
+# after the first).
+fashion_mnist_step() {
+  local L="$LOGS" S="$WORK/specs" W="$BUNDLE/bin/traind-worker" fm="$BUNDLE/data/fashion-mnist"
+  step "Fashion-MNIST CNN on the GPU (12,000 training images, 5 epochs; traind vs PyTorch)"
+  need 60 "fashion-mnist cnn" || return
+  if [ ! -f "$fm/train-images-idx3-ubyte.gz" ]; then
+    result SKIP "fashion-mnist cnn" "no Fashion-MNIST subset in the bundle (dataset-fashion-mnist was not installed where it was built)"
+    return
+  fi
+  # The example's model, optimizer and loss, 5 epochs.
+  sed -n '/^model:/,/^training:/p' "$BUNDLE/examples/fashion-mnist-cnn.yaml" >"$S/fm-model.yaml"
+  cat >"$S/fashion-mnist-gpu.yaml" <<EOF
+name: fashion-mnist-cnn-gpu
+data:
+  path: $fm/train-images-idx3-ubyte.gz
+  labels_path: $fm/train-labels-idx1-ubyte.gz
+  normalize: {mean: [0.2860], std: [0.3530]}
+cross_validation:
+  validation_path: $fm/t10k-images-idx3-ubyte.gz
+  validation_labels_path: $fm/t10k-labels-idx1-ubyte.gz
+seed: 7
+$(sed -e 's|^training: .*|training: {epochs: 5, batch_size: 128}|' "$S/fm-model.yaml")
+metrics: {val: [accuracy]}
+resources: {device: gpu, count: 1}
+EOF
+  if ! timeout "$(limit 120)" "$W" --spec="$S/fashion-mnist-gpu.yaml" \
+       >"$L/fashion-mnist-gpu.jsonl" 2>"$L/fashion-mnist-gpu.err"; then
+    result FAIL "fashion-mnist cnn" "traind-worker: $(tail -2 "$L/fashion-mnist-gpu.err" | tr '\n' ' ')"
+    return
+  fi
+  local summary n acc sps torch_line="" torch_sps=""
+  summary=$(python3 - "$L/fashion-mnist-gpu.jsonl" <<'EOF'
+import json, statistics, sys
+epochs = [json.loads(l) for l in open(sys.argv[1]) if l.startswith('{"') and '"epoch"' in l]
+secs = [e["seconds"] for e in epochs][1:] or [e["seconds"] for e in epochs]
+print("%d %.4f %.0f" % (len(epochs), epochs[-1]["val"]["accuracy"], 12000 / statistics.median(secs)))
+EOF
+)
+  read -r n acc sps <<<"$summary"
+  if timeout "$(limit 60)" python3 -c 'import torch, numpy; assert torch.cuda.is_available()' \
+       2>>"$L/torch.err"; then
+    timeout "$(limit 120)" python3 "$BUNDLE/gpu/torch_cnn.py" --dir "$fm" --refit --epochs 5 \
+      --device cuda >"$L/fashion-mnist-torch.jsonl" 2>>"$L/torch.err"
+    torch_sps=$(python3 -c '
+import json, statistics, sys
+e = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
+s = [x["seconds"] for x in e][1:] or [x["seconds"] for x in e]
+print("%.0f %.4f" % (12000 / statistics.median(s), e[-1]["val_accuracy"]))' \
+      "$L/fashion-mnist-torch.jsonl" 2>/dev/null)
+    [ -n "$torch_sps" ] && torch_line="; PyTorch ${torch_sps% *} samples/s, t10k accuracy ${torch_sps#* }"
+  fi
+  if [ "$n" = 5 ] && python3 -c 'import sys; sys.exit(0 if float(sys.argv[1]) >= 0.8 else 1)' "$acc"; then
+    result PASS "fashion-mnist cnn" "traind ${sps} samples/s, accuracy on 2,000 t10k images ${acc}${torch_line}"
+  else
+    result FAIL "fashion-mnist cnn" "${n:-0} epochs, accuracy ${acc:-none} (want >= 0.8); logs/fashion-mnist-gpu.err"
+  fi
 }
 
 case "$MODE" in

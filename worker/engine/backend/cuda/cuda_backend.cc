@@ -18,7 +18,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "base/status.h"
+#include "worker/engine/backend/cuda/cuda_conv_kernel.h"
 #include "worker/engine/backend/cuda/cuda_dense_kernel.h"
+#include "worker/engine/backend/cuda/cuda_image_kernels.h"
 #include "worker/engine/backend/cuda/cuda_kernels.h"
 #include "worker/engine/backend/cuda/cuda_loss_kernel.h"
 #include "worker/engine/backend/cuda/cuda_raii.h"
@@ -239,6 +241,45 @@ class CudaBackend final : public Backend {
     context.precision = options_.precision;
     context.use_cublaslt = options_.use_cublaslt;
     return CreateCudaDenseKernel(context, batch, in, out, options);
+  }
+
+  absl::StatusOr<std::unique_ptr<Conv2dKernel>> CreateConv2dKernel(
+      const Conv2dGeometry& geometry, const Conv2dKernelOptions& options) override {
+    TRAIND_RETURN_IF_ERROR(CheckConv2dGeometry(geometry));
+    if (geometry.batch > INT_MAX || geometry.in_channels > INT_MAX ||
+        geometry.out_channels > INT_MAX || geometry.in_height > INT_MAX ||
+        geometry.in_width > INT_MAX) {
+      return absl::InvalidArgumentError("conv2d: dimensions must be below 2^31");
+    }
+    // cuDNN is loaded (its handle made) by the first convolution only: a
+    // dense model never pays for it.
+    if (cudnn_.get() == nullptr) {
+      TRAIND_ASSIGN_OR_RETURN(cudnn_, cuda::CudnnHandle::Create(stream()));
+    }
+    ConvContext context;
+    context.cudnn = cudnn_.get();
+    context.stream = stream();
+    context.precision = options_.precision;
+    return CreateCudaConv2dKernel(context, geometry, options);
+  }
+
+  absl::StatusOr<std::unique_ptr<Pool2dKernel>> CreatePool2dKernel(const Pool2dGeometry& geometry,
+                                                                   PoolKind kind) override {
+    TRAIND_RETURN_IF_ERROR(CheckPool2dGeometry(geometry));
+    return CreateCudaPool2dKernel(stream(), geometry, kind);
+  }
+
+  absl::Status TransposeBlocks(const Tensor& x, int64_t blocks, int64_t rows, int64_t cols,
+                               Tensor* y) override {
+    if (blocks < 0 || rows < 0 || cols < 0 || x.size() != blocks * rows * cols ||
+        y->size() != blocks * rows * cols || x.dtype() != DType::kF32 ||
+        y->dtype() != DType::kF32) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("TransposeBlocks: %d × [%d, %d] of a %d-value x into a %d-value y",
+                          blocks, rows, cols, x.size(), y->size()));
+    }
+    TRAIND_LAUNCH(cuda::LaunchTransposeBlocks(x.f32(), blocks, rows, cols, y->f32(), stream()));
+    return absl::OkStatus();
   }
 
   absl::Status ActivationForward(const ActivationFn& f, const Tensor& x, Tensor* y) override {
@@ -601,6 +642,7 @@ class CudaBackend final : public Backend {
   DeviceBuffer cublas_workspace_;
   CublasHandle cublas_;
   CublasLtHandle cublas_lt_;
+  cuda::CudnnHandle cudnn_;  // made by the first CreateConv2dKernel
   std::array<UploadSlot, kUploadSlots> uploads_;
   int next_upload_ = 0;
   DeviceBuffer reduce_scratch_;
