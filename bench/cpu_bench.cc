@@ -54,6 +54,10 @@
 //       (gemmset's, same shapes and momentum), in turn first: "interleaved"
 //       gives the median and quartiles over rounds of the set's time ÷ the
 //       steps' — the share of the set, each block beside the other.
+//   cpu_bench convprofile --spec FILE [--shape C,H,W] [--batch B] [--steps S]
+//                         [--precision fp32|bf16]
+//       A convolutional network's step, op by op, and its image layers'
+//       kernels alone on the same shapes (bench/conv_profile.cc).
 //
 // FILE (written by the driver): "TRDB", int64 rows, int64 features,
 // int64 classes, float32 x[rows * features] (row-major), int32 y[rows].
@@ -80,6 +84,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "base/random.h"
+#include "bench/conv_profile.h"
 #include "bench/gemm_set.h"
 #include "data/dataset.h"
 #include "data/split.h"
@@ -582,6 +587,7 @@ int main(int argc, char** argv) {
   if (mode == "gemmset") return GemmSet(argc, argv);
   if (mode == "profile") return Profile(argc, argv);
   if (mode == "gemmlibs") return GemmLibs(argc, argv);
+  if (mode == "convprofile") return traind::bench::ConvProfile(argc, argv);
   std::fprintf(
       stderr,
       "usage: cpu_bench fit --data FILE --hidden 512,256 --batch 128 --epochs 3 "
@@ -589,6 +595,7 @@ int main(int argc, char** argv) {
       "       cpu_bench sgemm --m M --n N --k K [--reps R]\n"
       "       cpu_bench gemmset --features F --hidden 512,256 --classes C --batch B [--reps R]\n"
       "       cpu_bench gemmlibs --batch B --in I --out O [--reps R] [--w-offset BYTES]\n"
-      "       cpu_bench profile --data FILE --hidden 512,256 --batch B [--steps S]\n");
+      "       cpu_bench profile --data FILE --hidden 512,256 --batch B [--steps S]\n"
+      "       cpu_bench convprofile --spec FILE [--shape C,H,W] [--batch B] [--steps S]\n");
   return 2;
 }

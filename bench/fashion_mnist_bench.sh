@@ -3,7 +3,8 @@
 # network trained by traind and by PyTorch on Fashion-MNIST, runs alternated,
 # medians, ratios (speed); then the accuracy of both on the t10k images after
 # a refit on all 60,000 training images (and with --folds, the 5-fold CV of
-# both). docs/benchmarks.md records a run.
+# both); and traind's step op by op beside its image kernels alone (cpu_bench
+# convprofile). docs/benchmarks.md records a run.
 #
 #   bench/fashion_mnist_bench.sh [--repeats N] [--epochs N] [--accuracy-epochs N]
 #                                [--folds] [--isa avx2] [--precision bf16] [--skip-accuracy]
@@ -33,7 +34,7 @@ if [ "${SKIP_BUILD:-0}" != 1 ]; then
   if [ ! -f "$BUILD/build.ninja" ]; then
     cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTRAIND_BUILD_TESTS=OFF >&2
   fi
-  cmake --build "$BUILD" --target traind-worker >&2
+  cmake --build "$BUILD" --target traind-worker cpu_bench >&2
 fi
 if [ "$(id -u)" = 0 ]; then NICE="${NICE:--10}"; else NICE="${NICE:-0}"; fi
 exec nice -n "$NICE" /usr/bin/python3 "$ROOT/bench/peers/cnn_driver.py" --bin "$BUILD/bin" \

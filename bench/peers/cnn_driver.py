@@ -129,6 +129,24 @@ def main():
                                                     ", ".join("%.0f" % v for v in runs["traind"]), tm / pm))
         say("| PyTorch fp32 | %.0f | %s | 1.00× |" % (pm, ", ".join("%.0f" % v for v in runs["pytorch"])))
         say()
+    if not a.skip_speed and os.path.exists(os.path.join(a.bin, "cpu_bench")):
+        prof = json_lines([os.path.join(a.bin, "cpu_bench"), "convprofile", "--spec",
+                           os.path.join(ROOT, "examples", "fashion-mnist-cnn.yaml"), "--shape", "1,28,28",
+                           "--batch", "128", "--steps", "50", "--precision", a.precision or "fp32"],
+                          traind_env)[0]
+        say("traind's step op by op (cpu_bench convprofile, batch 128, median of 50 steps): %.2f ms a step, "
+            "forward %.2f ms, backward %.2f ms, update %.2f ms. Each image layer's kernels alone on the same "
+            "shapes (oneDNN primitives with the reorders into and out of their chosen layouts):" % (
+                prof["step_ms"], prof["forward_ms"], sum(prof["backward_ms_by_layer"]), prof["optimizer_ms"]))
+        say()
+        say("| layer | kind | forward ms | backward ms |")
+        say("| ---: | --- | ---: | ---: |")
+        for k in prof["kernels"]:
+            say("| %d | %s | %.2f | %.2f |" % (k["layer"], k["kind"], k["forward_ms"], k["backward_ms"]))
+        say()
+        say("The image kernels take %.2f ms, %.0f%% of the step." % (prof["kernels_ms"],
+                                                                     100 * prof["kernels_share"]))
+        say()
     if not a.skip_accuracy:
         # The refit: all 60,000 images, the t10k images as validation.
         refit_spec = spec(a.work, "refit", a.accuracy_epochs,

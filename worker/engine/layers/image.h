@@ -43,6 +43,8 @@ class Conv2d final : public Layer {
   int64_t in() const override { return g_.in_size(); }
   int64_t out() const override { return g_.out_size(); }
   const Conv2dGeometry& geometry() const { return g_; }
+  const ActivationFn& activation() const { return activation_; }
+  bool has_bias() const { return bias_; }
   Tensor& weight() { return w_; }
   Tensor& bias() { return b_; }
   Tensor& weight_grad() { return dw_; }
@@ -85,6 +87,8 @@ class Pool2d final : public Layer {
   absl::Status Backward(const Tensor& x, const Tensor& y, Tensor* dy, Tensor* dx) override;
   int64_t in() const override { return g_.in_size(); }
   int64_t out() const override { return g_.out_size(); }
+  const Pool2dGeometry& geometry() const { return g_; }
+  PoolKind kind() const { return kind_; }
 
  private:
   absl::StatusOr<Pool2dKernel*> For(int64_t batch);
