@@ -5,9 +5,12 @@
 // visible:
 //
 //   cpu_bench convprofile --spec FILE [--shape C,H,W] [--batch B] [--steps S]
-//                         [--precision fp32|bf16]
+//                         [--precision fp32|bf16] [--layout auto|nchw]
 //
 // --shape: the images' shape where the spec states none (its files do).
+// --layout nchw: images in C, H, W order between all layers (each kernel
+// reordering into and out of its primitives' layouts), for comparison with
+// the default, channels-last between image layers (layers/channels_last.h).
 // Prints one JSON line: the median milliseconds of the forward pass, the
 // loss, each layer's backward pass (last layer first in time, listed by
 // layer) and the optimizer update; for every conv2d and pooling layer, its
@@ -38,6 +41,7 @@
 #include "spec/loader.h"
 #include "spec/model_shapes.h"
 #include "worker/engine/backend/cpu/cpu_backend.h"
+#include "worker/engine/layers/channels_last.h"
 #include "worker/engine/layers/image.h"
 #include "worker/engine/losses.h"
 #include "worker/engine/network.h"
@@ -100,6 +104,7 @@ int ConvProfile(int argc, char** argv) {
   const int64_t batch = std::atoll(ArgOf(argc, argv, "--batch", "128"));
   const int steps = std::atoi(ArgOf(argc, argv, "--steps", "50"));
   const std::string precision_name = ArgOf(argc, argv, "--precision", "fp32");
+  const bool channels_first = std::string(ArgOf(argc, argv, "--layout", "auto")) == "nchw";
   if (spec_path.empty() || batch < 1 || steps < 1 ||
       (precision_name != "fp32" && precision_name != "bf16")) {
     std::fprintf(stderr,
@@ -131,7 +136,7 @@ int ConvProfile(int argc, char** argv) {
       spec::ValueShape::Image(spec.data().shape(0), spec.data().shape(1), spec.data().shape(2));
   std::unique_ptr<engine::Backend> backend = Must(engine::CreateCpuBackend(precision), "backend");
   engine::Network network =
-      Must(engine::Network::Create(backend.get(), input, spec.model()), "network");
+      Must(engine::Network::Create(backend.get(), input, spec.model(), !channels_first), "network");
   Rng rng(42);
   Die(network.Initialize(rng), "initialize");
   std::unique_ptr<engine::Optimizer> optimizer = Must(
@@ -186,6 +191,9 @@ int ConvProfile(int argc, char** argv) {
   double kernels_ms = 0;
   for (size_t l = 0; l < layers; ++l) {
     engine::Layer* layer = network.layers()[l].get();
+    if (auto* boundary = dynamic_cast<engine::ChannelsLastBoundary*>(layer)) {
+      layer = boundary->inner();  // its kernels run channels-last
+    }
     double fwd = 0, bwd = 0;
     const char* kind = nullptr;
     if (auto* conv = dynamic_cast<engine::Conv2d*>(layer)) {
@@ -195,6 +203,7 @@ int ConvProfile(int argc, char** argv) {
       engine::Conv2dKernelOptions options;
       options.activation = conv->activation();
       options.bias = conv->has_bias();
+      options.channels_last = conv->channels_last();
       if (!engine::DerivativeFromOutput(options.activation.kind)) {
         options.activation = engine::ActivationFn();  // applied by the layer after the kernel
       }
@@ -218,8 +227,11 @@ int ConvProfile(int argc, char** argv) {
       kind = pool->kind() == engine::PoolKind::kMax ? "max_pool2d" : "avg_pool2d";
       engine::Pool2dGeometry g = pool->geometry();
       g.batch = batch;
+      engine::Pool2dKernelOptions options;
+      options.kind = pool->kind();
+      options.channels_last = pool->channels_last();
       std::unique_ptr<engine::Pool2dKernel> k =
-          Must(backend->CreatePool2dKernel(g, pool->kind()), "pool2d kernel");
+          Must(backend->CreatePool2dKernel(g, options), "pool2d kernel");
       Tensor in = RandomTensor(*backend, batch, g.in_size(), rng);
       Tensor out = RandomTensor(*backend, batch, g.out_size(), rng);
       Tensor dx = RandomTensor(*backend, batch, g.in_size(), rng);
@@ -239,12 +251,14 @@ int ConvProfile(int argc, char** argv) {
   }
   std::printf(
       "{\"batch\": %lld, \"steps\": %d, \"threads\": %d, \"precision\": \"%s\", "
+      "\"layout\": \"%s\", "
       "\"step_ms\": %.4f, \"forward_ms\": %.4f, \"loss_ms\": %.4f, "
       "\"backward_ms_by_layer\": [%s], \"optimizer_ms\": %.4f, \"kernels\": [%s], "
       "\"kernels_ms\": %.4f, \"kernels_share\": %.4f}\n",
-      static_cast<long long>(batch), steps, omp_get_max_threads(), precision_name.c_str(), step_ms,
-      MedianOf(forward), MedianOf(loss_ms), per_layer.c_str(), MedianOf(update), kernels.c_str(),
-      kernels_ms, step_ms > 0 ? kernels_ms / step_ms : 0.0);
+      static_cast<long long>(batch), steps, omp_get_max_threads(), precision_name.c_str(),
+      channels_first ? "nchw" : "channels_last_between_image_layers", step_ms, MedianOf(forward),
+      MedianOf(loss_ms), per_layer.c_str(), MedianOf(update), kernels.c_str(), kernels_ms,
+      step_ms > 0 ? kernels_ms / step_ms : 0.0);
   return 0;
 }
 

@@ -30,12 +30,15 @@ MemoryEstimate EstimateMemory(const traind::v1::JobSpec& spec, int64_t features,
     if (s.ok()) shapes = *std::move(s);
   }
   ValueShape in = input.ok() ? *input : ValueShape::Features(features);
+  int64_t largest_image = 0;  // values of the largest image between layers
   for (int l = 0; l < spec.model().layers_size(); ++l) {
     const traind::v1::Layer& layer = spec.model().layers(l);
     const ValueShape out =
         shapes.empty() ? ValueShape::Features(width) : shapes[static_cast<size_t>(l)];
     const ValueShape layer_in = in;
     in = out;
+    if (layer_in.image()) largest_image = std::max(largest_image, layer_in.features);
+    if (out.image()) largest_image = std::max(largest_image, out.features);
     switch (layer.kind_case()) {
       case traind::v1::Layer::kConv2D: {
         const auto& c = layer.conv2d();
@@ -109,6 +112,10 @@ MemoryEstimate EstimateMemory(const traind::v1::JobSpec& spec, int64_t features,
         break;
     }
   }
+  // On the CPU, images run channels-last between image layers, converted
+  // where a run begins and ends (worker/engine/layers/channels_last.h): at
+  // most an image and its gradient on each side.
+  if (!gpu) per_row += 4 * largest_image;
   int64_t state_copies = 0;
   const auto& o = spec.optimizer();
   if (o.has_sgd()) {

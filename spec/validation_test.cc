@@ -311,9 +311,10 @@ TEST(MemoryEstimateTest, CountsConvolutionsAndPooling) {
   EXPECT_EQ(e.parameters, 4 * params);
   EXPECT_EQ(e.gradients, 4 * params);
   // Per row: input 200, loss gradient and targets 2·10, conv 2·512, pool
-  // 3·128, dense 2·10.
+  // 3·128, dense 2·10, and the channels-last conversions' bound, 4 times the
+  // largest image (512).
   EXPECT_EQ(e.activations,
-            2 * 16 * (200 + 20 + 2 * 512 + 3 * 128 + 2 * 10) * 4 + 2 * 32768 * 10 * 4);
+            2 * 16 * (200 + 20 + 2 * 512 + 3 * 128 + 2 * 10 + 4 * 512) * 4 + 2 * 32768 * 10 * 4);
   const MemoryEstimate dense_only = [&] {
     JobSpec d = spec;
     d.clear_data();

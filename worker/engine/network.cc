@@ -6,6 +6,7 @@
 #include "absl/strings/str_format.h"
 #include "base/status.h"
 #include "spec/checks.h"
+#include "worker/engine/layers/channels_last.h"
 #include "worker/engine/layers/elementwise.h"
 #include "worker/engine/layers/image.h"
 #include "worker/engine/layers/normalization.h"
@@ -113,10 +114,58 @@ Pool2dGeometry PoolGeometryOf(const spec::Window2d& w, const spec::ValueShape& i
   return g;
 }
 
+// Where layer i's images are channels-last (layers/channels_last.h): each
+// run of image layers (conv2d, pooling, batch_norm on an image, with the
+// activations and dropouts between them), from its first image layer to its
+// last, which convert from and to C, H, W order.
+struct LayoutPlan {
+  bool channels_last = false;
+  bool convert_in = false, convert_out = false;
+};
+std::vector<LayoutPlan> PlanChannelsLast(const traind::v1::ModelSpec& model,
+                                         const spec::ValueShape& input,
+                                         const std::vector<spec::ValueShape>& shapes) {
+  const int n = model.layers_size();
+  std::vector<LayoutPlan> plan(static_cast<size_t>(n));
+  auto in_shape = [&](int i) { return i == 0 ? input : shapes[static_cast<size_t>(i - 1)]; };
+  auto image_layer = [&](int i) {
+    switch (model.layers(i).kind_case()) {
+      case traind::v1::Layer::kConv2D:
+      case traind::v1::Layer::kMaxPool2D:
+      case traind::v1::Layer::kAvgPool2D:
+      case traind::v1::Layer::kGlobalAvgPool2D:
+        return true;
+      case traind::v1::Layer::kBatchNorm:
+        return in_shape(i).image();
+      default:
+        return false;
+    }
+  };
+  auto between = [&](int i) {
+    const auto kind = model.layers(i).kind_case();
+    return kind == traind::v1::Layer::kActivation || kind == traind::v1::Layer::kDropout;
+  };
+  for (int i = 0; i < n;) {
+    if (!image_layer(i)) {
+      ++i;
+      continue;
+    }
+    int last = i;
+    for (int j = i; j < n && (image_layer(j) || between(j)); ++j) {
+      if (image_layer(j)) last = j;
+    }
+    for (int j = i; j <= last; ++j) plan[static_cast<size_t>(j)].channels_last = true;
+    plan[static_cast<size_t>(i)].convert_in = true;
+    plan[static_cast<size_t>(last)].convert_out = true;
+    i = last + 1;
+  }
+  return plan;
+}
+
 }  // namespace
 
 absl::StatusOr<Network> Network::Create(Backend* backend, const spec::ValueShape& input,
-                                        const traind::v1::ModelSpec& model) {
+                                        const traind::v1::ModelSpec& model, bool channels_last) {
   const int64_t inputs = input.features;
   if (inputs <= 0) {
     return absl::InvalidArgumentError(absl::StrFormat("network: %d inputs", inputs));
@@ -127,6 +176,9 @@ absl::StatusOr<Network> Network::Create(Backend* backend, const spec::ValueShape
   Network network(backend, inputs);
   int64_t width = inputs;
   spec::ValueShape shape = input;
+  const std::vector<LayoutPlan> layout = channels_last && backend->ChannelsLastImages()
+                                             ? PlanChannelsLast(model, input, shapes)
+                                             : std::vector<LayoutPlan>(model.layers_size());
   for (int i = 0; i < model.layers_size(); ++i) {
     const traind::v1::Layer& spec = model.layers(i);
     const std::string path = absl::StrCat("model.layers[", i, "]");
@@ -220,6 +272,20 @@ absl::StatusOr<Network> Network::Create(Backend* backend, const spec::ValueShape
       }
       case traind::v1::Layer::KIND_NOT_SET:
         return absl::InternalError("unset layer kind");  // rejected by CheckModelSpec
+    }
+    const LayoutPlan& plan = layout[static_cast<size_t>(i)];
+    if (plan.channels_last) {
+      if (auto* conv = dynamic_cast<Conv2d*>(layer.get())) conv->set_channels_last(true);
+      if (auto* pool = dynamic_cast<Pool2d*>(layer.get())) pool->set_channels_last(true);
+      if (auto* bn = dynamic_cast<BatchNorm2d*>(layer.get())) bn->set_channels_last(true);
+      if (plan.convert_in || plan.convert_out) {
+        const spec::ValueShape& out = shapes[static_cast<size_t>(i)];
+        ChannelsLastBoundary::Side in_side{shape.channels, shape.height * shape.width,
+                                           plan.convert_in};
+        ChannelsLastBoundary::Side out_side{out.channels, out.height * out.width, plan.convert_out};
+        layer =
+            std::make_unique<ChannelsLastBoundary>(backend, std::move(layer), in_side, out_side);
+      }
     }
     width = layer->out();
     shape = shapes[static_cast<size_t>(i)];

@@ -44,7 +44,13 @@ class Network {
   // layers (conv2d, pooling), each row of x one image, NCHW. Errors:
   // spec::LayerShapes's for a model that does not fit the input.
   static absl::StatusOr<Network> Create(Backend* backend, const spec::ValueShape& input,
-                                        const traind::v1::ModelSpec& model);
+                                        const traind::v1::ModelSpec& model) {
+    return Create(backend, input, model, /*channels_last=*/true);
+  }
+  // channels_last false: images stay C, H, W between layers even where the
+  // backend has channels-last kernels (layers/channels_last.h); for tests.
+  static absl::StatusOr<Network> Create(Backend* backend, const spec::ValueShape& input,
+                                        const traind::v1::ModelSpec& model, bool channels_last);
 
   Network(Network&&) = default;
   Network& operator=(Network&&) = default;

@@ -3,12 +3,14 @@
 #include <cmath>
 #include <functional>
 #include <memory>
+#include <string>
 #include <utility>
 #include <vector>
 
 #include "base/random.h"
 #include "gtest/gtest.h"
 #include "worker/engine/backend/cpu/cpu_backend.h"
+#include "worker/engine/layers/channels_last.h"
 #include "worker/engine/losses.h"
 #include "worker/engine/network.h"
 #include "worker/engine/testing/gradient_check.h"
@@ -116,13 +118,18 @@ void CheckNetwork(const traind::v1::LossSpec& loss_spec, data::TargetKind target
       EXPECT_TRUE(net.layers()[0]->Forward(x, mode, &pooled_in).ok());
       std::vector<int64_t> w;
       const float* v = pooled_in.f32();
+      // Layer 0's output as the next layer reads it: channels-last on a
+      // backend with channels-last images (layers/channels_last.h).
+      const bool channels_last = backend->ChannelsLastImages();
       for (int64_t plane = 0; plane < batch * 4; ++plane) {
         for (int64_t i = 0; i < 3; ++i) {
           for (int64_t j = 0; j < 3; ++j) {
             int64_t best = -1;
             for (int64_t p = 0; p < 2; ++p) {
               for (int64_t q = 0; q < 2; ++q) {
-                const int64_t at = plane * 36 + (2 * i + p) * 6 + 2 * j + q;
+                const int64_t pixel = (2 * i + p) * 6 + 2 * j + q;
+                const int64_t at =
+                    channels_last ? (plane / 4) * 144 + pixel * 4 + plane % 4 : plane * 36 + pixel;
                 if (best < 0 || v[at] > v[best]) best = at;
               }
             }
@@ -174,6 +181,88 @@ TEST(NetworkGradientTest, ConvNetworkWithSoftmax) {
   spec.mutable_softmax_cross_entropy();
   const int32_t y[6] = {0, 1, 2, 1, 0, 2};
   CheckNetwork(spec, data::TargetKind::kClasses, 3, {y, nullptr}, /*conv=*/true);
+}
+
+// Images kept channels-last between image layers (layers/channels_last.h)
+// compute what the same network computes in C, H, W order: outputs in
+// training and evaluation, and every parameter's gradient. Two runs of image
+// layers, each converting at both ends: a 3-channel input, a layer_norm
+// (per-element parameters, so C, H, W order) between them, and a dense layer
+// reading the last run's image.
+TEST(NetworkGradientTest, ChannelsLastImagesComputeWhatChannelsFirstDoes) {
+  traind::v1::ModelSpec model;
+  auto* c0 = model.add_layers()->mutable_conv2d();
+  c0->set_filters(5);
+  c0->add_kernel(3);
+  c0->mutable_padding()->set_string_value("same");
+  c0->set_activation(traind::v1::RELU);
+  auto* pool = model.add_layers()->mutable_max_pool2d();
+  pool->add_kernel(2);
+  pool->mutable_padding()->set_string_value("same");
+  model.add_layers()->mutable_batch_norm();
+  model.add_layers()->mutable_activation()->set_function(traind::v1::ELU);
+  auto* c1 = model.add_layers()->mutable_conv2d();
+  c1->set_filters(6);
+  c1->add_kernel(2);
+  c1->set_activation(traind::v1::GELU);
+  model.add_layers()->mutable_layer_norm();
+  auto* c2 = model.add_layers()->mutable_conv2d();
+  c2->set_filters(4);
+  c2->add_kernel(1);
+  auto* avg = model.add_layers()->mutable_avg_pool2d();
+  avg->add_kernel(2);
+  avg->add_stride(1);
+  model.add_layers()->mutable_dense()->set_units(3);
+  const spec::ValueShape input = spec::ValueShape::Image(3, 7, 7);
+  std::unique_ptr<Backend> backend = std::move(CreateCpuBackend()).value();
+  ASSERT_TRUE(backend->ChannelsLastImages());
+  Network last = std::move(Network::Create(backend.get(), input, model)).value();
+  Network first = std::move(Network::Create(backend.get(), input, model, false)).value();
+  // The conversions sit where the runs begin and end.
+  int boundaries = 0;
+  for (auto& layer : last.layers()) {
+    boundaries += dynamic_cast<ChannelsLastBoundary*>(layer.get()) != nullptr;
+  }
+  EXPECT_EQ(boundaries, 4);  // layers 0, 4, 6 and 7
+  for (auto& layer : first.layers()) {
+    EXPECT_EQ(dynamic_cast<ChannelsLastBoundary*>(layer.get()), nullptr);
+  }
+  Rng rng_a(3), rng_b(3);
+  ASSERT_TRUE(last.Initialize(rng_a).ok());
+  ASSERT_TRUE(first.Initialize(rng_b).ok());
+  const int64_t batch = 4;
+  Tensor x = std::move(backend->Allocate2d(DType::kF32, batch, input.features)).value();
+  Rng rng(9);
+  for (int64_t i = 0; i < x.size(); ++i) x.f32()[i] = static_cast<float>(2 * rng.Uniform() - 1);
+  auto expect_close = [](const float* a, const float* b, int64_t n, const std::string& what) {
+    int bad = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      if (!(std::abs(a[i] - b[i]) <= 1e-5f + 1e-4f * std::abs(b[i])) && ++bad <= 3) {
+        ADD_FAILURE() << what << "[" << i << "]: " << a[i] << " vs " << b[i];
+      }
+    }
+  };
+  for (bool training : {false, true}) {
+    ForwardMode mode;
+    mode.training = training;
+    mode.seed = 5;
+    Tensor* a = last.Forward(x, mode).value();
+    Tensor* b = first.Forward(x, mode).value();
+    expect_close(a->f32(), b->f32(), a->size(), training ? "training output" : "output");
+  }
+  Tensor da = std::move(backend->Allocate2d(DType::kF32, batch, 3)).value();
+  Tensor db = std::move(backend->Allocate2d(DType::kF32, batch, 3)).value();
+  for (int64_t i = 0; i < da.size(); ++i) {
+    da.f32()[i] = db.f32()[i] = static_cast<float>(rng.Uniform() - 0.5);
+  }
+  ASSERT_TRUE(last.Backward(x, &da).ok());
+  ASSERT_TRUE(first.Backward(x, &db).ok());
+  const std::vector<Parameter> pa = last.parameters(), pb = first.parameters();
+  ASSERT_EQ(pa.size(), pb.size());
+  for (size_t i = 0; i < pa.size(); ++i) {
+    ASSERT_EQ(pa[i].name, pb[i].name);
+    expect_close(pa[i].grad->f32(), pb[i].grad->f32(), pa[i].grad->size(), pa[i].name);
+  }
 }
 
 }  // namespace

@@ -58,6 +58,14 @@ class Tensor {
         &NoDelete, dtype_, count, cols_, 2, space_);
   }
 
+  // The same values as a [rows, cols] matrix: a tensor that shares this
+  // one's memory and must not outlive it (writable, even from a const
+  // tensor: the caller keeps to what its own contract allows).
+  // REQUIRES: rows * cols == size().
+  Tensor Reshaped(int64_t rows, int64_t cols) const {
+    return Tensor(const_cast<void*>(data_.get()), &NoDelete, dtype_, rows, cols, 2, space_);
+  }
+
   float* f32() { return static_cast<float*>(data_.get()); }
   const float* f32() const { return static_cast<const float*>(data_.get()); }
   int32_t* s32() { return static_cast<int32_t*>(data_.get()); }

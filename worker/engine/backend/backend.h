@@ -79,6 +79,12 @@ class DenseKernel {
 // Image tensors. A batch of images is a [batch, C·H·W] tensor, each row one
 // image in C, H, W order (NCHW, PyTorch's memory order), so that dense
 // layers, activations, dropout and the losses see rows as they always do.
+// A backend whose ChannelsLastImages() is true also plans kernels for
+// channels-last images (options.channels_last: each row in H, W, C order,
+// NHWC), which its primitives read and write without reordering; a network
+// then keeps its images channels-last from one image layer to the next and
+// converts only where a layer that needs C, H, W order begins
+// (layers/channels_last.h).
 
 // A 2-D convolution's geometry: y[n, f, i, j] = Σ_{c, p, q}
 // x[n, g·C/G + c, i·sh + p·dh - pad_top, j·sw + q·dw - pad_left] ·
@@ -132,6 +138,7 @@ class Conv2dKernel {
 struct Conv2dKernelOptions {
   ActivationFn activation;
   bool bias = true;
+  bool channels_last = false;  // x, y, dy, dx NHWC (see "Image tensors")
 };
 
 // Pooling over windows of each channel: y[n, c, i, j] = max or mean of x[n,
@@ -157,6 +164,12 @@ struct Pool2dGeometry {
   }
   int64_t in_size() const { return channels * in_height * in_width; }
   int64_t out_size() const { return channels * out_height() * out_width(); }
+};
+
+// Options of a pooling kernel.
+struct Pool2dKernelOptions {
+  PoolKind kind = PoolKind::kMax;
+  bool channels_last = false;  // x, y, dy, dx NHWC (see "Image tensors")
 };
 
 // A pooling's ops for one geometry. A training Forward keeps what its
@@ -357,9 +370,18 @@ class Backend {
     return absl::UnimplementedError(name() + ": no conv2d kernels");
   }
   virtual absl::StatusOr<std::unique_ptr<Pool2dKernel>> CreatePool2dKernel(
-      const Pool2dGeometry& geometry, PoolKind kind) {
+      const Pool2dGeometry& geometry, const Pool2dKernelOptions& options) {
     return absl::UnimplementedError(name() + ": no pooling kernels");
   }
+  absl::StatusOr<std::unique_ptr<Pool2dKernel>> CreatePool2dKernel(const Pool2dGeometry& geometry,
+                                                                   PoolKind kind) {
+    Pool2dKernelOptions options;
+    options.kind = kind;
+    return CreatePool2dKernel(geometry, options);
+  }
+  // True when its image kernels take channels-last tensors (see "Image
+  // tensors"), where its primitives run without reordering.
+  virtual bool ChannelsLastImages() const { return false; }
 
   // y = f(x), elementwise. x, y: same size (may alias).
   virtual absl::Status ActivationForward(const ActivationFn& f, const Tensor& x, Tensor* y) = 0;

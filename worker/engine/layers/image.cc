@@ -47,6 +47,7 @@ absl::StatusOr<Conv2d::PerBatch*> Conv2d::For(int64_t batch) {
   g.batch = batch;
   Conv2dKernelOptions options;
   options.bias = bias_;
+  options.channels_last = channels_last_;
   if (fused()) options.activation = activation_;
   TRAIND_ASSIGN_OR_RETURN(p->kernel, backend_->CreateConv2dKernel(g, options));
   if (!fused()) {
@@ -66,6 +67,7 @@ absl::Status Conv2d::Forward(const Tensor& x, const ForwardMode& mode, Tensor* y
       Conv2dKernelOptions options;
       options.bias = bias_;
       options.activation = activation_;
+      options.channels_last = channels_last_;
       TRAIND_ASSIGN_OR_RETURN(p->eval_kernel, backend_->CreateConv2dKernel(g, options));
     }
     return p->eval_kernel->Forward(x, w_, b_, y);
@@ -92,8 +94,11 @@ absl::StatusOr<Pool2dKernel*> Pool2d::For(int64_t batch) {
   }
   Pool2dGeometry g = g_;
   g.batch = batch;
+  Pool2dKernelOptions options;
+  options.kind = kind_;
+  options.channels_last = channels_last_;
   TRAIND_ASSIGN_OR_RETURN(std::unique_ptr<Pool2dKernel> kernel,
-                          backend_->CreatePool2dKernel(g, kind_));
+                          backend_->CreatePool2dKernel(g, options));
   per_batch_.emplace_back(batch, std::move(kernel));
   return per_batch_.back().second.get();
 }

@@ -45,6 +45,10 @@ class Conv2d final : public Layer {
   const Conv2dGeometry& geometry() const { return g_; }
   const ActivationFn& activation() const { return activation_; }
   bool has_bias() const { return bias_; }
+  // Images NHWC in and out (backend.h, "Image tensors"). Set before the
+  // first Forward (the network does).
+  void set_channels_last(bool on) { channels_last_ = on; }
+  bool channels_last() const { return channels_last_; }
   Tensor& weight() { return w_; }
   Tensor& bias() { return b_; }
   Tensor& weight_grad() { return dw_; }
@@ -68,6 +72,7 @@ class Conv2d final : public Layer {
   ActivationFn activation_;
   bool bias_;
   WeightInit init_;
+  bool channels_last_ = false;
   Tensor w_, b_, dw_, db_;
   std::vector<std::unique_ptr<PerBatch>> per_batch_;
 };
@@ -89,6 +94,9 @@ class Pool2d final : public Layer {
   int64_t out() const override { return g_.out_size(); }
   const Pool2dGeometry& geometry() const { return g_; }
   PoolKind kind() const { return kind_; }
+  // As Conv2d's.
+  void set_channels_last(bool on) { channels_last_ = on; }
+  bool channels_last() const { return channels_last_; }
 
  private:
   absl::StatusOr<Pool2dKernel*> For(int64_t batch);
@@ -96,6 +104,7 @@ class Pool2d final : public Layer {
   Backend* backend_;
   Pool2dGeometry g_;
   PoolKind kind_;
+  bool channels_last_ = false;
   std::vector<std::pair<int64_t, std::unique_ptr<Pool2dKernel>>> per_batch_;
 };
 

@@ -185,6 +185,10 @@ absl::Status BatchNorm2d::Forward(const Tensor& x, const ForwardMode& mode, Tens
   ForwardMode one = mode;
   one.communicator = nullptr;
   const int64_t batch = x.rows();
+  if (channels_last_) {  // a row per pixel, a column per channel already
+    Tensor rows_y = y->Reshaped(batch * pixels_, channels_);
+    return inner_->Forward(x.Reshaped(batch * pixels_, channels_), one, &rows_y);
+  }
   TRAIND_ASSIGN_OR_RETURN(Buffers * b, BuffersFor(batch));
   // [batch, C, H·W] -> [batch, H·W, C]: a row per pixel, a column per channel.
   TRAIND_RETURN_IF_ERROR(backend_->TransposeBlocks(x, batch, channels_, pixels_, &b->x));
@@ -192,8 +196,15 @@ absl::Status BatchNorm2d::Forward(const Tensor& x, const ForwardMode& mode, Tens
   return backend_->TransposeBlocks(b->y, batch, pixels_, channels_, y);
 }
 
-absl::Status BatchNorm2d::Backward(const Tensor&, const Tensor&, Tensor* dy, Tensor* dx) {
+absl::Status BatchNorm2d::Backward(const Tensor& x, const Tensor& y, Tensor* dy, Tensor* dx) {
   const int64_t batch = dy->rows();
+  if (channels_last_) {
+    Tensor rows_dy = dy->Reshaped(batch * pixels_, channels_);
+    Tensor rows_dx = dx == nullptr ? Tensor() : dx->Reshaped(batch * pixels_, channels_);
+    return inner_->Backward(x.Reshaped(batch * pixels_, channels_),
+                            y.Reshaped(batch * pixels_, channels_), &rows_dy,
+                            dx == nullptr ? nullptr : &rows_dx);
+  }
   TRAIND_ASSIGN_OR_RETURN(Buffers * b, BuffersFor(batch));
   // b->x and b->y hold this batch size's last (training) forward pass.
   TRAIND_RETURN_IF_ERROR(backend_->TransposeBlocks(*dy, batch, channels_, pixels_, &b->d));

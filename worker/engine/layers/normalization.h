@@ -89,6 +89,11 @@ class BatchNorm2d final : public Layer {
   void AppendBuffers(const std::string& prefix, std::vector<Parameter>* out) override {
     inner_->AppendBuffers(prefix, out);
   }
+  // Images NHWC in and out (backend.h, "Image tensors"): the rows are
+  // [batch·H·W, C] already, nothing is transposed. Set before the first
+  // Forward (the network does).
+  void set_channels_last(bool on) { channels_last_ = on; }
+  bool channels_last() const { return channels_last_; }
 
  private:
   struct Buffers {
@@ -101,6 +106,7 @@ class BatchNorm2d final : public Layer {
 
   Backend* backend_;
   int64_t channels_, pixels_;
+  bool channels_last_ = false;
   std::unique_ptr<BatchNorm> inner_;
   std::vector<Buffers> buffers_;
 };

@@ -290,11 +290,15 @@ class CpuBackend final : public Backend {
                                       precision_ == traind::v1::BF16);
   }
 
-  absl::StatusOr<std::unique_ptr<Pool2dKernel>> CreatePool2dKernel(const Pool2dGeometry& geometry,
-                                                                   PoolKind kind) override {
+  using Backend::CreatePool2dKernel;
+  absl::StatusOr<std::unique_ptr<Pool2dKernel>> CreatePool2dKernel(
+      const Pool2dGeometry& geometry, const Pool2dKernelOptions& options) override {
     TRAIND_RETURN_IF_ERROR(CheckPool2dGeometry(geometry));
-    return cpu::CreateCpuPool2dKernel(engine_, stream_, geometry, kind);
+    return cpu::CreateCpuPool2dKernel(engine_, stream_, geometry, options);
   }
+
+  // oneDNN's JIT convolutions and poolings read and write NHWC as it is.
+  bool ChannelsLastImages() const override { return true; }
 
   absl::StatusOr<std::unique_ptr<LossKernel>> CreateLossKernel(
       const LossKernelOptions& options) override {

@@ -1,6 +1,8 @@
 // The CPU backend's convolution and pooling kernels: oneDNN convolution and
 // pooling primitives (forward, backward data, backward weights) planned once
-// per geometry on plain NCHW tensors, the bias and an activation whose
+// per geometry on plain NCHW tensors (reordered into the layouts the
+// primitives choose) or on NHWC tensors (options.channels_last: read and
+// written as they are, no reorder), the bias and an activation whose
 // derivative needs only y fused into the forward convolution (post-op).
 // Made by the CPU backend's CreateConv2dKernel and CreatePool2dKernel.
 //
@@ -26,10 +28,9 @@ namespace traind::engine::cpu {
 absl::StatusOr<std::unique_ptr<Conv2dKernel>> CreateCpuConv2dKernel(
     const dnnl::engine& engine, const dnnl::stream& stream, const Conv2dGeometry& geometry,
     const Conv2dKernelOptions& options, bool bf16 = false);
-absl::StatusOr<std::unique_ptr<Pool2dKernel>> CreateCpuPool2dKernel(const dnnl::engine& engine,
-                                                                    const dnnl::stream& stream,
-                                                                    const Pool2dGeometry& geometry,
-                                                                    PoolKind kind);
+absl::StatusOr<std::unique_ptr<Pool2dKernel>> CreateCpuPool2dKernel(
+    const dnnl::engine& engine, const dnnl::stream& stream, const Pool2dGeometry& geometry,
+    const Pool2dKernelOptions& options);
 
 }  // namespace traind::engine::cpu
 

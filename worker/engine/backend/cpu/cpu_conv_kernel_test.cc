@@ -142,6 +142,58 @@ TEST_P(CpuConvKernelTest, ForwardAndBackwardMatchTheDefinition) {
              c.name + " dw without dx");
 }
 
+// NCHW rows <-> NHWC rows (backend.h, "Image tensors").
+Tensor Transposed(Backend& backend, const Tensor& t, int64_t rows, int64_t cols) {
+  Tensor out = std::move(backend.Allocate2d(DType::kF32, t.rows(), t.cols())).value();
+  EXPECT_TRUE(backend.TransposeBlocks(t, t.rows(), rows, cols, &out).ok());
+  return out;
+}
+
+// The same kernel on channels-last images: read and written NHWC, the same
+// values as the definition's (NCHW) once transposed back.
+TEST_P(CpuConvKernelTest, ChannelsLastMatchesTheDefinition) {
+  const ConvCase& c = GetParam();
+  const Conv2dGeometry& g = c.g;
+  const int64_t in_pixels = g.in_height * g.in_width, out_pixels = g.out_height() * g.out_width();
+  Rng rng(13);
+  Tensor x = Random2d(g.batch, g.in_size(), 1.0, rng);
+  Tensor w = Random2d(g.out_channels, g.weight_cols(), 0.5, rng);
+  Tensor b = Random1d(g.out_channels, 0.5, rng);
+  Tensor y = std::move(backend_->Allocate2d(DType::kF32, g.batch, g.out_size())).value();
+  Conv2dKernelOptions options;
+  options.bias = c.bias;
+  options.activation.kind = c.activation;
+  options.activation.alpha = c.activation == DenseActivation::kLeakyRelu ? 0.1f : 0.0f;
+  options.channels_last = true;
+  absl::StatusOr<std::unique_ptr<Conv2dKernel>> kernel = backend_->CreateConv2dKernel(g, options);
+  ASSERT_TRUE(kernel.ok()) << kernel.status();
+  const Tensor x_last = Transposed(*backend_, x, g.in_channels, in_pixels);
+  ASSERT_TRUE((*kernel)->Forward(x_last, w, b, &y).ok());
+  const std::vector<double> z = reference::ConvForward(
+      g, ToDouble(x), ToDouble(w), c.bias ? ToDouble(b) : std::vector<double>());
+  std::vector<double> want_y(z.size());
+  for (size_t i = 0; i < z.size(); ++i) {
+    want_y[i] =
+        activation_math::Activate(c.activation, options.activation.alpha, static_cast<float>(z[i]));
+  }
+  ExpectNear(Transposed(*backend_, y, out_pixels, g.out_channels), want_y, c.name + " y");
+  Tensor dy = Random2d(g.batch, g.out_size(), 1.0, rng);
+  std::vector<double> dz = ToDouble(dy);
+  for (size_t i = 0; i < dz.size(); ++i) {
+    dz[i] *= activation_math::Derivative(c.activation, options.activation.alpha,
+                                         static_cast<float>(z[i]), static_cast<float>(want_y[i]));
+  }
+  Tensor dy_last = Transposed(*backend_, dy, g.out_channels, out_pixels);
+  Tensor dw = std::move(backend_->Allocate2d(DType::kF32, g.out_channels, g.weight_cols())).value();
+  Tensor db = std::move(backend_->Allocate1d(DType::kF32, g.out_channels)).value();
+  Tensor dx = std::move(backend_->Allocate2d(DType::kF32, g.batch, g.in_size())).value();
+  ASSERT_TRUE((*kernel)->Backward(x_last, w, y, &dy_last, &dw, c.bias ? &db : nullptr, &dx).ok());
+  const reference::ConvGrads want = reference::ConvBackward(g, ToDouble(x), ToDouble(w), dz);
+  ExpectNear(dw, want.dw, c.name + " dw");
+  if (c.bias) ExpectNear(db, want.db, c.name + " db");
+  ExpectNear(Transposed(*backend_, dx, in_pixels, g.in_channels), want.dx, c.name + " dx");
+}
+
 // A float rounded to bf16 (to nearest, ties to even), as oneDNN's reorders
 // convert.
 double Bf16(float v) {
@@ -310,6 +362,28 @@ TEST_P(CpuPoolKernelTest, ForwardAndBackwardMatchTheDefinition) {
   ASSERT_TRUE(backend_->Fill(7.0f, &dx).ok());  // overwritten, not accumulated
   ASSERT_TRUE((*kernel)->Backward(dy, &dx).ok());
   ExpectNear(dx, reference::PoolBackward(g, c.kind, ToDouble(x), ToDouble(dy)), c.name + " dx");
+}
+
+TEST_P(CpuPoolKernelTest, ChannelsLastMatchesTheDefinition) {
+  const PoolCase& c = GetParam();
+  const Pool2dGeometry& g = c.g;
+  const int64_t in_pixels = g.in_height * g.in_width, out_pixels = g.out_height() * g.out_width();
+  Rng rng(6);
+  Tensor x = Random2d(g.batch, g.in_size(), 1.0, rng);
+  Tensor y = std::move(backend_->Allocate2d(DType::kF32, g.batch, g.out_size())).value();
+  Pool2dKernelOptions options;
+  options.kind = c.kind;
+  options.channels_last = true;
+  absl::StatusOr<std::unique_ptr<Pool2dKernel>> kernel = backend_->CreatePool2dKernel(g, options);
+  ASSERT_TRUE(kernel.ok()) << kernel.status();
+  ASSERT_TRUE((*kernel)->Forward(true, Transposed(*backend_, x, g.channels, in_pixels), &y).ok());
+  ExpectNear(Transposed(*backend_, y, out_pixels, g.channels),
+             reference::PoolForward(g, c.kind, ToDouble(x)), c.name + " y");
+  Tensor dy = Random2d(g.batch, g.out_size(), 1.0, rng);
+  Tensor dx = std::move(backend_->Allocate2d(DType::kF32, g.batch, g.in_size())).value();
+  ASSERT_TRUE((*kernel)->Backward(Transposed(*backend_, dy, g.channels, out_pixels), &dx).ok());
+  ExpectNear(Transposed(*backend_, dx, in_pixels, g.channels),
+             reference::PoolBackward(g, c.kind, ToDouble(x), ToDouble(dy)), c.name + " dx");
 }
 
 INSTANTIATE_TEST_SUITE_P(Geometries, CpuPoolKernelTest, ::testing::ValuesIn(PoolCases()),

@@ -246,6 +246,9 @@ class CudaBackend final : public Backend {
   absl::StatusOr<std::unique_ptr<Conv2dKernel>> CreateConv2dKernel(
       const Conv2dGeometry& geometry, const Conv2dKernelOptions& options) override {
     TRAIND_RETURN_IF_ERROR(CheckConv2dGeometry(geometry));
+    if (options.channels_last) {
+      return absl::UnimplementedError(name() + ": images are NCHW (no channels-last convolution)");
+    }
     if (geometry.batch > INT_MAX || geometry.in_channels > INT_MAX ||
         geometry.out_channels > INT_MAX || geometry.in_height > INT_MAX ||
         geometry.in_width > INT_MAX) {
@@ -263,10 +266,14 @@ class CudaBackend final : public Backend {
     return CreateCudaConv2dKernel(context, geometry, options);
   }
 
-  absl::StatusOr<std::unique_ptr<Pool2dKernel>> CreatePool2dKernel(const Pool2dGeometry& geometry,
-                                                                   PoolKind kind) override {
+  using Backend::CreatePool2dKernel;
+  absl::StatusOr<std::unique_ptr<Pool2dKernel>> CreatePool2dKernel(
+      const Pool2dGeometry& geometry, const Pool2dKernelOptions& options) override {
     TRAIND_RETURN_IF_ERROR(CheckPool2dGeometry(geometry));
-    return CreateCudaPool2dKernel(stream(), geometry, kind);
+    if (options.channels_last) {
+      return absl::UnimplementedError(name() + ": images are NCHW (no channels-last pooling)");
+    }
+    return CreateCudaPool2dKernel(stream(), geometry, options.kind);
   }
 
   absl::Status TransposeBlocks(const Tensor& x, int64_t blocks, int64_t rows, int64_t cols,
