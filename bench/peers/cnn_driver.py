@@ -136,7 +136,8 @@ def main():
                           traind_env)[0]
         say("traind's step op by op (cpu_bench convprofile, batch 128, median of 50 steps): %.2f ms a step, "
             "forward %.2f ms, backward %.2f ms, update %.2f ms. Each image layer's kernels alone on the same "
-            "shapes (oneDNN primitives with the reorders into and out of their chosen layouts):" % (
+            "shapes, channels-last as the network runs them (the backward-weights pass reorders into its "
+            "blocked layout):" % (
                 prof["step_ms"], prof["forward_ms"], sum(prof["backward_ms_by_layer"]), prof["optimizer_ms"]))
         say()
         say("| layer | kind | forward ms | backward ms |")
