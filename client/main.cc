@@ -612,10 +612,14 @@ int Main(int argc, char** argv) {
   bool ensemble = false, server_path = false;
   CLI::App* predict = app.add_subcommand(
       "predict",
-      "Score a CSV with a job's model (the refit model by default) and print the predictions: "
-      "row, label and p_<class> columns (class targets) or the targets' columns");
+      "Score a CSV or images with a job's model (the refit model by default) and print the "
+      "predictions: row, label and p_<class> columns (class targets) or the targets' columns");
   predict->add_option("JOB", job_id, "Job id")->required();
-  predict->add_option("FILE", file, "CSV with the training data's feature columns")->required();
+  predict->add_option("FILE", file,
+                      "CSV with the training data's feature columns; for an image model, an IDX "
+                      "or NPY file of images (or, with --server-path, a folder of PNG/JPEG "
+                      "files)")
+      ->required();
   CLI::Option* task_opt =
       predict->add_option("--task", predict_task, "Use this task's model")->type_name("N");
   predict->add_flag("--ensemble", ensemble, "Use the mean of the fold models")->excludes(task_opt);

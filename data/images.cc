@@ -106,7 +106,8 @@ void ToPlanar(const ImageSet& set, std::vector<T>* v) {
 
 // The labels of `f.labels_path`: an IDX or NPY array of one axis, or the
 // column data.label of a CSV file.
-absl::StatusOr<std::vector<std::string>> ReadLabels(const DataSpec& data, const ImageFiles& f) {
+absl::StatusOr<std::vector<std::string>> ReadLabels(const DataSpec& data, const ImageFiles& f,
+                                                    std::vector<std::string>* groups) {
   const std::string where = absl::StrCat(f.labels_field, ": ", f.labels_path);
   const DataFormat format = FormatOf(data, f.labels_path);
   std::vector<std::string> labels;
@@ -125,6 +126,12 @@ absl::StatusOr<std::vector<std::string>> ReadLabels(const DataSpec& data, const 
     }
     return absl::OkStatus();
   };
+  if (!f.group_column.empty() && format != traind::v1::CSV) {
+    return InvalidSpecError(absl::StrCat(
+        "cross_validation.group_column: images take their groups from a column of a CSV labels "
+        "file, but ",
+        where, " is ", format == traind::v1::IDX ? "IDX" : "NPY"));
+  }
   if (format == traind::v1::IDX || format == traind::v1::NPY) {
     std::vector<float> values;
     std::vector<int64_t> dims;
@@ -162,6 +169,23 @@ absl::StatusOr<std::vector<std::string>> ReadLabels(const DataSpec& data, const 
     }
     labels.push_back(std::move(table.rows[r][c]));
   }
+  if (!f.group_column.empty()) {
+    const auto g = std::find(table.header.begin(), table.header.end(), f.group_column);
+    if (g == table.header.end()) {
+      return InvalidSpecError(absl::StrFormat(
+          "cross_validation.group_column: column %s not found in %s; columns: %s",
+          QuoteForMessage(f.group_column), f.labels_path, absl::StrJoin(table.header, ", ")));
+    }
+    const size_t gc = static_cast<size_t>(g - table.header.begin());
+    groups->reserve(table.rows.size());
+    for (size_t r = 0; r < table.rows.size(); ++r) {
+      if (table.rows[r][gc].empty()) {
+        return DataError(absl::StrFormat("%s:%d: column %s (column %d): empty group", f.labels_path,
+                                         table.lines[r], QuoteForMessage(f.group_column), gc + 1));
+      }
+      groups->push_back(std::move(table.rows[r][gc]));
+    }
+  }
   return labels;
 }
 
@@ -170,6 +194,11 @@ absl::Status ReadFolder(const DataSpec& data, const ImageFiles& f, bool header_o
   if (!f.labels_path.empty()) {
     return InvalidSpecError(
         absl::StrCat(f.labels_field, ": an image folder's labels are its class folders"));
+  }
+  if (!f.group_column.empty()) {
+    return InvalidSpecError(
+        "cross_validation.group_column: images take their groups from a column of a CSV labels "
+        "file; an image folder has none");
   }
   const int channels = data.channels() == 0 ? 3 : data.channels();
   if (channels != 1 && channels != 3) {
@@ -305,7 +334,7 @@ absl::StatusOr<ImageSet> ReadImages(const DataSpec& data, const ImageFiles& f, b
     }
   }
   if (!f.labels_path.empty()) {
-    TRAIND_ASSIGN_OR_RETURN(set.labels, ReadLabels(data, f));
+    TRAIND_ASSIGN_OR_RETURN(set.labels, ReadLabels(data, f, &set.groups));
     if (static_cast<int64_t>(set.labels.size()) != set.count) {
       return DataError(absl::StrFormat("%s has %d labels, but %s has %d images", f.labels_path,
                                        set.labels.size(), f.path, set.count));
@@ -331,9 +360,11 @@ absl::StatusOr<JobImages> ReadJobImages(const JobSpec& spec, bool header_only, i
   if (d.labels_size() > 0) {
     return InvalidSpecError("data.labels: images have one label each (data.labels_path)");
   }
-  TRAIND_ASSIGN_OR_RETURN(
-      out.train, ReadImages(d, {"data.path", d.path(), "data.labels_path", d.labels_path()},
-                            header_only, threads));
+  TRAIND_ASSIGN_OR_RETURN(out.train,
+                          ReadImages(d,
+                                     {"data.path", d.path(), "data.labels_path", d.labels_path(),
+                                      spec.cross_validation().group_column()},
+                                     header_only, threads));
   const auto& cv = spec.cross_validation();
   out.has_val = spec.has_cross_validation() && !cv.validation_path().empty();
   if (out.has_val) {
@@ -370,6 +401,19 @@ absl::StatusOr<JobImages> ReadJobImages(const JobSpec& spec, bool header_only, i
     }
   }
   return out;
+}
+
+// Group codes of `groups`, by the groups' sorted values (as a table's group
+// column is coded); empty for none.
+std::vector<int32_t> GroupCodes(const std::vector<std::string>& groups) {
+  std::map<std::string, int32_t> index;
+  for (const std::string& g : groups) index.emplace(g, 0);
+  int32_t code = 0;
+  for (auto& [value, i] : index) i = code++;
+  std::vector<int32_t> codes;
+  codes.reserve(groups.size());
+  for (const std::string& g : groups) codes.push_back(index[g]);
+  return codes;
 }
 
 // Class codes of `labels` (train then validation images) and the classes.
@@ -474,6 +518,7 @@ absl::StatusOr<Dataset> LoadImageDataset(const JobSpec& spec, int threads) {
         data.targets.push_back(v);
       }
     }
+    data.groups = GroupCodes(images.train.groups);
     return data;
   }
   TRAIND_RETURN_IF_ERROR(EncodeImageLabels(d, images, &data.classes, &data.y));
@@ -482,6 +527,7 @@ absl::StatusOr<Dataset> LoadImageDataset(const JobSpec& spec, int threads) {
         "data.labels_path: %d classes, but sigmoid_binary_cross_entropy needs exactly 2",
         data.classes.size()));
   }
+  data.groups = GroupCodes(images.train.groups);
   data.outputs = data.ModelOutputs();
   return data;
 }
@@ -499,6 +545,12 @@ absl::StatusOr<DatasetSummary> SummarizeImageDataset(const JobSpec& spec) {
   summary.target_columns = 1;
   if (summary.target == TargetKind::kMultiLabel) {
     return InvalidSpecError("data.labels: images have one label each (data.labels_path)");
+  }
+  if (!t.groups.empty()) {
+    std::map<std::string, int64_t> rows;
+    for (const std::string& g : t.groups) ++rows[g];
+    for (const auto& [value, n] : rows) summary.group_rows.push_back(n);
+    summary.groups_known = true;
   }
   if (summary.target == TargetKind::kRegression) return summary;
   std::vector<std::string> classes;

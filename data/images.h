@@ -33,8 +33,9 @@ bool IsImageFormat(const traind::v1::DataSpec& data);
 struct ImageSet {
   int64_t count = 0;
   int32_t channels = 0, height = 0, width = 0;
-  std::vector<uint8_t> bytes;  // [count, C, H, W] when the source holds bytes
-  std::vector<float> values;   // [count, C, H, W] otherwise
+  std::vector<uint8_t> bytes;       // [count, C, H, W] when the source holds bytes
+  std::vector<std::string> groups;  // [count] when ImageFiles::group_column is set
+  std::vector<float> values;        // [count, C, H, W] otherwise
   // [count] each image's label as text: an integer of an IDX or NPY labels
   // file, a cell of a CSV labels file, a folder's class; empty when no
   // labels were read.
@@ -50,6 +51,9 @@ struct ImageSet {
 struct ImageFiles {
   std::string field, path;
   std::string labels_field, labels_path;  // empty: no labels (folders: their classes)
+  // A column of a CSV labels file holding each image's group (group k-fold),
+  // read into ImageSet::groups; empty: none.
+  std::string group_column;
 };
 
 // Reads `files` as data's format, layout, image_size and channels say.

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "data/split.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -186,6 +187,49 @@ TEST_F(ImagesTest, NpyLayoutsBecomePlanarAndCsvLabelsAreRead) {
   ASSERT_FALSE(wrong.ok());
   EXPECT_THAT(wrong.status().message(),
               HasSubstr("an array of 4 axes (2×2×2×3), but the layout NHW has 3 (data.layout)"));
+}
+
+// Group k-fold on images: each image's group is a column of a CSV labels
+// file (beside its label), coded by the groups' sorted values as a table's
+// group column is; no fold splits a group. IDX labels and image folders have
+// no such column: the spec's error, naming the field.
+TEST_F(ImagesTest, GroupsComeFromACsvLabelsColumn) {
+  std::vector<uint8_t> bytes;
+  for (int n = 0; n < 6; ++n) bytes.insert(bytes.end(), 4, static_cast<uint8_t>(10 * n));
+  JobSpec spec;
+  spec.mutable_data()->set_path(WriteIdx("x-idx3-ubyte", {6, 2, 2}, bytes));
+  spec.mutable_data()->set_labels_path(
+      Write("y.csv", "label,patient\ncat,p2\ndog,p1\ncat,p2\ndog,p3\ncat,p1\ndog,p3\n"));
+  spec.mutable_cross_validation()->set_folds(3);
+  spec.mutable_cross_validation()->set_group_column("patient");
+  absl::StatusOr<Dataset> loaded = LoadDataset(spec);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_THAT(loaded->groups, ElementsAre(1, 0, 1, 2, 0, 2));  // p1 0, p2 1, p3 2
+  absl::StatusOr<DatasetSummary> summary = SummarizeDataset(spec);
+  ASSERT_TRUE(summary.ok()) << summary.status();
+  EXPECT_TRUE(summary->groups_known);
+  EXPECT_THAT(summary->group_rows, ElementsAre(2, 2, 2));
+  const std::vector<std::vector<int64_t>> folds = GroupKFold(loaded->groups, 3, false, 1);
+  ASSERT_EQ(folds.size(), 3u);
+  for (const std::vector<int64_t>& fold : folds) {
+    ASSERT_EQ(fold.size(), 2u);
+    EXPECT_EQ(loaded->groups[static_cast<size_t>(fold[0])],
+              loaded->groups[static_cast<size_t>(fold[1])]);
+  }
+
+  spec.mutable_cross_validation()->set_group_column("visit");
+  EXPECT_THAT(LoadDataset(spec).status().message(),
+              HasSubstr("cross_validation.group_column: column \"visit\" not found in"));
+  spec.mutable_cross_validation()->set_group_column("patient");
+  spec.mutable_data()->set_labels_path(Write("y.csv", "label,patient\ncat,p2\ndog,\n"));
+  EXPECT_THAT(LoadDataset(spec).status().message(),
+              HasSubstr("y.csv:3: column \"patient\" (column 2): empty group"));
+  spec.mutable_data()->set_labels_path(WriteIdx("y-idx1-ubyte", {6}, std::vector<uint8_t>(6, 1)));
+  const absl::Status idx = LoadDataset(spec).status();
+  EXPECT_EQ(FailureKindOf(idx), FailureKind::kInvalidSpec);
+  EXPECT_THAT(idx.message(),
+              HasSubstr("cross_validation.group_column: images take their groups from a column "
+                        "of a CSV labels file, but data.labels_path: "));
 }
 
 TEST_F(ImagesTest, ErrorsNameTheFilesAndTheImage) {

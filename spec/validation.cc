@@ -83,7 +83,6 @@ absl::Status CheckImageSourceFields(const JobSpec& spec) {
   if (images) {
     // Columns of a table.
     const Field columns[] = {
-        {"cross_validation.group_column", !spec.cross_validation().group_column().empty()},
         {"data.features", d.features_size() > 0},
         {"data.ignore", d.ignore_size() > 0},
         {"data.categorical", d.categorical_size() > 0},

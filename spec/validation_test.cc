@@ -543,9 +543,12 @@ TEST(ValidateJobSpecTest, ImagesStateTheirShapeAndTheirFieldsAreChecked) {
   EXPECT_THAT(Error(s),
               ::testing::StartsWith("data.image_size: only for image folders (data.path "));
   s = spec;
+  // Groups of images come from a column of a CSV labels file: these labels
+  // are NPY.
   s.mutable_cross_validation()->set_group_column("patient");
-  EXPECT_THAT(Error(s),
-              ::testing::StartsWith("cross_validation.group_column: only for tables (data.path "));
+  EXPECT_THAT(Error(s), ::testing::StartsWith("cross_validation.group_column: images take their "
+                                              "groups from a column of a CSV labels file, but "
+                                              "data.labels_path: "));
   // A layer that does not fit the images the files state.
   s = spec;
   s.mutable_model()->mutable_layers(0)->mutable_conv2d()->set_kernel(0, 5);
