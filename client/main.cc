@@ -615,10 +615,11 @@ int Main(int argc, char** argv) {
       "Score a CSV or images with a job's model (the refit model by default) and print the "
       "predictions: row, label and p_<class> columns (class targets) or the targets' columns");
   predict->add_option("JOB", job_id, "Job id")->required();
-  predict->add_option("FILE", file,
-                      "CSV with the training data's feature columns; for an image model, an IDX "
-                      "or NPY file of images (or, with --server-path, a folder of PNG/JPEG "
-                      "files)")
+  predict
+      ->add_option("FILE", file,
+                   "CSV with the training data's feature columns; for an image model, an IDX "
+                   "or NPY file of images (or, with --server-path, a folder of PNG/JPEG "
+                   "files)")
       ->required();
   CLI::Option* task_opt =
       predict->add_option("--task", predict_task, "Use this task's model")->type_name("N");

@@ -193,6 +193,16 @@ class PredictReactor final : public grpc::ServerReadReactor<traind::v1::PredictR
         Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "header.job_id: required"));
         return;
       }
+      // The predictions become an artifact of the job: its owner's (or an
+      // admin's) to run, as Cancel and Delete are; refused before any upload.
+      {
+        absl::StatusOr<traind::v1::Job> job = service_->scheduler_->GetJob(header_.job_id());
+        absl::Status may = job.ok() ? MayPredict(caller_, job->owner(), job->id()) : job.status();
+        if (!may.ok()) {
+          Finish(ToGrpc(may));
+          return;
+        }
+      }
       if (!header_.dataset().empty() && !header_.data_path().empty()) {
         Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                             "header.dataset: set it or header.data_path, not both"));

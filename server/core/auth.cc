@@ -1,7 +1,10 @@
 #include "server/core/auth.h"
 
+#include <fcntl.h>
 #include <openssl/crypto.h>
 #include <openssl/sha.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
@@ -129,13 +132,41 @@ Role RequiredRole(Rpc rpc) {
 std::string Sha256Hex(absl::string_view data) { return absl::BytesToHexString(Sha256Raw(data)); }
 
 absl::StatusOr<std::shared_ptr<const TokenStore>> TokenStore::Load(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) {
+  // A regular file only: a directory would read as no tokens (every caller
+  // refused), a FIFO would block start-up. O_NONBLOCK: opening a FIFO does
+  // not wait for a writer.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) {
     return absl::InvalidArgumentError(absl::StrCat("tokens file ", path, ": ", strerror(errno)));
   }
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return Parse(ss.str(), path);
+  struct stat st;
+  const bool regular = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
+  if (!regular) {
+    ::close(fd);
+    return absl::InvalidArgumentError(absl::StrCat(
+        "tokens file ", path, ": is ",
+        S_ISDIR(st.st_mode) ? "a directory" : (S_ISFIFO(st.st_mode) ? "a FIFO" : "not a file"),
+        ", not a regular file"));
+  }
+  std::string text;
+  char buffer[65536];
+  for (;;) {
+    const ssize_t n = ::read(fd, buffer, sizeof(buffer));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const int err = errno;
+      ::close(fd);
+      return absl::InvalidArgumentError(absl::StrCat("tokens file ", path, ": ", strerror(err)));
+    }
+    if (n == 0) break;
+    text.append(buffer, static_cast<size_t>(n));
+    if (text.size() > (size_t{16} << 20)) {
+      ::close(fd);
+      return absl::InvalidArgumentError(absl::StrCat("tokens file ", path, ": larger than 16 MiB"));
+    }
+  }
+  ::close(fd);
+  return Parse(text, path);
 }
 
 absl::StatusOr<std::shared_ptr<const TokenStore>> TokenStore::Parse(const std::string& text,
@@ -204,6 +235,14 @@ absl::StatusOr<std::shared_ptr<const TokenStore>> TokenStore::Parse(const std::s
                                    "token, e.g. printf %s \"$TOKEN\" | sha256sum)"));
     }
     e.sha256 = absl::HexStringToBytes(hex);
+    // One token, one role: a second entry with the same hash would decide
+    // the token's role by order.
+    for (const Entry& other : store->entries_) {
+      if (other.sha256 == e.sha256) {
+        return error(t, absl::StrCat(at, ".sha256: the same token as \"", other.name,
+                                     "\"'s (one entry per token)"));
+      }
+    }
     store->entries_.push_back(std::move(e));
   }
   return std::shared_ptr<const TokenStore>(store);
@@ -271,6 +310,10 @@ absl::Status MayCancel(const Caller& caller, const std::string& owner, const std
 
 absl::Status MayDelete(const Caller& caller, const std::string& owner, const std::string& job_id) {
   return MayChange(caller, owner, job_id, "delete", "deletes");
+}
+
+absl::Status MayPredict(const Caller& caller, const std::string& owner, const std::string& job_id) {
+  return MayChange(caller, owner, job_id, "predict with", "predicts with");
 }
 
 }  // namespace traind::server

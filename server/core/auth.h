@@ -129,6 +129,9 @@ absl::Status MayCancel(const Caller& caller, const std::string& owner, const std
 // Whether `caller` may delete a job owned by `owner` (its owner, being a
 // submitter, or an admin); PERMISSION_DENIED otherwise.
 absl::Status MayDelete(const Caller& caller, const std::string& owner, const std::string& job_id);
+// Whether `caller` may run Predict with a job owned by `owner` (its
+// predictions become an artifact of that job): as MayDelete.
+absl::Status MayPredict(const Caller& caller, const std::string& owner, const std::string& job_id);
 
 }  // namespace traind::server
 

@@ -1,10 +1,12 @@
 #include "server/core/auth.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
 
+#include "absl/strings/ascii.h"
 #include "gtest/gtest.h"
 #include "server/core/policy.h"
 #include "tests/testing/temp_dir.h"
@@ -53,6 +55,10 @@ TEST(AuthTest, BadTokensFilesNameLineAndKey) {
                 "sha256: " +
                 h + "}\n",
             "f:3: tokens[1].name: \"a\" appears twice"},
+           // Two names, one token: its role would be the last entry's.
+           {"tokens:\n  - {name: vera, role: viewer, sha256: " + h +
+                "}\n  - {name: root, role: admin, sha256: " + absl::AsciiStrToUpper(h) + "}\n",
+            "f:3: tokens[1].sha256: the same token as \"vera\"'s (one entry per token)"},
        }) {
     auto store = TokenStore::Parse(c.text, "f");
     ASSERT_FALSE(store.ok()) << c.text;
@@ -107,6 +113,25 @@ TEST(AuthTest, RoleMatrix) {
   }
 }
 
+// Only a regular file is a tokens file: a directory would read as no
+// tokens, a FIFO would block start-up; both are refused at once.
+TEST(AuthTest, TokensFileMustBeARegularFile) {
+  ::traind::testing::TempDir dir{"traind-tokens"};
+  const std::string fifo = dir.path() + "/fifo";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  EXPECT_EQ(TokenStore::Load(fifo).status().message(),
+            "tokens file " + fifo + ": is a FIFO, not a regular file");
+  EXPECT_EQ(TokenStore::Load(dir.path()).status().message(),
+            "tokens file " + dir.path() + ": is a directory, not a regular file");
+  EXPECT_EQ(TokenStore::Load(dir.path() + "/missing").status().message(),
+            "tokens file " + dir.path() + "/missing: No such file or directory");
+  const std::string file = dir.path() + "/tokens.yaml";
+  std::ofstream(file) << TokensYaml();
+  auto store = TokenStore::Load(file);
+  ASSERT_TRUE(store.ok()) << store.status();
+  EXPECT_EQ((*store)->size(), 3u);
+}
+
 TEST(AuthTest, SubmittersCancelOnlyTheirOwnJobs) {
   Caller sam{"sam", Role::kSubmitter, false};
   Caller ada{"ada", Role::kAdmin, false};
@@ -115,6 +140,11 @@ TEST(AuthTest, SubmittersCancelOnlyTheirOwnJobs) {
   EXPECT_EQ(MayCancel(sam, "ada", "j1").code(), absl::StatusCode::kPermissionDenied);
   EXPECT_TRUE(MayCancel(ada, "sam", "j1").ok());
   EXPECT_EQ(MayCancel(vera, "vera", "j1").code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_TRUE(MayPredict(sam, "sam", "j1").ok());
+  EXPECT_TRUE(MayPredict(ada, "sam", "j1").ok());
+  EXPECT_EQ(MayPredict(sam, "ada", "j1").message(),
+            "sam (submitter) may not predict with job j1 of ada: a submitter predicts with only "
+            "its own jobs");
 }
 
 class DataRootsTest : public ::testing::Test {

@@ -405,6 +405,51 @@ TEST_F(AuthorizationTest, UnixSocketIsTheLocalAdmin) {
   EXPECT_TRUE(daemon_->stub()->CancelJob(c2.get(), c, &out).ok());
 }
 
+// Predict writes its output into the job as an artifact: only the job's
+// owner (or an admin) may run it, as Cancel and Delete; another submitter
+// is refused at the header, before any upload, and the job gains nothing.
+TEST_F(AuthorizationTest, PredictNeedsTheJobsOwnerOrAnAdmin) {
+  Job ada_job, sam_job;
+  ASSERT_TRUE(Submit(kAdminToken, &ada_job).ok());
+  ASSERT_TRUE(Submit(kSubmitterToken, &sam_job).ok());
+  auto predict = [&](const std::string& token, const std::string& job_id) {
+    auto ctx = TokenCtx(token, 60);
+    traind::v1::PredictResponse resp;
+    auto writer = tcp_->Predict(ctx.get(), &resp);
+    traind::v1::PredictRequest header;
+    header.mutable_header()->set_job_id(job_id);
+    writer->Write(header);
+    traind::v1::PredictRequest csv;
+    csv.set_csv("sepal_length,sepal_width,petal_length,petal_width\n5.1,3.5,1.4,0.2\n");
+    writer->Write(csv);
+    writer->WritesDone();
+    return writer->Finish();
+  };
+  const grpc::Status denied = predict(kSubmitterToken, ada_job.id());
+  EXPECT_EQ(denied.error_code(), grpc::StatusCode::PERMISSION_DENIED) << denied.error_message();
+  EXPECT_EQ(denied.error_message(),
+            absl::StrCat("sam (submitter) may not predict with job ", ada_job.id(),
+                         " of ada: a submitter predicts with only its own jobs"));
+  EXPECT_EQ(predict(kViewerToken, sam_job.id()).error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  // The owner and an admin get past authorization (the job may have no
+  // model yet: any answer but a refusal).
+  for (const auto& [token, job] :
+       {std::pair{kSubmitterToken, sam_job.id()}, std::pair{kAdminToken, sam_job.id()}}) {
+    const grpc::Status s = predict(token, job);
+    EXPECT_NE(s.error_code(), grpc::StatusCode::PERMISSION_DENIED) << s.error_message();
+    EXPECT_NE(s.error_code(), grpc::StatusCode::UNAUTHENTICATED) << s.error_message();
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir_.path() + "/state/jobs/" + ada_job.id() + "/predict"));
+  for (const Job& j : {ada_job, sam_job}) {
+    traind::v1::CancelJobRequest c;
+    c.set_job_id(j.id());
+    c.set_force(true);
+    Job out;
+    auto ctx = Ctx();
+    daemon_->stub()->CancelJob(ctx.get(), c, &out);
+  }
+}
+
 TEST_F(AuthorizationTest, HealthNeedsNoToken) {
   auto channel = Channel(TcpAddress(*daemon_), grpc::InsecureChannelCredentials());
   // grpc.health.v1.HealthCheckRequest{} is the empty message.
