@@ -102,6 +102,12 @@ class WatchReactor final : public grpc::ServerWriteReactor<traind::v1::JobEvent>
       checking_ = false;
       if (!s.ok()) {
         FinishLocked(ToGrpc(s));
+      } else if (feed_.cursor() > last) {
+        // Past the job's last event: every later event, the terminal one
+        // included, would be skipped and the stream outlive the job.
+        FinishLocked(grpc::Status(grpc::StatusCode::OUT_OF_RANGE,
+                                  absl::StrCat("after_sequence: ", feed_.cursor(),
+                                               " is past the job's last event, ", last)));
       } else if (terminal && feed_.cursor() >= last) {
         FinishLocked(grpc::Status::OK);
       } else {

@@ -644,6 +644,12 @@ void HttpServer::Events(const httplib::Request& req, httplib::Response& res,
   if (absl::Status s = reads_->scheduler()->JobEventsState(job_id, &last, &terminal); !s.ok()) {
     return ReplyError(res, s);
   }
+  // Past the job's last event: no later event would ever be sent (the
+  // stream would outlive the job). Refused, as WatchJob refuses it.
+  if (after > last) {
+    return ReplyError(res, absl::OutOfRangeError(absl::StrCat(
+                               source, ": ", after, " is past the job's last event, ", last)));
+  }
   if (stopping_) return ReplyError(res, absl::UnavailableError("traind is stopping"));
   auto stream = std::make_shared<SseStream>(reads_->scheduler(), metrics_, &event_json_, job_id,
                                             after, terminal && after >= last);

@@ -2,6 +2,7 @@
 // server-sent events (complete, resumable), the security of the TCP port,
 // browser sessions, /metrics through promtool, health and readiness.
 #include <cstdio>
+#include <limits>
 #include <map>
 #include <set>
 #include <sstream>
@@ -373,6 +374,26 @@ TEST_F(HttpTest, EventsStreamEveryFoldAndResume) {
   r = Get("/api/v1/jobs/" + job.id() + "/events?after=-1");
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 400);
+  // Past the last event: no later event would come, the stream would never
+  // end. Refused, over HTTP and over gRPC (INT64_MAX too, which would
+  // overflow a cursor + 1).
+  const int64_t last = grpc_events.back().sequence();
+  r = Get("/api/v1/jobs/" + job.id() + "/events", kViewerToken,
+          {{"Last-Event-ID", absl::StrCat(last + 1)}});
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 400);
+  EXPECT_NE(r->body.find(
+                absl::StrCat("Last-Event-ID: ", last + 1, " is past the job's last event, ", last)),
+            std::string::npos)
+      << r->body;
+  for (int64_t after : {last + 1, std::numeric_limits<int64_t>::max()}) {
+    std::vector<traind::v1::JobEvent> none;
+    const grpc::Status past = WatchAll(daemon_->stub(), job.id(), after, &none);
+    EXPECT_EQ(past.error_code(), grpc::StatusCode::OUT_OF_RANGE) << past.error_message();
+    EXPECT_EQ(past.error_message(),
+              absl::StrCat("after_sequence: ", after, " is past the job's last event, ", last));
+    EXPECT_TRUE(none.empty());
+  }
 }
 
 TEST_F(HttpTest, ALiveStreamGetsEventsAsTheyHappen) {
