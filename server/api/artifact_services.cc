@@ -193,6 +193,12 @@ class PredictReactor final : public grpc::ServerReadReactor<traind::v1::PredictR
         Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "header.job_id: required"));
         return;
       }
+      if (header_.has_task() && header_.task() < 0) {
+        Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                            absl::StrCat("header.task: a task number (>= 0), got ", header_.task(),
+                                         "; unset for the refit model")));
+        return;
+      }
       // The predictions become an artifact of the job: its owner's (or an
       // admin's) to run, as Cancel and Delete are; refused before any upload.
       {

@@ -440,6 +440,21 @@ TEST_F(AuthorizationTest, PredictNeedsTheJobsOwnerOrAnAdmin) {
     EXPECT_NE(s.error_code(), grpc::StatusCode::UNAUTHENTICATED) << s.error_message();
   }
   EXPECT_FALSE(std::filesystem::exists(dir_.path() + "/state/jobs/" + ada_job.id() + "/predict"));
+  // A negative task is refused, not taken as "the refit model".
+  {
+    auto ctx = TokenCtx(kSubmitterToken, 60);
+    traind::v1::PredictResponse resp;
+    auto writer = tcp_->Predict(ctx.get(), &resp);
+    traind::v1::PredictRequest header;
+    header.mutable_header()->set_job_id(sam_job.id());
+    header.mutable_header()->set_task(-5);
+    writer->Write(header);
+    writer->WritesDone();
+    const grpc::Status s = writer->Finish();
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_EQ(s.error_message(),
+              "header.task: a task number (>= 0), got -5; unset for the refit model");
+  }
   for (const Job& j : {ada_job, sam_job}) {
     traind::v1::CancelJobRequest c;
     c.set_job_id(j.id());
