@@ -70,9 +70,15 @@ class Reader {
     if (!node.IsMap()) {
       return Error(node, prefix.empty() ? "config" : prefix, "expected a mapping of keys");
     }
+    std::map<std::string, int> seen;  // key -> its line (1-based)
     for (const auto& kv : node) {
       const std::string key = kv.first.Scalar();
       const std::string path = prefix.empty() ? key : absl::StrCat(prefix, ".", key);
+      // YAML keeps the last of two equal keys: one of them would be
+      // ignored without a word.
+      if (auto [at, fresh] = seen.emplace(key, kv.first.Mark().line + 1); !fresh) {
+        return Error(kv.first, path, absl::StrCat("given twice (also on line ", at->second, ")"));
+      }
       auto it = handlers.find(key);
       if (it == handlers.end()) {
         std::vector<std::string> known;

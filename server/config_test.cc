@@ -98,6 +98,10 @@ TEST(ConfigTest, ErrorsNameTheKeyAndFileLine) {
            {"listen: {a: b}\n", "t.yaml:1: listen: expected a list"},
            {"limits: 3\n", "t.yaml:1: limits: expected a mapping"},
            {"a: [\n", "t.yaml:"},
+           {"cpu_slots: 2\nlisten: [unix:/a]\ncpu_slots: 3\n",
+            "t.yaml:3: cpu_slots: given twice (also on line 1)"},
+           {"limits:\n  max_layers: 3\n  max_layers: 4\n",
+            "t.yaml:3: limits.max_layers: given twice (also on line 2)"},
        }) {
     ServerConfig c;
     c.cpu_slots = 7;
