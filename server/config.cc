@@ -237,6 +237,12 @@ absl::Status ValidateConfig(const ServerConfig& c) {
   if (c.retention.interval < absl::Seconds(1)) {
     return absl::InvalidArgumentError("retention.interval: at least 1s");
   }
+  // A worker reports every quarter of it (at most every 2 s): below a
+  // second every attempt would be killed as TIMEOUT before its first report.
+  if (c.heartbeat_timeout < absl::Seconds(1)) {
+    return absl::InvalidArgumentError(absl::StrCat("heartbeat_timeout: at least 1s, got ",
+                                                   absl::FormatDuration(c.heartbeat_timeout)));
+  }
   for (const std::string& a : c.listen) {
     if (IsUnixAddress(a)) {
       if (a == "unix:" || a == "unix-abstract:") {

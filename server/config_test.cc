@@ -211,6 +211,22 @@ TEST(ConfigTest, Durations) {
   EXPECT_FALSE(ParseDurationText("3dx").ok());
 }
 
+// A heartbeat timeout below a second would time out every attempt before
+// its first report: refused, naming the key and the value.
+TEST(ConfigTest, HeartbeatTimeoutHasAMinimum) {
+  ServerConfig c;
+  c.state_dir = "/tmp/s";
+  c.listen = {"unix:/tmp/t.sock"};
+  ASSERT_TRUE(ValidateConfig(c).ok()) << ValidateConfig(c);
+  for (absl::Duration d : {absl::ZeroDuration(), absl::Milliseconds(1), absl::Milliseconds(999)}) {
+    c.heartbeat_timeout = d;
+    EXPECT_EQ(ValidateConfig(c).message(),
+              absl::StrCat("heartbeat_timeout: at least 1s, got ", absl::FormatDuration(d)));
+  }
+  c.heartbeat_timeout = absl::Seconds(1);
+  EXPECT_TRUE(ValidateConfig(c).ok());
+}
+
 TEST(ConfigTest, Retention) {
   ServerConfig c;
   ASSERT_TRUE(
