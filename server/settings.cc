@@ -105,7 +105,7 @@ std::vector<Setting> MakeSettings() {
       Dur(
           "heartbeat_timeout", "--heartbeat-timeout", [](C& c) { return &c.heartbeat_timeout; },
           "a silent worker is killed, its attempt fails with `TIMEOUT`; workers say they are "
-          "alive every quarter of it (at most every 2 s) while training advances"),
+          "alive every quarter of it (at most every 2 s) while training advances; at least `1s`"),
       Int(
           "max_restarts", "--max-restarts", [](C& c) { return &c.max_restarts; }, 0, kIntMax,
           "retries of a task whose worker crashed or hung"),
