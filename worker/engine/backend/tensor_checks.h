@@ -304,6 +304,39 @@ inline absl::Status CheckConv2dGeometry(const Conv2dGeometry& g) {
   return absl::OkStatus();
 }
 
+// A convolution kernel's arguments have its geometry's shapes (b only with
+// a bias; db and dx unless null), and a backward pass's activation is one
+// whose derivative needs only y. Every backend's Conv2dKernel checks these.
+inline absl::Status CheckConv2dForwardArgs(const Conv2dGeometry& g, bool bias, const Tensor& x,
+                                           const Tensor& w, const Tensor& b, const Tensor& y) {
+  TRAIND_RETURN_IF_ERROR(CheckShape(x, DType::kF32, g.batch, g.in_size(), "conv2d x"));
+  TRAIND_RETURN_IF_ERROR(CheckShape(w, DType::kF32, g.out_channels, g.weight_cols(), "conv2d w"));
+  TRAIND_RETURN_IF_ERROR(CheckShape(y, DType::kF32, g.batch, g.out_size(), "conv2d y"));
+  if (bias) TRAIND_RETURN_IF_ERROR(CheckShape(b, DType::kF32, 1, g.out_channels, "conv2d b"));
+  return absl::OkStatus();
+}
+inline absl::Status CheckConv2dBackwardArgs(const Conv2dGeometry& g, const ActivationFn& f,
+                                            const Tensor& x, const Tensor& w, const Tensor& y,
+                                            const Tensor& dy, const Tensor& dw, const Tensor* db,
+                                            const Tensor* dx) {
+  if (!DerivativeFromOutput(f.kind)) {
+    return absl::FailedPreconditionError(
+        "conv2d backward: the fused activation's derivative needs its input");
+  }
+  TRAIND_RETURN_IF_ERROR(CheckShape(x, DType::kF32, g.batch, g.in_size(), "conv2d x"));
+  TRAIND_RETURN_IF_ERROR(CheckShape(w, DType::kF32, g.out_channels, g.weight_cols(), "conv2d w"));
+  TRAIND_RETURN_IF_ERROR(CheckShape(y, DType::kF32, g.batch, g.out_size(), "conv2d y"));
+  TRAIND_RETURN_IF_ERROR(CheckShape(dy, DType::kF32, g.batch, g.out_size(), "conv2d dy"));
+  TRAIND_RETURN_IF_ERROR(CheckShape(dw, DType::kF32, g.out_channels, g.weight_cols(), "conv2d dw"));
+  if (db != nullptr) {
+    TRAIND_RETURN_IF_ERROR(CheckShape(*db, DType::kF32, 1, g.out_channels, "conv2d db"));
+  }
+  if (dx != nullptr) {
+    TRAIND_RETURN_IF_ERROR(CheckShape(*dx, DType::kF32, g.batch, g.in_size(), "conv2d dx"));
+  }
+  return absl::OkStatus();
+}
+
 // A pooling's geometry is one a kernel can be planned for: every window
 // starts inside the image (padding smaller than the kernel, as PyTorch
 // requires: at most half of it).

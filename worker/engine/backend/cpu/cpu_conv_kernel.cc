@@ -260,15 +260,11 @@ class CpuConv2dKernel final : public Conv2dKernel {
   }
 
   absl::Status Forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor* y) override {
-    TRAIND_RETURN_IF_ERROR(CheckShape(x, DType::kF32, g_.batch, g_.in_size(), "conv2d x"));
-    TRAIND_RETURN_IF_ERROR(
-        CheckShape(w, DType::kF32, g_.out_channels, g_.weight_cols(), "conv2d w"));
-    TRAIND_RETURN_IF_ERROR(CheckShape(*y, DType::kF32, g_.batch, g_.out_size(), "conv2d y"));
+    TRAIND_RETURN_IF_ERROR(CheckConv2dForwardArgs(g_, options_.bias, x, w, b, *y));
     TRAIND_ASSIGN_OR_RETURN(const void* xs, x_.In(stream_, x.raw()));
     TRAIND_ASSIGN_OR_RETURN(const void* ws, w_.In(stream_, w.raw()));
     void* ys = y_.Target(y->raw());
     if (options_.bias) {
-      TRAIND_RETURN_IF_ERROR(CheckShape(b, DType::kF32, 1, g_.out_channels, "conv2d b"));
       TRAIND_RETURN_IF_ERROR(forward_.Run(stream_, {xs, ws, b.raw(), ys}));
     } else {
       TRAIND_RETURN_IF_ERROR(forward_.Run(stream_, {xs, ws, ys}));
@@ -279,23 +275,7 @@ class CpuConv2dKernel final : public Conv2dKernel {
   absl::Status Backward(const Tensor& x, const Tensor& w, const Tensor& y, Tensor* dy, Tensor* dw,
                         Tensor* db, Tensor* dx) override {
     const ActivationFn& f = options_.activation;
-    if (!DerivativeFromOutput(f.kind)) {
-      return absl::FailedPreconditionError(
-          "conv2d backward: the fused activation's derivative needs its input");
-    }
-    TRAIND_RETURN_IF_ERROR(CheckShape(x, DType::kF32, g_.batch, g_.in_size(), "conv2d x"));
-    TRAIND_RETURN_IF_ERROR(
-        CheckShape(w, DType::kF32, g_.out_channels, g_.weight_cols(), "conv2d w"));
-    TRAIND_RETURN_IF_ERROR(CheckShape(y, DType::kF32, g_.batch, g_.out_size(), "conv2d y"));
-    TRAIND_RETURN_IF_ERROR(CheckShape(*dy, DType::kF32, g_.batch, g_.out_size(), "conv2d dy"));
-    TRAIND_RETURN_IF_ERROR(
-        CheckShape(*dw, DType::kF32, g_.out_channels, g_.weight_cols(), "conv2d dw"));
-    if (db != nullptr) {
-      TRAIND_RETURN_IF_ERROR(CheckShape(*db, DType::kF32, 1, g_.out_channels, "conv2d db"));
-    }
-    if (dx != nullptr) {
-      TRAIND_RETURN_IF_ERROR(CheckShape(*dx, DType::kF32, g_.batch, g_.in_size(), "conv2d dx"));
-    }
+    TRAIND_RETURN_IF_ERROR(CheckConv2dBackwardArgs(g_, f, x, w, y, *dy, *dw, db, dx));
     if (f.kind != DenseActivation::kLinear) {
       // dy -> dz = dy ⊙ f'(z), from y.
       ScaleByDerivativeFromOutput(f, y.f32(), dy->f32(), dy->size());
