@@ -12,8 +12,9 @@
 namespace traind {
 
 // The JSON string literal of `s`, quotes included: '"' and '\' escaped,
-// \n \r \t as such, other control characters as \u00XX; every other byte
-// (valid UTF-8 included) as it is.
+// \n \r \t as such, other control characters as \u00XX, valid UTF-8 as it
+// is; a byte that is not valid UTF-8 as the text \xFF (so that the JSON
+// is valid UTF-8 whatever `s` holds).
 std::string JsonQuote(absl::string_view s);
 
 }  // namespace traind

@@ -18,5 +18,17 @@ TEST(JsonQuoteTest, EscapesWhatJsonRequires) {
   EXPECT_EQ(JsonQuote("\x7f"), "\"\x7f\"");                    // DEL needs no escape
 }
 
+// Bytes that are not UTF-8 (a URL's %ff%fe) would make the JSON invalid:
+// each is written as the text \xFF; valid sequences around them stay.
+TEST(JsonQuoteTest, BytesThatAreNotUtf8BecomeText) {
+  EXPECT_EQ(JsonQuote("\xff\xfe"), "\"\\\\xff\\\\xfe\"");
+  EXPECT_EQ(JsonQuote("a\xc3"), "\"a\\\\xc3\"");                                 // truncated
+  EXPECT_EQ(JsonQuote("\xc0\xaf"), "\"\\\\xc0\\\\xaf\"");                        // overlong '/'
+  EXPECT_EQ(JsonQuote("\xed\xa0\x80"), "\"\\\\xed\\\\xa0\\\\x80\"");             // a surrogate
+  EXPECT_EQ(JsonQuote("\xf4\x90\x80\x80"), "\"\\\\xf4\\\\x90\\\\x80\\\\x80\"");  // > U+10FFFF
+  EXPECT_EQ(JsonQuote("\xe2\x82\xac\xf0\x9f\x98\x80\x80"),
+            "\"\xe2\x82\xac\xf0\x9f\x98\x80\\\\x80\"");  // € and 😀, then a stray byte
+}
+
 }  // namespace
 }  // namespace traind

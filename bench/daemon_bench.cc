@@ -155,10 +155,12 @@ bool StartDaemon(Daemon* d, const std::string& bin_dir, const std::string& data_
     std::string tokens = "--tokens-file=" + d->dir + "/tokens.yaml";
     std::string bin = bin_dir + "/traind";
     // The HTTP side door on a port the kernel chooses (GetServerInfo names
-    // it); no limit on queued jobs, for filling the store quickly.
+    // it); no limit on queued jobs, for filling the store quickly; every
+    // SSE stream from one address and one token (the defaults cap both).
     execl(bin.c_str(), bin.c_str(), state.c_str(), listen.c_str(), "--cpu-slots=1", root.c_str(),
           tokens.c_str(), "--http-listen=127.0.0.1:0", "--max-queued-jobs-per-user=0",
-          static_cast<char*>(nullptr));
+          "--http-max-connections=4096", "--http-max-connections-per-address=4096",
+          "--http-max-streams-per-token=4096", static_cast<char*>(nullptr));
     _exit(127);
   }
   for (int i = 0; i < 500; ++i) {

@@ -20,8 +20,9 @@ build_pkgs=(
   libopenblas0-openmp
   libyaml-cpp-dev libsystemd-dev ocl-icd-opencl-dev libcli11-dev libssl-dev openssl
   clang-format
-  # The HTTP side door: cpp-httplib, prometheus-cpp, and the dashboard's charts.
-  libcpp-httplib-dev prometheus-cpp-dev libjs-dygraphs
+  # The HTTP side door: Boost.Beast/Asio (header-only), prometheus-cpp, and the
+  # dashboard's charts; cpp-httplib is the tests' and benchmarks' HTTP client.
+  libboost-dev libcpp-httplib-dev prometheus-cpp-dev libjs-dygraphs
   # gRPC's standard protos (health, reflection v1 and v1alpha).
   grpc-proto
   # The ONNX export (worker/engine/onnx_export.h): ONNX's protos, checker and
@@ -33,7 +34,7 @@ build_pkgs=(
 )
 runtime_pkgs=(
   libgrpc++1.51 libprotobuf32 libdnnl2 libsqlite3-0 libyaml-cpp0.7 libsystemd0 libssl3
-  libcpp-httplib0.11 libprometheus-cpp-core1.0 libonnx1 libopenblas0-openmp
+  libprometheus-cpp-core1.0 libonnx1 libopenblas0-openmp zlib1g
   libpng16-16 libjpeg62-turbo
 )
 # What only the tests need: promtool (Prometheus) checks /metrics; the

@@ -162,6 +162,9 @@ struct ServerConfig {
   std::optional<std::string> http_listen;
   // HTTP connections served at once (each open event stream holds one).
   int http_max_connections = 512;
+  int http_max_connections_per_address = 128;
+  int http_max_streams_per_token = 32;
+  absl::Duration http_request_timeout = absl::Seconds(10);
   LimitsConfig limits;
   RetentionConfig retention;
   DatasetsConfig datasets;

@@ -598,7 +598,11 @@ absl::Status Daemon::Start() {
     HttpOptions http_options;
     http_options.listen = http_listen;
     http_options.tls = flags.tls;
-    http_options.max_connections = flags.http_max_connections;
+    http_options.limits.max_connections = flags.http_max_connections;
+    http_options.limits.max_connections_per_address = flags.http_max_connections_per_address;
+    http_options.max_streams_per_caller = flags.http_max_streams_per_token;
+    http_options.limits.request_timeout = flags.http_request_timeout;
+    http_options.limits.write_timeout = flags.http_request_timeout;
     http_ = std::make_unique<HttpServer>(
         http_options, reads_.get(), policy_.authenticator, sessions_.get(), metrics_.get(),
         [this]() -> absl::Status {

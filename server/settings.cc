@@ -145,8 +145,25 @@ std::vector<Setting> MakeSettings() {
       Int(
           "http_max_connections", "--http-max-connections",
           [](C& c) { return &c.http_max_connections; }, 4, kIntMax,
-          "HTTP connections served at once (each open event stream holds one; beyond, "
-          "connections wait)"),
+          "HTTP connections open at once (at most half of the descriptors traind may open). "
+          "Beyond, a new connection takes the place of the one that has waited longest for a "
+          "request, else it is closed"),
+      Int(
+          "http_max_connections_per_address", "--http-max-connections-per-address",
+          [](C& c) { return &c.http_max_connections_per_address; }, 1, kIntMax,
+          "HTTP connections open at once from one client address (a proxy in front of traind "
+          "counts as one)"),
+      Dur(
+          "http_request_timeout", "--http-request-timeout",
+          [](C& c) { return &c.http_request_timeout; },
+          "an HTTP request's whole header (and body), from when the connection is idle, "
+          "arrives within this, else the connection is closed: a deadline per request, not per "
+          "read; responses are written at the same pace per write; `1s` to `10m`"),
+      Int(
+          "http_max_streams_per_token", "--http-max-streams-per-token",
+          [](C& c) { return &c.http_max_streams_per_token; }, 1, kIntMax,
+          "HTTP event streams (`/api/v1/jobs/ID/events`) open at once per caller: `429` above; "
+          "in all, half of `http_max_connections`"),
       Int64(
           "limits.max_request_bytes", "--max-request-bytes",
           [](C& c) { return &c.limits.max_request_bytes; }, 1024, kInt32Max,

@@ -60,11 +60,22 @@ class WatchReactor final : public grpc::ServerWriteReactor<traind::v1::JobEvent>
     if (feed_.OnLive(event)) PumpLocked();
   }
 
+  void OnJobRemoved() override {
+    absl::MutexLock lock(&mu_);
+    removed_ = true;
+    if (!writing_ && !checking_) FinishLocked(RemovedStatus());
+    finishing_ = true;
+  }
+
   void OnWriteDone(bool ok) override {
     absl::MutexLock lock(&mu_);
     writing_ = false;
     if (!ok) {
       FinishLocked(grpc::Status(grpc::StatusCode::UNAVAILABLE, "write failed"));
+      return;
+    }
+    if (removed_) {
+      FinishLocked(RemovedStatus());
       return;
     }
     if (feed_.ended()) {
@@ -136,6 +147,10 @@ class WatchReactor final : public grpc::ServerWriteReactor<traind::v1::JobEvent>
   }
 
   void PumpLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (removed_ && !writing_ && !checking_) {
+      FinishLocked(RemovedStatus());
+      return;
+    }
     if (writing_ || finishing_ || checking_) return;
     switch (feed_.next()) {
       case EventFeed::Next::kWait:
@@ -152,6 +167,11 @@ class WatchReactor final : public grpc::ServerWriteReactor<traind::v1::JobEvent>
         StartWrite(&current_);
         return;
     }
+  }
+
+  grpc::Status RemovedStatus() const {
+    return grpc::Status(grpc::StatusCode::NOT_FOUND,
+                        absl::StrCat("job ", job_id_, " was deleted while it was watched"));
   }
 
   void FinishLocked(const grpc::Status& status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
@@ -176,6 +196,7 @@ class WatchReactor final : public grpc::ServerWriteReactor<traind::v1::JobEvent>
   bool checking_ ABSL_GUARDED_BY(mu_) = false;  // CheckJob has not answered yet
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool finishing_ ABSL_GUARDED_BY(mu_) = false;
+  bool removed_ ABSL_GUARDED_BY(mu_) = false;  // the job was deleted (OnJobRemoved)
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
   traind::v1::JobEvent current_ ABSL_GUARDED_BY(mu_);
 };

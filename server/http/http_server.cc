@@ -1,13 +1,8 @@
 #include "server/http/http_server.h"
 
-#include <sys/socket.h>
 #include <unistd.h>
 
-#include <condition_variable>
 #include <cstring>
-#include <deque>
-#include <functional>
-#include <mutex>
 #include <utility>
 #include <vector>
 
@@ -21,7 +16,6 @@
 #include "base/log.h"
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
-#include "httplib.h"
 #include "server/core/event_feed.h"
 #include "server/http/json.h"
 #include "server/http/web_assets.h"
@@ -33,94 +27,38 @@ namespace {
 constexpr char kCookie[] = "traind_session";
 constexpr char kJson[] = "application/json";
 
-// cpp-httplib's TaskQueue with a thread per connection, started when no
-// thread is idle, up to `max` (then connections wait for a thread). Its
-// ThreadPool has a fixed size, which open event streams would use up.
-class ElasticTaskQueue final : public httplib::TaskQueue {
- public:
-  explicit ElasticTaskQueue(int max) : max_(max) {}
-  ~ElasticTaskQueue() override { shutdown(); }
-
-  void enqueue(std::function<void()> fn) override {
-    std::lock_guard<std::mutex> lock(mu_);
-    jobs_.push_back(std::move(fn));
-    if (jobs_.size() > static_cast<size_t>(idle_) && static_cast<int>(threads_.size()) < max_) {
-      threads_.emplace_back([this] { Work(); });
-    } else {
-      cv_.notify_one();
-    }
-  }
-
-  void shutdown() override {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      shutdown_ = true;
-    }
-    cv_.notify_all();
-    for (std::thread& t : threads_) {
-      if (t.joinable()) t.join();
-    }
-  }
-
- private:
-  void Work() {
-    std::unique_lock<std::mutex> lock(mu_);
-    for (;;) {
-      ++idle_;
-      cv_.wait(lock, [this] { return shutdown_ || !jobs_.empty(); });
-      --idle_;
-      if (jobs_.empty()) return;  // shut down, and nothing left
-      std::function<void()> fn = std::move(jobs_.front());
-      jobs_.pop_front();
-      lock.unlock();
-      fn();
-      lock.lock();
-    }
-  }
-
-  const int max_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<std::function<void()>> jobs_;
-  std::vector<std::thread> threads_;
-  int idle_ = 0;
-  bool shutdown_ = false;
-};
-
-void Reply(httplib::Response& res, int status, const std::string& body, const char* type = kJson) {
-  res.status = status;
-  res.set_header("Cache-Control", "no-store");
-  res.set_content(body, type);
+void Reply(HttpResponse* res, int status, std::string body, const char* type = kJson) {
+  res->status = status;
+  res->headers.emplace_back("Cache-Control", "no-store");
+  res->content_type = type;
+  res->body = std::move(body);
 }
 
-void ReplyError(httplib::Response& res, const absl::Status& status) {
+void ReplyError(HttpResponse* res, const absl::Status& status) {
   if (status.code() == absl::StatusCode::kUnauthenticated) {
-    res.set_header("WWW-Authenticate", "Bearer realm=\"traind\"");
+    res->headers.emplace_back("WWW-Authenticate", "Bearer realm=\"traind\"");
   }
   Reply(res, HttpStatus(status.code()), ErrorJson(status));
 }
 
 template <typename T>
-void ReplyWith(httplib::Response& res, const absl::StatusOr<T>& result) {
-  if (!result.ok()) {
-    ReplyError(res, result.status());
-    return;
-  }
+void ReplyWith(HttpResponse* res, const absl::StatusOr<T>& result) {
+  if (!result.ok()) return ReplyError(res, result.status());
   Reply(res, 200, ToJson(*result));
 }
 
 // The gRPC-style peer of an HTTP caller, for the Authenticator: never a
 // unix socket, so a token is always required.
-std::string Peer(const httplib::Request& req) {
-  if (absl::StrContains(req.remote_addr, ':')) {
-    return absl::StrCat("ipv6:[", req.remote_addr, "]:", req.remote_port);
+std::string Peer(const HttpRequest& req) {
+  if (absl::StrContains(req.remote_address, ':')) {
+    return absl::StrCat("ipv6:[", req.remote_address, "]:", req.remote_port);
   }
-  return absl::StrCat("ipv4:", req.remote_addr, ":", req.remote_port);
+  return absl::StrCat("ipv4:", req.remote_address, ":", req.remote_port);
 }
 
-std::string SessionCookie(const httplib::Request& req) {
-  for (size_t i = 0, n = req.get_header_value_count("Cookie"); i < n; ++i) {
-    for (absl::string_view part : absl::StrSplit(req.get_header_value("Cookie", i), ';')) {
+std::string SessionCookie(const HttpRequest& req) {
+  for (const std::string& header : req.Headers("cookie")) {
+    for (absl::string_view part : absl::StrSplit(header, ';')) {
       part = absl::StripAsciiWhitespace(part);
       if (absl::ConsumePrefix(&part, kCookie) && absl::ConsumePrefix(&part, "=")) {
         return std::string(part);
@@ -155,6 +93,42 @@ absl::Status SplitHostPort(const std::string& address, std::string* host, int* p
 
 }  // namespace
 
+HttpRoute MatchRoute(const std::string& path, std::string* arg) {
+  static const auto* const kFixed =
+      new std::map<std::string, HttpRoute>{{"/healthz", HttpRoute::kHealth},
+                                           {"/readyz", HttpRoute::kReady},
+                                           {"/metrics", HttpRoute::kMetrics},
+                                           {"/api/v1/info", HttpRoute::kInfo},
+                                           {"/api/v1/devices", HttpRoute::kDevices},
+                                           {"/api/v1/jobs", HttpRoute::kJobs},
+                                           {"/api/v1/datasets", HttpRoute::kDatasets},
+                                           {"/api/v1/session", HttpRoute::kSession},
+                                           {"/api/v1/session/logout", HttpRoute::kLogout},
+                                           {"/login", HttpRoute::kLogin},
+                                           {"/", HttpRoute::kIndex}};
+  std::string ignored;
+  if (arg == nullptr) arg = &ignored;
+  auto it = kFixed->find(path);
+  if (it != kFixed->end()) return it->second;
+  const std::vector<absl::string_view> parts = absl::StrSplit(path, '/');
+  // "", "assets", NAME
+  if (parts.size() == 3 && parts[0].empty() && parts[1] == "assets" && !parts[2].empty()) {
+    *arg = std::string(parts[2]);
+    return HttpRoute::kAsset;
+  }
+  // "", "api", "v1", "jobs" | "datasets", ID [, "result" | "events"]
+  if (parts.size() < 5 || parts.size() > 6 || !parts[0].empty() || parts[1] != "api" ||
+      parts[2] != "v1" || parts[4].empty()) {
+    return HttpRoute::kNone;
+  }
+  *arg = std::string(parts[4]);
+  if (parts.size() == 5 && parts[3] == "jobs") return HttpRoute::kJob;
+  if (parts.size() == 5 && parts[3] == "datasets") return HttpRoute::kDataset;
+  if (parts.size() == 6 && parts[3] == "jobs" && parts[5] == "result") return HttpRoute::kResult;
+  if (parts.size() == 6 && parts[3] == "jobs" && parts[5] == "events") return HttpRoute::kEvents;
+  return HttpRoute::kNone;
+}
+
 std::optional<std::string> JsonCache::Find(const std::string& key) {
   absl::MutexLock lock(&mu_);
   auto it = entries_.find(key);
@@ -179,9 +153,9 @@ void JsonCache::Erase(const std::string& key) {
 
 // One server-sent event stream: a job's EventFeed (core/event_feed.h)
 // written to one HTTP connection. Live events come from the EventHub (the
-// feed only enqueues); store reads run on the stream's own connection
-// thread.
-class SseStream final : public EventSubscriber {
+// feed only enqueues and wakes the transport); store reads run in Next, on
+// a handler thread.
+class SseStream final : public EventSubscriber, public HttpEventSource {
  public:
   SseStream(Scheduler* scheduler, ServerMetrics* metrics, JsonCache* json, std::string job_id,
             int64_t after, bool finished)
@@ -192,40 +166,81 @@ class SseStream final : public EventSubscriber {
         feed_(after),
         finished_(finished) {
     if (metrics_ != nullptr) metrics_->StreamOpened(ServerMetrics::Stream::kSse);
-    scheduler_->hub()->Subscribe(job_id_, this);
   }
   ~SseStream() override {
-    scheduler_->hub()->Unsubscribe(job_id_, this);
+    bool subscribed;
+    {
+      absl::MutexLock lock(&mu_);
+      subscribed = wake_ != nullptr;
+    }
+    if (subscribed) scheduler_->hub()->Unsubscribe(job_id_, this);
     if (metrics_ != nullptr) metrics_->StreamClosed(ServerMetrics::Stream::kSse);
   }
 
+  void Start(std::function<void()> wake) override {
+    {
+      absl::MutexLock lock(&mu_);
+      wake_ = std::move(wake);
+    }
+    scheduler_->hub()->Subscribe(job_id_, this);
+  }
+
   void OnEvent(const traind::v1::JobEvent& event) override {
-    absl::MutexLock lock(&mu_);
-    feed_.OnLive(event);  // Pump's wait wakes on the feed's next()
+    std::function<void()> wake;
+    {
+      absl::MutexLock lock(&mu_);
+      if (feed_.OnLive(event)) wake = wake_;
+    }
+    if (wake) wake();
   }
 
-  void Stop() {
-    absl::MutexLock lock(&mu_);
-    stop_ = true;
+  void OnJobRemoved() override {
+    std::function<void()> wake;
+    {
+      absl::MutexLock lock(&mu_);
+      removed_ = true;
+      wake = wake_;
+    }
+    if (wake) wake();
   }
 
-  // cpp-httplib's content provider: writes what there is (waiting up to
-  // `keepalive` for it, else a comment line). False ends the connection.
-  bool Pump(httplib::DataSink& sink, absl::Duration keepalive) {
+  std::string Next(bool* done) override {
     std::vector<traind::v1::JobEvent> out;
     bool read_store = false;
     int64_t after = 0;
+    bool check = false;
     {
       absl::MutexLock lock(&mu_);
-      if (finished_) {
-        sink.done();
-        return true;
+      check = !checked_;
+      checked_ = true;
+    }
+    if (check) {
+      // Once subscribed: a job deleted between the request's check and the
+      // subscription would otherwise never be noticed.
+      int64_t last = 0;
+      bool terminal = false;
+      if (scheduler_->JobEventsState(job_id_, &last, &terminal).code() ==
+          absl::StatusCode::kNotFound) {
+        absl::MutexLock lock(&mu_);
+        removed_ = true;
       }
-      auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        return stop_ || feed_.next() != EventFeed::Next::kWait;
-      };
-      mu_.AwaitWithTimeout(absl::Condition(&ready), keepalive);
-      if (stop_) return false;
+    }
+    {
+      absl::MutexLock lock(&mu_);
+      if (removed_ && !finished_) {
+        // The job was deleted while it was watched: a last `error` event
+        // (the gRPC watch ends with NOT_FOUND), then the end.
+        finished_ = true;
+        *done = true;
+        return absl::StrCat("event: error\ndata: ",
+                            ErrorJson(absl::NotFoundError(absl::StrCat(
+                                "job ", job_id_, " was deleted while it was watched"))),
+                            "\n\n");
+      }
+      if (finished_) {
+        *done = true;
+        return std::string();
+      }
       switch (feed_.next()) {
         case EventFeed::Next::kReadStore:
           read_store = true;
@@ -235,7 +250,7 @@ class SseStream final : public EventSubscriber {
           out = feed_.Take(EventFeed::kMaxBuffered);
           break;
         case EventFeed::Next::kWait:
-          break;
+          return std::string();
       }
     }
     if (read_store) {
@@ -245,14 +260,11 @@ class SseStream final : public EventSubscriber {
       if (!events.ok()) {
         feed_.AbortRead();
         LogError("event stream job=%s: cannot read events: %s", job_id_, events.status().message());
-        return false;
+        *done = true;
+        return std::string();
       }
       feed_.EndRead(*std::move(events));
-      out = feed_.Take(EventFeed::kStoreBatch);
-    }
-    if (out.empty() && !read_store) {
-      static constexpr char kPing[] = ": keepalive\n\n";
-      return sink.write(kPing, sizeof(kPing) - 1);
+      if (feed_.next() == EventFeed::Next::kSend) out = feed_.Take(EventFeed::kStoreBatch);
     }
     std::string text;
     for (const traind::v1::JobEvent& e : out) {
@@ -265,13 +277,17 @@ class SseStream final : public EventSubscriber {
       }
       absl::StrAppend(&text, "id: ", e.sequence(), "\nevent: job\ndata: ", *data, "\n\n");
     }
-    if (!sink.write(text.data(), text.size())) return false;
     absl::MutexLock lock(&mu_);
     if (feed_.ended()) {
       finished_ = true;
-      sink.done();
+      *done = true;
+    } else if (text.empty() && feed_.next() != EventFeed::Next::kWait) {
+      // More in the store (a read that found nothing new yet, or a batch
+      // boundary): the transport asks again at once.
+      text = std::string();
+      if (wake_) wake_();
     }
-    return true;
+    return text;
   }
 
  private:
@@ -281,8 +297,10 @@ class SseStream final : public EventSubscriber {
   const std::string job_id_;
   absl::Mutex mu_;
   EventFeed feed_ ABSL_GUARDED_BY(mu_);
-  bool finished_ ABSL_GUARDED_BY(mu_) = false;  // the last event was written
-  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;  // the last event was handed out
+  bool checked_ ABSL_GUARDED_BY(mu_) = false;   // the job's existence, once subscribed
+  bool removed_ ABSL_GUARDED_BY(mu_) = false;   // the job was deleted
+  std::function<void()> wake_ ABSL_GUARDED_BY(mu_);
 };
 
 HttpServer::HttpServer(HttpOptions options, ReadApi* reads,
@@ -306,58 +324,34 @@ absl::StatusOr<std::string> HttpServer::Start() {
   std::string host;
   int port = 0;
   if (absl::Status s = SplitHostPort(options_.listen, &host, &port); !s.ok()) return s;
-  if (options_.tls.enabled()) {
-    auto ssl = std::make_unique<httplib::SSLServer>(
-        options_.tls.cert.c_str(), options_.tls.key.c_str(),
-        options_.tls.client_ca.empty() ? nullptr : options_.tls.client_ca.c_str());
-    if (!ssl->is_valid()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "http_listen ", options_.listen, ": cannot load the TLS certificate ", options_.tls.cert,
-          " and key ", options_.tls.key,
-          options_.tls.client_ca.empty() ? ""
-                                         : " (or the client CA " + options_.tls.client_ca + ")"));
+  size_t count = 0;
+  const WebAsset* assets = WebAssets(&count);
+  for (size_t i = 0; i < count; ++i) {
+    gzip_assets_[assets[i].name] = std::make_shared<const std::string>(
+        Gzip(absl::string_view(assets[i].data, assets[i].size)));
+  }
+  transport_ = std::make_unique<HttpTransport>(options_.limits, options_.tls, this);
+  absl::StatusOr<int> bound = transport_->Start(host, port);
+  if (!bound.ok()) {
+    transport_.reset();
+    return bound.status();
+  }
+  if (metrics_ != nullptr) {
+    // The collector outlives this server (ServerMetrics keeps it): it reads
+    // through `stats_`, which Stop clears.
+    std::shared_ptr<StatsSource> stats = stats_;
+    {
+      absl::MutexLock lock(&stats->mu);
+      stats->server = this;
     }
-    server_ = std::move(ssl);
-  } else {
-    server_ = std::make_unique<httplib::Server>();
+    if (!collector_added_) {
+      metrics_->AddCollector([stats](std::vector<prometheus::MetricFamily>* out) {
+        absl::MutexLock lock(&stats->mu);
+        if (stats->server != nullptr) stats->server->Collect(out);
+      });
+      collector_added_ = true;
+    }
   }
-  const int max = std::max(4, options_.max_connections);
-  server_->new_task_queue = [max] { return new ElasticTaskQueue(max); };
-  server_->set_keep_alive_max_count(1000);
-  server_->set_read_timeout(10, 0);
-  server_->set_write_timeout(10, 0);
-  server_->set_payload_max_length(64 << 10);
-  server_->set_tcp_nodelay(true);
-  // cpp-httplib sets SO_REUSEPORT by default, which lets a second traind
-  // bind the same port and take half of the connections: SO_REUSEADDR only
-  // (a restart can bind at once), so a port in use is an error.
-  int listen_fd = -1;
-  server_->set_socket_options([&listen_fd](int fd) {
-    int yes = 1;
-    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
-    listen_fd = fd;
-  });
-  Route();
-  int bound = port;
-  if (port == 0) {
-    bound = server_->bind_to_any_port(host);
-  } else if (!server_->bind_to_port(host, port)) {
-    bound = -1;
-  }
-  if (bound <= 0) {
-    return absl::UnavailableError(absl::StrCat("http_listen ", options_.listen,
-                                               ": cannot listen (address in use or invalid)"));
-  }
-  // cpp-httplib listens with a backlog of 5: a burst of connections (a
-  // dashboard's event streams, a load balancer's checks) overflows it and
-  // the kernel drops connects, which clients retry only after 1, 3, 7 s.
-  // Listening again on the bound socket sets the backlog.
-  if (listen_fd >= 0) ::listen(listen_fd, SOMAXCONN);
-  server_->set_socket_options([](int fd) {
-    int yes = 1;
-    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
-  });
-  thread_ = std::thread([this] { server_->listen_after_bind(); });
   std::string url_host = host;
   if (host == "0.0.0.0" || host == "::") {
     char name[256] = {0};
@@ -365,26 +359,73 @@ absl::StatusOr<std::string> HttpServer::Start() {
   } else if (absl::StrContains(host, ':')) {
     url_host = absl::StrCat("[", host, "]");
   }
-  return absl::StrCat(options_.tls.enabled() ? "https://" : "http://", url_host, ":", bound);
+  return absl::StrCat(options_.tls.enabled() ? "https://" : "http://", url_host, ":", *bound);
 }
 
 void HttpServer::Stop() {
-  if (!server_) return;
-  stopping_ = true;
   {
-    absl::MutexLock lock(&streams_mu_);
-    for (SseStream* s : streams_) s->Stop();
+    absl::MutexLock lock(&stats_->mu);
+    stats_->server = nullptr;
   }
-  server_->stop();
-  if (thread_.joinable()) thread_.join();
-  server_.reset();
+  if (!transport_) return;
+  stopping_ = true;
+  transport_->Stop();
+  transport_.reset();  // every stream is gone with it
 }
 
-std::optional<Caller> HttpServer::Authorize(const httplib::Request& req, httplib::Response& res,
-                                            Rpc rpc) {
-  if (req.has_header("Authorization")) {
-    absl::StatusOr<Caller> c =
-        auth_->Authorize(Peer(req), req.get_header_value("Authorization"), rpc);
+void HttpServer::Collect(std::vector<prometheus::MetricFamily>* out) {
+  if (!transport_) return;
+  const HttpTransportStats s = transport_->stats();
+  auto family = [out](const char* name, const char* help, prometheus::MetricType type) {
+    out->emplace_back();
+    out->back().name = name;
+    out->back().help = help;
+    out->back().type = type;
+    return &out->back();
+  };
+  auto add = [](prometheus::MetricFamily* f, std::vector<prometheus::ClientMetric::Label> labels,
+                double v) {
+    prometheus::ClientMetric m;
+    m.label = std::move(labels);
+    if (f->type == prometheus::MetricType::Counter) {
+      m.counter.value = v;
+    } else {
+      m.gauge.value = v;
+    }
+    f->metric.push_back(std::move(m));
+  };
+  add(family("traind_http_connections", "HTTP connections open.", prometheus::MetricType::Gauge),
+      {}, static_cast<double>(s.connections_open));
+  add(family("traind_http_max_connections",
+             "HTTP connections allowed at once (after the descriptor cap).",
+             prometheus::MetricType::Gauge),
+      {}, s.max_connections);
+  prometheus::MetricFamily* closed =
+      family("traind_http_connections_shed_total",
+             "HTTP connections closed to stay within the connection caps: a waiting one "
+             "displaced, or a new one refused (limit: total or per_address).",
+             prometheus::MetricType::Counter);
+  add(closed, {{"reason", "displaced"}}, static_cast<double>(s.connections_evicted));
+  add(closed, {{"reason", "refused_total"}}, static_cast<double>(s.connections_refused_total));
+  add(closed, {{"reason", "refused_per_address"}},
+      static_cast<double>(s.connections_refused_address));
+  int64_t streams_refused;
+  {
+    absl::MutexLock lock(&streams_mu_);
+    streams_refused = streams_refused_;
+  }
+  prometheus::MetricFamily* refused = family(
+      "traind_http_requests_refused_total",
+      "HTTP requests refused for a limit: the request itself (header or body size, encoding) or "
+      "the event streams cap.",
+      prometheus::MetricType::Counter);
+  add(refused, {{"limit", "request"}}, static_cast<double>(s.requests_refused));
+  add(refused, {{"limit", "streams"}}, static_cast<double>(streams_refused));
+}
+
+std::optional<Caller> HttpServer::Authorize(const HttpRequest& req, HttpResponse* res, Rpc rpc) {
+  if (req.HasHeader("authorization")) {
+    absl::StatusOr<Caller> c = auth_->Authorize(Peer(req), req.Header("authorization"), rpc);
     if (!c.ok()) {
       ReplyError(res, c.status());
       return std::nullopt;
@@ -409,230 +450,213 @@ std::optional<Caller> HttpServer::Authorize(const httplib::Request& req, httplib
   return c;
 }
 
-void HttpServer::Route() {
-  httplib::Server& s = *server_;
-  const bool tls = options_.tls.enabled();
-  auto cookie = [this, tls](const std::string& value, absl::Duration age) {
-    return absl::StrCat(kCookie, "=", value,
-                        "; Path=/; HttpOnly; SameSite=Strict; Max-Age=", absl::ToInt64Seconds(age),
-                        tls ? "; Secure" : "");
-  };
-
-  // cpp-httplib 0.11 compresses a body with brotli at its slowest setting
-  // whenever the client accepts it (every browser does): 10x the cost of
-  // the answer itself (a /metrics scrape: 12 ms with br, 1 ms with gzip).
-  // So brotli is taken off what the client accepts; gzip stays.
-  s.set_pre_routing_handler([](const httplib::Request& req, httplib::Response&) {
-    // The request is the server's own, not const underneath.
-    auto& headers = const_cast<httplib::Headers&>(req.headers);
-    auto [begin, end] = headers.equal_range("Accept-Encoding");
-    std::vector<std::string> kept;
-    for (auto it = begin; it != end; ++it) {
-      std::vector<std::string> codings;
-      for (absl::string_view c : absl::StrSplit(it->second, ',')) {
-        c = absl::StripAsciiWhitespace(c);
-        if (!c.empty() && !absl::StartsWithIgnoreCase(c, "br")) codings.emplace_back(c);
-      }
-      if (!codings.empty()) kept.push_back(absl::StrJoin(codings, ", "));
-    }
-    headers.erase(begin, end);
-    for (std::string& v : kept) headers.emplace("Accept-Encoding", std::move(v));
-    return httplib::Server::HandlerResponse::Unhandled;
-  });
-
-  s.Get("/healthz", [](const httplib::Request&, httplib::Response& res) {
-    Reply(res, 200, "ok\n", "text/plain");
-  });
-  s.Get("/readyz", [this](const httplib::Request&, httplib::Response& res) {
-    const absl::Status ready = stopping_ ? absl::UnavailableError("stopping") : ready_();
-    if (ready.ok()) {
-      Reply(res, 200, "ready\n", "text/plain");
-    } else {
-      Reply(res, 503, absl::StrCat(ready.message(), "\n"), "text/plain");
-    }
-  });
-  s.Get("/metrics", [this](const httplib::Request& req, httplib::Response& res) {
-    if (!Authorize(req, res, Rpc::kReadMetrics)) return;
-    Reply(res, 200, metrics_ != nullptr ? metrics_->Scrape() : std::string(),
-          "text/plain; version=0.0.4; charset=utf-8");
-  });
-
-  // The JSON API.
-  s.Get("/api/v1/info", [this](const httplib::Request& req, httplib::Response& res) {
-    if (!Authorize(req, res, Rpc::kGetServerInfo)) return;
-    Reply(res, 200, ToJson(reads_->GetServerInfo()));
-  });
-  s.Get("/api/v1/devices", [this](const httplib::Request& req, httplib::Response& res) {
-    if (!Authorize(req, res, Rpc::kListDevices)) return;
-    Reply(res, 200, ToJson(reads_->ListDevices()));
-  });
-  s.Get("/api/v1/jobs", [this](const httplib::Request& req, httplib::Response& res) {
-    if (!Authorize(req, res, Rpc::kListJobs)) return;
-    absl::StatusOr<traind::v1::ListJobsRequest> list = ListJobsFromQuery(req.params);
-    if (!list.ok()) return ReplyError(res, list.status());
-    ReplyWith(res, reads_->ListJobs(*list));
-  });
-  s.Get(R"(/api/v1/jobs/([^/]+))", [this](const httplib::Request& req, httplib::Response& res) {
-    if (!Authorize(req, res, Rpc::kGetJob)) return;
-    const std::string id = req.matches[1];
-    if (std::optional<std::string> json = finished_json_.Find("job/" + id)) {
-      return Reply(res, 200, *json);
-    }
-    absl::StatusOr<traind::v1::Job> job = reads_->GetJob(id);
-    if (!job.ok()) return ReplyError(res, job.status());
-    std::string json = ToJson(*job);
-    if (IsTerminal(job->state())) finished_json_.Add("job/" + id, json);
-    Reply(res, 200, json);
-  });
-  s.Get(R"(/api/v1/jobs/([^/]+)/result)",
-        [this](const httplib::Request& req, httplib::Response& res) {
-          if (!Authorize(req, res, Rpc::kGetJobResult)) return;
-          const std::string id = req.matches[1];
-          if (std::optional<std::string> json = finished_json_.Find("result/" + id)) {
-            return Reply(res, 200, *json);
-          }
-          absl::StatusOr<traind::v1::JobResult> result = reads_->GetJobResult(id);
-          if (!result.ok()) return ReplyError(res, result.status());
-          std::string json = ToJson(*result);
-          if (result->complete()) finished_json_.Add("result/" + id, json);
-          Reply(res, 200, json);
-        });
-  s.Get(R"(/api/v1/jobs/([^/]+)/events)",
-        [this](const httplib::Request& req, httplib::Response& res) {
-          if (!Authorize(req, res, Rpc::kWatchJob)) return;
-          Events(req, res, req.matches[1]);
-        });
-
-  // Browser sessions.
-  // Datasets: the caller's (an admin's: everyone's, or one owner's).
-  s.Get("/api/v1/datasets", [this](const httplib::Request& req, httplib::Response& res) {
-    std::optional<Caller> caller = Authorize(req, res, Rpc::kListDatasets);
-    if (!caller) return;
-    if (datasets_ == nullptr) {
-      return ReplyError(res, absl::FailedPreconditionError("this traind stores no datasets"));
-    }
-    traind::v1::ListDatasetsRequest list;
-    list.set_name(req.get_param_value("name"));
-    list.set_owner(req.get_param_value("owner"));
-    absl::StatusOr<std::vector<traind::v1::Dataset>> found = datasets_->List(*caller, list);
-    if (!found.ok()) return ReplyError(res, found.status());
-    traind::v1::ListDatasetsResponse out;
-    for (traind::v1::Dataset& d : *found) *out.add_datasets() = std::move(d);
-    Reply(res, 200, ToJson(out));
-  });
-  s.Get(R"(/api/v1/datasets/([^/]+))", [this](const httplib::Request& req, httplib::Response& res) {
-    std::optional<Caller> caller = Authorize(req, res, Rpc::kGetDataset);
-    if (!caller) return;
-    if (datasets_ == nullptr) {
-      return ReplyError(res, absl::FailedPreconditionError("this traind stores no datasets"));
-    }
-    traind::v1::GetDatasetRequest get;
-    get.set_ref(req.matches[1]);
-    get.set_owner(req.get_param_value("owner"));
-    ReplyWith(res, datasets_->Get(*caller, get));
-  });
-  s.Get("/api/v1/session", [this](const httplib::Request& req, httplib::Response& res) {
-    std::optional<Caller> c = Authorize(req, res, Rpc::kGetServerInfo);
-    if (c) Reply(res, 200, CallerJson(*c));
-  });
-  s.Post("/api/v1/session", [this, cookie](const httplib::Request& req, httplib::Response& res) {
-    if (!absl::StartsWith(req.get_header_value("Content-Type"), kJson)) {
-      return Reply(res, 415,
-                   ErrorJson(absl::InvalidArgumentError(
-                       "send the token as JSON: {\"token\": \"...\"} (Content-Type: "
-                       "application/json)")));
-    }
-    google::protobuf::Struct body;
-    if (!google::protobuf::util::JsonStringToMessage(req.body, &body).ok() ||
-        !body.fields().contains("token") || !body.fields().at("token").has_string_value()) {
-      return ReplyError(res, absl::InvalidArgumentError("body: expected {\"token\": \"...\"}"));
-    }
-    absl::StatusOr<Caller> c = auth_->Authorize(
-        Peer(req), absl::StrCat("Bearer ", body.fields().at("token").string_value()),
-        Rpc::kGetServerInfo);
-    if (!c.ok()) return ReplyError(res, c.status());
-    const std::string id = sessions_->NewSession(*c);
-    LogInfo("dashboard session started for %s (role %s) from %s", c->name, RoleName(c->role),
-            req.remote_addr);
-    res.set_header("Set-Cookie", cookie(id, sessions_->session_ttl()));
-    Reply(res, 200, CallerJson(*c));
-  });
-  s.Post("/api/v1/session/logout",
-         [this, cookie](const httplib::Request& req, httplib::Response& res) {
-           const std::string id = SessionCookie(req);
-           if (!id.empty()) sessions_->End(id);
-           res.set_header("Set-Cookie", cookie("", absl::ZeroDuration()));
-           res.status = 204;
-         });
-  s.Get("/login", [this, cookie](const httplib::Request& req, httplib::Response& res) {
-    res.set_header("Cache-Control", "no-store");
-    res.set_header("Referrer-Policy", "no-referrer");
-    std::optional<std::string> id = sessions_->RedeemTicket(req.get_param_value("ticket"));
-    if (!id.has_value()) {
-      res.set_redirect("/?login=expired", 303);
-      return;
-    }
-    std::optional<Caller> c = sessions_->Lookup(*id);
-    LogInfo("dashboard session started for %s (role %s) from %s with a login link",
-            c ? c->name : "?", c ? RoleName(c->role) : "?", req.remote_addr);
-    res.set_header("Set-Cookie", cookie(*id, sessions_->session_ttl()));
-    res.set_redirect("/", 303);
-  });
-
-  // The page: its shell and assets hold no data (the data needs a session).
-  size_t count = 0;
-  const WebAsset* assets = WebAssets(&count);
-  auto serve = [](const WebAsset& a, httplib::Response& res) {
-    res.set_header("Cache-Control", "no-cache");
-    res.set_header("X-Content-Type-Options", "nosniff");
-    res.set_header("X-Frame-Options", "DENY");
-    res.set_header("Content-Security-Policy",
-                   "default-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
-                   "frame-ancestors 'none'; base-uri 'none'; form-action 'self'");
-    res.set_content(a.data, a.size, a.content_type);
-  };
-  for (size_t i = 0; i < count; ++i) {
-    const WebAsset& a = assets[i];
-    if (std::strcmp(a.name, "index.html") == 0) {
-      s.Get("/", [&a, serve](const httplib::Request&, httplib::Response& res) { serve(a, res); });
-    }
-    s.Get(absl::StrCat("/assets/", a.name),
-          [&a, serve](const httplib::Request&, httplib::Response& res) { serve(a, res); });
-  }
-
-  s.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
-    if (!res.body.empty()) return;
-    const bool session_post = req.method == "POST" && absl::StartsWith(req.path, "/api/v1/session");
-    if (res.status == 404 && req.method != "GET" && req.method != "HEAD" && !session_post) {
-      res.set_header("Allow", "GET");
-      Reply(res, 405,
-            ErrorJson(absl::InvalidArgumentError(absl::StrCat(
-                req.method, " ", req.path, ": the HTTP API is read-only (GET only)"))));
-    } else if (res.status == 404) {
-      Reply(res, 404, ErrorJson(absl::NotFoundError(absl::StrCat("no such path: ", req.path))));
-    }
-  });
-  s.set_exception_handler(
-      [](const httplib::Request& req, httplib::Response& res, std::exception_ptr ep) {
-        std::string what = "unknown error";
-        try {
-          std::rethrow_exception(ep);
-        } catch (const std::exception& e) {
-          what = e.what();
-        } catch (...) {
-        }
-        LogError("http %s %s: %s", req.method, req.path, what);
-        ReplyError(res, absl::InternalError(what));
-      });
+std::string HttpServer::Cookie(const std::string& value, absl::Duration age) const {
+  return absl::StrCat(kCookie, "=", value,
+                      "; Path=/; HttpOnly; SameSite=Strict; Max-Age=", absl::ToInt64Seconds(age),
+                      options_.tls.enabled() ? "; Secure" : "");
 }
 
-void HttpServer::Events(const httplib::Request& req, httplib::Response& res,
-                        const std::string& job_id) {
+bool HttpServer::TakesBody(const HttpRequest& req) {
+  return req.method == "POST" && req.path == "/api/v1/session";
+}
+
+bool HttpServer::Inline(const HttpRequest& req) {
+  const HttpRoute r = MatchRoute(req.path, nullptr);
+  return r == HttpRoute::kHealth || r == HttpRoute::kReady || r == HttpRoute::kIndex ||
+         r == HttpRoute::kAsset;
+}
+
+void HttpServer::Handle(const HttpRequest& req, HttpResponse* res) {
+  std::string arg;
+  const HttpRoute route = MatchRoute(req.path, &arg);
+  if (route == HttpRoute::kNone) {
+    return Reply(res, 404,
+                 ErrorJson(absl::NotFoundError(absl::StrCat("no such path: ", req.path))));
+  }
+  const bool post_route = route == HttpRoute::kSession || route == HttpRoute::kLogout;
+  const bool get_route = route != HttpRoute::kLogout;
+  const char* allow = route == HttpRoute::kSession  ? "GET, HEAD, POST, OPTIONS"
+                      : route == HttpRoute::kLogout ? "POST, OPTIONS"
+                                                    : "GET, HEAD, OPTIONS";
+  if (req.method == "POST" && post_route) return Post(req, route, res);
+  if ((req.method == "GET" || req.method == "HEAD") && get_route) return Get(req, route, arg, res);
+  res->headers.emplace_back("Allow", allow);
+  if (req.method == "OPTIONS") {
+    res->status = 204;
+    return;
+  }
+  Reply(res, 405,
+        ErrorJson(absl::InvalidArgumentError(
+                      absl::StrCat(req.method, " ", req.path, ": not served here (", allow,
+                                   "); the HTTP API is read-only: jobs are changed over gRPC")),
+                  405));
+}
+
+void HttpServer::Get(const HttpRequest& req, HttpRoute route, const std::string& arg,
+                     HttpResponse* res) {
+  switch (route) {
+    case HttpRoute::kHealth:
+      return Reply(res, 200, "ok\n", "text/plain");
+    case HttpRoute::kReady: {
+      const absl::Status ready = stopping_ ? absl::UnavailableError("stopping") : ready_();
+      if (ready.ok()) return Reply(res, 200, "ready\n", "text/plain");
+      return Reply(res, 503, absl::StrCat(ready.message(), "\n"), "text/plain");
+    }
+    case HttpRoute::kIndex:
+    case HttpRoute::kAsset: {
+      // The page: its shell and assets hold no data (the data needs a
+      // session).
+      size_t count = 0;
+      const WebAsset* assets = WebAssets(&count);
+      const std::string name = route == HttpRoute::kIndex ? "index.html" : arg;
+      for (size_t i = 0; i < count; ++i) {
+        if (name != assets[i].name) continue;
+        res->status = 200;
+        res->headers = {
+            {"Cache-Control", "no-cache"},
+            {"X-Content-Type-Options", "nosniff"},
+            {"X-Frame-Options", "DENY"},
+            {"Content-Security-Policy",
+             "default-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
+             "frame-ancestors 'none'; base-uri 'none'; form-action 'self'"}};
+        res->content_type = assets[i].content_type;
+        res->body.assign(assets[i].data, assets[i].size);
+        auto gz = gzip_assets_.find(name);
+        if (gz != gzip_assets_.end()) res->gzip_body = gz->second;
+        return;
+      }
+      return Reply(res, 404,
+                   ErrorJson(absl::NotFoundError(absl::StrCat("no such path: ", req.path))));
+    }
+    case HttpRoute::kLogin: {
+      res->headers.emplace_back("Cache-Control", "no-store");
+      res->headers.emplace_back("Referrer-Policy", "no-referrer");
+      res->status = 303;
+      std::optional<std::string> id = sessions_->RedeemTicket(req.Param("ticket"));
+      if (!id.has_value()) {
+        res->headers.emplace_back("Location", "/?login=expired");
+        return;
+      }
+      std::optional<Caller> c = sessions_->Lookup(*id);
+      LogInfo("dashboard session started for %s (role %s) from %s with a login link",
+              c ? c->name : "?", c ? RoleName(c->role) : "?", req.remote_address);
+      res->headers.emplace_back("Set-Cookie", Cookie(*id, sessions_->session_ttl()));
+      res->headers.emplace_back("Location", "/");
+      return;
+    }
+    default:
+      break;
+  }
+  // Everything else needs a caller.
+  static const std::map<HttpRoute, Rpc> kRpc = {
+      {HttpRoute::kMetrics, Rpc::kReadMetrics}, {HttpRoute::kInfo, Rpc::kGetServerInfo},
+      {HttpRoute::kDevices, Rpc::kListDevices}, {HttpRoute::kJobs, Rpc::kListJobs},
+      {HttpRoute::kJob, Rpc::kGetJob},          {HttpRoute::kResult, Rpc::kGetJobResult},
+      {HttpRoute::kEvents, Rpc::kWatchJob},     {HttpRoute::kDatasets, Rpc::kListDatasets},
+      {HttpRoute::kDataset, Rpc::kGetDataset},  {HttpRoute::kSession, Rpc::kGetServerInfo}};
+  std::optional<Caller> caller = Authorize(req, res, kRpc.at(route));
+  if (!caller) return;
+  switch (route) {
+    case HttpRoute::kMetrics:
+      return Reply(res, 200, metrics_ != nullptr ? metrics_->Scrape() : std::string(),
+                   "text/plain; version=0.0.4; charset=utf-8");
+    case HttpRoute::kInfo:
+      return Reply(res, 200, ToJson(reads_->GetServerInfo()));
+    case HttpRoute::kDevices:
+      return Reply(res, 200, ToJson(reads_->ListDevices()));
+    case HttpRoute::kJobs: {
+      absl::StatusOr<traind::v1::ListJobsRequest> list = ListJobsFromQuery(req.query);
+      if (!list.ok()) return ReplyError(res, list.status());
+      return ReplyWith(res, reads_->ListJobs(*list));
+    }
+    case HttpRoute::kJob: {
+      if (std::optional<std::string> json = finished_json_.Find("job/" + arg)) {
+        return Reply(res, 200, *std::move(json));
+      }
+      absl::StatusOr<traind::v1::Job> job = reads_->GetJob(arg);
+      if (!job.ok()) return ReplyError(res, job.status());
+      std::string json = ToJson(*job);
+      if (IsTerminal(job->state())) finished_json_.Add("job/" + arg, json);
+      return Reply(res, 200, std::move(json));
+    }
+    case HttpRoute::kResult: {
+      if (std::optional<std::string> json = finished_json_.Find("result/" + arg)) {
+        return Reply(res, 200, *std::move(json));
+      }
+      absl::StatusOr<traind::v1::JobResult> result = reads_->GetJobResult(arg);
+      if (!result.ok()) return ReplyError(res, result.status());
+      std::string json = ToJson(*result);
+      if (result->complete()) finished_json_.Add("result/" + arg, json);
+      return Reply(res, 200, std::move(json));
+    }
+    case HttpRoute::kEvents:
+      return Events(req, *caller, arg, res);
+    case HttpRoute::kDatasets:
+    case HttpRoute::kDataset: {
+      // The caller's datasets (an admin's: everyone's, or one owner's).
+      if (datasets_ == nullptr) {
+        return ReplyError(res, absl::FailedPreconditionError("this traind stores no datasets"));
+      }
+      if (route == HttpRoute::kDataset) {
+        traind::v1::GetDatasetRequest get;
+        get.set_ref(arg);
+        get.set_owner(req.Param("owner"));
+        return ReplyWith(res, datasets_->Get(*caller, get));
+      }
+      traind::v1::ListDatasetsRequest list;
+      list.set_name(req.Param("name"));
+      list.set_owner(req.Param("owner"));
+      absl::StatusOr<std::vector<traind::v1::Dataset>> found = datasets_->List(*caller, list);
+      if (!found.ok()) return ReplyError(res, found.status());
+      traind::v1::ListDatasetsResponse out;
+      for (traind::v1::Dataset& d : *found) *out.add_datasets() = std::move(d);
+      return Reply(res, 200, ToJson(out));
+    }
+    case HttpRoute::kSession:
+      return Reply(res, 200, CallerJson(*caller));
+    default:
+      return ReplyError(res, absl::InternalError("unrouted path"));
+  }
+}
+
+void HttpServer::Post(const HttpRequest& req, HttpRoute route, HttpResponse* res) {
+  if (route == HttpRoute::kLogout) {
+    const std::string id = SessionCookie(req);
+    if (!id.empty()) sessions_->End(id);
+    res->headers.emplace_back("Set-Cookie", Cookie("", absl::ZeroDuration()));
+    res->status = 204;
+    return;
+  }
+  if (!absl::StartsWith(req.Header("content-type"), kJson)) {
+    return Reply(res, 415,
+                 ErrorJson(absl::InvalidArgumentError(
+                               "send the token as JSON: {\"token\": \"...\"} (Content-Type: "
+                               "application/json)"),
+                           415));
+  }
+  google::protobuf::Struct body;
+  if (!google::protobuf::util::JsonStringToMessage(req.body, &body).ok() ||
+      !body.fields().contains("token") || !body.fields().at("token").has_string_value()) {
+    return ReplyError(res, absl::InvalidArgumentError("body: expected {\"token\": \"...\"}"));
+  }
+  absl::StatusOr<Caller> c =
+      auth_->Authorize(Peer(req), absl::StrCat("Bearer ", body.fields().at("token").string_value()),
+                       Rpc::kGetServerInfo);
+  if (!c.ok()) return ReplyError(res, c.status());
+  const std::string id = sessions_->NewSession(*c);
+  LogInfo("dashboard session started for %s (role %s) from %s", c->name, RoleName(c->role),
+          req.remote_address);
+  res->headers.emplace_back("Set-Cookie", Cookie(id, sessions_->session_ttl()));
+  Reply(res, 200, CallerJson(*c));
+}
+
+void HttpServer::Events(const HttpRequest& req, const Caller& caller, const std::string& job_id,
+                        HttpResponse* res) {
   int64_t after = 0;
-  std::string text = req.get_header_value("Last-Event-ID");
+  std::string text = req.Header("last-event-id");
   const char* source = "Last-Event-ID";
-  if (text.empty() && req.has_param("after")) {
-    text = req.get_param_value("after");
+  if (text.empty() && req.query.count("after") > 0) {
+    text = req.Param("after");
     source = "after";
   }
   if (!text.empty() && (!absl::SimpleAtoi(text, &after) || after < 0)) {
@@ -651,24 +675,48 @@ void HttpServer::Events(const httplib::Request& req, httplib::Response& res,
                                source, ": ", after, " is past the job's last event, ", last)));
   }
   if (stopping_) return ReplyError(res, absl::UnavailableError("traind is stopping"));
+  if (req.method == "HEAD") {
+    res->status = 200;
+    res->content_type = "text/event-stream";
+    return;
+  }
+  // Streams hold connections: capped per caller, and in all to half of the
+  // connections (the rest stay for everything else).
+  const int total_cap = std::max(1, transport_->stats().max_connections / 2);
+  {
+    absl::MutexLock lock(&streams_mu_);
+    int& mine = streams_per_caller_[caller.name];
+    if (mine >= options_.max_streams_per_caller || static_cast<int>(streams_.size()) >= total_cap) {
+      const bool own = mine >= options_.max_streams_per_caller;
+      if (mine == 0) streams_per_caller_.erase(caller.name);
+      ++streams_refused_;
+      return ReplyError(
+          res, absl::ResourceExhaustedError(
+                   own ? absl::StrCat(caller.name, " has ", options_.max_streams_per_caller,
+                                      " event streams open, the most one caller may "
+                                      "(http_max_streams_per_token): close one first")
+                       : absl::StrCat(total_cap,
+                                      " event streams are open, the most traind serves at once "
+                                      "(half of http_max_connections)")));
+    }
+    ++mine;
+  }
   auto stream = std::make_shared<SseStream>(reads_->scheduler(), metrics_, &event_json_, job_id,
                                             after, terminal && after >= last);
   {
     absl::MutexLock lock(&streams_mu_);
     streams_.insert(stream.get());
   }
-  res.set_header("Cache-Control", "no-store");
-  res.set_header("X-Accel-Buffering", "no");
-  const absl::Duration keepalive = options_.keepalive;
-  res.set_chunked_content_provider(
-      "text/event-stream",
-      [stream, keepalive](size_t, httplib::DataSink& sink) {
-        return stream->Pump(sink, keepalive);
-      },
-      [this, stream](bool) {
-        absl::MutexLock lock(&streams_mu_);
-        streams_.erase(stream.get());
-      });
+  res->status = 200;
+  res->content_type = "text/event-stream";
+  res->headers = {{"Cache-Control", "no-store"}, {"X-Accel-Buffering", "no"}};
+  SseStream* raw = stream.get();
+  res->on_stream_end = [this, raw, name = caller.name] {
+    absl::MutexLock lock(&streams_mu_);
+    streams_.erase(raw);
+    if (--streams_per_caller_[name] <= 0) streams_per_caller_.erase(name);
+  };
+  res->stream = std::move(stream);
 }
 
 }  // namespace traind::server

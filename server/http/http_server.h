@@ -22,10 +22,10 @@
 // gRPC TCP port's: a bearer token (viewer is enough) or a browser session
 // made from one (sessions.h); TLS with the same certificate settings.
 //
-// Served by cpp-httplib with a thread per open connection (grown on
-// demand up to `max_connections`), so a server-sent event stream holds a
-// thread while it is open; it reads the store on that thread, never on a
-// gRPC or scheduler thread.
+// Served by HttpTransport (http_transport.h: Boost.Beast, every limit a
+// hostile client meets); the routes here run on its handler threads, so
+// store reads (event streams included) never run on a gRPC or scheduler
+// thread. Event streams are capped per caller and in all.
 //
 // Thread-safety: Start and Stop from one thread; requests on the server's.
 #ifndef TRAIND_SERVER_HTTP_HTTP_SERVER_H_
@@ -39,7 +39,7 @@
 #include <optional>
 #include <set>
 #include <string>
-#include <thread>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
@@ -49,13 +49,9 @@
 #include "server/core/read_api.h"
 #include "server/core/sessions.h"
 #include "server/datasets/dataset_catalog.h"
+#include "server/http/http_message.h"
+#include "server/http/http_transport.h"
 #include "server/metrics/server_metrics.h"
-
-namespace httplib {
-class Server;
-struct Request;
-struct Response;
-}  // namespace httplib
 
 namespace traind::server {
 
@@ -63,14 +59,37 @@ struct HttpOptions {
   // HOST:PORT (port 0: the kernel chooses).
   std::string listen;
   TlsConfig tls;
-  // Connections served at once (each open event stream holds one).
-  int max_connections = 512;
-  // An idle event stream sends a comment this often, so that proxies keep
-  // it open and a closed client is noticed.
-  absl::Duration keepalive = absl::Seconds(15);
+  HttpLimits limits;
+  // Event streams open at once per caller (token name, or the session's);
+  // in all, half of `limits.max_connections`, so that streams never hold
+  // every connection.
+  int max_streams_per_caller = 32;
 };
 
 class SseStream;
+
+// What a request's (decoded) path names; `arg` gets its variable part (a
+// job id, a dataset reference, an asset's name).
+enum class HttpRoute {
+  kNone,
+  kHealth,
+  kReady,
+  kMetrics,
+  kInfo,
+  kDevices,
+  kJobs,
+  kJob,
+  kResult,
+  kEvents,
+  kDatasets,
+  kDataset,
+  kSession,
+  kLogout,
+  kLogin,
+  kIndex,
+  kAsset,
+};
+HttpRoute MatchRoute(const std::string& path, std::string* arg);
 
 // JSON that never changes, rendered once: finished jobs, complete results,
 // stored events (every stream of a job sends the same ones). Rendering
@@ -88,15 +107,15 @@ class JsonCache {
   std::deque<std::string> order_ ABSL_GUARDED_BY(mu_);
 };
 
-class HttpServer final {
+class HttpServer final : public HttpHandler {
  public:
   // Everything given must outlive the server. `ready` answers /readyz: OK,
   // or why traind takes no new work now (the body of the 503).
   HttpServer(HttpOptions options, ReadApi* reads, std::shared_ptr<const Authenticator> auth,
              SessionStore* sessions, ServerMetrics* metrics, std::function<absl::Status()> ready);
-  ~HttpServer();
   HttpServer(const HttpServer&) = delete;
   HttpServer& operator=(const HttpServer&) = delete;
+  ~HttpServer() override;
 
   // Binds and starts serving; returns the URL ("http://127.0.0.1:7071",
   // "https://..." with TLS). An error names the address.
@@ -109,13 +128,22 @@ class HttpServer final {
   // Before Start.
   void set_datasets(DatasetCatalog* datasets) { datasets_ = datasets; }
 
+  // HttpHandler (the transport's; tests may call Handle directly).
+  bool TakesBody(const HttpRequest& req) override;
+  bool Inline(const HttpRequest& req) override;
+  void Handle(const HttpRequest& req, HttpResponse* res) override;
+
  private:
-  struct Auth;
-  void Route();
+  void Get(const HttpRequest& req, HttpRoute route, const std::string& arg, HttpResponse* res);
+  void Post(const HttpRequest& req, HttpRoute route, HttpResponse* res);
   // The caller of `req` if it may call `rpc` (a bearer token, else the
   // session cookie); else writes the error to `res`.
-  std::optional<Caller> Authorize(const httplib::Request& req, httplib::Response& res, Rpc rpc);
-  void Events(const httplib::Request& req, httplib::Response& res, const std::string& job_id);
+  std::optional<Caller> Authorize(const HttpRequest& req, HttpResponse* res, Rpc rpc);
+  void Events(const HttpRequest& req, const Caller& caller, const std::string& job_id,
+              HttpResponse* res);
+  std::string Cookie(const std::string& value, absl::Duration age) const;
+  // traind_http_* for the scrape.
+  void Collect(std::vector<prometheus::MetricFamily>* out);
 
   const HttpOptions options_;
   ReadApi* const reads_;
@@ -124,11 +152,21 @@ class HttpServer final {
   DatasetCatalog* datasets_ = nullptr;
   ServerMetrics* const metrics_;
   const std::function<absl::Status()> ready_;
-  std::unique_ptr<httplib::Server> server_;
-  std::thread thread_;
+  // What the metrics' collector reads (it outlives this server).
+  struct StatsSource {
+    absl::Mutex mu;
+    HttpServer* server ABSL_GUARDED_BY(mu) = nullptr;
+  };
+  const std::shared_ptr<StatsSource> stats_ = std::make_shared<StatsSource>();
+  bool collector_added_ = false;
+  std::unique_ptr<HttpTransport> transport_;
   std::atomic<bool> stopping_{false};
   absl::Mutex streams_mu_;
   std::set<SseStream*> streams_ ABSL_GUARDED_BY(streams_mu_);
+  std::map<std::string, int> streams_per_caller_ ABSL_GUARDED_BY(streams_mu_);
+  int64_t streams_refused_ ABSL_GUARDED_BY(streams_mu_) = 0;
+  // The dashboard's files compressed once, by name.
+  std::map<std::string, std::shared_ptr<const std::string>> gzip_assets_;
   JsonCache finished_json_;
   JsonCache event_json_;
 };

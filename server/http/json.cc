@@ -52,10 +52,11 @@ int HttpStatus(absl::StatusCode code) {
   }
 }
 
-std::string ErrorJson(const absl::Status& status) {
-  return absl::StrCat("{\"error\":{\"code\":", HttpStatus(status.code()),
-                      ",\"status\":", JsonQuote(absl::StatusCodeToString(status.code())),
-                      ",\"message\":", JsonQuote(status.message()), "}}");
+std::string ErrorJson(const absl::Status& status, int http_status) {
+  return absl::StrCat(
+      "{\"error\":{\"code\":", http_status != 0 ? http_status : HttpStatus(status.code()),
+      ",\"status\":", JsonQuote(absl::StatusCodeToString(status.code())),
+      ",\"message\":", JsonQuote(status.message()), "}}");
 }
 
 absl::StatusOr<traind::v1::ListJobsRequest> ListJobsFromQuery(

@@ -25,8 +25,9 @@ std::string ToJson(const google::protobuf::Message& message);
 // The HTTP status of a canonical error code (INVALID_ARGUMENT 400,
 // UNAUTHENTICATED 401, PERMISSION_DENIED 403, NOT_FOUND 404, ...).
 int HttpStatus(absl::StatusCode code);
-// The error body for `status` (not OK).
-std::string ErrorJson(const absl::Status& status);
+// The error body for `status` (not OK); `http_status` overrides the code
+// the body states (405, 413, ...: statuses no canonical code maps to).
+std::string ErrorJson(const absl::Status& status, int http_status = 0);
 
 // A ListJobsRequest from query parameters: `state` (repeatable, a Job.State
 // name in any case), `name_contains`, `page_size`, `page_token`. An unknown

@@ -230,6 +230,7 @@ prometheus::MetricFamily SlurmCommandsFamily(const SlurmLauncher::CommandCounts&
 }
 
 void ServerMetrics::AddCollector(Collector collector) {
+  absl::MutexLock lock(&collectors_mu_);
   collectors_.push_back(std::move(collector));
 }
 
@@ -255,7 +256,10 @@ std::string ServerMetrics::Scrape() {
   AddGauge(&streams, {{"transport", "grpc"}}, static_cast<double>(grpc_streams_.load()));
   AddGauge(&streams, {{"transport", "sse"}}, static_cast<double>(sse_streams_.load()));
   families.push_back(std::move(streams));
-  for (const Collector& collect : collectors_) collect(&families);
+  {
+    absl::MutexLock lock(&collectors_mu_);
+    for (const Collector& collect : collectors_) collect(&families);
+  }
 
   if (scheduler == nullptr) return prometheus::TextSerializer().Serialize(families);
 

@@ -64,7 +64,8 @@ class ServerMetrics final : public EventSubscriber {
   std::string Scrape();
 
   // Adds families a part of traind collects itself (the Slurm launcher's
-  // command counts) to every scrape. Call before serving /metrics.
+  // command counts) to every scrape. A collector must stay callable for
+  // the life of the metrics.
   using Collector = std::function<void(std::vector<prometheus::MetricFamily>*)>;
   void AddCollector(Collector collector);
 
@@ -81,7 +82,8 @@ class ServerMetrics final : public EventSubscriber {
   const int cpu_slots_;
   const absl::Time start_time_;
   std::shared_ptr<prometheus::Registry> registry_;
-  std::vector<Collector> collectors_;  // set before serving
+  absl::Mutex collectors_mu_;
+  std::vector<Collector> collectors_ ABSL_GUARDED_BY(collectors_mu_);
   prometheus::Counter* jobs_submitted_;
   prometheus::Family<prometheus::Counter>* jobs_finished_;
   prometheus::Counter* attempts_started_;

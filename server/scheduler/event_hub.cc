@@ -33,6 +33,13 @@ void EventHub::Publish(const traind::v1::JobEvent& event) {
   for (EventSubscriber* s : it->second) s->OnEvent(event);
 }
 
+void EventHub::Removed(const std::string& job_id) {
+  absl::MutexLock lock(&mu_);
+  auto it = subscribers_.find(job_id);
+  if (it == subscribers_.end()) return;
+  for (EventSubscriber* s : it->second) s->OnJobRemoved();
+}
+
 int EventHub::SubscriberCount() {
   absl::MutexLock lock(&mu_);
   int n = 0;

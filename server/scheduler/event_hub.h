@@ -26,6 +26,9 @@ class EventSubscriber {
  public:
   virtual ~EventSubscriber() = default;
   virtual void OnEvent(const traind::v1::JobEvent& event) = 0;
+  // The job was deleted (DeleteJob, retention): no event of it will come
+  // again, and the store holds none. With the hub's lock held, as OnEvent.
+  virtual void OnJobRemoved() {}
 };
 
 class EventHub final {
@@ -37,6 +40,8 @@ class EventHub final {
   void SubscribeAll(EventSubscriber* s);
   void UnsubscribeAll(EventSubscriber* s);
   void Publish(const traind::v1::JobEvent& event);
+  // Tells the job's subscribers that it is gone (after the store forgot it).
+  void Removed(const std::string& job_id);
   int SubscriberCount();
 
  private:

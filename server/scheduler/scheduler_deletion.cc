@@ -112,6 +112,8 @@ absl::StatusOr<int64_t> Scheduler::Delete(const std::string& job_id, bool cancel
     LogWarning("job deleted job=%s, but its files stay until the next start: %s", job_id,
                s.message());
   }
+  // Watchers still reading the deleted job's events end (NOT_FOUND).
+  hub()->Removed(job_id);
   for (const auto& listener : deletion_listeners_) listener(job_id);
   done();
   if (absl::Status s = store_->ReclaimSpace(); !s.ok()) {

@@ -149,9 +149,9 @@ TEST_F(HttpTest, JsonIsTheSameMessageGrpcReturns) {
   EXPECT_EQ(devices.devices(0).id(), "cpu");
 }
 
-// Bodies are compressed with gzip when asked, never with brotli (cpp-httplib
-// runs brotli at its slowest setting); a finished job's JSON is the same on
-// every read (it is rendered once).
+// Bodies are compressed with gzip when asked, never with brotli (ten times
+// the cost of the answer at the settings HTTP libraries use); a finished
+// job's JSON is the same on every read (it is rendered once).
 TEST_F(HttpTest, CompressionAndFinishedJobsJson) {
   const Job job = RunJob(2, 2);
   client_->set_decompress(false);
@@ -177,7 +177,7 @@ TEST_F(HttpTest, CompressionAndFinishedJobsJson) {
 }
 
 // A burst of connections (a dashboard's event streams) must not overflow
-// the listen backlog: cpp-httplib's is 5, and a dropped connect is retried
+// the listen backlog (a library's default can be 5), and a dropped connect is retried
 // by the client only after 1, 3, 7 s. traind sets the system's maximum.
 TEST_F(HttpTest, TheListenBacklogHoldsABurstOfConnections) {
   const std::string port = url_.substr(url_.rfind(':') + 1);

@@ -4,6 +4,7 @@
 #define TRAIND_TESTS_INTEGRATION_TESTING_TRAIND_PROCESS_H_
 
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -80,6 +81,10 @@ class TraindProcess {
       FILE* f = freopen(log.c_str(), "a", stderr);
       (void)f;
       for (const auto& [name, value] : env_) setenv(name.c_str(), value.c_str(), 1);
+      if (nofile_ > 0) {
+        struct rlimit r = {static_cast<rlim_t>(nofile_), static_cast<rlim_t>(nofile_)};
+        setrlimit(RLIMIT_NOFILE, &r);
+      }
       std::vector<char*> argv;
       for (auto& a : args) argv.push_back(a.data());
       argv.push_back(nullptr);
@@ -147,6 +152,8 @@ class TraindProcess {
 
   // Sets an environment variable of the traind process (before Start()).
   void SetEnv(const std::string& name, const std::string& value) { env_.emplace_back(name, value); }
+  // The descriptors traind may open (RLIMIT_NOFILE, soft and hard).
+  void SetNofile(int n) { nofile_ = n; }
 
   traind::v1::TrainingService::Stub* stub() { return stub_.get(); }
   std::shared_ptr<grpc::Channel> channel() { return channel_; }
@@ -166,6 +173,7 @@ class TraindProcess {
   std::string state_dir_;
   std::vector<std::string> extra_args_;
   std::vector<std::pair<std::string, std::string>> env_;
+  int nofile_ = 0;
   std::string address_;
   pid_t pid_ = -1;
   int exit_code_ = -1;
