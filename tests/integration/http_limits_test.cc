@@ -427,8 +427,8 @@ TEST_F(HttpLimitsTest, WatchesEndWhenTheirJobIsDeleted) {
       EXPECT_LT(got, all.size()) << "the whole stream went out before the delete: no test";
     } else {
       Raw c(port_);
-      c.Send(absl::StrCat("GET /api/v1/jobs/", job->id(), "/events HTTP/1.1\r\nHost: t\r\n",
-                          Auth(), "\r\n"));
+      c.Send(absl::StrCat("GET /api/v1/jobs/", job->id(), "/events HTTP/1.1\r\nHost: t\r\n", Auth(),
+                          "\r\n"));
       c.ReadUntil("\r\n\r\n", 5);
       usleep(300 * 1000);  // not reading: the stream waits on the socket
       auto dctx = Ctx();
