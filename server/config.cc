@@ -243,6 +243,11 @@ absl::Status ValidateConfig(const ServerConfig& c) {
     return absl::InvalidArgumentError(absl::StrCat("heartbeat_timeout: at least 1s, got ",
                                                    absl::FormatDuration(c.heartbeat_timeout)));
   }
+  if (c.limits.upload_idle_timeout < absl::Seconds(1)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("limits.upload_idle_timeout: at least 1s, got ",
+                     absl::FormatDuration(c.limits.upload_idle_timeout)));
+  }
   if (c.http_request_timeout < absl::Seconds(1) || c.http_request_timeout > absl::Minutes(10)) {
     return absl::InvalidArgumentError(absl::StrCat("http_request_timeout: from 1s to 10m, got ",
                                                    absl::FormatDuration(c.http_request_timeout)));

@@ -54,6 +54,12 @@ struct LimitsConfig {
   int max_columns = 100000;         // columns of a data file's header
   // A CSV uploaded to Predict (RESOURCE_EXHAUSTED above).
   int64_t max_predict_upload_bytes = int64_t{1} << 30;
+  // Uploads in flight (Predict's CSV, UploadDataset's file), in all and per
+  // owner (RESOURCE_EXHAUSTED above), and how long one may wait for its
+  // next message before it is ended (DEADLINE_EXCEEDED).
+  int max_uploads = 32;
+  int max_uploads_per_user = 4;
+  absl::Duration upload_idle_timeout = absl::Minutes(1);
 };
 
 // Which finished jobs traind deletes by itself (with their events and

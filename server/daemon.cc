@@ -219,6 +219,19 @@ absl::Status LinkSharedJobsDir(const std::string& state_dir, const std::string& 
   return absl::OkStatus();
 }
 
+// Predict uploads (<state_dir>/uploads/predict-*.csv) live only as long as
+// their call: any found at start were left by a traind that was killed
+// during one (up to limits.max_predict_upload_bytes each).
+void RemoveLeftPredictUploads(const std::string& state_dir) {
+  std::error_code ec;
+  int removed = 0;
+  for (const fs::directory_entry& e : fs::directory_iterator(fs::path(state_dir) / "uploads", ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind("predict-", 0) == 0 && fs::remove(e.path(), ec)) ++removed;
+  }
+  if (removed > 0) LogInfo("predict uploads left by the last run removed=%d", removed);
+}
+
 // The key attempt secrets are derived from (<state_dir>/attempt.key, made
 // once): a restarted traind knows the secrets of workers that outlived it.
 absl::StatusOr<std::string> LoadAttemptKey(const std::string& state_dir) {
@@ -338,6 +351,10 @@ absl::Status Daemon::Init() {
   }
   tcp_credentials_ = grpc::InsecureServerCredentials();
   if (flags.tls.enabled()) {
+    if (absl::Status s = CheckTlsFiles(flags.tls.cert, flags.tls.key, flags.tls.client_ca);
+        !s.ok()) {
+      return Fail("%s", s.message());
+    }
     std::string error;
     tcp_credentials_ = TlsCredentials(flags.tls, &error);
     if (!tcp_credentials_) return Fail("tls: %s", error);
@@ -360,6 +377,7 @@ absl::Status Daemon::Init() {
       return Fail("slurm.shared_dir: %s", s.message());
     }
   }
+  RemoveLeftPredictUploads(state_dir);
   absl::StatusOr<std::string> attempt_key = LoadAttemptKey(state_dir);
   if (!attempt_key.ok()) return Fail("%s", attempt_key.status().message());
 
@@ -550,6 +568,7 @@ absl::Status Daemon::Start() {
   policy_.authenticator = std::make_shared<Authenticator>(tokens_);
   policy_.data_roots = *data_roots_;
   policy_.limits = flags.limits;
+  policy_.host_memory_bytes = HostMemoryLimitBytes();
   grpc::ServerBuilder public_builder;
   std::vector<int> ports(listen.size(), 0);
   for (size_t i = 0; i < listen.size(); ++i) {

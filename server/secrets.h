@@ -8,6 +8,7 @@
 
 #include <string>
 
+#include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 
 namespace traind::server {
@@ -21,6 +22,14 @@ std::string HexOf(absl::string_view raw);
 // Whether `a` equals `b`, in time that depends on their lengths only (never
 // on where they differ): for comparing secrets and token hashes.
 bool ConstantTimeEquals(absl::string_view a, absl::string_view b);
+
+// Whether the TLS files are usable, before any listener is built (gRPC's
+// own error is only "cannot listen"): each a readable regular file, `cert`
+// holding a PEM certificate, `key` a PEM private key that is `cert`'s, and
+// `client_ca` (if not empty) a PEM certificate. The error names the
+// setting (tls.cert, tls.key, tls.client_ca) and the file.
+absl::Status CheckTlsFiles(const std::string& cert, const std::string& key,
+                           const std::string& client_ca);
 
 }  // namespace traind::server
 

@@ -202,6 +202,20 @@ std::vector<Setting> MakeSettings() {
           "a CSV uploaded to `Predict`: `RESOURCE_EXHAUSTED` above (a file inside the data "
           "roots can be named instead)",
           "1 GiB"),
+      Int(
+          "limits.max_uploads", "--max-uploads", [](C& c) { return &c.limits.max_uploads; }, 1,
+          kIntMax,
+          "uploads in flight at once (Predict's CSV, `UploadDataset`): `RESOURCE_EXHAUSTED` "
+          "above"),
+      Int(
+          "limits.max_uploads_per_user", "--max-uploads-per-user",
+          [](C& c) { return &c.limits.max_uploads_per_user; }, 1, kIntMax,
+          "uploads in flight at once per owner: `RESOURCE_EXHAUSTED` above"),
+      Dur(
+          "limits.upload_idle_timeout", "--upload-idle-timeout",
+          [](C& c) { return &c.limits.upload_idle_timeout; },
+          "an upload that sends nothing for this long is ended (`DEADLINE_EXCEEDED`; a dataset "
+          "upload's bytes are kept to be resumed); at least `1s`"),
       Int64(
           "datasets.max_bytes", "", [](C& c) { return &c.datasets.max_bytes; }, 0, kInt64Max,
           "one dataset's size: a larger upload is `RESOURCE_EXHAUSTED` naming this key (0: no "

@@ -156,12 +156,21 @@ int64_t EstimateMemoryBytes(const traind::v1::JobSpec& spec, int64_t features, i
 absl::StatusOr<TaskMemory> EstimateTaskMemory(const traind::v1::JobSpec& spec, int64_t features,
                                               int64_t outputs, int64_t rows) {
   TaskMemory memory;
-  memory.model_bytes = EstimateMemoryBytes(spec, features, outputs);
+  // A batch larger than the rows is all of them (batch_size 2^31 on 150
+  // rows trains on 150 at a time).
+  const auto estimate = [&](const traind::v1::JobSpec& s) {
+    if (rows > 0 && s.training().batch_size() > rows) {
+      traind::v1::JobSpec clamped = s;
+      clamped.mutable_training()->set_batch_size(static_cast<int32_t>(rows));
+      return EstimateMemoryBytes(clamped, features, outputs);
+    }
+    return EstimateMemoryBytes(s, features, outputs);
+  };
+  memory.model_bytes = estimate(spec);
   const int64_t trials = SearchTrials(spec);
   for (int64_t i = 0; i < trials; ++i) {
     TRAIND_ASSIGN_OR_RETURN(Trial trial, MakeTrial(spec, static_cast<int>(i)));
-    memory.model_bytes =
-        std::max(memory.model_bytes, EstimateMemoryBytes(trial.spec, features, outputs));
+    memory.model_bytes = std::max(memory.model_bytes, estimate(trial.spec));
   }
   const int64_t cells = rows * (features + outputs);
   memory.host_bytes = memory.model_bytes + 24 * cells + (int64_t{256} << 20);

@@ -34,6 +34,7 @@ int64_t EstimateMemoryBytes(const traind::v1::JobSpec& spec, int64_t features, i
 // batch sizes may differ); the host's adds the table the worker holds (the
 // parsed values and the folds' copies, 24 bytes a cell of `rows` rows of
 // `features` + `outputs` columns) and the worker process itself (256 MiB).
+// A batch_size above `rows` counts as `rows` (all of them at a time).
 struct TaskMemory {
   int64_t model_bytes = 0;  // on the device (EstimateMemoryBytes)
   int64_t host_bytes = 0;   // on the host

@@ -56,8 +56,12 @@ double Uniform01(uint64_t seed, int trial, int dim) {
   return static_cast<double>(x >> 11) * 0x1.0p-53;
 }
 
-// The shortest decimal text that reads back as `v`.
+// The shortest decimal text that reads back as `v`; a whole number as one
+// (10000000, not 1e+07).
 std::string DoubleText(double v) {
+  if (v == std::floor(v) && std::fabs(v) < 9007199254740992.0) {
+    return absl::StrCat(static_cast<int64_t>(v));
+  }
   for (int precision = 1; precision <= 17; ++precision) {
     std::string s = absl::StrFormat("%.*g", precision, v);
     if (std::strtod(s.c_str(), nullptr) == v) return s;

@@ -148,11 +148,26 @@ class PredictReactor final : public grpc::ServerReadReactor<traind::v1::PredictR
         resp_(resp),
         max_upload_(max_upload),
         caller_(std::move(caller)) {
-    StartRead(&message_);
+    // A slot first: no file is opened for an upload over the caps.
+    absl::StatusOr<std::unique_ptr<UploadSlots::Slot>> slot =
+        service_->uploads_->Acquire(caller_.name, "Predict", [this] {
+          Finish(grpc::Status(
+              grpc::StatusCode::DEADLINE_EXCEEDED,
+              absl::StrCat("the upload sent nothing for ",
+                           absl::FormatDuration(service_->policy_.limits.upload_idle_timeout),
+                           " (limits.upload_idle_timeout)")));
+        });
+    if (!slot.ok()) {
+      Finish(ToGrpc(slot.status()));
+      return;
+    }
+    slot_ = *std::move(slot);
+    Read();
   }
 
   void OnReadDone(bool ok) override {
-    if (!ok) {  // the client sent everything, or went away
+    if (!slot_->MessageArrived()) return;  // ended as idle
+    if (!ok) {                             // the client sent everything, or went away
       if (ctx_->IsCancelled()) {
         // Part of a file is not scored.
         Finish(grpc::Status(grpc::StatusCode::CANCELLED, "the upload was cancelled"));
@@ -215,7 +230,7 @@ class PredictReactor final : public grpc::ServerReadReactor<traind::v1::PredictR
         return;
       }
       if (!header_.dataset().empty()) {
-        StartRead(&message_);  // nothing to upload: the stream ends next
+        Read();  // nothing to upload: the stream ends next
         return;
       }
       if (!header_.data_path().empty()) {
@@ -248,7 +263,7 @@ class PredictReactor final : public grpc::ServerReadReactor<traind::v1::PredictR
           return;
         }
       }
-      StartRead(&message_);
+      Read();
       return;
     }
     if (!message_.has_csv() || !header_.data_path().empty() || !header_.dataset().empty()) {
@@ -273,11 +288,12 @@ class PredictReactor final : public grpc::ServerReadReactor<traind::v1::PredictR
                             absl::StrCat(upload_, ": write failed (disk full?)")));
         return;
       }
-      StartRead(&message_);
+      Read();
     });
   }
 
   void OnDone() override {
+    if (file_.is_open()) file_.close();
     if (!upload_.empty()) {
       std::error_code ec;
       std::filesystem::remove(upload_, ec);
@@ -286,6 +302,11 @@ class PredictReactor final : public grpc::ServerReadReactor<traind::v1::PredictR
   }
 
  private:
+  void Read() {
+    slot_->WaitingForMessage();
+    StartRead(&message_);
+  }
+
   TrainingServiceImpl* const service_;
   CallbackServerContext* const ctx_;
   traind::v1::PredictResponse* const resp_;
@@ -298,6 +319,7 @@ class PredictReactor final : public grpc::ServerReadReactor<traind::v1::PredictR
   std::string confined_;  // or the server's file
   std::ofstream file_;
   int64_t received_ = 0;
+  std::unique_ptr<UploadSlots::Slot> slot_;  // last: released first
 };
 
 ServerUnaryReactor* TrainingServiceImpl::ListArtifacts(CallbackServerContext* ctx,

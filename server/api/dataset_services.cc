@@ -24,14 +24,28 @@ namespace {
 // early leaves the bytes received, to be resumed.
 class UploadReactor final : public grpc::ServerReadReactor<UploadDatasetRequest> {
  public:
-  UploadReactor(DatasetCatalog* catalog, WorkPool* files, CallbackServerContext* ctx, Caller caller,
+  UploadReactor(DatasetCatalog* catalog, WorkPool* files, UploadSlots* uploads,
+                absl::Duration idle_timeout, CallbackServerContext* ctx, Caller caller,
                 traind::v1::Dataset* resp)
       : catalog_(catalog), files_(files), ctx_(ctx), caller_(std::move(caller)), resp_(resp) {
-    StartRead(&message_);
+    absl::StatusOr<std::unique_ptr<UploadSlots::Slot>> slot =
+        uploads->Acquire(caller_.name, "UploadDataset", [this, idle_timeout] {
+          Finish(grpc::Status(
+              grpc::StatusCode::DEADLINE_EXCEEDED,
+              absl::StrCat("the upload sent nothing for ", absl::FormatDuration(idle_timeout),
+                           " (limits.upload_idle_timeout); its bytes are kept to be resumed")));
+        });
+    if (!slot.ok()) {
+      Finish(ToGrpc(slot.status()));
+      return;
+    }
+    slot_ = *std::move(slot);
+    Read();
   }
 
   void OnReadDone(bool ok) override {
-    if (!ok) {  // every message read, or the client went away
+    if (!slot_->MessageArrived()) return;  // ended as idle
+    if (!ok) {                             // every message read, or the client went away
       if (ctx_->IsCancelled()) {
         Finish(grpc::Status(grpc::StatusCode::CANCELLED,
                             "the upload was cancelled; its bytes are kept to be resumed"));
@@ -66,7 +80,7 @@ class UploadReactor final : public grpc::ServerReadReactor<UploadDatasetRequest>
           Finish(grpc::Status::OK);
         } else {
           upload_ = *std::move(up);
-          StartRead(&message_);
+          Read();
         }
       });
       return;
@@ -81,13 +95,18 @@ class UploadReactor final : public grpc::ServerReadReactor<UploadDatasetRequest>
         Finish(ToGrpc(s));
         return;
       }
-      StartRead(&message_);
+      Read();
     });
   }
 
   void OnDone() override { delete this; }
 
  private:
+  void Read() {
+    slot_->WaitingForMessage();
+    StartRead(&message_);
+  }
+
   DatasetCatalog* const catalog_;
   WorkPool* const files_;
   CallbackServerContext* const ctx_;
@@ -95,6 +114,7 @@ class UploadReactor final : public grpc::ServerReadReactor<UploadDatasetRequest>
   traind::v1::Dataset* const resp_;
   UploadDatasetRequest message_;
   std::unique_ptr<DatasetCatalog::Upload> upload_;
+  std::unique_ptr<UploadSlots::Slot> slot_;  // last: released first
 };
 
 }  // namespace
@@ -138,7 +158,8 @@ grpc::ServerReadReactor<UploadDatasetRequest>* TrainingServiceImpl::UploadDatase
     };
     return new Refused(s);
   }
-  return new UploadReactor(datasets_, files_.get(), ctx, *std::move(caller), resp);
+  return new UploadReactor(datasets_, files_.get(), uploads_.get(),
+                           policy_.limits.upload_idle_timeout, ctx, *std::move(caller), resp);
 }
 
 ServerUnaryReactor* TrainingServiceImpl::ListDatasets(CallbackServerContext* ctx,

@@ -216,7 +216,10 @@ TrainingServiceImpl::TrainingServiceImpl(Scheduler* scheduler, ReadApi* reads, A
       store_reads_(std::make_unique<WorkPool>(kStoreReadThreads)),
       files_(std::make_unique<WorkPool>(kFileThreads)),
       deletions_(std::make_unique<WorkPool>(1)),
-      predictions_(std::make_unique<WorkPool>(kPredictThreads)) {}
+      predictions_(std::make_unique<WorkPool>(kPredictThreads)),
+      uploads_(std::make_unique<UploadSlots>(UploadLimits{policy_.limits.max_uploads,
+                                                          policy_.limits.max_uploads_per_user,
+                                                          policy_.limits.upload_idle_timeout})) {}
 
 ServerUnaryReactor* TrainingServiceImpl::OnStoreReads(CallbackServerContext* ctx,
                                                       std::function<absl::Status()> work) {

@@ -19,6 +19,7 @@
 #include "server/core/policy.h"
 #include "server/core/read_api.h"
 #include "server/core/sessions.h"
+#include "server/core/upload_slots.h"
 #include "server/core/work_pool.h"
 #include "server/datasets/dataset_catalog.h"
 #include "server/metrics/server_metrics.h"
@@ -145,6 +146,8 @@ class TrainingServiceImpl final : public traind::v1::TrainingService::CallbackSe
   std::unique_ptr<WorkPool> deletions_;
   // Predict calls waiting for their worker process.
   std::unique_ptr<WorkPool> predictions_;
+  // Predict and UploadDataset uploads in flight (capped, ended when idle).
+  std::unique_ptr<UploadSlots> uploads_;
 };
 
 class WorkerServiceImpl final : public traind::v1::WorkerService::CallbackService {

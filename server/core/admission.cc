@@ -5,6 +5,10 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "google/protobuf/io/coded_stream.h"
+#include "google/protobuf/io/zero_copy_stream_impl_lite.h"
+#include "server/core/auth.h"
 #include "spec/memory_estimate.h"
 #include "spec/submitted_spec.h"
 #include "spec/validation.h"
@@ -16,8 +20,23 @@ absl::StatusOr<traind::v1::Job> Admission::Submit(const traind::v1::SubmitJobReq
   // A retry first: its answer is the job the first submit created, even if
   // the spec would be refused now (the owner's queue is full, the data file
   // changed, the limits were lowered).
+  std::string request_sha256;
+  if (!req.idempotency_key().empty()) {
+    // What identifies a retry: the request itself, key aside, serialized
+    // deterministically.
+    traind::v1::SubmitJobRequest keyless = req;
+    keyless.clear_idempotency_key();
+    std::string bytes;
+    {
+      google::protobuf::io::StringOutputStream out(&bytes);
+      google::protobuf::io::CodedOutputStream coded(&out);
+      coded.SetSerializationDeterministic(true);
+      keyless.SerializeToCodedStream(&coded);
+    }
+    request_sha256 = Sha256Hex(bytes);
+  }
   absl::StatusOr<std::optional<traind::v1::Job>> existing =
-      scheduler_->FindSubmitted(caller.name, req.idempotency_key());
+      scheduler_->FindSubmitted(caller.name, req.idempotency_key(), request_sha256);
   if (!existing.ok()) return existing.status();
   if (existing->has_value()) return **std::move(existing);
 
@@ -70,11 +89,25 @@ absl::StatusOr<traind::v1::Job> Admission::Submit(const traind::v1::SubmitJobReq
   absl::StatusOr<spec::TaskMemory> memory = spec::EstimateTaskMemory(
       spec, shape.features, shape.outputs, shape.rows + shape.validation_rows);
   if (!memory.ok()) return memory.status();
+  // A task that could never fit this machine is refused now, not failed
+  // later by the kernel's OOM killer or an allocation in the worker.
+  const int64_t machine = policy_->host_memory_bytes;
+  if (machine > 0 && memory->host_bytes > machine) {
+    const auto gib = [](int64_t b) {
+      return absl::StrFormat("%.1f GiB", static_cast<double>(b) / (int64_t{1} << 30));
+    };
+    return absl::InvalidArgumentError(absl::StrCat(
+        "spec: a task needs an estimated ", gib(memory->host_bytes),
+        " of host memory (the model, its batches and the data), more than this machine lets "
+        "traind use (",
+        gib(machine), "): a smaller model or training.batch_size"));
+  }
   SubmitOptions options;
   options.host_memory_bytes = memory->host_bytes;
   if (gpu) options.gpu_memory_bytes = memory->model_bytes;
   options.owner = caller.name;
   options.idempotency_key = req.idempotency_key();
+  options.request_sha256 = request_sha256;
   // Checked by Submit after its own idempotency lookup, atomically with the
   // insert (a concurrent retry of the same key may have won the race).
   options.max_queued_jobs = policy_->limits.max_queued_jobs_per_user;

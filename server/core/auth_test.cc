@@ -302,6 +302,71 @@ TEST(PolicyTest, BatchesAndTasksAreLimited) {
             "allows (9, limits.max_tasks)");
 }
 
+// A search's trials are specs of their own: a value a trial sets is held
+// to the same limits as the base spec's (10,000,000 epochs in a search
+// space was once accepted).
+TEST(PolicyTest, EverySearchTrialIsCheckedAsASpec) {
+  LimitsConfig limits;
+  limits.max_epochs = 1000;
+  limits.max_units = 512;
+  limits.max_batches = 100;
+  traind::v1::JobSpec spec;
+  spec.mutable_model()->add_layers()->mutable_dense()->set_units(8);
+  spec.mutable_model()->add_layers()->mutable_dense()->set_units(3);
+  spec.mutable_training()->set_epochs(10);
+  spec.mutable_cross_validation()->set_folds(2);
+  spec.mutable_search()->mutable_sampler()->mutable_grid();
+  struct Case {
+    std::string path;
+    std::vector<double> values;
+    std::string message;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"training.epochs", {10, 1000}, ""},
+           {"training.epochs",
+            {10, 10000000},
+            "spec.search: trial 1 (training.epochs = 10000000): spec.training.epochs: 10000000 "
+            "epochs, more than this traind allows (1000, limits.max_epochs)"},
+           {"model.layers[0].dense.units",
+            {1000000},
+            "spec.search: trial 0 (model.layers[0].dense.units = 1000000): "
+            "spec.model.layers[0].dense.units: 1000000 units, more than this traind allows (512, "
+            "limits.max_units)"},
+           {"training.batches",
+            {5, 1000000000},
+            "spec.search: trial 1 (training.batches = 1000000000): spec.training.batches: "
+            "1000000000 batches, more than this traind allows (100, limits.max_batches)"},
+       }) {
+    traind::v1::JobSpec search = spec;
+    traind::v1::SearchDimension* d = search.mutable_search()->add_space();
+    d->set_path(c.path);
+    for (double v : c.values) d->mutable_values()->add_values()->set_number_value(v);
+    const absl::Status s = CheckSpecLimits(search, limits);
+    if (c.message.empty()) {
+      EXPECT_TRUE(s.ok()) << s;
+    } else {
+      EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << c.path;
+      EXPECT_EQ(std::string(s.message()), c.message);
+    }
+  }
+  // training.batches as epochs, trial by trial, once the rows are known.
+  traind::v1::JobSpec batches = spec;
+  batches.mutable_training()->set_epochs(0);
+  batches.mutable_training()->set_batch_size(10);
+  traind::v1::SearchDimension* d = batches.mutable_search()->add_space();
+  d->set_path("training.batches");
+  d->mutable_values()->add_values()->set_number_value(50);
+  d->mutable_values()->add_values()->set_number_value(90);
+  spec::ValidatedShape shape;
+  shape.min_train_rows = 1;  // one batch an epoch
+  limits.max_epochs = 60;
+  EXPECT_EQ(
+      CheckDataLimits(batches, shape, limits).message(),
+      "spec.search: trial 1 (training.batches = 90): spec.training.batches: 90 batches are 90 "
+      "epochs of 1 batch (1 training rows, batch_size 10), more than this traind allows (60, "
+      "limits.max_epochs)");
+}
+
 // What validation learned of the data: rows, columns, and the epochs
 // training.batches amounts to on the task with the fewest training rows.
 TEST(PolicyTest, DataLimits) {
@@ -352,7 +417,7 @@ TEST(PolicyTest, DataLimits) {
   // One batch an epoch: every batch is an epoch (and an event).
   batches.mutable_training()->set_batch_size(1000);
   batches.mutable_training()->set_batches(4611686018427387904);
-  EXPECT_EQ(CheckDataLimits(batches, shape, limits).message(),
+  EXPECT_EQ(std::string(CheckDataLimits(batches, shape, limits).message()),
             "spec.training.batches: 4611686018427387904 batches are 4611686018427387904 epochs "
             "of 1 batch (80 training rows, batch_size 1000), more than this traind allows (10, "
             "limits.max_epochs)");

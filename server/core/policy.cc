@@ -7,9 +7,14 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <fstream>
+#include <functional>
+#include <limits>
 #include <memory>
+#include <string>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "spec/search.h"
@@ -101,7 +106,10 @@ absl::Status DataRoots::ConfineSpec(traind::v1::JobSpec* spec) const {
   return absl::OkStatus();
 }
 
-absl::Status CheckSpecLimits(const traind::v1::JobSpec& spec, const LimitsConfig& limits) {
+namespace {
+
+// The limits on one spec's own values (a search's base spec, or a trial's).
+absl::Status CheckModelAndTraining(const traind::v1::JobSpec& spec, const LimitsConfig& limits) {
   const int layers = spec.model().layers_size();
   if (layers > limits.max_layers) {
     return absl::InvalidArgumentError(absl::StrCat("spec.model.layers: ", layers,
@@ -126,11 +134,58 @@ absl::Status CheckSpecLimits(const traind::v1::JobSpec& spec, const LimitsConfig
         "spec.training.batches: ", spec.training().batches(),
         " batches, more than this traind allows (", limits.max_batches, ", limits.max_batches)"));
   }
+  return absl::OkStatus();
+}
+
+// Runs `check` on every trial of a search as on a spec of its own: a trial
+// sets values the base spec's check never saw. The error names the trial
+// and its values. Trials that cannot be made are left to validation.
+absl::Status CheckEveryTrial(const traind::v1::JobSpec& spec,
+                             const std::function<absl::Status(const traind::v1::JobSpec&)>& check) {
+  if (!spec.has_search() || !spec::CheckSearchSpec(spec).ok()) return absl::OkStatus();
+  const int64_t trials = std::min<int64_t>(spec::SearchTrials(spec), spec::kMaxSearchTrials);
+  for (int64_t i = 0; i < trials; ++i) {
+    absl::StatusOr<spec::Trial> trial = spec::MakeTrial(spec, static_cast<int>(i));
+    if (!trial.ok()) continue;
+    if (absl::Status s = check(trial->spec); !s.ok()) {
+      std::vector<std::string> values;
+      for (const auto& [path, value] : trial->params) values.push_back(path + " = " + value);
+      return absl::InvalidArgumentError(absl::StrCat(
+          "spec.search: trial ", i, " (", absl::StrJoin(values, ", "), "): ", s.message()));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// training.batches: the epochs the worker runs for it (fit_task.cc:
+// ceil(batches / batches_per_epoch)), on the task with the fewest rows.
+absl::Status CheckBatchesAsEpochs(const traind::v1::JobSpec& spec,
+                                  const spec::ValidatedShape& shape, const LimitsConfig& limits) {
+  const int64_t batches = spec.training().batches();
+  const int64_t batch_size = spec.training().batch_size();
+  if (batches > 0 && batch_size > 0 && shape.min_train_rows > 0) {
+    const int64_t per_epoch = (shape.min_train_rows + batch_size - 1) / batch_size;
+    const int64_t epochs = (batches + per_epoch - 1) / per_epoch;
+    if (epochs > limits.max_epochs) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "spec.training.batches: ", batches, " batches are ", epochs, " epochs of ", per_epoch,
+          per_epoch == 1 ? " batch" : " batches", " (", shape.min_train_rows,
+          " training rows, batch_size ", batch_size, "), more than this traind allows (",
+          limits.max_epochs, ", limits.max_epochs)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status CheckSpecLimits(const traind::v1::JobSpec& spec, const LimitsConfig& limits) {
+  if (absl::Status s = CheckModelAndTraining(spec, limits); !s.ok()) return s;
+  // As PlanTasks counts them, in 64 bits: the spec is not validated yet.
+  const traind::v1::CrossValidationSpec& cv = spec.cross_validation();
+  const int64_t folds = cv.folds() > 0 ? cv.folds() : 1;
+  const int64_t repeats = std::max(1, cv.repeats());
   if (spec.has_cross_validation()) {
-    // As PlanTasks counts them, in 64 bits: the spec is not validated yet.
-    const traind::v1::CrossValidationSpec& cv = spec.cross_validation();
-    const int64_t folds = cv.folds() > 0 ? cv.folds() : 1;
-    const int64_t repeats = std::max(1, cv.repeats());
     const int64_t tasks = folds * repeats + (cv.refit() ? 1 : 0);
     if (tasks > limits.max_tasks) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -138,19 +193,21 @@ absl::Status CheckSpecLimits(const traind::v1::JobSpec& spec, const LimitsConfig
           cv.refit() ? " + refit" : "", " = ", tasks, " tasks, more than this traind allows (",
           limits.max_tasks, ", limits.max_tasks)"));
     }
-    if (spec.has_search()) {
-      const int64_t trials = std::max<int64_t>(1, spec::SearchTrials(spec));
-      const bool refit = spec.search().refit_best();
-      const int64_t all = trials * folds * repeats + (refit ? 1 : 0);
-      if (all > limits.max_tasks) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "spec.search: ", trials, " trials × ", folds * repeats, " fold tasks",
-            refit ? " + refit_best" : "", " = ", all, " tasks, more than this traind allows (",
-            limits.max_tasks, ", limits.max_tasks)"));
-      }
+  }
+  if (spec.has_search()) {
+    const int64_t trials = std::max<int64_t>(1, spec::SearchTrials(spec));
+    const bool refit = spec.search().refit_best();
+    const int64_t all = trials * folds * repeats + (refit ? 1 : 0);
+    if (all > limits.max_tasks) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "spec.search: ", trials, " trials × ", folds * repeats, " fold tasks",
+          refit ? " + refit_best" : "", " = ", all, " tasks, more than this traind allows (",
+          limits.max_tasks, ", limits.max_tasks)"));
     }
   }
-  return absl::OkStatus();
+  return CheckEveryTrial(spec, [&limits](const traind::v1::JobSpec& trial) {
+    return CheckModelAndTraining(trial, limits);
+  });
 }
 
 absl::Status CheckDataLimits(const traind::v1::JobSpec& spec, const spec::ValidatedShape& shape,
@@ -172,22 +229,38 @@ absl::Status CheckDataLimits(const traind::v1::JobSpec& spec, const spec::Valida
                                                    " columns, more than this traind allows (",
                                                    limits.max_columns, ", limits.max_columns)"));
   }
-  // training.batches: the epochs the worker runs for it (fit_task.cc:
-  // ceil(batches / batches_per_epoch)), on the task with the fewest rows.
-  const int64_t batches = spec.training().batches();
-  const int64_t batch_size = spec.training().batch_size();
-  if (batches > 0 && batch_size > 0 && shape.min_train_rows > 0) {
-    const int64_t per_epoch = (shape.min_train_rows + batch_size - 1) / batch_size;
-    const int64_t epochs = (batches + per_epoch - 1) / per_epoch;
-    if (epochs > limits.max_epochs) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "spec.training.batches: ", batches, " batches are ", epochs, " epochs of ", per_epoch,
-          per_epoch == 1 ? " batch" : " batches", " (", shape.min_train_rows,
-          " training rows, batch_size ", batch_size, "), more than this traind allows (",
-          limits.max_epochs, ", limits.max_epochs)"));
+  if (absl::Status s = CheckBatchesAsEpochs(spec, shape, limits); !s.ok()) return s;
+  return CheckEveryTrial(spec, [&shape, &limits](const traind::v1::JobSpec& trial) {
+    return CheckBatchesAsEpochs(trial, shape, limits);
+  });
+}
+
+int64_t HostMemoryLimitBytes() {
+  int64_t limit = 0;
+  std::ifstream meminfo("/proc/meminfo");
+  std::string key;
+  int64_t kib = 0;
+  while (meminfo >> key >> kib) {
+    if (key == "MemTotal:") {
+      limit = kib * 1024;
+      break;
+    }
+    meminfo.ignore(std::numeric_limits<std::streamsize>::max(), '\n');
+  }
+  // cgroup v2: this process's group's memory.max ("max": none).
+  std::ifstream cgroup("/proc/self/cgroup");
+  std::string line;
+  while (std::getline(cgroup, line)) {
+    if (!absl::StartsWith(line, "0::")) continue;
+    std::ifstream max("/sys/fs/cgroup" + line.substr(3) + "/memory.max");
+    std::string value;
+    int64_t bytes = 0;
+    if (max >> value && absl::SimpleAtoi(value, &bytes) && bytes > 0 &&
+        (limit == 0 || bytes < limit)) {
+      limit = bytes;
     }
   }
-  return absl::OkStatus();
+  return limit;
 }
 
 }  // namespace traind::server

@@ -51,6 +51,21 @@ void SessionStore::Prune(std::map<std::string, Entry>* entries, absl::Time now, 
   }
 }
 
+void SessionStore::PruneCaller(std::map<std::string, Entry>* entries, const std::string& name,
+                               size_t max) {
+  for (;;) {
+    size_t count = 0;
+    auto oldest = entries->end();
+    for (auto it = entries->begin(); it != entries->end(); ++it) {
+      if (it->second.caller.name != name) continue;
+      ++count;
+      if (oldest == entries->end() || it->second.created < oldest->second.created) oldest = it;
+    }
+    if (count <= max) return;
+    entries->erase(oldest);
+  }
+}
+
 SessionStore::Ticket SessionStore::NewTicket(const Caller& caller) {
   Ticket t;
   t.secret = RandomSecretHex();
@@ -58,6 +73,7 @@ SessionStore::Ticket SessionStore::NewTicket(const Caller& caller) {
   t.expire_time = now + options_.ticket_ttl;
   absl::MutexLock lock(&mu_);
   Prune(&tickets_, now, options_.max_tickets - 1);
+  PruneCaller(&tickets_, caller.name, options_.max_tickets_per_caller - 1);
   tickets_[Key(t.secret)] = Entry{caller, t.expire_time, now};
   return t;
 }
@@ -83,6 +99,7 @@ std::string SessionStore::NewSessionLocked(const Caller& caller) {
   std::string id = RandomSecretHex();
   const absl::Time now = Now();
   Prune(&sessions_, now, options_.max_sessions - 1);
+  PruneCaller(&sessions_, caller.name, options_.max_sessions_per_caller - 1);
   sessions_[Key(id)] = Entry{caller, now + options_.session_ttl, now};
   return id;
 }

@@ -39,6 +39,10 @@ struct SessionOptions {
   size_t max_sessions = 10000;
   // Tickets not yet redeemed, at most.
   size_t max_tickets = 1000;
+  // Per caller (token name; the unix socket's "local"): a new one past it
+  // replaces that caller's oldest, so no caller pushes out another's.
+  size_t max_sessions_per_caller = 100;
+  size_t max_tickets_per_caller = 20;
   // Where the time comes from (absl::Now when null).
   std::function<absl::Time()> now;
 };
@@ -74,6 +78,9 @@ class SessionStore final {
   absl::Time Now() const;
   // Drops expired entries, then the oldest while over `max`.
   static void Prune(std::map<std::string, Entry>* entries, absl::Time now, size_t max);
+  // Drops `name`'s oldest entries while it holds more than `max`.
+  static void PruneCaller(std::map<std::string, Entry>* entries, const std::string& name,
+                          size_t max);
   std::string NewSessionLocked(const Caller& caller) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const SessionOptions options_;

@@ -67,6 +67,36 @@ TEST_F(SessionStoreTest, TheOldestSessionGoesBeyondTheLimit) {
   for (int i = 1; i < 4; ++i) EXPECT_TRUE(store_->Lookup(ids[i]).has_value()) << i;
 }
 
+// One caller flooding logins replaces its own oldest sessions and tickets,
+// never another caller's.
+TEST(SessionStoreCapsTest, ACallerPushesOutOnlyItsOwn) {
+  absl::Time now = absl::FromUnixSeconds(1'000'000);
+  SessionOptions o;
+  o.max_sessions = 100;
+  o.max_tickets = 100;
+  o.max_sessions_per_caller = 5;
+  o.max_tickets_per_caller = 3;
+  o.now = [&now] { return now; };
+  SessionStore store(o);
+  const Caller bob{"bob", Role::kViewer, false};
+  const Caller eve{"eve", Role::kViewer, false};
+  const std::string bobs = store.NewSession(bob);
+  const SessionStore::Ticket bob_ticket = store.NewTicket(bob);
+  std::vector<std::string> eves;
+  std::vector<std::string> eve_tickets;
+  for (int i = 0; i < 1000; ++i) {
+    now += absl::Milliseconds(1);
+    eves.push_back(store.NewSession(eve));
+    eve_tickets.push_back(store.NewTicket(eve).secret);
+  }
+  EXPECT_TRUE(store.Lookup(bobs).has_value()) << "bob's session survives eve's flood";
+  for (int i = 0; i < 995; ++i) EXPECT_FALSE(store.Lookup(eves[i]).has_value()) << i;
+  for (int i = 995; i < 1000; ++i) EXPECT_TRUE(store.Lookup(eves[i]).has_value()) << i;
+  EXPECT_FALSE(store.RedeemTicket(eve_tickets[996]).has_value());
+  EXPECT_TRUE(store.RedeemTicket(eve_tickets[997]).has_value());
+  EXPECT_TRUE(store.RedeemTicket(bob_ticket.secret).has_value()) << "bob's link still works";
+}
+
 TEST(RandomSecretHexTest, IsHexAndDiffers) {
   std::set<std::string> seen;
   for (int i = 0; i < 100; ++i) {

@@ -36,6 +36,8 @@ namespace ssl = net::ssl;
 using tcp = net::ip::tcp;
 using SslStream = beast::ssl_stream<beast::tcp_stream>;
 
+constexpr int kSendBufferBytes = 256 << 10;
+
 std::chrono::nanoseconds Chrono(absl::Duration d) { return absl::ToChronoNanoseconds(d); }
 
 int64_t NowNanos() {
@@ -590,6 +592,11 @@ void HttpTransport::Impl::OnAccept(beast::error_code ec, tcp::socket socket) {
   accepted.fetch_add(1);
   beast::error_code ignored;
   socket.set_option(tcp::no_delay(true), ignored);
+  // The kernel's send buffer would grow to tcp_wmem's maximum (4 MiB) under
+  // a client that reads slowly: 512 such streams would pin 2 GiB of kernel
+  // memory. A fixed buffer (the kernel doubles it) still covers a LAN's
+  // bandwidth-delay product.
+  socket.set_option(net::socket_base::send_buffer_size(kSendBufferBytes), ignored);
   auto launch = [this, id](auto c) {
     Attach(id, c);
     net::post(c->executor(), [c] { c->Begin(); });

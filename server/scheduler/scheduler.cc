@@ -204,7 +204,7 @@ absl::StatusOr<Job> Scheduler::SubmitUnstored(const JobSpec& spec, const SubmitO
   lj->search = SearchController(spec);
   absl::MutexLock submit_lock(&submit_mu_);
   absl::StatusOr<std::optional<Job>> existing =
-      FindSubmittedLocked(options.owner, options.idempotency_key);
+      FindSubmittedLocked(options.owner, options.idempotency_key, options.request_sha256);
   if (!existing.ok()) return existing.status();
   if (existing->has_value()) {
     LogInfo("job resubmitted job=%s idempotency_key=%s", (*existing)->id(),
@@ -233,6 +233,7 @@ absl::StatusOr<Job> Scheduler::SubmitUnstored(const JobSpec& spec, const SubmitO
   change.SetJobState(Job::QUEUED);
   change.mutation().new_job = true;
   change.mutation().idempotency_key = options.idempotency_key;
+  change.mutation().request_sha256 = options.request_sha256;
   *ticket = CommitLocked(*lj, change);
   for (int i = 0; i < tasks; ++i) EnqueueLocked(*lj, i);
   LogInfo("job submitted job=%s name=%s owner=%s priority=%d tasks=%d", job.id(), spec.name(),
@@ -253,22 +254,31 @@ void Scheduler::EnqueueLocked(const LiveJob& lj, int task) {
 }
 
 absl::StatusOr<std::optional<Job>> Scheduler::FindSubmitted(const std::string& owner,
-                                                            const std::string& key) {
+                                                            const std::string& key,
+                                                            const std::string& request_sha256) {
   absl::MutexLock submit_lock(&submit_mu_);
-  return FindSubmittedLocked(owner, key);
+  return FindSubmittedLocked(owner, key, request_sha256);
 }
 
-absl::StatusOr<std::optional<Job>> Scheduler::FindSubmittedLocked(const std::string& owner,
-                                                                  const std::string& key) {
+absl::StatusOr<std::optional<Job>> Scheduler::FindSubmittedLocked(
+    const std::string& owner, const std::string& key, const std::string& request_sha256) {
   if (key.empty()) return std::nullopt;
   {
     absl::MutexLock lock(&mu_);
     if (refusing_) return absl::UnavailableError("traind is shutting down");
   }
   writer_.WaitAllUnlessDegraded();  // the last submit's insert among it
-  absl::StatusOr<std::optional<std::string>> id = store_->FindByIdempotencyKey(owner, key);
+  std::string stored_sha256;
+  absl::StatusOr<std::optional<std::string>> id =
+      store_->FindByIdempotencyKey(owner, key, &stored_sha256);
   if (!id.ok()) return id.status();
   if (!id->has_value()) return std::nullopt;
+  if (!request_sha256.empty() && !stored_sha256.empty() && request_sha256 != stored_sha256) {
+    return absl::AlreadyExistsError(absl::StrCat(
+        "idempotency_key \"", key, "\": job ", **id,
+        " was submitted with this key and a different request (spec, spec_text, overrides or "
+        "base_dir): a new job needs a new key"));
+  }
   {
     absl::MutexLock lock(&mu_);
     auto it = jobs_.find(**id);

@@ -145,6 +145,9 @@ struct SubmitOptions {
   // Optional: a retried submit with the same (owner, key) returns the job
   // the first one created.
   std::string idempotency_key;
+  // The SHA-256 of the request (its key aside): the same key with another
+  // request is ALREADY_EXISTS, not the first job ("": not checked).
+  std::string request_sha256;
   // Jobs of `owner` still queued beyond which Submit is RESOURCE_EXHAUSTED
   // (0: no limit). Counted after the idempotency lookup, under the same
   // lock as the insert: a retry of a submit that already created its job
@@ -195,9 +198,11 @@ class Scheduler final {
   // The job an earlier Submit of `owner` with idempotency key `key` created,
   // if any (nothing for an empty key). Callers look a retry up before they
   // validate its spec again: the answer to a retry is the job, whatever has
-  // changed since (the data file, the limits, the owner's queue).
-  absl::StatusOr<std::optional<traind::v1::Job>> FindSubmitted(const std::string& owner,
-                                                               const std::string& key);
+  // changed since (the data file, the limits, the owner's queue). A key
+  // used for another request (`request_sha256` differs from the stored
+  // one) is ALREADY_EXISTS naming the job.
+  absl::StatusOr<std::optional<traind::v1::Job>> FindSubmitted(
+      const std::string& owner, const std::string& key, const std::string& request_sha256 = "");
   // Jobs of `owner` still waiting for their first task to start.
   int QueuedJobs(const std::string& owner);
   absl::StatusOr<traind::v1::Job> GetJob(const std::string& job_id);
@@ -451,8 +456,8 @@ class Scheduler final {
   // Submit without waiting for the store; *ticket: the new job's (0: none).
   absl::StatusOr<traind::v1::Job> SubmitUnstored(const traind::v1::JobSpec& spec,
                                                  const SubmitOptions& options, uint64_t* ticket);
-  absl::StatusOr<std::optional<traind::v1::Job>> FindSubmittedLocked(const std::string& owner,
-                                                                     const std::string& key)
+  absl::StatusOr<std::optional<traind::v1::Job>> FindSubmittedLocked(
+      const std::string& owner, const std::string& key, const std::string& request_sha256)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(submit_mu_);
   int QueuedJobsLocked(const std::string& owner) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Mutex mu_;

@@ -31,6 +31,7 @@ uint64_t StoreWriter::Enqueue(const StoreMutation& m, const std::string& job_id,
   }
   p.new_job = m.new_job;
   p.idempotency_key = m.idempotency_key;
+  p.request_sha256 = m.request_sha256;
   p.delete_job = m.delete_job;
   p.tasks.reserve(m.tasks.size());
   for (const traind::v1::Task* t : m.tasks) p.tasks.push_back(*t);
@@ -147,6 +148,7 @@ bool StoreWriter::Write(const Pending& p) {
   if (p.job.has_value()) m.job = &*p.job;
   m.new_job = p.new_job;
   m.idempotency_key = p.idempotency_key;
+  m.request_sha256 = p.request_sha256;
   m.delete_job = p.delete_job;
   for (const traind::v1::Task& t : p.tasks) m.tasks.push_back(&t);
   for (const traind::v1::EpochMetrics& e : p.epochs) m.epochs.push_back(&e);

@@ -97,6 +97,7 @@ class StoreWriter final {
     std::optional<traind::v1::Job> job;
     bool new_job = false;
     std::string idempotency_key;
+    std::string request_sha256;
     bool delete_job = false;
     std::vector<traind::v1::Task> tasks;
     std::vector<traind::v1::EpochMetrics> epochs;

@@ -24,8 +24,9 @@ using traind::v1::Task;
 
 // Schema 1: the first release (no user_version). Schema 2: jobs.owner and
 // jobs.idem_key. Schema 3: attempts.detail (the whole Attempt message).
-// Schema 4: datasets and dataset_uses (new tables only).
-constexpr int64_t kSchemaVersion = 4;
+// Schema 4: datasets and dataset_uses (new tables only). Schema 5:
+// jobs.request_sha256 (an idempotency key reused for another request).
+constexpr int64_t kSchemaVersion = 5;
 
 constexpr const char* kSchema = R"sql(
 CREATE TABLE IF NOT EXISTS jobs (
@@ -41,6 +42,7 @@ CREATE TABLE IF NOT EXISTS jobs (
   result      BLOB,
   owner       TEXT NOT NULL DEFAULT '',
   idem_key    TEXT,
+  request_sha256 TEXT,
   UNIQUE (owner, idem_key)
 );
 CREATE TABLE IF NOT EXISTS tasks (
@@ -210,6 +212,9 @@ absl::Status JobStore::Migrate() {
       has_attempts = *row;
       if (has_attempts) STORE_RETURN_IF_ERROR(Exec("ALTER TABLE attempts ADD COLUMN detail BLOB"));
     }
+    if (legacy || (version >= 2 && version < 5)) {
+      STORE_RETURN_IF_ERROR(Exec("ALTER TABLE jobs ADD COLUMN request_sha256 TEXT"));
+    }
     STORE_RETURN_IF_ERROR(Exec(kSchema));
     return Exec(absl::StrCat("PRAGMA user_version = ", kSchemaVersion).c_str());
   }();
@@ -230,11 +235,12 @@ absl::Status JobStore::Exec(const char* sql) {
   return absl::OkStatus();
 }
 
-absl::Status JobStore::WriteJobRow(const Job& job, bool insert,
-                                   const std::string& idempotency_key) {
+absl::Status JobStore::WriteJobRow(const Job& job, bool insert, const std::string& idempotency_key,
+                                   const std::string& request_sha256) {
   const char* sql =
       insert ? "INSERT INTO jobs (id, name, state, spec, create_us, start_us, end_us, failure, "
-               "result, owner, idem_key) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)"
+               "result, owner, idem_key, request_sha256) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, "
+               "?9, ?10, ?11, ?12)"
              : "UPDATE jobs SET name = ?2, state = ?3, spec = ?4, create_us = ?5, start_us = ?6, "
                "end_us = ?7, failure = ?8, result = ?9 WHERE id = ?1";
   Stmt st(db_, stmts_.get(), sql);
@@ -254,6 +260,11 @@ absl::Status JobStore::WriteJobRow(const Job& job, bool insert,
       st.BindNull(11);
     } else {
       st.Bind(11, idempotency_key);
+    }
+    if (request_sha256.empty()) {
+      st.BindNull(12);
+    } else {
+      st.Bind(12, request_sha256);
     }
   }
   return st.Run();
@@ -303,7 +314,7 @@ absl::Status JobStore::Apply(const StoreMutation& m, const std::string& job_id,
   STORE_RETURN_IF_ERROR(Exec("BEGIN IMMEDIATE"));
   auto body = [&]() -> absl::Status {
     if (m.job != nullptr) {
-      STORE_RETURN_IF_ERROR(WriteJobRow(*m.job, m.new_job, m.idempotency_key));
+      STORE_RETURN_IF_ERROR(WriteJobRow(*m.job, m.new_job, m.idempotency_key, m.request_sha256));
       if (m.new_job) {
         for (const Task& t : m.job->tasks()) STORE_RETURN_IF_ERROR(WriteTaskRow(job_id, t));
         STORE_RETURN_IF_ERROR(WriteDatasetUses(*m.job));
@@ -532,16 +543,18 @@ absl::StatusOr<std::vector<traind::v1::JobEvent>> JobStore::ReadEvents(const std
   return events;
 }
 
-absl::StatusOr<std::optional<std::string>> JobStore::FindByIdempotencyKey(const std::string& owner,
-                                                                          const std::string& key) {
+absl::StatusOr<std::optional<std::string>> JobStore::FindByIdempotencyKey(
+    const std::string& owner, const std::string& key, std::string* request_sha256) {
   absl::MutexLock lock(&mu_);
-  Stmt st(db_, stmts_.get(), "SELECT id FROM jobs WHERE owner = ?1 AND idem_key = ?2");
+  Stmt st(db_, stmts_.get(),
+          "SELECT id, COALESCE(request_sha256, '') FROM jobs WHERE owner = ?1 AND idem_key = ?2");
   STORE_RETURN_IF_ERROR(st.status());
   st.Bind(1, owner);
   st.Bind(2, key);
   absl::StatusOr<bool> row = st.Step();
   if (!row.ok()) return row.status();
   if (!*row) return std::optional<std::string>();
+  if (request_sha256 != nullptr) *request_sha256 = st.Text(1);
   return std::optional<std::string>(st.Text(0));
 }
 

@@ -44,6 +44,9 @@ struct StoreMutation {
   // With new_job: the submitter's idempotency key ("" for none). A second
   // job with the same (owner, key) fails the whole mutation.
   std::string idempotency_key;
+  // With new_job: the SHA-256 of the submit request (its key aside), so that
+  // a key reused for another request is told apart from a retry.
+  std::string request_sha256;
   // Tasks (with their attempts) to upsert.
   std::vector<const traind::v1::Task*> tasks;
   // Epoch metrics to insert unless already present.
@@ -96,9 +99,10 @@ class JobStore final {
   // Events with sequence > after, at most `limit`, in order.
   absl::StatusOr<std::vector<traind::v1::JobEvent>> ReadEvents(const std::string& job_id,
                                                                int64_t after, int limit);
-  // The job submitted by `owner` with idempotency key `key`, if any.
-  absl::StatusOr<std::optional<std::string>> FindByIdempotencyKey(const std::string& owner,
-                                                                  const std::string& key);
+  // The job submitted by `owner` with idempotency key `key`, if any, and
+  // the SHA-256 of its request ("" for jobs stored before schema 5).
+  absl::StatusOr<std::optional<std::string>> FindByIdempotencyKey(
+      const std::string& owner, const std::string& key, std::string* request_sha256 = nullptr);
   // Highest event sequence of a job (0 if none).
   absl::StatusOr<int64_t> LastEventSequence(const std::string& job_id);
   // Epoch metrics of a job, ordered by task, attempt, epoch.
@@ -153,7 +157,8 @@ class JobStore final {
   absl::Status Exec(const char* sql) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status Migrate() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status WriteJobRow(const traind::v1::Job& job, bool insert,
-                           const std::string& idempotency_key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+                           const std::string& idempotency_key, const std::string& request_sha256)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status WriteTaskRow(const std::string& job_id, const traind::v1::Task& task)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<traind::v1::Job> LoadJobLocked(const std::string& job_id)

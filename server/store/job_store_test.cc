@@ -297,9 +297,22 @@ TEST_F(JobStoreTest, UpgradesASchemaOneStore) {
   m.job = &job;
   m.new_job = true;
   m.idempotency_key = "k";
+  m.request_sha256 = "abc123";
   ASSERT_TRUE(store_->Apply(m, "new").ok());
-  EXPECT_EQ(**store_->FindByIdempotencyKey("alice", "k"), "new");
+  std::string sha;
+  EXPECT_EQ(**store_->FindByIdempotencyKey("alice", "k", &sha), "new");
+  EXPECT_EQ(sha, "abc123") << "schema 5's column, added to the first release's table";
   EXPECT_FALSE(store_->FindByIdempotencyKey("bob", "k")->has_value());
+  // A row from before the column: no fingerprint.
+  Job keyed = MakeJob("keyed", "x", 1);
+  keyed.set_owner("carol");
+  m.job = &keyed;
+  m.request_sha256.clear();
+  ASSERT_TRUE(store_->Apply(m, "keyed").ok());
+  sha = "unset";
+  EXPECT_EQ(**store_->FindByIdempotencyKey("carol", "k", &sha), "keyed");
+  EXPECT_EQ(sha, "");
+  m.job = &job;
   Job dup = MakeJob("dup", "x", 1);
   dup.set_owner("alice");
   m.job = &dup;

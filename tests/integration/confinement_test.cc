@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "tests/integration/testing/traind_process.h"
 
@@ -285,13 +286,16 @@ TEST_F(ConfinementTest, IdempotentRetryAtTheQueueLimitReturnsTheJob) {
     ASSERT_TRUE(retry.ok()) << retry.status();
     EXPECT_EQ(retry->id(), queued->id());
   }
-  // The retry's spec is not validated again: its answer is the job, even
-  // where the spec would now be refused.
+  // The same key with another request is not a retry (it was once taken
+  // for one, silently): ALREADY_EXISTS naming the job.
   traind::v1::JobSpec changed = slow;
   changed.mutable_training()->set_epochs(100001);
   absl::StatusOr<Job> retry = SubmitJob(daemon_->stub(), changed, "retry-me");
-  ASSERT_TRUE(retry.ok()) << retry.status();
-  EXPECT_EQ(retry->id(), queued->id());
+  EXPECT_EQ(retry.status().code(), absl::StatusCode::kAlreadyExists) << retry.status();
+  EXPECT_EQ(retry.status().message(),
+            absl::StrCat("idempotency_key \"retry-me\": job ", queued->id(),
+                         " was submitted with this key and a different request (spec, spec_text, "
+                         "overrides or base_dir): a new job needs a new key"));
   absl::StatusOr<Job> fresh = SubmitJob(daemon_->stub(), slow, "another-key");
   EXPECT_EQ(fresh.status().code(), absl::StatusCode::kResourceExhausted) << fresh.status();
   EXPECT_NE(fresh.status().message().find("limits.max_queued_jobs_per_user"), std::string::npos)

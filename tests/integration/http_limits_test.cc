@@ -46,8 +46,11 @@ double Seconds(std::chrono::steady_clock::time_point since) {
 // One TCP connection to traind's HTTP port, bytes in and out as they are.
 class Raw {
  public:
-  explicit Raw(int port) {
+  // `rcvbuf` > 0: a small receive buffer (before connect, so the window the
+  // client offers stays small too).
+  explicit Raw(int port, int rcvbuf = 0) {
     fd_ = socket(AF_INET, SOCK_STREAM, 0);
+    if (rcvbuf > 0) setsockopt(fd_, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof(rcvbuf));
     sockaddr_in a = {};
     a.sin_family = AF_INET;
     a.sin_port = htons(static_cast<uint16_t>(port));
@@ -200,7 +203,7 @@ TEST_F(HttpLimitsTest, BodiesAreBoundedOrNeverRead) {
             413);
   // Any other route never reads a body: answered while the body has not
   // been sent, then the connection is closed.
-  for (const std::string head :
+  for (const std::string& head :
        {std::string("POST /api/v1/jobs HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n"),
         absl::StrCat("GET /api/v1/info HTTP/1.1\r\nHost: t\r\n", Auth(),
                      "Content-Length: 1073741824\r\n\r\n")}) {
@@ -426,7 +429,7 @@ TEST_F(HttpLimitsTest, WatchesEndWhenTheirJobIsDeleted) {
       }
       EXPECT_LT(got, all.size()) << "the whole stream went out before the delete: no test";
     } else {
-      Raw c(port_);
+      Raw c(port_, /*rcvbuf=*/4096);
       c.Send(absl::StrCat("GET /api/v1/jobs/", job->id(), "/events HTTP/1.1\r\nHost: t\r\n", Auth(),
                           "\r\n"));
       c.ReadUntil("\r\n\r\n", 5);
@@ -434,6 +437,8 @@ TEST_F(HttpLimitsTest, WatchesEndWhenTheirJobIsDeleted) {
       auto dctx = Ctx();
       ASSERT_TRUE(daemon_->stub()->DeleteJob(dctx.get(), del, &deleted).ok());
       const std::string got = c.ReadUntil("\r\n0\r\n\r\n", 20);
+      EXPECT_EQ(got.find("\"last\":true"), std::string::npos)
+          << "the whole stream went out before the delete: no test";
       EXPECT_TRUE(absl::EndsWith(got, "\r\n0\r\n\r\n")) << got.substr(got.size() - 300);
       EXPECT_NE(got.find(absl::StrCat("event: error\ndata: {\"error\":{\"code\":404,\"status\":"
                                       "\"NOT_FOUND\",\"message\":\"job ",
@@ -454,9 +459,11 @@ TEST(HttpDescriptorTest, TheHttpSideKeepsToHalfOfTheDescriptors) {
                    "--tokens-file=" + Tokens(dir)});
   d.SetNofile(256);
   ASSERT_TRUE(d.Start()) << d.Log();
-  EXPECT_NE(d.Log().find("http: max_connections 512 lowered to 128, half of the 256 descriptors"),
-            std::string::npos)
-      << d.Log();
+  // The HTTP side starts after the gRPC listener Start waits for.
+  const std::string lowered =
+      "http: max_connections 512 lowered to 128, half of the 256 descriptors";
+  for (int i = 0; i < 100 && d.Log().find(lowered) == std::string::npos; ++i) usleep(50 * 1000);
+  EXPECT_NE(d.Log().find(lowered), std::string::npos) << d.Log();
   traind::v1::ServerInfo info;
   auto ctx = Ctx();
   ASSERT_TRUE(d.stub()->GetServerInfo(ctx.get(), {}, &info).ok());

@@ -685,6 +685,36 @@ TEST_F(TlsTest, MutualTls) {
       << "a client certificate from another CA";
 }
 
+// A TLS file that cannot serve is refused at start naming the setting and
+// the file (gRPC's own error said only "cannot listen on 127.0.0.1:PORT").
+TEST_F(TlsTest, BadTlsFilesAreNamed) {
+  const std::string garbage = dir_.Write("garbage.key", "not a key\n");
+  const std::string cert = certs_->Path("server.pem");
+  const std::string key = certs_->Path("server.key");
+  const std::string dir = dir_.path() + "/certs";
+  struct Case {
+    std::string cert, key, ca, want;
+  };
+  for (const Case& c : std::vector<Case>{
+           {cert, garbage, "", "tls.key: " + garbage + ": not a PEM private key"},
+           {cert, certs_->Path("rogue-client.key"), "",
+            "tls.key: " + certs_->Path("rogue-client.key") + " is not the key of tls.cert " + cert},
+           {cert, dir, "", "tls.key: " + dir + " is not a regular file"},
+           {garbage, key, "", "tls.cert: " + garbage + ": no PEM certificate in it"},
+           {cert, key, garbage, "tls.client_ca: " + garbage + ": no PEM certificate in it"},
+           {cert, dir + "/missing.key", "", "tls.key: " + dir + "/missing.key: No such file"}}) {
+    std::string out;
+    const int code = RunCommand(
+        absl::StrCat(BinDir(), "/traind --state-dir ", dir_.path(),
+                     "/bad-state --listen 127.0.0.1:0 --http-listen off --tls-cert ", c.cert,
+                     " --tls-key ", c.key, c.ca.empty() ? "" : " --tls-client-ca " + c.ca, " 2>&1"),
+        &out);
+    EXPECT_NE(code, 0) << out;
+    EXPECT_NE(out.find(c.want), std::string::npos) << c.want << "\n" << out;
+    EXPECT_EQ(out.find("cannot listen"), std::string::npos) << out;
+  }
+}
+
 TEST(TlsConfigTest, NonLoopbackPlaintextRefusesToStart) {
   TempDir dir;
   std::string out;

@@ -140,8 +140,10 @@ absl::Status FitTask::Prepare(BackendFactory* factory, ParallelStrategy* strateg
   TRAIND_ASSIGN_OR_RETURN(loss, Loss::Create(spec.loss(), data.target, outputs));
 
   const auto& training = spec.training();
-  batch_size = training.batch_size();
   const int64_t n = static_cast<int64_t>(rows.train.size());
+  // A batch larger than the training rows is all of them: the same epochs
+  // (one batch each), without buffers sized for rows that do not exist.
+  batch_size = std::min<int64_t>(training.batch_size(), std::max<int64_t>(1, n));
   batches_per_epoch = (n + batch_size - 1) / batch_size;
   max_steps = training.batches() > 0 ? training.batches() : training.epochs() * batches_per_epoch;
   total_epochs = (max_steps + batches_per_epoch - 1) / batches_per_epoch;
