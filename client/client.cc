@@ -336,10 +336,19 @@ absl::StatusOr<traind::v1::DashboardLogin> TraindClient::CreateDashboardLogin() 
 
 absl::StatusOr<traind::v1::ListArtifactsResponse> TraindClient::ListArtifacts(
     const std::string& job_id) {
+  // Every page, as one list.
+  traind::v1::ListArtifactsResponse all;
   traind::v1::ListArtifactsRequest request;
   request.set_job_id(job_id);
-  return impl_->Unary<traind::v1::ListArtifactsRequest, traind::v1::ListArtifactsResponse>(
-      &traind::v1::TrainingService::Stub::ListArtifacts, request);
+  do {
+    absl::StatusOr<traind::v1::ListArtifactsResponse> page =
+        impl_->Unary<traind::v1::ListArtifactsRequest, traind::v1::ListArtifactsResponse>(
+            &traind::v1::TrainingService::Stub::ListArtifacts, request);
+    if (!page.ok()) return page.status();
+    for (traind::v1::Artifact& a : *page->mutable_artifacts()) *all.add_artifacts() = std::move(a);
+    request.set_page_token(page->next_page_token());
+  } while (!request.page_token().empty());
+  return all;
 }
 
 absl::StatusOr<traind::v1::DeleteJobResponse> TraindClient::DeleteJob(const std::string& job_id,

@@ -595,6 +595,12 @@ absl::Status Daemon::Start() {
   public_builder.RegisterService(reflection_v1alpha_.get());
   public_server_ = public_builder.BuildAndStart();
   if (!public_server_) return Fail("cannot listen on %s", absl::StrJoin(listen, ", "));
+  // grpc.health.v1 answers for the whole server ("") and for the public
+  // service by name, from the moment the server answers at all (the name
+  // is NOT_FOUND until set, while "" is SERVING from BuildAndStart); both
+  // turn NOT_SERVING when traind starts to stop.
+  health_ = public_server_->GetHealthCheckService();
+  health_->SetServingStatus(traind::v1::TrainingService::service_full_name(), true);
   for (size_t i = 0; i < listen.size(); ++i) {
     if (ports[i] == 0) return Fail("cannot listen on %s", listen[i]);
     if (absl::StartsWith(listen[i], "unix:")) {
@@ -649,10 +655,6 @@ absl::Status Daemon::Start() {
   }
   // GetServerInfo answers from here on (with http_url, when served).
   reads_->SetListenAddresses(listen);
-  // grpc.health.v1 answers for the whole server ("") and for the public
-  // service by name; both turn NOT_SERVING when traind starts to stop.
-  health_ = public_server_->GetHealthCheckService();
-  health_->SetServingStatus(traind::v1::TrainingService::service_full_name(), true);
   scheduler.Start();
   LogInfo(
       "traind ready version=%s state_dir=%s listen=%s cpu_slots=%d worker_threads=%d "

@@ -2,6 +2,7 @@
 // Predict — and DeleteJob. (The rest: services.cc.)
 #include <openssl/evp.h>
 
+#include <algorithm>
 #include <atomic>
 #include <filesystem>
 #include <fstream>
@@ -134,6 +135,11 @@ class ArtifactReactor final : public grpc::ServerWriteReactor<traind::v1::Artifa
 };
 
 }  // namespace
+
+// ListArtifacts pages (a job may hold tens of thousands of files: one reply
+// with every one came near gRPC's 4 MiB message limit).
+constexpr int kArtifactsPage = 1000;
+constexpr int kMaxArtifactsPage = 10000;
 
 // Predict: reads the header, then the uploaded CSV into a file of the
 // state directory (each write on the files pool, one message at a time),
@@ -332,10 +338,32 @@ ServerUnaryReactor* TrainingServiceImpl::ListArtifacts(CallbackServerContext* ct
   return OnStoreReads(ctx, [this, req, resp]() -> absl::Status {
     absl::StatusOr<traind::v1::Job> job = reads_->GetJob(req->job_id());
     if (!job.ok()) return job.status();
+    if (req->page_size() < 0 || req->page_size() > kMaxArtifactsPage) {
+      return absl::InvalidArgumentError(absl::StrCat("page_size: from 0 (the default, ",
+                                                     kArtifactsPage, ") to ", kMaxArtifactsPage,
+                                                     ", got ", req->page_size()));
+    }
+    std::string after;
+    if (!req->page_token().empty() &&
+        (!absl::WebSafeBase64Unescape(req->page_token(), &after) || after.empty())) {
+      return absl::InvalidArgumentError("page_token: not a token ListArtifacts returned");
+    }
     absl::StatusOr<std::vector<traind::v1::Artifact>> list =
         server::ListArtifacts(reads_->description().state_dir, *job);
     if (!list.ok()) return list.status();
-    for (traind::v1::Artifact& a : *list) *resp->add_artifacts() = std::move(a);
+    // By name: the page starts after the last name of the one before.
+    const size_t page = req->page_size() > 0 ? req->page_size() : kArtifactsPage;
+    auto it = std::upper_bound(
+        list->begin(), list->end(), after,
+        [](const std::string& a, const traind::v1::Artifact& b) { return a < b.name(); });
+    if (after.empty()) it = list->begin();
+    for (; it != list->end() && static_cast<size_t>(resp->artifacts_size()) < page; ++it) {
+      *resp->add_artifacts() = std::move(*it);
+    }
+    if (it != list->end()) {
+      resp->set_next_page_token(
+          absl::WebSafeBase64Escape(resp->artifacts(resp->artifacts_size() - 1).name()));
+    }
     return absl::OkStatus();
   });
 }

@@ -324,18 +324,22 @@ absl::StatusOr<std::string> HttpServer::Start() {
   std::string host;
   int port = 0;
   if (absl::Status s = SplitHostPort(options_.listen, &host, &port); !s.ok()) return s;
+  // The page's files are compressed once, before any request can ask for
+  // them (routes read gzip_assets_ without a lock), but after the port is
+  // bound: an address in use fails start-up at once.
+  transport_ = std::make_unique<HttpTransport>(options_.limits, options_.tls, this);
+  absl::StatusOr<int> bound = transport_->Bind(host, port);
+  if (!bound.ok()) {
+    transport_.reset();
+    return bound.status();
+  }
   size_t count = 0;
   const WebAsset* assets = WebAssets(&count);
   for (size_t i = 0; i < count; ++i) {
     gzip_assets_[assets[i].name] = std::make_shared<const std::string>(
         Gzip(absl::string_view(assets[i].data, assets[i].size)));
   }
-  transport_ = std::make_unique<HttpTransport>(options_.limits, options_.tls, this);
-  absl::StatusOr<int> bound = transport_->Start(host, port);
-  if (!bound.ok()) {
-    transport_.reset();
-    return bound.status();
-  }
+  transport_->Serve();
   if (metrics_ != nullptr) {
     // The collector outlives this server (ServerMetrics keeps it): it reads
     // through `stats_`, which Stop clears.

@@ -634,7 +634,7 @@ HttpTransportStats HttpTransport::stats() const {
   return s;
 }
 
-absl::StatusOr<int> HttpTransport::Start(const std::string& host, int port) {
+absl::StatusOr<int> HttpTransport::Bind(const std::string& host, int port) {
   Impl& m = *impl_;
   const std::string where = absl::StrCat("http_listen ", host, ":", port);
   if (m.tls.enabled()) {
@@ -696,6 +696,12 @@ absl::StatusOr<int> HttpTransport::Start(const std::string& host, int port) {
       m.max_connections = std::max(4, half);
     }
   }
+  return bound;
+}
+
+void HttpTransport::Serve() {
+  Impl& m = *impl_;
+  if (!m.acceptor.has_value() || !m.threads.empty()) return;
   m.pool.emplace(std::max(1, m.limits.handler_threads));
   m.accept_retry.emplace(m.acceptor->get_executor());
   m.work.emplace(m.ioc.get_executor());
@@ -703,7 +709,6 @@ absl::StatusOr<int> HttpTransport::Start(const std::string& host, int port) {
     m.threads.emplace_back([&m] { m.ioc.run(); });
   }
   net::post(m.acceptor->get_executor(), [&m] { m.DoAccept(); });
-  return bound;
 }
 
 void HttpTransport::Stop() {

@@ -98,7 +98,15 @@ class HttpTransport final {
 
   // Binds HOST:PORT (port 0: any) and starts serving; returns the port. An
   // error names the address, or the TLS setting and file that is wrong.
-  absl::StatusOr<int> Start(const std::string& host, int port);
+  absl::StatusOr<int> Start(const std::string& host, int port) {
+    absl::StatusOr<int> bound = Bind(host, port);
+    if (bound.ok()) Serve();
+    return bound;
+  }
+  // Start in two steps: Bind (the port is taken and listened on; nothing
+  // is accepted yet), then Serve.
+  absl::StatusOr<int> Bind(const std::string& host, int port);
+  void Serve();
   // Closes every connection (open streams end) and returns once no route
   // runs.
   void Stop();

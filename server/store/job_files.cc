@@ -129,21 +129,39 @@ absl::StatusOr<std::vector<Artifact>> ListArtifacts(const std::string& state_dir
 absl::StatusOr<ArtifactFile> FindArtifact(const std::string& state_dir, const traind::v1::Job& job,
                                           const std::string& name) {
   if (name.empty()) return absl::InvalidArgumentError("name: required");
-  absl::StatusOr<std::vector<Artifact>> all = ListArtifacts(state_dir, job);
-  if (!all.ok()) return all.status();
-  for (const Artifact& a : *all) {
-    if (a.name() != name) continue;
-    ArtifactFile file;
-    file.artifact = a;
-    std::string relative = name;
-    if ((name == "model.ckpt" || name == "model.onnx") && a.task() >= 0) {
-      relative = absl::StrCat("task-", a.task(), "/", name);
-    }
-    file.path = (fs::path(JobDir(state_dir, job.id())) / relative).string();
-    return file;
-  }
-  return absl::NotFoundError(
+  const absl::Status not_found = absl::NotFoundError(
       absl::StrCat("job ", job.id(), " has no artifact \"", name, "\" (see ListArtifacts)"));
+  // The one file the name can be (not a walk of the job's directory): the
+  // refit's model under the job's own names, else the path as it is.
+  std::string relative = name;
+  if (name == "model.ckpt" || name == "model.onnx") {
+    const int refit = RefitTask(job);
+    if (refit < 0) return not_found;
+    relative = absl::StrCat("task-", refit, "/", name);
+  }
+  const std::vector<std::string> parts = absl::StrSplit(relative, '/');
+  for (const std::string& part : parts) {
+    if (part.empty() || part == "." || part == ".." || part.find('\0') != std::string::npos) {
+      return not_found;
+    }
+  }
+  if (IsTemporary(parts.back())) return not_found;
+  // As ListArtifacts sees it: real directories down to a regular file, no
+  // link anywhere on the way.
+  fs::path path = JobDir(state_dir, job.id());
+  struct stat st;
+  if (lstat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return not_found;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    path /= parts[i];
+    if (lstat(path.c_str(), &st) != 0) return not_found;
+    const bool last = i + 1 == parts.size();
+    if (last ? !S_ISREG(st.st_mode) : !S_ISDIR(st.st_mode)) return not_found;
+  }
+  ArtifactFile file;
+  file.artifact = Describe(relative, st);
+  file.artifact.set_name(name);
+  file.path = path.string();
+  return file;
 }
 
 absl::StatusOr<std::vector<ArtifactFile>> PredictionModels(const std::string& state_dir,

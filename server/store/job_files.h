@@ -40,7 +40,9 @@ absl::StatusOr<std::vector<traind::v1::Artifact>> ListArtifacts(const std::strin
                                                                 const traind::v1::Job& job);
 
 // The file behind artifact `name` of `job` and its listing: NOT_FOUND
-// (naming the job and the name) unless ListArtifacts lists it.
+// (naming the job and the name) unless ListArtifacts lists it. Looks at
+// that one path (each directory on the way and the file), never the rest
+// of the job's files.
 struct ArtifactFile {
   traind::v1::Artifact artifact;
   std::string path;

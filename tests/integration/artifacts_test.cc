@@ -3,6 +3,7 @@
 // the real traind binary.
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -245,6 +246,69 @@ TEST_F(ArtifactsTest, NothingOutsideTheJobDirectoryCanBeNamed) {
             grpc::StatusCode::NOT_FOUND);
   traind::v1::ListArtifactsResponse none;
   EXPECT_EQ(List(*daemon_, "no-such-job", &none).error_code(), grpc::StatusCode::NOT_FOUND);
+}
+
+// A job with thousands of files is listed in pages (one reply of 60,000
+// came near gRPC's 4 MiB limit), by name, each exactly once; a download
+// looks at its own path only, and trainctl follows the pages.
+TEST_F(ArtifactsTest, ManyFilesAreListedInPages) {
+  StartDaemon();
+  const Job job = RunRefitJob(*daemon_, 2);
+  traind::v1::ListArtifactsResponse before;
+  ASSERT_TRUE(List(*daemon_, job.id(), &before).ok());
+  fs::create_directories(JobDirOf(job.id()) + "/extra");
+  for (int i = 0; i < 2500; ++i) {
+    std::ofstream(JobDirOf(job.id()) + "/extra/f-" + std::to_string(i) + ".txt") << i;
+  }
+  std::vector<std::string> names;
+  traind::v1::ListArtifactsRequest req;
+  req.set_job_id(job.id());
+  int pages = 0;
+  do {
+    traind::v1::ListArtifactsResponse page;
+    auto ctx = Ctx();
+    ASSERT_TRUE(daemon_->stub()->ListArtifacts(ctx.get(), req, &page).ok());
+    EXPECT_LE(page.artifacts_size(), 1000);
+    for (const Artifact& a : page.artifacts()) names.push_back(a.name());
+    req.set_page_token(page.next_page_token());
+    ++pages;
+  } while (!req.page_token().empty() && pages < 10);
+  EXPECT_EQ(pages, 3);
+  EXPECT_EQ(names.size(), static_cast<size_t>(before.artifacts_size()) + 2500);
+  EXPECT_TRUE(std::is_sorted(names.begin(), names.end()));
+  EXPECT_EQ(std::adjacent_find(names.begin(), names.end()), names.end()) << "a name twice";
+  // page_size, and tokens ListArtifacts did not make.
+  req.set_page_token("");
+  req.set_page_size(10001);
+  traind::v1::ListArtifactsResponse bad;
+  auto c1 = Ctx();
+  grpc::Status s = daemon_->stub()->ListArtifacts(c1.get(), req, &bad);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(s.error_message(), "page_size: from 0 (the default, 1000) to 10000, got 10001");
+  req.set_page_size(0);
+  req.set_page_token("!!not-base64!!");
+  auto c2 = Ctx();
+  s = daemon_->stub()->ListArtifacts(c2.get(), req, &bad);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(s.error_message(), "page_token: not a token ListArtifacts returned");
+  // A download among them; the refit's model under the job's name.
+  Download d = Get(daemon_->stub(), job.id(), "extra/f-1234.txt");
+  ASSERT_TRUE(d.status.ok()) << d.status.error_message();
+  EXPECT_EQ(d.bytes, "1234");
+  EXPECT_EQ(d.artifact.name(), "extra/f-1234.txt");
+  d = Get(daemon_->stub(), job.id(), "model.ckpt");
+  ASSERT_TRUE(d.status.ok()) << d.status.error_message();
+  EXPECT_EQ(d.artifact.name(), "model.ckpt");
+  EXPECT_EQ(d.artifact.task(), 2);
+  // trainctl lists every page.
+  std::string out;
+  ASSERT_EQ(RunCommand(BinDir() + "/trainctl --address " + daemon_->address() + " artifacts " +
+                           job.id() + " 2>&1",
+                       &out),
+            0)
+      << out;
+  EXPECT_NE(out.find("extra/f-999.txt"), std::string::npos);
+  EXPECT_NE(out.find("extra/f-2499.txt"), std::string::npos);
 }
 
 TEST_F(ArtifactsTest, DeleteRemovesTheJobItsEventsAndItsFiles) {

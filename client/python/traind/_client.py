@@ -361,9 +361,16 @@ class Client:
         Job.artifacts). A job with a refit task lists that task's models
         also as "model.ckpt" and "model.onnx". NotFoundError for an unknown
         job."""
-        response = self._unary(self._stub.ListArtifacts,
-                               training_service_pb2.ListArtifactsRequest(job_id=job_id))
-        return [to_dict(a) for a in response.artifacts]
+        out: List[Dict[str, Any]] = []
+        token = ""
+        while True:  # every page
+            response = self._unary(
+                self._stub.ListArtifacts,
+                training_service_pb2.ListArtifactsRequest(job_id=job_id, page_token=token))
+            out.extend(to_dict(a) for a in response.artifacts)
+            token = response.next_page_token
+            if not token:
+                return out
 
     def download(self, job_id: str, name: str,
                  path: Optional[PathLike] = None) -> Union[bytes, str]:
