@@ -73,9 +73,9 @@ void UploadSlots::Slot::WaitingForMessage() {
 bool UploadSlots::Slot::MessageArrived() {
   std::lock_guard<std::recursive_mutex> lock(owner_->mu_);
   auto it = owner_->entries_.find(id_);
-  if (it == owner_->entries_.end()) return false;
+  if (it == owner_->entries_.end()) return false;  // ended as idle, released
   it->second.waiting = false;
-  return !it->second.fired;
+  return true;
 }
 
 void UploadSlots::Sweep() {
@@ -90,15 +90,20 @@ void UploadSlots::Sweep() {
     const auto now = std::chrono::steady_clock::now();
     std::vector<uint64_t> idle;
     for (const auto& [id, e] : entries_) {
-      if (e.waiting && !e.fired && now - e.since >= timeout) idle.push_back(id);
+      if (e.waiting && now - e.since >= timeout) idle.push_back(id);
     }
     for (uint64_t id : idle) {
       auto it = entries_.find(id);  // an earlier on_idle may have ended it
       if (it == entries_.end()) continue;
-      it->second.fired = true;
       LogWarning("upload ended: idle for %s (limits.upload_idle_timeout) caller=%s",
                  absl::FormatDuration(limits_.idle_timeout), it->second.caller);
-      std::function<void()> on_idle = it->second.on_idle;
+      std::function<void()> on_idle = std::move(it->second.on_idle);
+      // The slot is free before the call ends (a client told its upload
+      // ended may start the next at once); the upload, finding no entry,
+      // does nothing more (MessageArrived: false).
+      auto c = per_caller_.find(it->second.caller);
+      if (c != per_caller_.end() && --c->second <= 0) per_caller_.erase(c);
+      entries_.erase(it);
       if (on_idle) on_idle();  // may destroy the slot (inline OnDone)
     }
   }

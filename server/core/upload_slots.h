@@ -8,8 +8,8 @@
 // (WaitingForMessage / MessageArrived), and gives the slot back when the
 // call ends. A sweeper thread ends an upload whose read has waited longer
 // than `idle_timeout`: it calls the upload's `on_idle` (which finishes the
-// call), and from then on MessageArrived says false: the upload does
-// nothing more but end.
+// call) and frees its slot at once, and from then on MessageArrived says
+// false: the upload does nothing more but end.
 //
 // Thread-safety: thread-safe. on_idle runs on the sweeper thread with the
 // slots' (recursive) lock held, so a call that ends inline (its OnDone
@@ -76,7 +76,6 @@ class UploadSlots final {
     std::function<void()> on_idle;
     bool waiting = false;
     std::chrono::steady_clock::time_point since;
-    bool fired = false;
   };
   void Sweep();
 

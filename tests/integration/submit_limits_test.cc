@@ -105,15 +105,16 @@ TEST(UploadLimitsTest, PredictUploadsAreCappedEndedWhenIdleAndLeftOnesRemoved) {
   std::ifstream in(SourceDir() + "/examples/data/iris.csv");
   std::stringstream csv;
   csv << in.rdbuf();
+  traind::v1::PredictRequest data;
+  data.set_csv(csv.str());
   Call whole;
   whole.writer = d.stub()->Predict(whole.ctx.get(), &whole.resp);
   ASSERT_TRUE(whole.writer->Write(header));
-  traind::v1::PredictRequest data;
-  data.set_csv(csv.str());
   ASSERT_TRUE(whole.writer->Write(data));
   whole.writer->WritesDone();
   const grpc::Status s = whole.writer->Finish();
   EXPECT_TRUE(s.ok()) << s.error_message();
+  EXPECT_GT(whole.resp.rows(), 0);
   EXPECT_FALSE(std::filesystem::exists(left));
 }
 
