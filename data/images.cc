@@ -276,6 +276,11 @@ DataFormat FormatOf(const DataSpec& data, const std::string& path) {
     if (got >= 4 && head[0] == 0 && head[1] == 0 && head[3] >= 1) return traind::v1::IDX;
   }
   if (absl::EndsWithIgnoreCase(name, ".npy")) return traind::v1::NPY;
+  // A table's extension wins over "idx" in its name ("run_idx.csv", or a
+  // temporary name such as "tmp-aiDx3q.csv").
+  for (const char* table : {".csv", ".tsv", ".txt", ".csv.gz", ".tsv.gz"}) {
+    if (absl::EndsWithIgnoreCase(name, table)) return traind::v1::CSV;
+  }
   if (absl::StrContains(absl::AsciiStrToLower(name), "idx")) return traind::v1::IDX;
   return traind::v1::CSV;
 }

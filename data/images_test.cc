@@ -91,6 +91,11 @@ TEST_F(ImagesTest, FormatFromThePath) {
   EXPECT_EQ(FormatOf(d, "/x/train.NPY"), traind::v1::NPY);
   EXPECT_EQ(FormatOf(d, "/x/train-images-idx3-ubyte.gz"), traind::v1::IDX);
   EXPECT_EQ(FormatOf(d, "/idx/train.csv"), traind::v1::CSV);  // the name, not the folder
+  // A table's extension wins over "idx" in the name (a random temporary
+  // name once made a CSV an IDX file).
+  EXPECT_EQ(FormatOf(d, "/x/run_idx.csv"), traind::v1::CSV);
+  EXPECT_EQ(FormatOf(d, "/tmp/traind-test-OZiDxS.csv"), traind::v1::CSV);
+  EXPECT_EQ(FormatOf(d, "/x/labels_IDX.tsv.gz"), traind::v1::CSV);
   d.set_format(traind::v1::NPY);
   EXPECT_EQ(FormatOf(d, "/x/train.csv"), traind::v1::NPY);
   // By the bytes, whatever the name (an uploaded Predict input).
