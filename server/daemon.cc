@@ -568,7 +568,7 @@ absl::Status Daemon::Start() {
   policy_.authenticator = std::make_shared<Authenticator>(tokens_);
   policy_.data_roots = *data_roots_;
   policy_.limits = flags.limits;
-  policy_.host_memory_bytes = HostMemoryLimitBytes();
+  policy_.host_memory_bytes = HostMemoryLimitBytes(ReadCpuInfo());
   grpc::ServerBuilder public_builder;
   std::vector<int> ports(listen.size(), 0);
   for (size_t i = 0; i < listen.size(); ++i) {

@@ -7,14 +7,11 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <fstream>
 #include <functional>
-#include <limits>
 #include <memory>
 #include <string>
 
 #include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "spec/search.h"
@@ -233,34 +230,6 @@ absl::Status CheckDataLimits(const traind::v1::JobSpec& spec, const spec::Valida
   return CheckEveryTrial(spec, [&shape, &limits](const traind::v1::JobSpec& trial) {
     return CheckBatchesAsEpochs(trial, shape, limits);
   });
-}
-
-int64_t HostMemoryLimitBytes() {
-  int64_t limit = 0;
-  std::ifstream meminfo("/proc/meminfo");
-  std::string key;
-  int64_t kib = 0;
-  while (meminfo >> key >> kib) {
-    if (key == "MemTotal:") {
-      limit = kib * 1024;
-      break;
-    }
-    meminfo.ignore(std::numeric_limits<std::streamsize>::max(), '\n');
-  }
-  // cgroup v2: this process's group's memory.max ("max": none).
-  std::ifstream cgroup("/proc/self/cgroup");
-  std::string line;
-  while (std::getline(cgroup, line)) {
-    if (!absl::StartsWith(line, "0::")) continue;
-    std::ifstream max("/sys/fs/cgroup" + line.substr(3) + "/memory.max");
-    std::string value;
-    int64_t bytes = 0;
-    if (max >> value && absl::SimpleAtoi(value, &bytes) && bytes > 0 &&
-        (limit == 0 || bytes < limit)) {
-      limit = bytes;
-    }
-  }
-  return limit;
 }
 
 }  // namespace traind::server

@@ -67,16 +67,11 @@ struct AccessPolicy {
   // Data paths of a spec must resolve inside these.
   DataRoots data_roots;
   LimitsConfig limits;
-  // The host memory a task may have (the machine's, or its cgroup's
-  // memory.max when lower): a task estimated above it is refused at
-  // submit. 0: not checked.
+  // The host memory a task may have (devices/cpu_info.h
+  // HostMemoryLimitBytes): a task estimated above it is refused at submit.
+  // 0: not checked.
   int64_t host_memory_bytes = 0;
 };
-
-// The memory this process and its children may use: MemTotal, or the
-// cgroup v2 memory.max above it when that is lower (a container). 0 when
-// neither can be read.
-int64_t HostMemoryLimitBytes();
 
 }  // namespace traind::server
 

@@ -44,4 +44,21 @@ CpuInfo ReadCpuInfo() {
   return info;
 }
 
+int64_t HostMemoryLimitBytes(const CpuInfo& info) {
+  int64_t limit = info.memory_total_bytes;
+  std::ifstream cgroup("/proc/self/cgroup");
+  std::string line;
+  while (std::getline(cgroup, line)) {
+    if (!absl::StartsWith(line, "0::")) continue;  // cgroup v2
+    std::ifstream max("/sys/fs/cgroup" + line.substr(3) + "/memory.max");
+    std::string value;  // bytes, or "max"
+    int64_t bytes = 0;
+    if (max >> value && absl::SimpleAtoi(value, &bytes) && bytes > 0 &&
+        (limit == 0 || bytes < limit)) {
+      limit = bytes;
+    }
+  }
+  return limit;
+}
+
 }  // namespace traind::server

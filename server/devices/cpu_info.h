@@ -16,6 +16,11 @@ struct CpuInfo {
 
 CpuInfo ReadCpuInfo();
 
+// The memory this process and its children may use: `info`'s MemTotal, or
+// the cgroup v2 memory.max above this process when that is lower (a
+// container). 0 when neither is known.
+int64_t HostMemoryLimitBytes(const CpuInfo& info);
+
 }  // namespace traind::server
 
 #endif  // TRAIND_SERVER_DEVICES_CPU_INFO_H_

@@ -690,7 +690,7 @@ void HttpServer::Events(const HttpRequest& req, const Caller& caller, const std:
   {
     absl::MutexLock lock(&streams_mu_);
     int& mine = streams_per_caller_[caller.name];
-    if (mine >= options_.max_streams_per_caller || static_cast<int>(streams_.size()) >= total_cap) {
+    if (mine >= options_.max_streams_per_caller || streams_open_ >= total_cap) {
       const bool own = mine >= options_.max_streams_per_caller;
       if (mine == 0) streams_per_caller_.erase(caller.name);
       ++streams_refused_;
@@ -704,20 +704,16 @@ void HttpServer::Events(const HttpRequest& req, const Caller& caller, const std:
                                       "(half of http_max_connections)")));
     }
     ++mine;
+    ++streams_open_;
   }
   auto stream = std::make_shared<SseStream>(reads_->scheduler(), metrics_, &event_json_, job_id,
                                             after, terminal && after >= last);
-  {
-    absl::MutexLock lock(&streams_mu_);
-    streams_.insert(stream.get());
-  }
   res->status = 200;
   res->content_type = "text/event-stream";
   res->headers = {{"Cache-Control", "no-store"}, {"X-Accel-Buffering", "no"}};
-  SseStream* raw = stream.get();
-  res->on_stream_end = [this, raw, name = caller.name] {
+  res->on_stream_end = [this, name = caller.name] {
     absl::MutexLock lock(&streams_mu_);
-    streams_.erase(raw);
+    --streams_open_;
     if (--streams_per_caller_[name] <= 0) streams_per_caller_.erase(name);
   };
   res->stream = std::move(stream);

@@ -37,7 +37,6 @@
 #include <map>
 #include <memory>
 #include <optional>
-#include <set>
 #include <string>
 #include <vector>
 
@@ -162,7 +161,7 @@ class HttpServer final : public HttpHandler {
   std::unique_ptr<HttpTransport> transport_;
   std::atomic<bool> stopping_{false};
   absl::Mutex streams_mu_;
-  std::set<SseStream*> streams_ ABSL_GUARDED_BY(streams_mu_);
+  int streams_open_ ABSL_GUARDED_BY(streams_mu_) = 0;
   std::map<std::string, int> streams_per_caller_ ABSL_GUARDED_BY(streams_mu_);
   int64_t streams_refused_ ABSL_GUARDED_BY(streams_mu_) = 0;
   // The dashboard's files compressed once, by name.

@@ -1,8 +1,6 @@
 #include "server/http/http_transport.h"
 
-#include <openssl/ssl.h>
 #include <sys/resource.h>
-#include <sys/stat.h>
 
 #include <atomic>
 #include <boost/asio.hpp>
@@ -25,6 +23,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/log.h"
 #include "server/http/json.h"
+#include "server/secrets.h"
 
 namespace traind::server {
 namespace {
@@ -51,19 +50,6 @@ bool Compressible(absl::string_view content_type) {
          absl::StartsWith(content_type, "application/json") ||
          absl::StartsWith(content_type, "application/javascript") ||
          absl::StartsWith(content_type, "image/svg");
-}
-
-// An error opening a TLS file, naming the setting and the file.
-absl::Status TlsFileError(const char* setting, const std::string& file, absl::string_view what) {
-  struct stat st;
-  if (stat(file.c_str(), &st) != 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(setting, ": ", file, ": cannot read it (", std::strerror(errno), ")"));
-  }
-  if (!S_ISREG(st.st_mode)) {
-    return absl::InvalidArgumentError(absl::StrCat(setting, ": ", file, " is not a regular file"));
-  }
-  return absl::InvalidArgumentError(absl::StrCat(setting, ": ", file, ": ", what));
 }
 
 // What the registry knows of a connection; the rest is the template below.
@@ -642,19 +628,19 @@ absl::StatusOr<int> HttpTransport::Bind(const std::string& host, int port) {
     m.ssl_ctx->set_options(ssl::context::default_workarounds | ssl::context::no_sslv2 |
                            ssl::context::no_sslv3 | ssl::context::no_tlsv1 |
                            ssl::context::no_tlsv1_1 | ssl::context::single_dh_use);
+    // The files' own errors (which setting, which file, what is wrong) are
+    // secrets.h's, as for the gRPC listeners.
+    if (absl::Status s = CheckTlsFiles(m.tls.cert, m.tls.key, m.tls.client_ca); !s.ok()) return s;
     beast::error_code ec;
     m.ssl_ctx->use_certificate_chain_file(m.tls.cert, ec);
-    if (ec) return TlsFileError("tls.cert", m.tls.cert, "not a PEM certificate chain");
-    m.ssl_ctx->use_private_key_file(m.tls.key, ssl::context::pem, ec);
-    if (ec) return TlsFileError("tls.key", m.tls.key, "not a PEM private key");
-    if (SSL_CTX_check_private_key(m.ssl_ctx->native_handle()) != 1) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("tls.key: ", m.tls.key, " is not the key of tls.cert ", m.tls.cert));
-    }
-    if (!m.tls.client_ca.empty()) {
+    if (!ec) m.ssl_ctx->use_private_key_file(m.tls.key, ssl::context::pem, ec);
+    if (!ec && !m.tls.client_ca.empty()) {
       m.ssl_ctx->load_verify_file(m.tls.client_ca, ec);
-      if (ec) return TlsFileError("tls.client_ca", m.tls.client_ca, "not a PEM CA bundle");
       m.ssl_ctx->set_verify_mode(ssl::verify_peer | ssl::verify_fail_if_no_peer_cert);
+    }
+    if (ec) {
+      return absl::InvalidArgumentError(absl::StrCat(where, ": cannot load tls.cert ", m.tls.cert,
+                                                     " / tls.key ", m.tls.key, ": ", ec.message()));
     }
   }
   beast::error_code ec;
