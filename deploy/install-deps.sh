@@ -5,6 +5,12 @@
 #
 #   deploy/install-deps.sh            build + test dependencies
 #   deploy/install-deps.sh --runtime  only what a running traind needs
+#   deploy/install-deps.sh --list-runtime   print those package names
+#
+# Every name is checked before anything is installed: one apt has no
+# candidate for (a package renamed in a Debian release) stops the script
+# naming it. deploy/runtime-packages.sh --check compares the runtime list with
+# what the built binaries link (a ctest, and the container image test).
 set -euo pipefail
 
 build_pkgs=(
@@ -32,11 +38,17 @@ build_pkgs=(
   python3 python3-grpcio python3-protobuf python3-yaml python3-setuptools python3-venv
   python3-pytest python3-pandas python3-matplotlib
 )
-runtime_pkgs=(
-  libgrpc++1.51 libprotobuf32 libdnnl2 libsqlite3-0 libyaml-cpp0.7 libsystemd0 libssl3
-  libprometheus-cpp-core1.0 libonnx1 libopenblas0-openmp zlib1g
-  libpng16-16 libjpeg62-turbo
+# The packages owning every library traind, traind-worker and trainctl link
+# (their NEEDED entries), then those loaded at run time (dlopen), which no
+# NEEDED entry shows. Keep in step: deploy/runtime-packages.sh --check.
+runtime_linked_pkgs=(
+  libc6 libgcc-s1 libstdc++6 libgomp1 zlib1g libssl3 libsystemd0
+  libabsl20220623 libprotobuf32 libgrpc29 libgrpc++1.51 libdnnl2 libonnx1
+  libsqlite3-0 libyaml-cpp0.7 libprometheus-cpp-core1.0 libpng16-16 libjpeg62-turbo
 )
+# OpenBLAS's OpenMP build: opened by the CPU backend (cpu_gemm.h).
+runtime_loaded_pkgs=(libopenblas0-openmp)
+runtime_pkgs=("${runtime_linked_pkgs[@]}" "${runtime_loaded_pkgs[@]}")
 # What only the tests need: promtool (Prometheus) checks /metrics; the
 # dashboard is tested in Debian's chromium, driven by playwright-core (npm);
 # the exported ONNX models run in ONNX Runtime (onnxruntime-node, npm).
@@ -45,6 +57,13 @@ runtime_pkgs=(
 # Fashion-MNIST (IDX files) trains examples/fashion-mnist-cnn.yaml.
 test_pkgs=(prometheus chromium tmux iproute2 slurmctld slurmd slurm-client munge
   dataset-fashion-mnist)
+
+case "${1:-}" in
+  --list-runtime) printf '%s\n' "${runtime_pkgs[@]}"; exit 0 ;;
+  --list-runtime-linked) printf '%s\n' "${runtime_linked_pkgs[@]}"; exit 0 ;;
+  ""|--runtime|--tests) ;;
+  *) echo "usage: $0 [--runtime|--tests|--list-runtime]" >&2; exit 2 ;;
+esac
 
 pkgs=("${build_pkgs[@]}")
 if [[ "${1:-}" == "--runtime" ]]; then
@@ -82,4 +101,16 @@ if [[ $(id -u) -ne 0 ]]; then
 fi
 export DEBIAN_FRONTEND=noninteractive
 "${sudo[@]}" apt-get update -o DPkg::Lock::Timeout=600 -qq
+# A name apt does not know fails here, before anything is installed.
+known=$(apt-cache policy "${missing[@]}" 2>/dev/null |
+  awk '/^[^ ].*:$/ {name = substr($0, 1, length($0) - 1)} /^ *Candidate:/ && $2 != "(none)" {print name}')
+unknown=()
+for p in "${missing[@]}"; do
+  grep -qxF "$p" <<<"$known" || unknown+=("$p")
+done
+if [[ ${#unknown[@]} -gt 0 ]]; then
+  echo "install-deps: no Debian package named ${unknown[*]} in this machine's apt sources" \
+    "(deploy/install-deps.sh lists it; was it renamed in this Debian release?)" >&2
+  exit 1
+fi
 "${sudo[@]}" apt-get install -y -qq -o DPkg::Lock::Timeout=600 --no-install-recommends "${missing[@]}"

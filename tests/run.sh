@@ -14,6 +14,11 @@ cd "$(dirname "$0")/.."
 root=$(pwd)
 
 ./deploy/install-deps.sh --tests
+# podman, runc, debootstrap and the local Debian base image for the container
+# image's test, made while the build runs (mostly downloads).
+container_log=$(mktemp)
+tests/container/prepare.sh >"$container_log" 2>&1 &
+container_pid=$!
 # playwright-core for the dashboard's browser test (from npm, pinned by its
 # package-lock.json; it drives Debian's chromium, never a downloaded browser).
 if [[ ! -f tests/integration/dashboard/node_modules/playwright-core/package.json ]]; then
@@ -56,6 +61,17 @@ fi
 if [[ -f "$TRAIND_SLURM_DIR/started" ]]; then
   trap stop_slurm EXIT
 fi
+
+# The container image's test fails rather than skips once podman and the
+# base image are ready.
+if wait "$container_pid"; then
+  export TRAIND_REQUIRE_CONTAINER=1
+  tail -n 1 "$container_log"
+else
+  cat "$container_log" >&2
+  echo "run.sh: warning: tests/container/prepare.sh failed (above): the container image test will skip" >&2
+fi
+rm -f "$container_log"
 
 cd "$build_dir"
 ctest --output-on-failure --timeout 600 -j "$jobs" "$@"
