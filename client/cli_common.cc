@@ -3,6 +3,7 @@
 #include <iostream>
 #include <utility>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
@@ -14,6 +15,37 @@ namespace {
 std::string& AddressHint() {
   static std::string* hint = new std::string;
   return *hint;
+}
+
+struct Transport {
+  bool tcp = false;
+  bool tls = false;
+};
+Transport& TransportForHint() {
+  static Transport* transport = new Transport;
+  return *transport;
+}
+
+// What the transport explains about an UNAVAILABLE call ("" when nothing).
+std::string TransportHint(const absl::Status& status) {
+  const Transport& t = TransportForHint();
+  if (!t.tcp || (status.code() != absl::StatusCode::kUnavailable &&
+                 status.code() != absl::StatusCode::kDeadlineExceeded)) {
+    return "";
+  }
+  const absl::string_view m = status.message();
+  if (!t.tls &&
+      (absl::StrContains(m, "Socket closed") || absl::StrContains(m, "Connection reset by peer"))) {
+    return "traind closed the connection at once: if it serves TLS on this address, add --tls "
+           "(or --tls-ca FILE)";
+  }
+  const std::string lower = absl::AsciiStrToLower(m);
+  if (t.tls &&
+      (absl::StrContains(lower, "handshake") || absl::StrContains(lower, "wrong_version_number"))) {
+    return "the TLS handshake failed: if traind serves plaintext on this address, leave out "
+           "--tls; else check --tls-ca and --tls-server-name";
+  }
+  return "";
 }
 
 }  // namespace
@@ -52,6 +84,8 @@ int ExitCodeFor(const absl::Status& status) {
     case absl::StatusCode::kPermissionDenied:
     case absl::StatusCode::kUnauthenticated:
       return kExitPermissionDenied;
+    case absl::StatusCode::kNotFound:
+      return kExitNotFound;
     default:
       return kExitFailed;
   }
@@ -65,12 +99,16 @@ void PrintError(absl::string_view message) {
 
 void SetAddressHint(std::string hint) { AddressHint() = std::move(hint); }
 
+void SetTransportHint(bool tcp, bool tls) { TransportForHint() = Transport{tcp, tls}; }
+
 int Fail(const absl::Status& status) {
   const absl::StatusCode code = status.code();
   const std::string& hint = AddressHint();
-  if (!hint.empty() &&
-      (code == absl::StatusCode::kUnavailable || code == absl::StatusCode::kDeadlineExceeded ||
-       code == absl::StatusCode::kUnauthenticated)) {
+  if (const std::string transport = TransportHint(status); !transport.empty()) {
+    PrintError(absl::StrCat(status.message(), " (", transport, ")"));
+  } else if (!hint.empty() && (code == absl::StatusCode::kUnavailable ||
+                               code == absl::StatusCode::kDeadlineExceeded ||
+                               code == absl::StatusCode::kUnauthenticated)) {
     PrintError(absl::StrCat(status.message(), " (", hint, ")"));
   } else {
     PrintError(status.message());

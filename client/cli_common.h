@@ -24,6 +24,7 @@ enum ExitCode : int {
   kExitCancelled = 3,
   kExitUnreachable = 4,
   kExitPermissionDenied = 5,
+  kExitNotFound = 6,  // no such job, dataset or artifact
 };
 
 // Options shared by every command.
@@ -57,6 +58,12 @@ void PrintError(absl::string_view message);
 // Said after the errors that reaching the default TCP address explains
 // (UNAVAILABLE, DEADLINE_EXCEEDED, UNAUTHENTICATED); empty: nothing.
 void SetAddressHint(std::string hint);
+
+// How trainctl reaches traind (TCP with or without TLS; unix sockets take
+// no TLS), for the hint after a connection that closed at once: a plaintext
+// client on a TLS port ("Socket closed") is told of --tls, a TLS client on a
+// plaintext port (a failed handshake) that the port may not serve TLS.
+void SetTransportHint(bool tcp, bool tls);
 
 // Prints the status's message as an error; returns its exit code.
 int Fail(const absl::Status& status);

@@ -414,7 +414,7 @@ TEST_F(TrainctlTest, GetListCancelResultDevicesInfo) {
   EXPECT_THAT(r.out, HasSubstr("TASK  STATE      ATTEMPTS  EPOCHS  PID  WAIT\n"
                                "   0  SUCCEEDED  1         2/2     100  -\n"));
   r = Run("get nope");
-  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.exit_code, 6);
   EXPECT_EQ(r.err, "trainctl: job nope not found\n");
   EXPECT_EQ(r.out, "");
 
@@ -441,6 +441,21 @@ TEST_F(TrainctlTest, GetListCancelResultDevicesInfo) {
   EXPECT_THAT(r.out, StartsWith("FOLD  BEST_EPOCH  VAL_LOSS  VAL_ACCURACY\n"));
   r = Run("result job-ok -o json");
   EXPECT_THAT(r.out, HasSubstr("\"complete\": true"));
+  // A job that failed or was cancelled: what finished, then how it ended,
+  // with the job's exit code; an unknown job: 6.
+  r = Run("result job-fail");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.out, StartsWith("FOLD  BEST_EPOCH  VAL_LOSS  VAL_ACCURACY\n"));
+  EXPECT_EQ(r.err, "trainctl: job job-fail FAILED\n");
+  r = Run("result job-fail -o json");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.out, HasSubstr("\"complete\": true"));
+  r = Run("result job-cancel");
+  EXPECT_EQ(r.exit_code, 3);
+  EXPECT_EQ(r.err, "trainctl: job job-cancel CANCELLED\n");
+  r = Run("result nope");
+  EXPECT_EQ(r.exit_code, 6);
+  EXPECT_EQ(r.err, "trainctl: job nope not found\n");
 
   r = Run("devices");
   EXPECT_THAT(r.out, HasSubstr("cpu  CPU   "));

@@ -486,7 +486,7 @@ TEST_F(DatasetsCommandTest, ListGetDelete) {
   EXPECT_THAT(r.out, StartsWith("dataset:  iris:2\n"));
   EXPECT_THAT(r.out, HasSubstr("jobs that used it (1):\n  job-1\n"));
   r = Run("datasets get nope", true);
-  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.exit_code, 6);
   EXPECT_EQ(r.err, "trainctl: no dataset nope\n");
 
   r = Run("datasets delete busy", true);

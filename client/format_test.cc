@@ -9,6 +9,7 @@
 #include <limits>
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "client/render.h"
 
 namespace traind::client {
@@ -137,6 +138,26 @@ TEST(RenderTest, ResultTable) {
   partial.set_complete(false);
   EXPECT_THAT(RenderResult(partial), HasSubstr("incomplete"));
   EXPECT_EQ(RenderResult(v1::JobResult()), "");
+
+  // Files are named as `trainctl download` takes them, not by server paths.
+  v1::JobResult files = IrisResult();
+  for (int f = 0; f < 3; ++f) {
+    files.mutable_folds(f)->set_predictions_path(
+        absl::StrCat("/var/lib/traind/jobs/0a1b2c/task-", f, "/predictions.csv"));
+  }
+  files.set_predictions_path("/var/lib/traind/jobs/0a1b2c/predictions.csv");
+  files.mutable_refit()->set_refit(true);
+  files.mutable_refit()->set_model_path("/var/lib/traind/jobs/0a1b2c/task-3/model.ckpt");
+  EXPECT_THAT(RenderResult(files),
+              HasSubstr("out-of-fold predictions (trainctl download JOB NAME):\n"
+                        "  fold 0  task-0/predictions.csv\n"
+                        "  fold 1  task-1/predictions.csv\n"
+                        "  fold 2  task-2/predictions.csv\n"
+                        "  all folds, by row  predictions.csv\n"
+                        "refit model (all rows): task-3/model.ckpt\n"));
+  EXPECT_EQ(ArtifactName("/s/jobs/j/task-0/model.onnx"), "task-0/model.onnx");
+  EXPECT_EQ(ArtifactName("/home/jobs/x/state/jobs/j/model.ckpt"), "model.ckpt");
+  EXPECT_EQ(ArtifactName("relative.csv"), "relative.csv");
 
   // Without validation rows: the training metrics and the model.
   v1::JobResult train_only;

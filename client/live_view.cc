@@ -7,6 +7,8 @@
 #include "absl/strings/str_cat.h"
 #include "client/format.h"
 #include "client/render.h"
+#include "spec/search.h"
+#include "spec/task_plan.h"
 
 namespace traind::client {
 namespace {
@@ -26,7 +28,8 @@ std::string Bar(int done, int total, int width) {
 }  // namespace
 
 LiveView::LiveView(const traind::v1::Job& job)
-    : job_id_(job.id()),
+    : spec_(job.spec()),
+      job_id_(job.id()),
       name_(job.spec().name()),
       state_(JobStateName(job.state())),
       folds_(job.spec().has_cross_validation()),
@@ -77,18 +80,40 @@ void LiveView::Update(const traind::v1::JobEvent& event) {
   }
 }
 
+std::string LiveView::Label(int task) const {
+  if (!spec_.has_search() && !spec_.has_cross_validation()) {
+    return absl::StrCat(folds_ ? "fold " : "task ", task);
+  }
+  return TaskLabel(spec_, task);
+}
+
+std::string LiveView::ShortLabel(int task) const {
+  if (spec_.has_search()) {
+    const spec::SearchTask where = spec::LocateSearchTask(spec_, task);
+    if (where.trial < 0) return "refit";
+    return absl::StrCat("t", where.trial, " f", where.spec_task);
+  }
+  if (spec_.has_cross_validation() && spec::IsRefitTask(spec_, task)) return "refit";
+  return absl::StrCat(task);
+}
+
 std::string LiveView::Render(int width) const {
   const std::string unit = folds_ ? "fold" : "task";
   std::string out =
       absl::StrCat("job ", job_id_, name_.empty() ? "" : " (" + name_ + ")", "  ", state_, "\n");
   const int bar_width = std::clamp(width - 50, 10, 40);
+  size_t label_width = 0;
+  for (const auto& [task, f] : folds_by_task_)
+    label_width = std::max(label_width, Label(task).size());
   for (const auto& [task, f] : folds_by_task_) {
     std::string eta = "";
     if (f.state == "RUNNING" && f.epoch > 0 && f.total > f.epoch) {
       eta = absl::StrCat("ETA ", FormatSeconds(f.seconds / f.epoch * (f.total - f.epoch)));
     }
-    absl::StrAppend(&out, unit, " ", task, "  ", Bar(f.epoch, f.total, bar_width), " ", f.epoch,
-                    "/", f.total > 0 ? absl::StrCat(f.total) : "?", "  ", f.state,
+    std::string label = Label(task);
+    label.resize(label_width, ' ');
+    absl::StrAppend(&out, label, "  ", Bar(f.epoch, f.total, bar_width), " ", f.epoch, "/",
+                    f.total > 0 ? absl::StrCat(f.total) : "?", "  ", f.state,
                     eta.empty() ? "" : "  " + eta, "\n");
   }
   // Latest metrics: one row per fold that has any.
@@ -106,14 +131,14 @@ std::string LiveView::Render(int width) const {
   if (train_names.empty() && val_names.empty()) return out;
   train_names = OrderMetricNames(std::move(train_names));
   val_names = OrderMetricNames(std::move(val_names));
-  std::vector<std::string> headers = {Upper(unit), "EPOCH"};
+  std::vector<std::string> headers = {spec_.has_search() ? "TASK" : Upper(unit), "EPOCH"};
   for (const auto& n : train_names) headers.push_back("TRAIN_" + Upper(n));
   for (const auto& n : val_names) headers.push_back("VAL_" + Upper(n));
   Table table(headers);
   for (size_t c = 0; c < headers.size(); ++c) table.SetAlign(c, Align::kRight);
   for (const auto& [task, f] : folds_by_task_) {
     if (f.epoch == 0) continue;
-    std::vector<std::string> row = {absl::StrCat(task), absl::StrCat(f.epoch)};
+    std::vector<std::string> row = {ShortLabel(task), absl::StrCat(f.epoch)};
     for (const auto& n : train_names) {
       auto it = f.train.find(n);
       row.push_back(it == f.train.end() ? "-" : FormatMetric(it->second));

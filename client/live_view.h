@@ -41,6 +41,12 @@ class LiveView final {
   };
   Fold& At(int task);
 
+  // The task's name in the progress lines ("fold 2", "refit", "trial 1
+  // fold 0") and in the table's first column ("2", "refit", "t1 f0").
+  std::string Label(int task) const;
+  std::string ShortLabel(int task) const;
+
+  traind::v1::JobSpec spec_;
   std::string job_id_;
   std::string name_;
   std::string state_;

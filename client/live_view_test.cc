@@ -51,6 +51,46 @@ TEST(LiveViewTest, BarsEtaAndLatestMetrics) {
   EXPECT_THAT(view.Render(80), HasSubstr("SUCCEEDED"));
 }
 
+// The refit task is "refit", never "fold 2"; in a search each task is its
+// trial and fold.
+TEST(LiveViewTest, TheRefitTaskAndSearchTrialsAreNamed) {
+  traind::v1::Job job;
+  job.set_id("j1");
+  job.set_state(traind::v1::Job::RUNNING);
+  job.mutable_spec()->mutable_cross_validation()->set_folds(2);
+  job.mutable_spec()->mutable_cross_validation()->set_refit(true);
+  job.mutable_spec()->mutable_training()->set_epochs(10);
+  for (int i = 0; i < 3; ++i) job.add_tasks()->set_index(i);
+  LiveView view(job);
+  for (int task = 0; task < 3; ++task) view.Update(Epoch(task, 1, 0.5, 0.75, 0.1));
+  std::string frame = view.Render(80);
+  EXPECT_THAT(frame, HasSubstr("fold 0  [###"));
+  EXPECT_THAT(frame, HasSubstr("fold 1  [###"));
+  EXPECT_THAT(frame, HasSubstr("refit   [###"));
+  EXPECT_THAT(frame, Not(HasSubstr("fold 2")));
+  EXPECT_THAT(frame, HasSubstr("refit      1      0.5000"));
+
+  traind::v1::Job search = job;
+  search.mutable_spec()->mutable_cross_validation()->set_refit(false);
+  auto* space = search.mutable_spec()->mutable_search();
+  space->mutable_sampler()->mutable_grid();
+  auto* dim = space->add_space();
+  dim->set_path("optimizer.adam.learning_rate");
+  dim->mutable_values()->add_values()->set_number_value(0.1);
+  dim->mutable_values()->add_values()->set_number_value(0.01);
+  space->set_refit_best(true);
+  search.mutable_spec()->mutable_optimizer()->mutable_adam()->set_learning_rate(0.1);
+  search.clear_tasks();
+  LiveView trials(search);
+  for (int task = 0; task < 5; ++task) trials.Update(Epoch(task, 1, 0.5, 0.75, 0.1));
+  frame = trials.Render(100);
+  EXPECT_THAT(frame, HasSubstr("trial 0 fold 0           [#"));
+  EXPECT_THAT(frame, HasSubstr("trial 1 fold 1           [#"));
+  EXPECT_THAT(frame, HasSubstr("refit of the best trial  [#"));
+  EXPECT_THAT(frame, HasSubstr("TASK  EPOCH"));
+  EXPECT_THAT(frame, HasSubstr("t1 f1      1"));
+}
+
 TEST(LiveViewTest, Rewind) {
   EXPECT_EQ(LiveView::Rewind(0), "");
   EXPECT_EQ(LiveView::Rewind(3), "\x1b[3A\r\x1b[J");

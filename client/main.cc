@@ -3,12 +3,13 @@
 // Exit codes (also in --help):
 //   0  success; for `submit --wait`, `submit --watch` and `watch`: the job
 //      SUCCEEDED
-//   1  the job FAILED, or the server answered NOT_FOUND or any other error
+//   1  the job FAILED (`result` of a failed job too), or another server error
 //   2  usage error or invalid spec (local parse error, or server
 //      INVALID_ARGUMENT)
 //   3  the job was CANCELLED
 //   4  server unreachable (UNAVAILABLE, or DEADLINE_EXCEEDED)
 //   5  permission denied (PERMISSION_DENIED, UNAUTHENTICATED)
+//   6  not found: no such job, dataset or artifact (NOT_FOUND)
 // Errors print one line to stderr: "trainctl: <message>".
 
 #include <signal.h>
@@ -76,11 +77,12 @@ or $TRAIND_TOKEN (in that order). The unix socket needs none. TLS: --tls
 
 Exit codes:
   0  success (submit --wait/--watch, watch: the job SUCCEEDED)
-  1  the job FAILED, or the server answered NOT_FOUND or another error
+  1  the job FAILED (result: of a failed job too), or another server error
   2  usage error or invalid spec (local parse error or server INVALID_ARGUMENT)
   3  the job was CANCELLED
   4  server unreachable (UNAVAILABLE, or no answer within --timeout)
-  5  permission denied)";
+  5  permission denied
+  6  not found (no such job, dataset or artifact))";
 
 std::string DefaultAddress() {
   const char* address = std::getenv("TRAIND_ADDRESS");
@@ -240,16 +242,29 @@ class Commands {
     return kExitOk;
   }
 
+  // What finished, then, for a job that FAILED or was CANCELLED, how it
+  // ended (on stderr) and its exit code: a script sees a failed job's result
+  // as a failure.
   int Result(const std::string& job_id) {
+    absl::StatusOr<Job> job = client().GetJob(job_id);
+    if (!job.ok()) return Fail(job.status());
     absl::StatusOr<v1::JobResult> result = client().GetJobResult(job_id);
     if (!result.ok()) return Fail(result.status());
+    const bool ended_badly = job->state() == Job::FAILED || job->state() == Job::CANCELLED;
     if (global_.structured()) {
       Print(global_.Encode(*result, true));
     } else {
       std::string text = RenderResult(*result);
-      Print(text.empty() ? "no fold has finished yet\n" : text);
+      if (text.empty()) text = ended_badly ? "no fold finished\n" : "no fold has finished yet\n";
+      Print(text);
     }
-    return kExitOk;
+    if (!ended_badly) return kExitOk;
+    std::string how = absl::StrCat("job ", job->id(), " ", JobStateName(job->state()));
+    if (const std::string failure = FailureText(job->failure()); !failure.empty()) {
+      absl::StrAppend(&how, ": ", failure);
+    }
+    PrintError(how);
+    return ExitCodeFor(job->state());
   }
 
   int Devices() {
@@ -547,7 +562,8 @@ int Main(int argc, char** argv) {
   submit
       ->add_option("--set", sets,
                    "Override a spec field, e.g. --set training.epochs=5 or "
-                   "--set model.layers[0].dense.units=32 (repeatable)")
+                   "--set model.layers[0].dense.units=32 (repeatable; [+] appends an element: "
+                   "--set data.categorical[+]=region)")
       ->type_name("PATH=VALUE");
 
   CLI::App* get = app.add_subcommand("get", "Show a job: state, times, failure, tasks and result");
@@ -672,6 +688,9 @@ int Main(int argc, char** argv) {
         absl::StrCat("--address ", global.address, ": expected unix:PATH or HOST:PORT"));
   }
 
+  const bool any_tls =
+      global.tls || !global.tls_ca.empty() || !global.tls_cert.empty() || !global.tls_key.empty();
+  SetTransportHint(!global.local(), any_tls);
   if (app.count("--address") == 0 && global.address == "127.0.0.1:7070") {
     const char* env = std::getenv("TRAIND_ADDRESS");
     if (env == nullptr || *env == '\0') {

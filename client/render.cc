@@ -11,6 +11,7 @@
 #include "client/format.h"
 #include "google/protobuf/util/json_util.h"
 #include "spec/search.h"
+#include "spec/task_plan.h"
 #include "yaml-cpp/yaml.h"
 
 namespace traind::client {
@@ -44,14 +45,28 @@ std::string MetricList(const google::protobuf::Map<std::string, double>& map) {
 
 std::string TaskWord(const JobSpec& spec) { return spec.has_cross_validation() ? "fold" : "task"; }
 
-// "fold 3"; in a search "trial 1 fold 0" (task 3 of 2-fold trials), or
-// "refit of the best trial".
+}  // namespace
+
+std::string ArtifactName(const std::string& path) {
+  // <state_dir>/jobs/<job id>/<name> (docs/operations.md, "State directory").
+  const size_t jobs = path.rfind("/jobs/");
+  if (jobs == std::string::npos) return path;
+  const size_t id_end = path.find('/', jobs + 6);
+  if (id_end == std::string::npos || id_end + 1 >= path.size()) return path;
+  return path.substr(id_end + 1);
+}
+
 std::string TaskLabel(const JobSpec& spec, int task) {
-  if (!spec.has_search()) return absl::StrCat(TaskWord(spec), " ", task);
+  if (!spec.has_search()) {
+    if (spec.has_cross_validation() && spec::IsRefitTask(spec, task)) return "refit";
+    return absl::StrCat(TaskWord(spec), " ", task);
+  }
   const spec::SearchTask where = spec::LocateSearchTask(spec, task);
   if (where.trial < 0) return "refit of the best trial";
   return absl::StrCat("trial ", where.trial, " fold ", where.spec_task);
 }
+
+namespace {
 
 std::string Upper(std::string s) {
   for (char& c : s) {
@@ -357,19 +372,25 @@ std::string RenderResult(const JobResult& result) {
   if (!result.complete()) {
     absl::StrAppend(&out, "(incomplete: folds still running)\n");
   }
-  // Out-of-fold predictions, when the server wrote them.
+  // Out-of-fold predictions, when the server wrote them: artifact names, as
+  // `trainctl download JOB NAME` takes them (the server's paths are of no
+  // use on another machine).
   bool any_predictions = false;
   for (const auto& fold : result.folds()) {
     if (fold.predictions_path().empty()) continue;
-    if (!any_predictions) absl::StrAppend(&out, "out-of-fold predictions:\n");
+    if (!any_predictions) {
+      absl::StrAppend(&out, "out-of-fold predictions (trainctl download JOB NAME):\n");
+    }
     any_predictions = true;
-    absl::StrAppend(&out, "  fold ", fold.fold(), "  ", fold.predictions_path(), "\n");
+    absl::StrAppend(&out, "  fold ", fold.fold(), "  ", ArtifactName(fold.predictions_path()),
+                    "\n");
   }
   if (!result.predictions_path().empty()) {
-    absl::StrAppend(&out, "  all folds, by row  ", result.predictions_path(), "\n");
+    absl::StrAppend(&out, "  all folds, by row  ", ArtifactName(result.predictions_path()), "\n");
   }
   if (result.has_refit() && !result.refit().model_path().empty()) {
-    absl::StrAppend(&out, "refit model (all rows): ", result.refit().model_path(), "\n");
+    absl::StrAppend(&out, "refit model (all rows): ", ArtifactName(result.refit().model_path()),
+                    "\n");
   }
   return out;
 }

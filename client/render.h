@@ -30,6 +30,16 @@ std::string ToYaml(const google::protobuf::Message& message);
 std::string JobStateName(traind::v1::Job::State state);
 std::string TaskStateName(traind::v1::Task::State state);
 
+// The artifact name (as `trainctl download` and ListArtifacts name it) of a
+// file in a job's directory on the server: "task-0/predictions.csv" for
+// "<state_dir>/jobs/<id>/task-0/predictions.csv"; other paths as they are.
+std::string ArtifactName(const std::string& path);
+
+// A task as a user knows it: "fold 3", "task 0" (no cross-validation),
+// "refit" (the refit task of a CV job, trained on all rows); in a search
+// "trial 1 fold 0" (task 3 of 2-fold trials) or "refit of the best trial".
+std::string TaskLabel(const traind::v1::JobSpec& spec, int task);
+
 // "OUT_OF_MEMORY: message (exit code 3, signal 9)"; parts that are unset are
 // left out. Empty for an empty Failure.
 std::string FailureText(const traind::v1::Failure& failure);

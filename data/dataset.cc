@@ -132,9 +132,10 @@ inline bool ParsePlainDecimal(std::string_view s, float* value) {
   return Round(w, after_point, negative, value);
 }
 
+constexpr const char* kNotANumber = "is not a number";
+
 // ParseFeature past its plain decimal text.
 ABSL_ATTRIBUTE_NOINLINE const char* ParseFeatureText(std::string_view s, float* value) {
-  static constexpr const char* kNotANumber = "is not a number";
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
   while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
   if (!s.empty() && s.front() == '+') s.remove_prefix(1);
@@ -149,6 +150,29 @@ ABSL_ATTRIBUTE_NOINLINE const char* ParseFeatureText(std::string_view s, float* 
   if (ec != std::errc() || !std::isfinite(v)) return kNotANumber;
   *value = v;
   return nullptr;
+}
+
+// Whether a cell ParseFeature refused is a number all the same, one that is
+// not finite ("inf", "-Infinity"): an error in the data, not text.
+bool IsNonFinite(std::string_view cell) {
+  absl::string_view s = absl::StripAsciiWhitespace(absl::string_view(cell.data(), cell.size()));
+  if (!s.empty() && s.front() == '+') s.remove_prefix(1);
+  double v = 0;
+  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  return !s.empty() && end == s.data() + s.size() && ec == std::errc() && !std::isfinite(v);
+}
+
+// The error for a feature cell ParseFeature refused (wrong: its answer) at
+// `where` ("path:line: column "name" (column k)"). Text in a numeric column
+// is most often a category the spec does not declare: say where it goes.
+std::string FeatureCellError(const std::string& where, const std::string& column,
+                             const std::string& value, const char* wrong) {
+  std::string message = absl::StrFormat("%s: %s %s", where, QuoteForMessage(value), wrong);
+  if (wrong == kNotANumber) {
+    absl::StrAppend(&message, "; if column ", QuoteForMessage(column),
+                    " holds categories, list it in data.categorical");
+  }
+  return message;
 }
 
 }  // namespace
@@ -386,8 +410,7 @@ absl::StatusOr<Dataset> LoadDataset(const JobSpec& spec, int threads) {
         continue;
       }
       if (const char* wrong = ParseFeature(v, out); wrong != nullptr) {
-        return DataError(
-            absl::StrFormat("%s: %s %s", where(rows[r], c), QuoteForMessage(v), wrong));
+        return DataError(FeatureCellError(where(rows[r], c), table.header[c], v, wrong));
       }
       ++out;
     }
@@ -551,6 +574,21 @@ absl::StatusOr<DatasetSummary> SummarizeDataset(const JobSpec& spec) {
         count(labels, labels_fit, v);
       }
       if (cols.group_col >= 0) count(groups, groups_fit, cell(static_cast<size_t>(cols.group_col)));
+      // A numeric feature column holding text is the spec's mistake (a
+      // category not in data.categorical): refused at submit, not by a worker.
+      float value = 0;
+      for (size_t c : cols.numeric_cols) {
+        const std::string& v = cell(c);
+        if (IsMissingText(v) || ParseFeature(v, &value) != kNotANumber || IsNonFinite(v)) {
+          continue;
+        }
+        return InvalidSpecError(absl::StrFormat(
+            "data.categorical: column %s holds text (%s at %s:%d, column %d), not a number: if "
+            "the column is a category, list it in data.categorical (or in data.ignore); else fix "
+            "the value",
+            QuoteForMessage(main.header()[c]), QuoteForMessage(v), reader->path(), line,
+            (is_val ? cols.val_map[c] : c) + 1));
+      }
     }
   }
   if (summary.rows == 0) return DataError(absl::StrCat(d.path(), ": no data rows"));

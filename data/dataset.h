@@ -107,8 +107,10 @@ struct DatasetSummary {
 
 // Reads what DatasetSummary holds from spec.data() (and validation_path),
 // with the column rules and the spec errors of LoadDataset, the file's
-// framing errors (CSV structure, UTF-8, field size) and an empty label cell;
-// cell values are not parsed (the worker reports those with line and column).
+// framing errors (CSV structure, UTF-8, field size), an empty label cell, and
+// text in a numeric feature column (a spec error: data.categorical, naming
+// the value, file, line and column). Other cell values are not checked (the
+// worker reports those with line and column).
 absl::StatusOr<DatasetSummary> SummarizeDataset(const traind::v1::JobSpec& spec);
 
 // Parses a feature (or regression target) cell as a finite float32.

@@ -83,7 +83,9 @@ TEST(LoadDatasetTest, NonNumericFeatureNamesLineAndColumn) {
   ASSERT_FALSE(data.ok());
   EXPECT_EQ(FailureKindOf(data.status()), FailureKind::kDataError);
   EXPECT_EQ(data.status().message(),
-            file.path() + ":4: column \"sepal_width\" (column 2): \"abc\" is not a number");
+            file.path() +
+                ":4: column \"sepal_width\" (column 2): \"abc\" is not a number; if column "
+                "\"sepal_width\" holds categories, list it in data.categorical");
 }
 
 TEST(LoadDatasetTest, NanInfAndOutOfRangeAreRejected) {
@@ -101,7 +103,9 @@ TEST(LoadDatasetTest, NanInfAndOutOfRangeAreRejected) {
     absl::StatusOr<Dataset> data = LoadDataset(Spec(file.path(), "label"));
     ASSERT_FALSE(data.ok()) << "value: " << bad;
     EXPECT_EQ(data.status().message(),
-              file.path() + ":3: column \"a\" (column 1): \"" + bad + "\" is not a number");
+              file.path() + ":3: column \"a\" (column 1): \"" + bad +
+                  "\" is not a number; if column \"a\" holds categories, list it in "
+                  "data.categorical");
   }
 }
 
@@ -181,7 +185,9 @@ TEST(LoadDatasetTest, ALongValueIsQuotedCut) {
   ASSERT_FALSE(data.ok());
   EXPECT_EQ(data.status().message(), file.path() + ":3: column \"a\" (column 1): \"" +
                                          std::string(kMaxQuotedBytes, '7') +
-                                         "\"\xE2\x80\xA6 (50001 bytes) is not a number");
+                                         "\"\xE2\x80\xA6 (50001 bytes) is not a number; "
+                                         "if column \"a\" holds categories, list it in "
+                                         "data.categorical");
 }
 
 // ParseFeature as it reads every text: spaces and tabs trimmed, a leading

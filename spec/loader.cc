@@ -437,8 +437,11 @@ absl::Status Prefixed(absl::string_view prefix, const absl::Status& status) {
 
 struct PathSegment {
   std::string name;
-  std::vector<int64_t> indexes;
+  std::vector<int64_t> indexes;  // kAppendIndex: "[+]"
 };
+
+// "[+]": the element after the last one, added.
+constexpr int64_t kAppendIndex = -1;
 
 absl::StatusOr<std::vector<PathSegment>> SplitPath(const std::string& path) {
   std::vector<PathSegment> segments;
@@ -457,7 +460,12 @@ absl::StatusOr<std::vector<PathSegment>> SplitPath(const std::string& path) {
         return absl::InvalidArgumentError("missing ']' in path");
       }
       std::string digits = path.substr(i + 1, close - i - 1);
-      if (!AllOf(digits, IsDigit) || digits.size() > 9) {
+      if (digits == "+") {
+        seg.indexes.push_back(kAppendIndex);
+        i = close + 1;
+        continue;
+      }
+      if (digits.empty() || !AllOf(digits, IsDigit) || digits.size() > 9) {
         return absl::InvalidArgumentError(absl::StrCat("bad index [", digits, "] in path"));
       }
       seg.indexes.push_back(std::stoll(digits));
@@ -673,13 +681,21 @@ absl::Status SetJobSpecField(traind::v1::JobSpec* spec, absl::string_view path,
         node[field->name()] = YAML::Node(YAML::NodeType::Sequence);
         list = node[field->name()];
       }
-      const int64_t index = seg.indexes[0];
-      if (index > static_cast<int64_t>(list.size())) {
+      // An index names an element that is there; "[+]" adds one after the
+      // last (a typo past the end never grows the list silently).
+      const int64_t size = static_cast<int64_t>(list.size());
+      const int64_t index = seg.indexes[0] == kAppendIndex ? size : seg.indexes[0];
+      if (seg.indexes[0] != kAppendIndex && index >= size) {
+        const std::string has =
+            size == 0
+                ? absl::StrCat(walked, " is empty")
+                : absl::StrCat(walked, " has ", size, size == 1 ? " element" : " elements",
+                               size == 1 ? " ([0])" : absl::StrCat(" ([0] to [", size - 1, "])"));
         return absl::InvalidArgumentError(absl::StrCat(path_str, ": index ", index,
-                                                       " is out of range (", walked, " has ",
-                                                       list.size(), " elements)"));
+                                                       " is past the end (", has, "); write ",
+                                                       walked, "[+] to append one"));
       }
-      if (index == static_cast<int64_t>(list.size())) {
+      if (index == size) {
         list.push_back(is_message && !last ? YAML::Node(YAML::NodeType::Map) : YAML::Node());
       }
       walked = absl::StrCat(walked, "[", index, "]");

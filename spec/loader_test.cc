@@ -333,16 +333,45 @@ TEST(SetJobSpecFieldTest, SetsScalarsNestedFieldsAndListElements) {
 
 TEST(SetJobSpecFieldTest, AppendsAndReplacesWholeMessages) {
   JobSpec spec = MustParse(kIrisYaml);
-  ASSERT_TRUE(SetJobSpecField(&spec, "model.layers[2]", "{dense: {units: 4}}").ok());
+  ASSERT_TRUE(SetJobSpecField(&spec, "model.layers[+]", "{dense: {units: 4}}").ok());
   ASSERT_EQ(spec.model().layers_size(), 3);
   EXPECT_EQ(spec.model().layers(2).dense().units(), 4);
-  ASSERT_TRUE(SetJobSpecField(&spec, "model.layers[3].dense.units", "2").ok());
+  ASSERT_TRUE(SetJobSpecField(&spec, "model.layers[+].dense.units", "2").ok());
+  ASSERT_EQ(spec.model().layers_size(), 4);
   EXPECT_EQ(spec.model().layers(3).dense().units(), 2);
+  // The element just added is there to set further.
+  ASSERT_TRUE(SetJobSpecField(&spec, "model.layers[3].dense.activation", "relu").ok());
+  EXPECT_EQ(spec.model().layers(3).dense().activation(), v1::RELU);
+  ASSERT_TRUE(SetJobSpecField(&spec, "metrics.val[+]", "roc_auc").ok());
+  EXPECT_EQ(spec.metrics().val(spec.metrics().val_size() - 1), v1::ROC_AUC);
   ASSERT_TRUE(SetJobSpecField(&spec, "data", "{path: b.csv}").ok());
   EXPECT_EQ(spec.data().path(), "b.csv");
   EXPECT_EQ(spec.data().label(), "");
   ASSERT_TRUE(SetJobSpecField(&spec, "cross_validation", "").ok());
   EXPECT_FALSE(spec.has_cross_validation());
+}
+
+// An index past the last element is a typo, never a silent append: the
+// error says how many there are and how to append.
+TEST(SetJobSpecFieldTest, AnIndexPastTheEndIsRefusedNamingTheAppendSyntax) {
+  JobSpec spec = MustParse(kIrisYaml);
+  ASSERT_EQ(spec.model().layers_size(), 2);
+  const JobSpec before = spec;
+  absl::Status s = SetJobSpecField(&spec, "model.layers[2].dense.units", "3");
+  EXPECT_EQ(s.message(),
+            "model.layers[2].dense.units: index 2 is past the end (model.layers has 2 elements "
+            "([0] to [1])); write model.layers[+] to append one");
+  s = SetJobSpecField(&spec, "model.layers[7]", "{dense: {units: 3}}");
+  EXPECT_EQ(s.message(),
+            "model.layers[7]: index 7 is past the end (model.layers has 2 elements ([0] to "
+            "[1])); write model.layers[+] to append one");
+  s = SetJobSpecField(&spec, "data.categorical[0]", "region");
+  EXPECT_EQ(s.message(),
+            "data.categorical[0]: index 0 is past the end (data.categorical is empty); write "
+            "data.categorical[+] to append one");
+  EXPECT_EQ(SetJobSpecField(&spec, "model.layers[]", "{}").message(),
+            "model.layers[]: bad index [] in path");
+  EXPECT_EQ(spec.DebugString(), before.DebugString());
 }
 
 TEST(SetJobSpecFieldTest, SettingAOneofMemberClearsTheOthers) {
@@ -364,7 +393,7 @@ TEST(SetJobSpecFieldTest, ErrorsLeaveTheSpecUnchanged) {
   };
   expect_error("training.epoch", "5", "unknown field \"epoch\" in training");
   expect_error("training.epochs", "many", "invalid value \"many\"");
-  expect_error("model.layers[5].dense.units", "1", "out of range");
+  expect_error("model.layers[5].dense.units", "1", "past the end");
   expect_error("model.layers.dense", "1", "is a list");
   expect_error("name.first", "1", "has no fields");
   expect_error("seed[0]", "1", "not a list");

@@ -86,6 +86,42 @@ TEST(ValidateJobSpecTest, ReportsTheDataSize) {
 // what the worker's own split (RowsForTask on the loaded data) gives the
 // smallest task, for holdouts (stratified or not) and group k-fold (shuffled
 // or not, several seeds) on imbalanced classes and uneven groups.
+// Text in a column read as numbers is the spec's error, found at submit with
+// the value, file, line and column (of the validation file too, whose columns
+// may be in another order). Missing values, non-finite and out-of-range
+// numbers are not text: the worker reports those.
+TEST(ValidateJobSpecTest, TextInANumericFeatureColumnIsASpecError) {
+  std::string csv = "a,b,label\n1,NA,x\n2,inf,y\n3,1e39,x\n4,,y\n";
+  for (int r = 0; r < 20; ++r) csv += absl::StrCat(r, ",", r % 5, ",", r % 2 ? "x" : "y", "\n");
+  traind::testing::TempFile train(csv);
+  traind::testing::TempFile val("label,b,a\nx,2,1\ny,-Infinity,2\nx,abc,3\n");
+  JobSpec spec = Iris();
+  spec.mutable_data()->set_path(train.path());
+  spec.mutable_data()->set_label("label");
+  spec.mutable_data()->set_missing(traind::v1::IMPUTE_MEAN);
+  spec.mutable_model()->mutable_layers(1)->mutable_dense()->set_units(2);
+  EXPECT_TRUE(ValidateJobSpec(spec, ValidationContext()).ok())
+      << ValidateJobSpec(spec, ValidationContext());
+
+  spec.mutable_cross_validation()->Clear();
+  spec.mutable_cross_validation()->set_validation_path(val.path());
+  absl::Status s = ValidateJobSpec(spec, ValidationContext());
+  EXPECT_EQ(FailureKindOf(s), FailureKind::kInvalidSpec) << s;
+  EXPECT_EQ(s.message(), "data.categorical: column \"b\" holds text (\"abc\" at " + val.path() +
+                             ":4, column 2), not a number: if the column is a category, list it "
+                             "in data.categorical (or in data.ignore); else fix the value");
+  for (bool categorical : {true, false}) {
+    JobSpec fixed = spec;
+    if (categorical) {
+      fixed.mutable_data()->add_categorical("b");
+    } else {
+      fixed.mutable_data()->add_ignore("b");
+    }
+    EXPECT_TRUE(ValidateJobSpec(fixed, ValidationContext()).ok())
+        << ValidateJobSpec(fixed, ValidationContext());
+  }
+}
+
 TEST(ValidateJobSpecTest, MinTrainRowsIsWhatTheWorkersSplitGives) {
   std::string csv = "x,g,y\n";
   std::mt19937 rng(3);

@@ -303,11 +303,38 @@ TEST_F(DaemonTest, InvalidSpecsAreRejectedWithTheFieldPathAndNothingIsStored) {
   EXPECT_EQ(JobCount(), before);
 }
 
+// Text in a column the spec reads as numbers (a category not declared) is
+// refused at submit, naming the value, file, line and column and the fix;
+// the same column listed in data.categorical trains.
+TEST_F(DaemonTest, TextInANumericColumnIsRefusedAtSubmitNamingTheFix) {
+  std::string csv = "a,region,label\n";
+  for (int r = 0; r < 40; ++r) {
+    csv += absl::StrCat(r, ",", r % 3 == 0 ? "east" : "west", ",", r % 2 ? "x" : "y", "\n");
+  }
+  std::string path = dir_.Write("regions.csv", csv);
+  traind::v1::JobSpec spec = ExampleIrisSpec();
+  spec.mutable_data()->set_path(path);
+  spec.mutable_data()->set_label("label");
+  spec.mutable_cross_validation()->set_folds(2);
+  spec.mutable_model()->mutable_layers(1)->mutable_dense()->set_units(2);
+  spec.mutable_training()->set_epochs(2);
+  const int before = JobCount();
+  auto job = Submit(spec);
+  ASSERT_FALSE(job.ok());
+  EXPECT_EQ(job.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(job.status().message(),
+            "spec.data.categorical: column \"region\" holds text (\"east\" at " + path +
+                ":2, column 2), not a number: if the column is a category, list it in "
+                "data.categorical (or in data.ignore); else fix the value");
+  EXPECT_EQ(JobCount(), before);
+  spec.mutable_data()->add_categorical("region");
+  std::vector<JobEvent> events;
+  EXPECT_EQ(RunToEnd(spec, &events).state(), Job::SUCCEEDED);
+}
+
 TEST_F(DaemonTest, BadDataFailsTheJobWithDataErrorNamingFileLineAndColumn) {
   std::string ragged =
       dir_.Write("ragged.csv", "a,b,label\n1,2,x\n3,4,y\n5,6\n7,8,x\n9,10,y\n11,12,x\n");
-  std::string text =
-      dir_.Write("text.csv", "a,b,label\n1,2,x\n3,4,y\n5,six,x\n7,8,y\n9,10,x\n11,12,y\n");
   struct Case {
     std::string path;
     std::vector<std::string> expect;
@@ -321,7 +348,11 @@ TEST_F(DaemonTest, BadDataFailsTheJobWithDataErrorNamingFileLineAndColumn) {
       dir_.Write("label.csv", "a,b,label\n1,2,x\n3,4,y\n5,6,\xe9t\xe9\n7,8,y\n9,10,x\n");
   std::string huge = dir_.Write(
       "huge.csv", "a,b,label\n1,2,x\n3,4,y\n5," + std::string(10 << 20, '6') + ",x\n7,8,y\n");
-  std::vector<Case> cases = {Case{ragged, {ragged, ":4"}}, Case{text, {text, ":4", "\"b\"", "six"}},
+  // An out-of-range number: the data's error, not the spec's.
+  std::string range =
+      dir_.Write("range.csv", "a,b,label\n1,2,x\n3,4,y\n5,1e39,x\n7,8,y\n9,10,x\n11,12,y\n");
+  std::vector<Case> cases = {Case{ragged, {ragged, ":4"}},
+                             Case{range, {range, ":4", "\"b\"", "out of range"}},
                              Case{latin1, {latin1, ":4: column 1 is not valid UTF-8", "0xff"}},
                              Case{label, {label, ":4: column 3 is not valid UTF-8"}},
                              Case{huge, {huge, ":4: column 2 holds more than 65536 bytes"}}};

@@ -480,6 +480,14 @@ TEST_F(AuthorizationTest, TrainctlTokensAndExitCodes) {
   std::string out;
   EXPECT_EQ(RunCommand(trainctl + " info -o json 2>&1", &out), 5) << out;
   EXPECT_NE(out.find("bearer token"), std::string::npos) << out;
+  // TLS to this plaintext port: the handshake fails, and trainctl says why.
+  EXPECT_EQ(
+      RunCommand(trainctl + " --tls --timeout 3 --token-file " + token_file + " info 2>&1", &out),
+      4)
+      << out;
+  EXPECT_NE(out.find("if traind serves plaintext on this address, leave out --tls"),
+            std::string::npos)
+      << out;
   EXPECT_EQ(RunCommand(trainctl + " --token-file " + token_file + " list -o json", &out), 0) << out;
   EXPECT_EQ(
       RunCommand("TRAIND_TOKEN=" + std::string(kViewerToken) + " " + trainctl + " info -o json",
@@ -645,6 +653,7 @@ TEST_F(TlsTest, ServerTls) {
       << out;
   EXPECT_EQ(RunCommand(trainctl + " --timeout 3 info 2>&1", &out), 4)
       << "plaintext to a TLS port is unreachable: " << out;
+  EXPECT_NE(out.find("if it serves TLS on this address, add --tls"), std::string::npos) << out;
 
   // The HTTP side door serves TLS with the same certificate.
   EXPECT_EQ(HttpsInfo("ca.pem"), 200);

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "absl/cleanup/cleanup.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_split.h"
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
@@ -234,6 +235,16 @@ TEST_F(TrainctlDaemonTest, ExitCodesForFailedJobsAndInvalidSpecs) {
   std::string out;
   EXPECT_EQ(Trainctl("submit " + spec + " --wait", &out), 1) << out;
   EXPECT_NE(out.find("DATA_ERROR"), std::string::npos) << out;
+  // `result` of the failed job: no fold finished, the failure, exit 1.
+  const size_t id_at = out.find("id:");
+  ASSERT_NE(id_at, std::string::npos) << out;
+  const std::string failed_id = std::string(
+      absl::StripAsciiWhitespace(out.substr(id_at + 3, out.find('\n', id_at) - id_at - 3)));
+  EXPECT_EQ(Trainctl("result " + failed_id, &out), 1) << out;
+  EXPECT_EQ(out, "no fold finished\n");
+  EXPECT_NE(Stderr().find("trainctl: job " + failed_id + " FAILED: DATA_ERROR: "),
+            std::string::npos)
+      << Stderr();
 
   std::string invalid =
       dir_.Write("invalid.yaml", "data: {path: " + ragged +
@@ -249,7 +260,7 @@ TEST_F(TrainctlDaemonTest, ExitCodesForFailedJobsAndInvalidSpecs) {
   EXPECT_EQ(Trainctl("submit " + unknown_field, &out), 2);
   EXPECT_NE(Stderr().find("lable"), std::string::npos) << Stderr();
 
-  EXPECT_EQ(Trainctl("get 000000000000", &out), 1);
+  EXPECT_EQ(Trainctl("get 000000000000", &out), 6);
   EXPECT_NE(Stderr().find("not found"), std::string::npos) << Stderr();
 }
 

@@ -312,6 +312,18 @@ def predict_files(daemon, job_id: str):
     return sorted(os.listdir(directory)) if os.path.isdir(directory) else []
 
 
+def test_folds_frame_leaves_the_refit_task_out(client, refit_job):
+    pytest.importorskip("pandas")
+    result = client.job(refit_job).result()
+    frame = result.folds_frame()
+    assert list(frame.index) == [0, 1]
+    assert not frame["val_accuracy"].isna().any()
+    assert 0 < frame["val_accuracy"].mean() <= 1
+    refit = result.refit_row()
+    assert refit is not None and refit["refit"] is True
+    assert refit["val_rows"] in (None, 0) and refit["train_rows"] == 150
+
+
 def test_artifacts_and_checked_downloads(daemon, client, refit_job, tmp_path):
     job = client.job(refit_job)
     artifacts = job.artifacts()

@@ -139,6 +139,22 @@ def test_frames_from_plain_dicts():
     assert frame.loc[1, "val_accuracy"] == 0.8 and frame.loc[0, "final_train_loss"] == 0.4
     assert result.summary_frame().loc["loss", "std"] == 0.1
     assert isinstance(frame, pd.DataFrame)
+    assert result.refit_row() is None
+
+
+def test_the_refit_task_is_kept_apart_from_the_folds():
+    pytest.importorskip("pandas")
+    folds = [{"fold": k, "best_epoch": 3, "val": {"accuracy": 0.8 + 0.1 * k}, "train": {},
+              "final_train": {"loss": 0.4}} for k in range(2)]
+    refit = {"fold": 2, "refit": True, "best_epoch": 3, "val": {}, "train": {},
+             "final_train": {"loss": 0.3}}
+    result = traind.Result({"folds": folds, "refit": refit})
+    frame = result.folds_frame()
+    assert list(frame.index) == [0, 1]
+    assert frame["val_accuracy"].mean() == pytest.approx(0.85)
+    assert not frame["val_accuracy"].isna().any()
+    assert result.refit_row()["refit"] is True
+    assert result.refit_row()["final_train_loss"] == 0.3
 
 
 def test_trials_frame_best_first_with_cv_results_names():

@@ -30,8 +30,14 @@ class Result(dict):
 
     def folds_frame(self):
         """Per-fold table (pandas DataFrame indexed by fold): best_epoch,
-        epochs_run, rows, val_<metric>, train_<metric>, final_train_<metric>."""
+        epochs_run, rows, val_<metric>, train_<metric>, final_train_<metric>.
+        Folds only: the refit task (no validation rows) is refit_row()."""
         return _frames.folds_frame(self)
+
+    def refit_row(self) -> Optional[Dict[str, Any]]:
+        """The refit task's facts and train metrics (a dict with folds_frame()'s
+        columns), or None when the job has no refit task."""
+        return _frames.refit_row(self)
 
     def summary_frame(self):
         """Mean and std over folds of each validation metric (DataFrame)."""

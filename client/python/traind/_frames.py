@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import io
-from typing import Any, Dict, Iterable, List, Mapping
+from typing import Any, Dict, Iterable, List, Mapping, Optional
 
 
 def _pandas():
@@ -19,22 +19,26 @@ _FOLD_COLUMNS = ("fold", "repeat", "refit", "best_epoch", "epochs_run", "stopped
                  "train_rows", "val_rows", "selection")
 
 
+def _row(f: Mapping[str, Any]) -> Dict[str, Any]:
+    row = {k: f.get(k) for k in _FOLD_COLUMNS}
+    for prefix, key in (("val_", "val"), ("train_", "train"), ("final_train_", "final_train")):
+        for metric, value in sorted(f.get(key, {}).items()):
+            row[prefix + metric] = value
+    return row
+
+
 def fold_rows(result: Mapping[str, Any]) -> List[Dict[str, Any]]:
-    """One row per fold result (and the refit task's, when there is one):
-    the fold's facts, then val_<metric> (at the best epoch), train_<metric>
-    (at the best epoch) and final_train_<metric> (last epoch)."""
-    folds = list(result.get("folds", []))
+    """One row per fold result: the fold's facts, then val_<metric> (at the
+    best epoch), train_<metric> (at the best epoch) and final_train_<metric>
+    (last epoch). The refit task is not a fold (it has no validation rows):
+    refit_row() has it."""
+    return [_row(f) for f in result.get("folds", []) if not f.get("refit")]
+
+
+def refit_row(result: Mapping[str, Any]) -> Optional[Dict[str, Any]]:
+    """The refit task's row (as fold_rows' rows), or None without one."""
     refit = result.get("refit")
-    if refit and refit.get("refit"):
-        folds.append(refit)
-    rows = []
-    for f in folds:
-        row = {k: f.get(k) for k in _FOLD_COLUMNS}
-        for prefix, key in (("val_", "val"), ("train_", "train"), ("final_train_", "final_train")):
-            for metric, value in sorted(f.get(key, {}).items()):
-                row[prefix + metric] = value
-        rows.append(row)
-    return rows
+    return _row(refit) if refit and refit.get("refit") else None
 
 
 def folds_frame(result: Mapping[str, Any]):
