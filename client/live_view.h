@@ -10,6 +10,7 @@
 
 #include <map>
 #include <string>
+#include <vector>
 
 #include "traind/v1/job.pb.h"
 
@@ -23,12 +24,22 @@ class LiveView final {
 
   void Update(const traind::v1::JobEvent& event);
 
-  // The whole frame, ending with '\n'; `width` is the terminal's width.
-  std::string Render(int width = 80) const;
+  // The whole frame, ending with '\n', for a terminal of `width` columns
+  // and `height` rows: every line narrower than `width` (never wrapped: a
+  // cut line ends with "…"), at most height - 1 lines. Where the tasks do
+  // not fit, the running ones are shown first and one line counts the
+  // rest; where the metrics table is too wide, train metrics are left out
+  // first, then validation ones ("(+N more)" after its header).
+  std::string Render(int width = 80, int height = 1000) const;
 
   // Escape codes that move the cursor to the top of a frame of `lines`
   // lines drawn before and clear it: "\x1b[<lines>A\r\x1b[J" ("" for 0).
   static std::string Rewind(int lines);
+
+  // The rows `frame` (drawn at any width) takes on a terminal now `width`
+  // columns wide that rewraps its lines, as tmux and most terminals do: a
+  // line of w columns takes ceil(w / width) rows (1 when empty).
+  static int RowsAfterResize(const std::string& frame, int width);
 
  private:
   struct Fold {
@@ -44,6 +55,8 @@ class LiveView final {
   // The task's name in the progress lines ("fold 2", "refit", "trial 1
   // fold 0") and in the table's first column ("2", "refit", "t1 f0").
   std::string Label(int task) const;
+  // The blank line, header and rows of the latest metrics of `tasks`.
+  std::vector<std::string> MetricsTable(const std::vector<int>& tasks, size_t max_cols) const;
   std::string ShortLabel(int task) const;
 
   traind::v1::JobSpec spec_;

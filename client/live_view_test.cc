@@ -1,5 +1,8 @@
 #include "client/live_view.h"
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "client/format.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -8,6 +11,7 @@ namespace {
 
 using ::testing::HasSubstr;
 using ::testing::Not;
+using ::testing::StartsWith;
 
 traind::v1::JobEvent Epoch(int task, int epoch, double loss, double val_acc, double seconds) {
   traind::v1::JobEvent e;
@@ -89,6 +93,70 @@ TEST(LiveViewTest, TheRefitTaskAndSearchTrialsAreNamed) {
   EXPECT_THAT(frame, HasSubstr("refit of the best trial  [#"));
   EXPECT_THAT(frame, HasSubstr("TASK  EPOCH"));
   EXPECT_THAT(frame, HasSubstr("t1 f1      1"));
+}
+
+// Ten folds with seven metrics: at any size every line is narrower than the
+// terminal and the frame shorter than it; what does not fit is counted.
+TEST(LiveViewTest, TheFrameFitsAnyTerminal) {
+  traind::v1::Job job;
+  job.set_id("0123456789ab");
+  job.set_state(traind::v1::Job::RUNNING);
+  job.mutable_spec()->set_name("digits-multiclass-with-a-long-name");
+  job.mutable_spec()->mutable_cross_validation()->set_folds(10);
+  job.mutable_spec()->mutable_training()->set_epochs(100);
+  LiveView view(job);
+  for (int task = 0; task < 10; ++task) {
+    traind::v1::JobEvent e = Epoch(task, 1 + task, 0.5, 0.75, 0.1);
+    auto* m = e.mutable_epoch();
+    (*m->mutable_train())["accuracy"] = 0.8;
+    for (const char* name : {"loss", "top5_accuracy", "f1_macro", "roc_auc"}) {
+      (*m->mutable_val())[name] = 0.25;
+    }
+    view.Update(e);
+    if (task >= 6) {  // these have ended
+      traind::v1::JobEvent done;
+      done.mutable_task_state()->set_task(task);
+      done.mutable_task_state()->set_attempt(1);
+      done.mutable_task_state()->set_state(traind::v1::Task::SUCCEEDED);
+      view.Update(done);
+    }
+  }
+  for (int width : {20, 40, 60, 80, 120, 200}) {
+    for (int height : {2, 6, 12, 24, 50}) {
+      const std::string frame = view.Render(width, height);
+      const std::vector<std::string> lines = absl::StrSplit(frame, '\n', absl::SkipEmpty());
+      EXPECT_LE(lines.size(), static_cast<size_t>(height - 1)) << width << "x" << height << "\n"
+                                                               << frame;
+      for (const std::string& line : lines) {
+        EXPECT_LT(DisplayWidth(line), static_cast<size_t>(width))
+            << width << "x" << height << ": " << line;
+      }
+      EXPECT_THAT(frame, StartsWith("job 0123456789ab")) << width << "x" << height;
+    }
+  }
+  // Room for everything: every fold and every metric.
+  std::string frame = view.Render(200, 50);
+  for (int task = 0; task < 10; ++task) EXPECT_THAT(frame, HasSubstr(absl::StrCat("fold ", task)));
+  EXPECT_THAT(frame, HasSubstr("TRAIN_ACCURACY"));
+  EXPECT_THAT(frame, HasSubstr("VAL_ROC_AUC"));
+  EXPECT_THAT(frame, Not(HasSubstr("more (")));
+  // 80 x 12: the running folds first, the rest counted; train metrics give
+  // way to validation ones.
+  frame = view.Render(80, 12);
+  EXPECT_THAT(frame, HasSubstr("fold 0  ["));
+  EXPECT_THAT(frame, Not(HasSubstr("fold 9  [")));
+  EXPECT_THAT(frame, HasSubstr(" more ("));
+  EXPECT_THAT(frame, HasSubstr("SUCCEEDED)"));
+  EXPECT_THAT(view.Render(80, 50), Not(HasSubstr("TRAIN_ACCURACY")));
+  EXPECT_THAT(view.Render(80, 50), HasSubstr("VAL_LOSS"));
+  EXPECT_THAT(view.Render(80, 50), HasSubstr("  (+3 more)"));
+}
+
+TEST(LiveViewTest, RowsAfterResizeCountsRewrappedLines) {
+  EXPECT_EQ(LiveView::RowsAfterResize("", 80), 0);
+  EXPECT_EQ(LiveView::RowsAfterResize("abc\n\n" + std::string(100, 'x') + "\n", 80), 4);
+  EXPECT_EQ(LiveView::RowsAfterResize("abc\n\n" + std::string(100, 'x') + "\n", 40), 5);
+  EXPECT_EQ(LiveView::RowsAfterResize(std::string(79, 'x') + "\n", 79), 1);
 }
 
 TEST(LiveViewTest, Rewind) {

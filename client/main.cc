@@ -411,17 +411,20 @@ class Commands {
     const bool live = !quiet && !global_.structured() && isatty(STDOUT_FILENO) &&
                       std::getenv("TERM") != nullptr && std::string(std::getenv("TERM")) != "dumb";
     LiveView view(job);
-    int drawn_lines = 0;
+    std::string last_frame;
     auto last_draw = std::chrono::steady_clock::time_point();
     auto draw = [&](bool force) {
       const auto now = std::chrono::steady_clock::now();
       if (!force && now - last_draw < std::chrono::milliseconds(100)) return;
       last_draw = now;
       struct winsize ws {};
-      int width = ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0 ? ws.ws_col : 80;
-      std::string frame = view.Render(width);
-      std::cout << LiveView::Rewind(drawn_lines) << frame << std::flush;
-      drawn_lines = static_cast<int>(std::count(frame.begin(), frame.end(), '\n'));
+      const bool sized = ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0;
+      const int width = sized && ws.ws_col > 0 ? ws.ws_col : 80;
+      const int height = sized && ws.ws_row > 0 ? ws.ws_row : 24;
+      // A terminal made narrower may have rewrapped the last frame's lines.
+      const int rewind = LiveView::RowsAfterResize(last_frame, width);
+      last_frame = view.Render(width, height);
+      std::cout << LiveView::Rewind(rewind) << last_frame << std::flush;
     };
     absl::Status watched = client().WatchJob(job.id(), after_sequence, [&](const JobEvent& event) {
       if (event.last() && event.has_job_state()) {

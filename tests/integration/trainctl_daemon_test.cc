@@ -14,6 +14,7 @@
 
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
@@ -22,6 +23,13 @@
 
 namespace traind::testing {
 namespace {
+
+// Columns of a line of the pane (UTF-8 code points: "…" is one).
+size_t DisplayColumns(const std::string& line) {
+  size_t n = 0;
+  for (unsigned char c : line) n += (c & 0xC0) != 0x80 ? 1 : 0;
+  return n;
+}
 
 using traind::v1::Job;
 using traind::v1::JobEvent;
@@ -199,6 +207,70 @@ TEST_F(TrainctlDaemonTest, LiveViewFitsTheTerminalAndRedrawsOnResize) {
   auto ctx = Ctx();
   ASSERT_TRUE(daemon_->stub()->ListJobs(ctx.get(), req, &list).ok());
   for (const Job& j : list.jobs()) Trainctl("cancel --force " + j.id(), &out);
+}
+
+// The widest example (five validation metrics, two train ones) at 60, 80 and
+// 200 columns: one frame redrawn in place (never a stack of frames in the
+// scrollback), every line narrower than the terminal.
+TEST_F(TrainctlDaemonTest, LiveViewFitsNarrowAndWideTerminals) {
+  std::string out;
+  ASSERT_EQ(RunCommand("command -v tmux", &out), 0) << "tmux is not installed";
+  for (int width : {60, 80, 200}) {
+    SCOPED_TRACE(width);
+    const std::string server = absl::StrCat("traind-fit-", getpid(), "-", width);
+    const std::string tmux = "tmux -L " + server + " ";
+    const std::string command =
+        "cd " + SourceDir() + " && TERM=xterm-256color " + BinDir() + "/trainctl --address " +
+        daemon_->address() +
+        " submit examples/digits-multiclass.yaml --name fit --set training.epochs=100000 "
+        "--set early_stopping= --set checkpoint= --watch; sleep 60";
+    ASSERT_EQ(RunCommand(absl::StrCat(tmux, "new-session -d -s t -x ", width, " -y 24 '", command,
+                                      "' 2>&1"),
+                         &out),
+              0)
+        << out;
+    absl::Cleanup end_tmux = [&] {
+      std::string ignored;
+      RunCommand(tmux + "kill-server 2>/dev/null", &ignored);
+    };
+    auto capture = [&] {
+      std::string pane;
+      RunCommand(tmux + "capture-pane -p -S -5000 -t t", &pane);
+      return pane;
+    };
+    std::string pane;
+    for (int i = 0; i < 300 && pane.find("VAL_LOSS") == std::string::npos; ++i) {
+      usleep(50000);
+      pane = capture();
+    }
+    ASSERT_NE(pane.find("VAL_LOSS"), std::string::npos) << pane;
+    usleep(800000);  // several redraws
+    pane = capture();
+    std::istringstream in(pane);
+    std::string line;
+    int frames = 0, headers = 0;
+    while (std::getline(in, line)) {
+      EXPECT_LT(DisplayColumns(line), static_cast<size_t>(width)) << line;
+      if (line.rfind("job ", 0) == 0) ++frames;
+      if (line.rfind("FOLD  EPOCH", 0) == 0) ++headers;
+    }
+    EXPECT_EQ(frames, 1) << pane;
+    EXPECT_EQ(headers, 1) << pane;
+    if (width == 200) {
+      EXPECT_NE(pane.find("VAL_TOP_K_ACCURACY"), std::string::npos) << pane;
+      EXPECT_NE(pane.find("TRAIN_ACCURACY"), std::string::npos) << pane;
+    } else {
+      // Columns left out are counted after the header: "(+N more)" or "+N".
+      EXPECT_NE(pane.find("VAL_LOSS"), std::string::npos) << pane;
+      EXPECT_TRUE(pane.find(" more)") != std::string::npos || pane.find("  +") != std::string::npos)
+          << pane;
+    }
+    traind::v1::ListJobsRequest req;
+    traind::v1::ListJobsResponse list;
+    auto ctx = Ctx();
+    ASSERT_TRUE(daemon_->stub()->ListJobs(ctx.get(), req, &list).ok());
+    for (const Job& j : list.jobs()) Trainctl("cancel --force " + j.id(), &out);
+  }
 }
 
 TEST_F(TrainctlDaemonTest, SubmitWaitJsonPrintsTheSucceededJobWithItsResult) {
