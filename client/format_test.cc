@@ -10,6 +10,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "client/render.h"
 
 namespace traind::client {
@@ -172,7 +173,7 @@ TEST(RenderTest, ResultTable) {
             "TASK  EPOCHS  TRAIN_ROWS  TRAIN_LOSS  TRAIN_ACCURACY\n"
             "   0      20         150      0.1250          0.9600\n"
             "(no validation rows: training metrics of the last epoch)\n"
-            "model (task 0): /s/jobs/j/task-0/model.ckpt\n");
+            "model (task 0): task-0/model.ckpt\n");
 }
 
 v1::JobSpec CvSpec() {
@@ -384,8 +385,9 @@ TEST(RenderTest, SearchTrialsBestFirstThenTheBestTrialsFolds) {
   trial(2, "0.001", v1::TrialResult::SUCCEEDED, 0.95, 1);
   r.set_best_trial(2);
   const std::string text = RenderResult(r);
-  EXPECT_THAT(text, HasSubstr("RANK  TRIAL  STATE      EPOCHS  optimizer.adam.learning_rate  "
+  EXPECT_THAT(text, HasSubstr("RANK  TRIAL  STATE      EPOCHS/FOLD  learning_rate  "
                               "VAL_ACCURACY\n"));
+  EXPECT_THAT(text, HasSubstr("learning_rate = optimizer.adam.learning_rate\n"));
   // Best first; a trial without a score last.
   const size_t best = text.find("   1      2  SUCCEEDED");
   const size_t second = text.find("   2      1  SUCCEEDED");
@@ -397,6 +399,65 @@ TEST(RenderTest, SearchTrialsBestFirstThenTheBestTrialsFolds) {
   EXPECT_LT(second, failed);
   EXPECT_THAT(text, HasSubstr("0.9500 ± 0.0100"));
   EXPECT_THAT(text, HasSubstr("best trial: 2 (its score is optimistic"));
+}
+
+// A search's result at 80 columns: epochs per fold, the search metric first
+// and the metrics that do not fit counted, parameters by short names with a
+// legend, the best trial's folds numbered within it.
+TEST(RenderTest, SearchResultFitsEightyColumns) {
+  v1::JobResult r;
+  for (int i = 0; i < 4; ++i) {
+    v1::TrialResult* t = r.add_trials();
+    t->set_trial(i);
+    (*t->mutable_params())["optimizer.adam.learning_rate"] = i % 2 ? "0.03" : "0.003";
+    (*t->mutable_params())["model.layers[0].dense.units"] = i / 2 ? "32" : "4";
+    (*t->mutable_params())["model.layers[1].dense.units"] = "3";
+    t->set_state(v1::TrialResult::SUCCEEDED);
+    for (const char* m : {"loss", "accuracy", "f1_macro"}) {
+      (*t->mutable_val())[m].set_mean(0.5 + 0.1 * i);
+      (*t->mutable_val())[m].set_std(0.01);
+    }
+    t->set_score(0.5 + 0.1 * i);
+    t->set_rank(4 - i);
+    t->set_epochs_run(i == 0 ? 25 : 30);  // trial 0's folds stopped early
+    t->set_first_task(3 * i);
+    t->set_tasks(3);
+  }
+  r.set_best_trial(3);
+  for (int f = 0; f < 3; ++f) {
+    v1::FoldResult* fold = r.add_folds();
+    fold->set_fold(9 + f);
+    fold->set_best_epoch(10);
+    (*fold->mutable_val())["accuracy"] = 0.8;
+    fold->set_predictions_path(absl::StrCat("/s/jobs/j/task-", 9 + f, "/predictions.csv"));
+  }
+  v1::JobSpec spec;
+  spec.mutable_search()->set_metric("val.f1_macro");
+  const std::string text = RenderResult(r, &spec, 80);
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+    EXPECT_LT(DisplayWidth(std::string(line)), 80u) << line;
+  }
+  // Three parameters whose shortest distinct names are too long: p1, p2, p3.
+  EXPECT_THAT(text,
+              HasSubstr("RANK  TRIAL  STATE      EPOCHS/FOLD  p1  p2  p3     VAL_F1_MACRO\n"));
+  EXPECT_THAT(text,
+              HasSubstr("   1      3  SUCCEEDED           10  32  3   0.03   0.8000 ± 0.0100"));
+  EXPECT_THAT(text,
+              HasSubstr("   4      0  SUCCEEDED          8.3  4   3   0.003  0.5000 ± 0.0100"));
+  EXPECT_THAT(text, HasSubstr("(2 more metrics: trainctl result -o json)\n"));
+  EXPECT_THAT(text, HasSubstr("p1 = model.layers[0].dense.units\n"
+                              "p2 = model.layers[1].dense.units\n"
+                              "p3 = optimizer.adam.learning_rate\n"));
+  EXPECT_THAT(text, HasSubstr("FOLD  BEST_EPOCH  VAL_ACCURACY\n"
+                              "   0          10        0.8000\n"
+                              "   1          10        0.8000\n"
+                              "   2          10        0.8000\n"));
+  EXPECT_THAT(text, HasSubstr("  fold 0  task-9/predictions.csv\n"));
+  // Wide enough: short names, every metric, the search's first.
+  const std::string wide = RenderResult(r, &spec, 200);
+  EXPECT_THAT(wide, HasSubstr("EPOCHS/FOLD  layers[0].dense.units  layers[1].dense.units  "
+                              "learning_rate  VAL_F1_MACRO     VAL_LOSS         VAL_ACCURACY\n"));
+  EXPECT_THAT(wide, HasSubstr("learning_rate = optimizer.adam.learning_rate\n"));
 }
 
 TEST(RenderTest, JobListAndState) {

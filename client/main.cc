@@ -98,6 +98,15 @@ std::string DefaultAddress() {
   return "127.0.0.1:7070";
 }
 
+// The terminal's width; 80 when stdout is not a terminal.
+int TerminalWidth() {
+  struct winsize ws {};
+  if (isatty(STDOUT_FILENO) && ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0) {
+    return ws.ws_col;
+  }
+  return 80;
+}
+
 using ::traind::client::ExitCodeFor;  // of a Status, beside this one of a state
 int ExitCodeFor(Job::State state) {
   switch (state) {
@@ -254,7 +263,7 @@ class Commands {
     if (global_.structured()) {
       Print(global_.Encode(*result, true));
     } else {
-      std::string text = RenderResult(*result);
+      std::string text = RenderResult(*result, &job->spec(), TerminalWidth());
       if (text.empty()) text = ended_badly ? "no fold finished\n" : "no fold has finished yet\n";
       Print(text);
     }
@@ -473,7 +482,7 @@ class Commands {
       return *final_state == Job::SUCCEEDED ? ExitCodeFor(result.status())
                                             : ExitCodeFor(*final_state);
     }
-    std::string text = RenderResult(*result);
+    std::string text = RenderResult(*result, &job.spec(), TerminalWidth());
     if (!text.empty()) Print("\n" + text);
     std::cout.flush();
     return ExitCodeFor(*final_state);

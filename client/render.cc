@@ -6,8 +6,11 @@
 #include <vector>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "client/format.h"
 #include "google/protobuf/util/json_util.h"
 #include "spec/search.h"
@@ -260,11 +263,12 @@ std::string RenderTrainOnlyResult(const JobResult& result) {
   if (!result.complete()) absl::StrAppend(&out, "(incomplete: tasks still running)\n");
   for (const auto& fold : result.folds()) {
     if (!fold.model_path().empty()) {
-      absl::StrAppend(&out, "model (task ", fold.fold(), "): ", fold.model_path(), "\n");
+      absl::StrAppend(&out, "model (task ", fold.fold(), "): ", ArtifactName(fold.model_path()),
+                      "\n");
     }
     if (!fold.predictions_path().empty()) {
-      absl::StrAppend(&out, "predictions (task ", fold.fold(), "): ", fold.predictions_path(),
-                      "\n");
+      absl::StrAppend(&out, "predictions (task ", fold.fold(),
+                      "): ", ArtifactName(fold.predictions_path()), "\n");
     }
   }
   return out;
@@ -279,8 +283,69 @@ std::string TrialStateName(traind::v1::TrialResult::State s) {
   return name == "STATE_UNSPECIFIED" ? "-" : name;
 }
 
-// A search's trials, best first (scikit-learn's cv_results_ as a table).
-std::string RenderTrials(const JobResult& result) {
+// The shortest '.'-separated suffix of each path that no other path ends
+// with ("optimizer.adam.learning_rate" -> "learning_rate").
+std::vector<std::string> ShortNames(const std::vector<std::string>& paths) {
+  std::vector<std::vector<std::string>> parts;
+  for (const auto& p : paths) parts.push_back(absl::StrSplit(p, '.'));
+  std::vector<std::string> names(paths.size());
+  for (size_t i = 0; i < paths.size(); ++i) {
+    for (size_t take = 1; take <= parts[i].size(); ++take) {
+      std::string name =
+          absl::StrJoin(parts[i].end() - static_cast<std::ptrdiff_t>(take), parts[i].end(), ".");
+      bool unique = true;
+      for (size_t j = 0; j < paths.size() && unique; ++j) {
+        unique = j == i || !(paths[j] == name || absl::EndsWith(paths[j], "." + name));
+      }
+      names[i] = name;
+      if (unique) break;
+    }
+  }
+  return names;
+}
+
+// The widest line of `text`.
+size_t TextWidth(const std::string& text) {
+  size_t widest = 0;
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+    widest = std::max(widest, DisplayWidth(std::string(line)));
+  }
+  return widest;
+}
+
+// A table narrower than max_cols where it can be: the columns from `keep` on
+// are left out from the right until it fits; *dropped counts them.
+std::string FitColumns(const std::vector<std::string>& headers,
+                       const std::vector<std::vector<std::string>>& rows,
+                       const std::vector<Align>& align, size_t keep, size_t max_cols,
+                       size_t* dropped) {
+  *dropped = 0;
+  for (size_t n = headers.size();; --n) {
+    Table table(std::vector<std::string>(headers.begin(), headers.begin() + n));
+    for (size_t c = 0; c < n; ++c) table.SetAlign(c, align[c]);
+    for (const auto& row : rows) {
+      table.AddRow(std::vector<std::string>(row.begin(), row.begin() + n));
+    }
+    std::string text = table.Render();
+    if (TextWidth(text) <= max_cols || n <= keep) {
+      *dropped = headers.size() - n;
+      return text;
+    }
+  }
+}
+
+// "12" or "7.5": a mean of whole numbers.
+std::string PerFold(int total, int folds) {
+  if (folds <= 0) return absl::StrCat(total);
+  if (total % folds == 0) return absl::StrCat(total / folds);
+  return absl::StrFormat("%.1f", static_cast<double>(total) / folds);
+}
+
+// A search's trials, best first (scikit-learn's cv_results_ as a table): the
+// parameters by their shortest distinct names (a legend gives the paths),
+// the search's metric first; the columns that do not fit `width` are left
+// out from the right, the search metric last, and counted.
+std::string RenderTrials(const JobResult& result, const JobSpec* spec, int width) {
   std::vector<const traind::v1::TrialResult*> trials;
   for (const auto& t : result.trials()) trials.push_back(&t);
   std::stable_sort(trials.begin(), trials.end(), [](const auto* a, const auto* b) {
@@ -299,15 +364,24 @@ std::string RenderTrials(const JobResult& result) {
   }
   std::sort(params.begin(), params.end());
   names = OrderMetricNames(std::move(names));
-  std::vector<std::string> headers = {"RANK", "TRIAL", "STATE", "EPOCHS"};
-  for (const auto& p : params) headers.push_back(p);
+  // The search's metric ("val.accuracy"; val.loss by default) leads.
+  if (spec != nullptr && spec->has_search()) {
+    std::string metric = spec->search().metric().empty() ? "val.loss" : spec->search().metric();
+    if (absl::StartsWith(metric, "val.")) metric = metric.substr(4);
+    auto it = std::find(names.begin(), names.end(), metric);
+    if (it != names.end()) std::rotate(names.begin(), it, it + 1);
+  }
+  std::vector<std::string> short_params = ShortNames(params);
+  std::vector<std::string> headers = {"RANK", "TRIAL", "STATE", "EPOCHS/FOLD"};
+  for (const auto& p : short_params) headers.push_back(p);
   for (const auto& n : names) headers.push_back("VAL_" + Upper(n));
-  Table table(headers);
-  for (size_t c = 0; c < 4; ++c) table.SetAlign(c, c == 2 ? Align::kLeft : Align::kRight);
+  std::vector<Align> align(headers.size(), Align::kLeft);
+  align[0] = align[1] = align[3] = Align::kRight;
+  std::vector<std::vector<std::string>> rows;
   for (const auto* t : trials) {
     std::vector<std::string> row = {t->rank() > 0 ? absl::StrCat(t->rank()) : "-",
                                     absl::StrCat(t->trial()), TrialStateName(t->state()),
-                                    absl::StrCat(t->epochs_run())};
+                                    PerFold(t->epochs_run(), t->tasks())};
     for (const auto& p : params) {
       auto it = t->params().find(p);
       row.push_back(it == t->params().end() ? "-" : it->second);
@@ -318,27 +392,56 @@ std::string RenderTrials(const JobResult& result) {
                                          : absl::StrCat(FormatMetric(it->second.mean()), " ± ",
                                                         FormatMetric(it->second.std())));
     }
-    table.AddRow(std::move(row));
+    rows.push_back(std::move(row));
   }
-  std::string out = table.Render();
+  size_t dropped = 0;
+  const size_t keep = 4 + params.size() + (names.empty() ? 0 : 1);
+  const size_t max_cols = static_cast<size_t>(std::max(width, 20) - 1);
+  std::string out = FitColumns(headers, rows, align, keep, max_cols, &dropped);
+  // Still too wide: the parameters as p1, p2, ... (the legend names them).
+  if (TextWidth(out) > max_cols && !params.empty()) {
+    for (size_t i = 0; i < params.size(); ++i) {
+      short_params[i] = absl::StrCat("p", i + 1);
+      headers[4 + i] = short_params[i];
+    }
+    out = FitColumns(headers, rows, align, keep, max_cols, &dropped);
+  }
+  if (dropped > 0) {
+    absl::StrAppend(&out, "(", dropped, dropped == 1 ? " more metric" : " more metrics",
+                    ": trainctl result -o json)\n");
+  }
+  std::vector<std::string> legend;
+  for (size_t i = 0; i < params.size(); ++i) {
+    if (short_params[i] != params[i])
+      legend.push_back(absl::StrCat(short_params[i], " = ", params[i]));
+  }
+  if (!legend.empty()) absl::StrAppend(&out, absl::StrJoin(legend, "\n"), "\n");
   if (result.best_trial() >= 0) {
     absl::StrAppend(&out, "best trial: ", result.best_trial(),
-                    " (its score is optimistic: it was chosen on these folds; nested "
-                    "cross-validation estimates it without bias)\nits folds:\n");
+                    " (its score is optimistic: it was chosen on these folds;\n"
+                    "nested cross-validation estimates it without bias). Its folds:\n");
   }
   return out;
 }
 
 }  // namespace
 
-std::string RenderResult(const JobResult& result) {
+std::string RenderResult(const JobResult& result, const JobSpec* spec, int width) {
   if (!result.trials().empty()) {
-    std::string folds = result.folds().empty() ? "" : RenderResult([&] {
+    // The best trial's folds, numbered as folds of that trial (not as the
+    // job's tasks).
+    std::string folds;
+    if (!result.folds().empty()) {
       JobResult best = result;
       best.clear_trials();
-      return best;
-    }());
-    return RenderTrials(result) + folds;
+      int first = 0;
+      for (const auto& t : result.trials()) {
+        if (t.trial() == result.best_trial()) first = t.first_task();
+      }
+      for (auto& f : *best.mutable_folds()) f.set_fold(f.fold() - first);
+      folds = RenderResult(best, nullptr, width);
+    }
+    return RenderTrials(result, spec, width) + folds;
   }
   if (result.folds().empty()) return "";
   bool any_val = false;
@@ -464,7 +567,7 @@ std::string RenderJob(const Job& job) {
     for (const auto& line : failures) absl::StrAppend(&out, line, "\n");
   }
   if (job.has_result()) {
-    std::string result = RenderResult(job.result());
+    std::string result = RenderResult(job.result(), &job.spec());
     if (!result.empty()) absl::StrAppend(&out, "\n", result);
   }
   return out;

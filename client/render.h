@@ -56,8 +56,12 @@ std::string RenderSubmitted(const traind::v1::Job& job);
 std::string RenderEvent(const traind::v1::JobEvent& event, const traind::v1::JobSpec& spec);
 
 // Per-fold table (FOLD BEST_EPOCH VAL_<METRIC>...) and the mean ± std line;
-// notes an incomplete result. Empty when the result has no folds.
-std::string RenderResult(const traind::v1::JobResult& result);
+// notes an incomplete result. Empty when the result has no folds. A
+// search's result: its trials table, best first, fitted to `width` columns
+// (the search metric of `spec`, when given, first), then the best trial's
+// folds (numbered within the trial).
+std::string RenderResult(const traind::v1::JobResult& result,
+                         const traind::v1::JobSpec* spec = nullptr, int width = 80);
 
 // "val mean ± std over 5 folds: loss 0.0712 ± 0.0213  accuracy 0.9733 ± 0.0249"
 // (no '\n'); empty when the result has no validation summary.

@@ -520,13 +520,13 @@ TEST_F(ArtifactsTest, TrainctlListsDownloadsAndDeletes) {
   ASSERT_EQ(RunCommand(trainctl + " download " + job.id() + " task-1/predictions.csv -O -", &out),
             0);
   EXPECT_EQ(out, ReadBytes(JobDirOf(job.id()) + "/task-1/predictions.csv"));
-  EXPECT_EQ(RunCommand(trainctl + " download " + job.id() + " ../traind.db -O - 2>&1", &out), 1);
+  EXPECT_EQ(RunCommand(trainctl + " download " + job.id() + " ../traind.db -O - 2>&1", &out), 6);
   EXPECT_NE(out.find("no artifact"), std::string::npos) << out;
   ASSERT_EQ(RunCommand(trainctl + " info", &out), 0) << out;
   EXPECT_NE(out.find("state_dir_size:"), std::string::npos) << out;
   ASSERT_EQ(RunCommand(trainctl + " delete " + job.id(), &out), 0) << out;
   EXPECT_NE(out.find("deleted job " + job.id()), std::string::npos) << out;
-  EXPECT_EQ(RunCommand(trainctl + " get " + job.id() + " 2>&1", &out), 1) << out;
+  EXPECT_EQ(RunCommand(trainctl + " get " + job.id() + " 2>&1", &out), 6) << out;
 }
 
 // -O names a directory, a symbolic link or a FIFO: the file lands inside the

@@ -102,8 +102,15 @@ job=$("${trainctl[@]}" submit "$tmp/iris-live.yaml" | sed -n 's/^submitted job \
 [[ -n $job ]] || { echo "submit failed" >&2; cat "$tmp/traind.log" >&2; exit 1; }
 echo "job $job, dashboard $url"
 
+# A small search (4 trials x 3 folds, and the refit of the best): its
+# trials view. It runs once the live job's folds leave it slots.
+search=$(cd "$source_dir" && "${trainctl[@]}" submit examples/iris-search.yaml \
+  --set training.epochs=8 | sed -n 's/^submitted job \([0-9a-f]*\).*/\1/p')
+[[ -n $search ]] || { echo "search submit failed" >&2; cat "$tmp/traind.log" >&2; exit 1; }
+
 args=(--url "$url" --token "$token" --job "$job" --screenshot "$screenshot" --chromium "$chromium"
-      --admin-token "$admin_token" --dataset iris-live:1)
+      --admin-token "$admin_token" --dataset iris-live:1 --search-job "$search"
+      --trials-screenshot "$(dirname "$screenshot")/trials.png")
 login_url=$("${trainctl[@]}" dashboard 2>/dev/null | grep -o 'http://[^ ]*/login?ticket=[^ ]*' | head -1 || true)
 [[ -n $login_url ]] && args+=(--login-url "$login_url")
 

@@ -232,7 +232,7 @@ TEST_F(DatasetsTest, UploadVersionsProfileAndDownload) {
   EXPECT_EQ(ReadText(work_ + "/first.csv"), iris_);
 
   r = Trainctl("datasets get nope");
-  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_EQ(r.exit_code, 6) << r.err;  // not found
 }
 
 TEST_F(DatasetsTest, ADatasetAnUnfinishedJobUsesIsNotDeleted) {

@@ -1,5 +1,6 @@
 // The job list: every job with its state, progress and score, polled.
 import {AuthError, POLL_MS, api, fmtMeanStd, fmtTime, h, progressBar, selectionMetric, setMain, stateBadge, summaryOf, waitReasons} from './dom.js';
+import {searchMetric} from './trials_view.js';
 
 const JOB_STATES = ['QUEUED', 'RUNNING', 'CANCELLING', 'SUCCEEDED', 'FAILED', 'CANCELLED'];
 
@@ -88,8 +89,12 @@ export class JobListView {
     }
     this.tbody.replaceChildren(...jobs.map((job) => {
       const href = `#/jobs/${encodeURIComponent(job.id)}`;
-      const key = selectionMetric(job.result && job.result.selection);
+      // A search is ranked by its search metric (its best trial's folds);
+      // other jobs show the metric their best epochs were chosen by.
+      const search = searchMetric(job.spec);
+      const key = search ? search.replace(/^val\./, '') : selectionMetric(job.result && job.result.selection);
       const summary = summaryOf(job.result, key);
+      const label = search ? `${search} (best trial)` : job.result && job.result.selection;
       const row = h('tr', {class: 'clickable', testid: `job-row-${job.id}`, 'data-job-id': job.id,
                            onclick: (ev) => { if (ev.target.tagName !== 'A') location.hash = href; }},
         h('td', {}, h('a', {href, class: 'mono', testid: 'job-link'}, job.id)),
@@ -98,7 +103,7 @@ export class JobListView {
         h('td', {}, stateBadge(job.state, 'job-state')),
         h('td', {}, progressBar(job, 'job-progress')),
         h('td', {testid: 'job-metric'}, summary ? h('span', {}, fmtMeanStd(summary), ' ',
-                                                     h('span', {class: 'muted'}, job.result.selection)) : '–'),
+                                                     h('span', {class: 'muted'}, label)) : '–'),
         h('td', {testid: 'job-wait'}, waitReasons(job)),
         h('td', {}, h('time', {datetime: job.createTime || ''}, fmtTime(job.createTime))));
       return row;

@@ -1,6 +1,7 @@
 // The job page: a job's state, its tasks, and its per-epoch curves, live from
 // its event stream.
 import {AuthError, CHART_MIN_INTERVAL_MS, PALETTE, POLL_MS, TERMINAL_JOB, api, failureText, fmtBytes, fmtMeanStd, fmtNumber, fmtTime, h, humanEnum, main, progressBar, setMain, stateBadge} from './dom.js';
+import {TrialsView, locateSearchTask, searchMetric} from './trials_view.js';
 
 // protobuf JSON writes NaN and infinities as strings; they are not plotted.
 // The data a job trains on: its stored dataset (a link), or its path.
@@ -101,6 +102,8 @@ export class JobView {
     document.title = `traind — job ${this.id}`;
     this.header = h('div', {class: 'job-header', testid: 'job-header'});
     this.failureBox = h('div', {class: 'failure', role: 'alert', testid: 'job-failure', hidden: true});
+    this.trialsBox = h('div', {testid: 'trials-box'});  // a search's trials
+    this.trials = null;
     this.summary = h('div', {class: 'summary', testid: 'job-summary'});
     this.foldBody = h('tbody');
     this.foldHead = h('thead');
@@ -135,6 +138,7 @@ export class JobView {
       h('nav', {class: 'crumbs', 'aria-label': 'Breadcrumb'}, h('a', {href: '#/', testid: 'back'}, '← Jobs')),
       this.header,
       this.failureBox,
+      this.trialsBox,
       h('section', {'aria-labelledby': 'curves-title'},
         h('div', {class: 'title-row'},
           h('h2', {id: 'curves-title'}, 'Curves'),
@@ -215,7 +219,17 @@ export class JobView {
     return {cv, folds: cv ? cv.folds || 0 : 0, repeats: cv ? Math.max(cv.repeats || 1, 1) : 1};
   }
 
+  // The tasks the curves show: a search's selected trial's folds; all
+  // others' tasks.
+  charted(i) {
+    if (!this.trials) return true;
+    const at = locateSearchTask(this.job, i);
+    return !!at && !at.refit && at.trial === this.trials.current();
+  }
+
   taskLabel(i) {
+    const at = locateSearchTask(this.job, i);
+    if (at) return at.refit ? 'refit' : `trial ${at.trial} · fold ${at.fold}`;
     const {cv, folds, repeats} = this.cv();
     const task = this.job && this.job.tasks ? this.job.tasks.find((t) => t.index === i) : null;
     if (task && task.result && task.result.refit) return 'refit';
@@ -236,6 +250,7 @@ export class JobView {
       ['Data', dataOf(spec.data || {}, job.owner)],
       ['Progress', progressBar(job, 'job-progress')],
       ['Cross-validation', folds ? `${folds} folds${repeats > 1 ? ` × ${repeats} repeats` : ''}` : 'none'],
+      spec.search ? ['Search', `${((job.result || {}).trials || []).length} trials by ${searchMetric(spec)}`] : null,
       ['Training', training.epochs ? `${training.epochs} epochs, batch ${training.batchSize || '–'}`
                                    : training.batches ? `${training.batches} batches` : '–'],
       ['Created', h('time', {datetime: job.createTime || ''}, fmtTime(job.createTime))],
@@ -244,7 +259,18 @@ export class JobView {
     ];
     this.header.replaceChildren(
       h('h1', {}, spec.name || 'job', ' ', h('span', {class: 'mono muted', testid: 'job-id'}, job.id)),
-      h('dl', {class: 'facts'}, facts.map(([k, v]) => h('div', {}, h('dt', {}, k), h('dd', {}, v)))));
+      h('dl', {class: 'facts'}, facts.filter(Boolean).map(([k, v]) => h('div', {}, h('dt', {}, k), h('dd', {}, v)))));
+    if (spec.search) {
+      if (!this.trials) {
+        this.trials = new TrialsView(() => {
+          this.legendSig = null;
+          this.renderLegend();
+          this.scheduleDraw();
+        });
+        this.trialsBox.replaceChildren(this.trials.element());
+      }
+      this.trials.render(job);
+    }
     const failure = failureText(job.failure);
     this.failureBox.hidden = !failure;
     this.failureBox.replaceChildren(h('strong', {}, 'Job failed: '), failure);
@@ -301,7 +327,8 @@ export class JobView {
     this.summary.dataset.complete = result.complete ? 'true' : 'false';
     this.summary.replaceChildren(entries.length
       ? h('p', {},
-          h('strong', {}, result.complete ? `Validation mean ± std over ${doneFolds} folds: ` : `So far (${doneFolds} folds done): `),
+          h('strong', {}, job.spec && job.spec.search && result.bestTrial >= 0 ? `Best trial ${result.bestTrial}: ` : '',
+            result.complete ? `Validation mean ± std over ${doneFolds} folds: ` : `So far (${doneFolds} folds done): `),
           entries.map(([k, s], i) => h('span', {class: 'metric', testid: `summary-${k.replace(/^val\./, '')}`},
             i ? ' · ' : '', `${k} `, h('b', {}, fmtMeanStd(s)))),
           selection ? h('span', {class: 'muted'}, ` — best epoch by ${selection}`) : null)
@@ -314,8 +341,9 @@ export class JobView {
 
   renderLegend() {
     const tasks = new Set([...(this.job ? (this.job.tasks || []).map((t) => t.index) : []), ...this.curves.tasks.keys()]);
-    const sorted = [...tasks].sort((a, b) => a - b);
-    const sig = sorted.join(',') + (this.job ? this.job.tasks.length : '');
+    const sorted = [...tasks].filter((i) => this.charted(i)).sort((a, b) => a - b);
+    const sig = sorted.join(',') + (this.job ? this.job.tasks.length : '') +
+                (this.trials ? `|${this.trials.current()}|${((this.job.result || {}).trials || []).length}` : '');
     if (sig === this.legendSig) return;
     this.legendSig = sig;
     this.legend.replaceChildren(...sorted.map((i) =>
@@ -493,7 +521,9 @@ export class JobView {
       return;
     }
     const c = this.curves;
-    const taskIds = [...c.tasks.keys()].filter((i) => c.tasks.get(i).size).sort((a, b) => a - b);
+    const taskIds = [...c.tasks.keys()].filter((i) => c.tasks.get(i).size && this.charted(i))
+      .sort((a, b) => a - b);
+    if (this.trials) this.chartsBox.dataset.trial = String(this.trials.current());
     if (!taskIds.length) return;
     this.renderLegend();
     const emptyNote = this.chartsBox.querySelector('[data-testid="charts-empty"]');

@@ -37,6 +37,8 @@ function options() {
     chromium: process.env.CHROMIUM || '/usr/bin/chromium',
     adminToken: process.env.TRAIND_ADMIN_TOKEN,
     dataset: process.env.TRAIND_DATASET,
+    searchJob: process.env.TRAIND_SEARCH_JOB,
+    trialsScreenshot: process.env.TRAIND_TRIALS_SCREENSHOT,
     timeout: Number(process.env.TRAIND_TEST_TIMEOUT || 240),
   };
   const argv = process.argv.slice(2);
@@ -45,7 +47,8 @@ function options() {
     const value = inline !== undefined ? inline : argv[++i];
     const key = {'--url': 'url', '--token': 'token', '--job': 'job', '--screenshot': 'screenshot',
                  '--login-url': 'loginUrl', '--chromium': 'chromium', '--timeout': 'timeout',
-                 '--admin-token': 'adminToken', '--dataset': 'dataset'}[flag];
+                 '--admin-token': 'adminToken', '--dataset': 'dataset', '--search-job': 'searchJob',
+                 '--trials-screenshot': 'trialsScreenshot'}[flag];
     if (!key) {
       console.error(`unknown argument ${flag}`);
       process.exit(2);
@@ -403,6 +406,76 @@ try {
       const jobs = await admin.locator(tid('dataset-jobs')).innerText();
       assert.ok(jobs.includes(opt.job), jobs);
       await adminCtx.close();
+    });
+  }
+
+  if (opt.searchJob) {
+    await step('a search job: a row per trial best first, its labels, its folds\' curves, the score plot', async () => {
+      await page.goto(`${opt.url}/#/jobs/${opt.searchJob}`);
+      await page.locator(tid('job-view')).waitFor();
+      await until('the search to succeed', async () =>
+        (await page.locator(tid('job-view')).getAttribute('data-state')) === 'SUCCEEDED',
+      Math.max(deadline - Date.now() - 20000, 1000), 500);
+      const job = await page.evaluate(async (id) => (await fetch(`/api/v1/jobs/${id}`)).json(), opt.searchJob);
+      const trials = job.result.trials;
+      const best = job.result.bestTrial;
+      assert.ok(trials.length >= 2 && best >= 0, `trials ${trials.length}, best ${best}`);
+      const rows = `${tid('trial-table')} tbody tr`;
+      await until('a row per trial', async () => (await page.locator(rows).count()) === trials.length, 15000);
+      // Ranked: the best trial first, its score the API's.
+      const first = page.locator(rows).first();
+      assert.equal(await first.getAttribute('data-trial'), String(best));
+      assert.equal(await first.locator(tid('trial-rank')).innerText(), '1');
+      const bestTrial = trials.find((t) => t.trial === best);
+      const [mean] = (await first.locator(tid('trial-score')).innerText()).split(' ± ');
+      assert.ok(Math.abs(Number(mean) - bestTrial.val.accuracy.mean) < 1e-4, `score ${mean}`);
+      // Every task labelled by its trial and fold; "refit" only for the refit task.
+      const expected = [];
+      for (const t of [...trials].sort((a, b) => a.firstTask - b.firstTask)) {
+        for (let f = 0; f < t.tasks; ++f) expected.push(`trial ${t.trial} · fold ${f}`);
+      }
+      expected.push('refit');
+      const labels = (await page.locator(`${tid('fold-table')} tbody th`).allInnerTexts()).map((s) => s.trim());
+      assert.deepEqual(labels, expected);
+      // The curves: the best trial's folds, with their own band.
+      const legendOf = async () => (await page.locator(`${tid('legend')} li`).allInnerTexts()).map((s) => s.trim());
+      await until('the best trial\'s curves', async () =>
+        (await page.locator(tid('charts')).getAttribute('data-trial')) === String(best), 15000);
+      await until('the best trial\'s legend', async () => {
+        const legend = await legendOf();
+        return legend.length === bestTrial.tasks && legend.every((l) => l.startsWith(`trial ${best} · fold `));
+      }, 15000);
+      const tasksOf = (t) => Array.from({length: t.tasks}, (_, k) => String(t.firstTask + k)).sort();
+      assert.deepEqual(Object.keys((await chartState(page, 'accuracy')).tasks).sort(), tasksOf(bestTrial));
+      // A click on another trial shows its folds.
+      const other = trials.find((t) => t.trial !== best);
+      await page.locator(tid(`trial-row-${other.trial}`)).click();
+      await until('the other trial\'s curves', async () => {
+        const s = await chartState(page, 'accuracy');
+        return s && JSON.stringify(Object.keys(s.tasks).sort()) === JSON.stringify(tasksOf(other));
+      }, 15000);
+      assert.ok((await legendOf()).every((l) => l.startsWith(`trial ${other.trial} · fold `)));
+      assert.equal(await page.locator(tid(`trial-row-${other.trial}`)).getAttribute('aria-selected'), 'true');
+      // The score against a parameter: a point per trial, the chosen one marked.
+      assert.equal(await page.locator(tid('trial-plot')).getAttribute('data-points'), String(trials.length));
+      assert.equal(await page.locator(`${tid('trial-plot')} circle.selected`).count(), 1);
+      // Sorted by trial on a click of its header.
+      await page.locator(`${tid('trial-sort-trial')} button`).click();
+      const order = await page.locator(rows).evaluateAll((rs) => rs.map((r) => Number(r.dataset.trial)));
+      assert.deepEqual(order, [...order].sort((a, b) => a - b));
+      if (opt.trialsScreenshot) {
+        await page.locator(tid(`trial-row-${best}`)).click();
+        await page.mouse.move(5, 5);
+        fs.mkdirSync(path.dirname(path.resolve(opt.trialsScreenshot)), {recursive: true});
+        await page.locator(tid('job-view')).screenshot({path: opt.trialsScreenshot});
+        log(`trials screenshot: ${opt.trialsScreenshot}`);
+      }
+      // The job list: the search's own metric.
+      await page.locator(tid('back')).click();
+      const row = page.locator(tid(`job-row-${opt.searchJob}`));
+      await row.waitFor({timeout: 10000});
+      await until('the search metric in the job list', async () =>
+        /val\.accuracy \(best trial\)/.test(await row.locator(tid('job-metric')).innerText()), 10000);
     });
   }
 
