@@ -403,7 +403,7 @@ TEST_F(TrainctlTest, WatchJsonIsJsonLinesOnly) {
   for (std::string line; std::getline(out, line);) lines.push_back(line);
   ASSERT_EQ(lines.size(), 6u) << r.out;
   EXPECT_EQ(lines[0],
-            "{\"job_id\":\"job-ok\",\"sequence\":\"1\",\"job_state\":{\"state\":"
+            "{\"job_id\":\"job-ok\",\"sequence\":1,\"job_state\":{\"state\":"
             "\"RUNNING\"},\"last\":false}");
   EXPECT_THAT(lines[5], HasSubstr("\"last\":true"));
 }

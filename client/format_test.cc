@@ -501,8 +501,7 @@ TEST(RenderTest, JsonUsesProtoFieldNamesAndPrintsDefaults) {
   event.set_job_id("j1");
   event.set_sequence(3);
   event.set_last(true);
-  EXPECT_EQ(ToJson(event, /*pretty=*/false),
-            "{\"job_id\":\"j1\",\"sequence\":\"3\",\"last\":true}\n");
+  EXPECT_EQ(ToJson(event, /*pretty=*/false), "{\"job_id\":\"j1\",\"sequence\":3,\"last\":true}\n");
 }
 
 TEST(RenderTest, DevicesAndInfo) {

@@ -37,6 +37,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/strip.h"
@@ -65,7 +66,8 @@ else unix:$TRAIND_STATE_DIR/traind.sock if TRAIND_STATE_DIR is set; else
 unix:.traind/traind.sock if that socket exists; else 127.0.0.1:7070.
 
 Output (-o): table (for people), json (protobuf JSON, proto field names,
-default values included, e.g. "fold": 0; `watch -o json` prints one JobEvent
+default values included, e.g. "fold": 0; 64-bit integers as numbers where
+exact, |v| <= 2^53, else strings; `watch -o json` prints one JobEvent
 per line) or yaml (the same as YAML;
 `watch -o yaml` prints one document per event). Folds are numbered from 0.
 `watch` on a terminal redraws a live view (a progress bar per fold, the
@@ -296,10 +298,27 @@ class Commands {
     return *status == "SERVING" ? kExitOk : kExitFailed;
   }
 
-  // A one-time link that logs a browser into the dashboard as this caller.
-  int Dashboard() {
+  // A one-time link that logs a browser into the dashboard as this caller,
+  // landing on `job_id`'s page when one is given (after checking it is
+  // there).
+  int Dashboard(const std::string& job_id) {
+    if (!job_id.empty()) {
+      absl::StatusOr<Job> job = client().GetJob(job_id);
+      if (!job.ok()) return Fail(job.status());
+    }
     absl::StatusOr<v1::DashboardLogin> login = client().CreateDashboardLogin();
     if (!login.ok()) return Fail(login.status());
+    if (!job_id.empty()) {
+      std::string encoded;
+      for (unsigned char ch : job_id) {
+        if (absl::ascii_isalnum(ch) || ch == '-' || ch == '_') {
+          encoded.push_back(static_cast<char>(ch));
+        } else {
+          absl::StrAppend(&encoded, absl::StrFormat("%%%02X", ch));
+        }
+      }
+      login->set_url(absl::StrCat(login->url(), "&job=", encoded));
+    }
     if (global_.structured()) {
       Print(global_.Encode(*login, true));
     } else {
@@ -671,7 +690,11 @@ int Main(int argc, char** argv) {
       ->required()
       ->check(CLI::IsMember({"bash", "zsh"}));
   CLI::App* dashboard = app.add_subcommand(
-      "dashboard", "Print a one-time link that logs a browser into traind's web dashboard as you");
+      "dashboard",
+      "Print a one-time link that logs a browser into traind's web dashboard as you (on JOB's "
+      "page when given)");
+  std::string dashboard_job;
+  dashboard->add_option("JOB", dashboard_job, "Job whose page the link opens");
   CLI::App* health =
       app.add_subcommand("health",
                          "Ask the server's grpc.health.v1 service; print SERVING (exit 0) or "
@@ -746,7 +769,7 @@ int Main(int argc, char** argv) {
   if (*delete_cmd) return commands.Delete(job_id, cancel_first);
   if (*predict)
     return commands.Predict(job_id, file, predict_task, ensemble, server_path, out_file);
-  if (*dashboard) return commands.Dashboard();
+  if (*dashboard) return commands.Dashboard(dashboard_job);
   if (*health) return commands.Health();
   return UsageError("no command given (see trainctl --help)");
 }

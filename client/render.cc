@@ -12,6 +12,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "client/format.h"
+#include "client/json_numbers.h"
 #include "google/protobuf/util/json_util.h"
 #include "spec/search.h"
 #include "spec/task_plan.h"
@@ -90,6 +91,8 @@ std::string ToJson(const google::protobuf::Message& message, bool pretty) {
   std::string out;
   auto status = google::protobuf::util::MessageToJsonString(message, &out, options);
   if (!status.ok()) out = "{}";
+  // 64-bit counts (rows, bytes, sequences) as numbers jq compares as such.
+  out = Int64sAsNumbers(out, message.GetDescriptor());
   while (!out.empty() && out.back() == '\n') out.pop_back();
   out += '\n';
   return out;

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <utility>
 #include <vector>
@@ -545,7 +546,14 @@ void HttpServer::Get(const HttpRequest& req, HttpRoute route, const std::string&
       LogInfo("dashboard session started for %s (role %s) from %s with a login link",
               c ? c->name : "?", c ? RoleName(c->role) : "?", req.remote_address);
       res->headers.emplace_back("Set-Cookie", Cookie(*id, sessions_->session_ttl()));
-      res->headers.emplace_back("Location", "/");
+      // `trainctl dashboard JOB`: the job's page. Only a job id goes into
+      // the Location (never an address: no open redirect).
+      const std::string job = req.Param("job");
+      const bool job_id =
+          !job.empty() && job.size() <= 64 && std::all_of(job.begin(), job.end(), [](char ch) {
+            return absl::ascii_isalnum(static_cast<unsigned char>(ch)) || ch == '-' || ch == '_';
+          });
+      res->headers.emplace_back("Location", job_id ? "/#/jobs/" + job : "/");
       return;
     }
     default:

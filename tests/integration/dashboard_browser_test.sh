@@ -113,6 +113,8 @@ args=(--url "$url" --token "$token" --job "$job" --screenshot "$screenshot" --ch
       --trials-screenshot "$(dirname "$screenshot")/trials.png")
 login_url=$("${trainctl[@]}" dashboard 2>/dev/null | grep -o 'http://[^ ]*/login?ticket=[^ ]*' | head -1 || true)
 [[ -n $login_url ]] && args+=(--login-url "$login_url")
+job_login_url=$("${trainctl[@]}" dashboard "$job" 2>/dev/null | grep -o 'http://[^ ]*/login?ticket=[^ ]*' | head -1 || true)
+[[ -n $job_login_url ]] && args+=(--job-login-url "$job_login_url")
 
 status=0
 node "$test_dir/dashboard.test.mjs" "${args[@]}" || status=$?

@@ -332,6 +332,40 @@ TEST_F(HttpTest, TrainctlDashboardPrintsAWorkingLoginLink) {
   EXPECT_TRUE(absl::StartsWith(r->get_header_value("Set-Cookie"), "traind_session="));
   ASSERT_EQ(RunCommand(BinDir() + "/trainctl --address " + daemon_->address() + " info", &out), 0);
   EXPECT_NE(out.find("http:            " + url_ + "\n"), std::string::npos) << out;
+
+  // With a job: the link lands on its page; an unknown job is refused
+  // before any link is made (exit 6).
+  const Job job = RunJob(2, 1);
+  ASSERT_EQ(
+      RunCommand(BinDir() + "/trainctl --address " + daemon_->address() + " dashboard " + job.id(),
+                 &out),
+      0)
+      << out;
+  link = out.substr(out.find(url_ + "/login?ticket="));
+  link = link.substr(0, link.find_first_of(" \n"));
+  EXPECT_TRUE(absl::EndsWith(link, "&job=" + job.id())) << link;
+  r = Get(link.substr(url_.size()), nullptr);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 303);
+  EXPECT_EQ(r->get_header_value("Location"), "/#/jobs/" + job.id());
+  EXPECT_EQ(RunCommand(BinDir() + "/trainctl --address " + daemon_->address() +
+                           " dashboard 0000deadbeef 2>&1",
+                       &out),
+            6)
+      << out;
+  // Only a job id goes into the redirect: anything else lands on "/".
+  for (const std::string bad : {"https:%2F%2Fevil.example", "..%2F..", "a%20b", "%23x"}) {
+    traind::v1::DashboardLogin login;
+    auto ctx = Ctx();
+    ASSERT_TRUE(
+        daemon_->stub()
+            ->CreateDashboardLogin(ctx.get(), traind::v1::CreateDashboardLoginRequest(), &login)
+            .ok());
+    r = Get(login.url().substr(url_.size()) + "&job=" + bad, nullptr);
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 303);
+    EXPECT_EQ(r->get_header_value("Location"), "/") << bad;
+  }
 }
 
 TEST_F(HttpTest, EventsStreamEveryFoldAndResume) {

@@ -17,6 +17,19 @@ function dataOf(data, owner) {
   return h('span', {class: 'mono', testid: 'job-data-path'}, data.path || '–');
 }
 
+// "1h 02m 05s", "3.2s": ended - started, or so far while it runs.
+function durationOf(job) {
+  if (!job.startTime) return '–';
+  const start = Date.parse(job.startTime);
+  const end = job.endTime ? Date.parse(job.endTime) : Date.now();
+  if (!Number.isFinite(start) || !Number.isFinite(end)) return '–';
+  const s = Math.max(end - start, 0) / 1000;
+  const text = s < 60 ? `${s.toFixed(1)}s`
+    : s < 3600 ? `${Math.floor(s / 60)}m ${String(Math.floor(s % 60)).padStart(2, '0')}s`
+      : `${Math.floor(s / 3600)}h ${String(Math.floor((s % 3600) / 60)).padStart(2, '0')}m ${String(Math.floor(s % 60)).padStart(2, '0')}s`;
+  return job.endTime ? text : `${text} so far`;
+}
+
 function finiteMap(m) {
   const out = {};
   for (const [k, v] of Object.entries(m || {})) {
@@ -256,10 +269,16 @@ export class JobView {
       ['Created', h('time', {datetime: job.createTime || ''}, fmtTime(job.createTime))],
       ['Started', h('time', {datetime: job.startTime || ''}, fmtTime(job.startTime))],
       ['Ended', h('time', {datetime: job.endTime || ''}, fmtTime(job.endTime))],
+      ['Duration', h('span', {testid: 'job-duration'}, durationOf(job))],
     ];
+    // The spec as submitted (defaults included), folded.
+    const specText = JSON.stringify(spec, null, 2);
+    const open = this.header.querySelector('details.spec');
     this.header.replaceChildren(
       h('h1', {}, spec.name || 'job', ' ', h('span', {class: 'mono muted', testid: 'job-id'}, job.id)),
-      h('dl', {class: 'facts'}, facts.filter(Boolean).map(([k, v]) => h('div', {}, h('dt', {}, k), h('dd', {}, v)))));
+      h('dl', {class: 'facts'}, facts.filter(Boolean).map(([k, v]) => h('div', {}, h('dt', {}, k), h('dd', {}, v)))),
+      h('details', {class: 'spec', testid: 'job-spec', open: open ? open.open : false},
+        h('summary', {}, 'Spec'), h('pre', {class: 'mono'}, specText)));
     if (spec.search) {
       if (!this.trials) {
         this.trials = new TrialsView(() => {

@@ -38,6 +38,7 @@ function options() {
     adminToken: process.env.TRAIND_ADMIN_TOKEN,
     dataset: process.env.TRAIND_DATASET,
     searchJob: process.env.TRAIND_SEARCH_JOB,
+    jobLoginUrl: process.env.TRAIND_JOB_LOGIN_URL,
     trialsScreenshot: process.env.TRAIND_TRIALS_SCREENSHOT,
     timeout: Number(process.env.TRAIND_TEST_TIMEOUT || 240),
   };
@@ -48,7 +49,7 @@ function options() {
     const key = {'--url': 'url', '--token': 'token', '--job': 'job', '--screenshot': 'screenshot',
                  '--login-url': 'loginUrl', '--chromium': 'chromium', '--timeout': 'timeout',
                  '--admin-token': 'adminToken', '--dataset': 'dataset', '--search-job': 'searchJob',
-                 '--trials-screenshot': 'trialsScreenshot'}[flag];
+                 '--trials-screenshot': 'trialsScreenshot', '--job-login-url': 'jobLoginUrl'}[flag];
     if (!key) {
       console.error(`unknown argument ${flag}`);
       process.exit(2);
@@ -223,6 +224,18 @@ try {
       await ctx.close();
     });
   }
+  if (opt.jobLoginUrl) {
+    await step('`trainctl dashboard JOB` lands on the job\'s page', async () => {
+      const ctx = await newContext();
+      const p = watchPage(await ctx.newPage(), 'job-ticket');
+      await p.goto(opt.jobLoginUrl);
+      await p.locator(tid('session-user')).waitFor({state: 'visible', timeout: 15000});
+      await p.locator(tid('job-view')).waitFor({timeout: 15000});
+      assert.ok(p.url().endsWith(`#/jobs/${opt.job}`), p.url());
+      assert.equal(await p.locator(tid('job-view')).getAttribute('data-job-id'), opt.job);
+      await ctx.close();
+    });
+  }
   await anon.close();
 
   // --- Logged in -------------------------------------------------------------
@@ -350,6 +363,11 @@ try {
         assert.match(await row.locator(tid(`fold-val-${metric}`)).innerText(), /^\d|^[0-9.e+-]+$/);
       }
       await until('the summary', async () => (await page.locator(tid('job-summary')).getAttribute('data-complete')) === 'true', 10000);
+      // The duration and the spec.
+      assert.match(await page.locator(tid('job-duration')).innerText(), /^\d+(\.\d)?s$|^\d+m \d\ds$/);
+      await page.locator(`${tid('job-spec')} summary`).click();
+      const specText = await page.locator(`${tid('job-spec')} pre`).innerText();
+      assert.equal(JSON.parse(specText).crossValidation.folds, 5);
       const summary = await page.locator(tid('job-summary')).innerText();
       assert.match(summary, /loss\s+[0-9.e+-]+ ± [0-9.e+-]+/);
       assert.match(summary, /over \d+ folds/);
