@@ -61,6 +61,10 @@ struct HttpResponse {
   // The same body compressed with gzip, made once for bodies served often
   // (the dashboard's files); sent to clients that accept gzip.
   std::shared_ptr<const std::string> gzip_body;
+  // Set: the body is this file's bytes, read as they are written (memory
+  // does not grow with the file; each write has the write deadline), not
+  // `body`. A file that cannot be opened is a 500.
+  std::string file_path;
   // Set: an event stream (status 200, content_type), not `body`.
   std::shared_ptr<HttpEventSource> stream;
   // Called once the stream ends (the client left, or traind stops).

@@ -21,6 +21,7 @@
 #include "server/http/json.h"
 #include "server/http/web_assets.h"
 #include "server/scheduler/state_transitions.h"
+#include "server/store/job_files.h"
 
 namespace traind::server {
 namespace {
@@ -127,6 +128,11 @@ HttpRoute MatchRoute(const std::string& path, std::string* arg) {
   if (parts.size() == 5 && parts[3] == "datasets") return HttpRoute::kDataset;
   if (parts.size() == 6 && parts[3] == "jobs" && parts[5] == "result") return HttpRoute::kResult;
   if (parts.size() == 6 && parts[3] == "jobs" && parts[5] == "events") return HttpRoute::kEvents;
+  if (parts.size() == 6 && parts[3] == "jobs" && parts[5] == "artifacts") {
+    return HttpRoute::kArtifacts;
+  }
+  if (parts.size() == 6 && parts[3] == "jobs" && parts[5] == "artifact")
+    return HttpRoute::kArtifact;
   return HttpRoute::kNone;
 }
 
@@ -560,12 +566,18 @@ void HttpServer::Get(const HttpRequest& req, HttpRoute route, const std::string&
       break;
   }
   // Everything else needs a caller.
-  static const std::map<HttpRoute, Rpc> kRpc = {
-      {HttpRoute::kMetrics, Rpc::kReadMetrics}, {HttpRoute::kInfo, Rpc::kGetServerInfo},
-      {HttpRoute::kDevices, Rpc::kListDevices}, {HttpRoute::kJobs, Rpc::kListJobs},
-      {HttpRoute::kJob, Rpc::kGetJob},          {HttpRoute::kResult, Rpc::kGetJobResult},
-      {HttpRoute::kEvents, Rpc::kWatchJob},     {HttpRoute::kDatasets, Rpc::kListDatasets},
-      {HttpRoute::kDataset, Rpc::kGetDataset},  {HttpRoute::kSession, Rpc::kGetServerInfo}};
+  static const std::map<HttpRoute, Rpc> kRpc = {{HttpRoute::kMetrics, Rpc::kReadMetrics},
+                                                {HttpRoute::kInfo, Rpc::kGetServerInfo},
+                                                {HttpRoute::kDevices, Rpc::kListDevices},
+                                                {HttpRoute::kJobs, Rpc::kListJobs},
+                                                {HttpRoute::kJob, Rpc::kGetJob},
+                                                {HttpRoute::kResult, Rpc::kGetJobResult},
+                                                {HttpRoute::kEvents, Rpc::kWatchJob},
+                                                {HttpRoute::kDatasets, Rpc::kListDatasets},
+                                                {HttpRoute::kDataset, Rpc::kGetDataset},
+                                                {HttpRoute::kSession, Rpc::kGetServerInfo},
+                                                {HttpRoute::kArtifacts, Rpc::kListArtifacts},
+                                                {HttpRoute::kArtifact, Rpc::kGetArtifact}};
   std::optional<Caller> caller = Authorize(req, res, kRpc.at(route));
   if (!caller) return;
   switch (route) {
@@ -626,6 +638,39 @@ void HttpServer::Get(const HttpRequest& req, HttpRoute route, const std::string&
     }
     case HttpRoute::kSession:
       return Reply(res, 200, CallerJson(*caller));
+    case HttpRoute::kArtifacts:
+    case HttpRoute::kArtifact: {
+      absl::StatusOr<traind::v1::Job> job = reads_->GetJob(arg);
+      if (!job.ok()) return ReplyError(res, job.status());
+      const std::string& state_dir = reads_->description().state_dir;
+      if (route == HttpRoute::kArtifacts) {
+        absl::StatusOr<std::vector<traind::v1::Artifact>> list = ListArtifacts(state_dir, *job);
+        if (!list.ok()) return ReplyError(res, list.status());
+        traind::v1::ListArtifactsResponse out;
+        for (traind::v1::Artifact& a : *list) *out.add_artifacts() = std::move(a);
+        return Reply(res, 200, ToJson(out));
+      }
+      const std::string name = req.Param("name");
+      if (name.empty()) return ReplyError(res, absl::InvalidArgumentError("name: required"));
+      // Only what ListArtifacts lists (never a path out of the job).
+      absl::StatusOr<ArtifactFile> file = FindArtifact(state_dir, *job, name);
+      if (!file.ok()) return ReplyError(res, file.status());
+      res->status = 200;
+      res->content_type = "application/octet-stream";
+      res->headers.emplace_back("Cache-Control", "no-store");
+      res->headers.emplace_back("X-Content-Type-Options", "nosniff");
+      std::string filename = name.substr(name.rfind('/') + 1);
+      for (char& ch : filename) {
+        if (!absl::ascii_isalnum(static_cast<unsigned char>(ch)) && ch != '.' && ch != '-') {
+          ch = '_';
+        }
+      }
+      res->headers.emplace_back(
+          "Content-Disposition",
+          absl::StrCat("attachment; filename=\"", job->id(), "-", filename, "\""));
+      res->file_path = file->path;
+      return;
+    }
     default:
       return ReplyError(res, absl::InternalError("unrouted path"));
   }

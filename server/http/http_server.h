@@ -80,6 +80,8 @@ enum class HttpRoute {
   kJob,
   kResult,
   kEvents,
+  kArtifacts,  // /api/v1/jobs/ID/artifacts: the list
+  kArtifact,   // /api/v1/jobs/ID/artifact?name=NAME: one file's bytes
   kDatasets,
   kDataset,
   kSession,

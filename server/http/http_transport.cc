@@ -282,6 +282,7 @@ class Connection final : public ConnectionBase,
     }
     if (res.stream != nullptr && !head_) return StartStream(std::move(res));
     if (res.on_stream_end) res.on_stream_end();
+    if (!res.file_path.empty()) return RespondFile(std::move(res));
     auto msg = std::make_shared<http::response<http::string_body>>(
         static_cast<http::status>(res.status), 11);
     if (!res.content_type.empty()) msg->set(http::field::content_type, res.content_type);
@@ -310,6 +311,59 @@ class Connection final : public ConnectionBase,
                         if (!msg->keep_alive()) return self->Finish();
                         self->ReadRequest(/*fresh=*/true);
                       });
+  }
+
+  // A file's bytes: the header, then the body a piece per write, the write
+  // deadline renewed at each (a slow but moving client finishes a large
+  // file; a stalled one is cut off).
+  void RespondFile(HttpResponse res) {
+    beast::error_code ec;
+    http::file_body::value_type file;
+    file.open(res.file_path.c_str(), beast::file_mode::scan, ec);
+    if (ec) {
+      LogWarning("http: cannot open %s: %s", res.file_path, ec.message());
+      HttpResponse error;
+      error.status = 500;
+      error.content_type = "application/json";
+      error.body = ErrorJson(absl::InternalError("the file cannot be read"), 500);
+      return Respond(std::move(error));
+    }
+    auto msg = std::make_shared<http::response<http::file_body>>(
+        static_cast<http::status>(res.status), 11);
+    if (!res.content_type.empty()) msg->set(http::field::content_type, res.content_type);
+    for (const auto& [name, value] : res.headers) msg->insert(name, value);
+    msg->keep_alive(keep_alive_ && !impl_->stopping);
+    msg->body() = std::move(file);
+    msg->prepare_payload();
+    if (head_) {
+      // HEAD: the GET's header (its Content-Length), no body.
+      auto header = std::make_shared<http::response<http::empty_body>>(msg->result(), 11);
+      for (const auto& field : msg->base()) header->insert(field.name_string(), field.value());
+      header->keep_alive(msg->keep_alive());
+      auto sr = std::make_shared<http::response_serializer<http::empty_body>>(*header);
+      Lowest().expires_after(Chrono(impl_->limits.write_timeout));
+      http::async_write_header(
+          stream_, *sr, [self = this->shared_from_this(), header, sr](beast::error_code e, size_t) {
+            if (e) return self->Close();
+            if (!header->keep_alive()) return self->Finish();
+            self->ReadRequest(/*fresh=*/true);
+          });
+      return;
+    }
+    auto sr = std::make_shared<http::response_serializer<http::file_body>>(*msg);
+    WriteFilePiece(msg, sr);
+  }
+
+  void WriteFilePiece(std::shared_ptr<http::response<http::file_body>> msg,
+                      std::shared_ptr<http::response_serializer<http::file_body>> sr) {
+    Lowest().expires_after(Chrono(impl_->limits.write_timeout));
+    http::async_write_some(
+        stream_, *sr, [self = this->shared_from_this(), msg, sr](beast::error_code ec, size_t) {
+          if (ec) return self->Close();
+          if (!sr->is_done()) return self->WriteFilePiece(msg, sr);
+          if (!msg->keep_alive()) return self->Finish();
+          self->ReadRequest(/*fresh=*/true);
+        });
   }
 
   // Server-sent events: the header, then each text Next hands out as a

@@ -2,6 +2,8 @@
 // server-sent events (complete, resumable), the security of the TCP port,
 // browser sessions, /metrics through promtool, health and readiness.
 #include <cstdio>
+#include <fstream>
+#include <iterator>
 #include <limits>
 #include <map>
 #include <set>
@@ -20,6 +22,7 @@
 #include "server/core/auth.h"
 #include "spec/loader.h"
 #include "tests/integration/testing/traind_process.h"
+#include "tests/testing/procfs.h"
 
 namespace traind::testing {
 namespace {
@@ -366,6 +369,98 @@ TEST_F(HttpTest, TrainctlDashboardPrintsAWorkingLoginLink) {
     EXPECT_EQ(r->status, 303);
     EXPECT_EQ(r->get_header_value("Location"), "/") << bad;
   }
+}
+
+// A job's files over HTTP: the list, each file's bytes (streamed, with its
+// length and an attachment name), HEAD; only what the list names.
+TEST_F(HttpTest, ArtifactsAreListedAndDownloaded) {
+  const Job job = RunJob(2, 2);
+  httplib::Result r = Get("/api/v1/jobs/" + job.id() + "/artifacts");
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  traind::v1::ListArtifactsResponse list;
+  ASSERT_TRUE(JsonStringToMessage(r->body, &list).ok()) << r->body;
+  std::set<std::string> names;
+  for (const auto& a : list.artifacts()) names.insert(a.name());
+  ASSERT_TRUE(names.count("predictions.csv")) << r->body;
+  ASSERT_TRUE(names.count("task-1/model.ckpt")) << r->body;
+  const std::string job_dir = dir_.path() + "/state/jobs/" + job.id();
+  for (const std::string name : {"predictions.csv", "task-1/model.ckpt"}) {
+    std::ifstream in(job_dir + "/" + name, std::ios::binary);
+    const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    ASSERT_FALSE(bytes.empty()) << name;
+    r = Get("/api/v1/jobs/" + job.id() + "/artifact?name=" + name);
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 200) << name;
+    EXPECT_EQ(r->body, bytes) << name;
+    EXPECT_EQ(r->get_header_value("Content-Length"), std::to_string(bytes.size()));
+    EXPECT_EQ(r->get_header_value("Content-Type"), "application/octet-stream");
+    EXPECT_TRUE(absl::StartsWith(r->get_header_value("Content-Disposition"),
+                                 "attachment; filename=\"" + job.id() + "-"))
+        << r->get_header_value("Content-Disposition");
+    r = client_->Head(("/api/v1/jobs/" + job.id() + "/artifact?name=" + name).c_str(),
+                      {{"Authorization", absl::StrCat("Bearer ", kViewerToken)}});
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 200);
+    EXPECT_EQ(r->get_header_value("Content-Length"), std::to_string(bytes.size()));
+    EXPECT_TRUE(r->body.empty());
+  }
+  // The connection serves the next request after a file.
+  r = Get("/api/v1/jobs/" + job.id() + "/artifacts");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  // A large file streams: traind's memory does not grow with it.
+  const std::string big = job_dir + "/task-1/model.ckpt";
+  constexpr size_t kBig = size_t{48} << 20;
+  {
+    std::ofstream out(big, std::ios::binary | std::ios::trunc);
+    std::string block(1 << 20, '\0');
+    for (size_t i = 0; i < kBig / block.size(); ++i) {
+      for (size_t k = 0; k < block.size(); k += 4096) block[k] = static_cast<char>(i + k / 4096);
+      out.write(block.data(), static_cast<std::streamsize>(block.size()));
+    }
+  }
+  const int pid = daemon_->pid();
+  const int64_t idle = ProcStatusKiB(pid, "VmRSS");
+  { std::ofstream(absl::StrCat("/proc/", pid, "/clear_refs")) << "5"; }  // VmHWM := VmRSS
+  size_t received = 0;
+  uint64_t sum = 0;
+  r = client_->Get(("/api/v1/jobs/" + job.id() + "/artifact?name=task-1/model.ckpt").c_str(),
+                   {{"Authorization", absl::StrCat("Bearer ", kViewerToken)}},
+                   [&](const char* data, size_t n) {
+                     for (size_t k = 0; k < n; ++k) {
+                       if ((received + k) % 4096 == 0) sum += static_cast<unsigned char>(data[k]);
+                     }
+                     received += n;
+                     return true;
+                   });
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(received, kBig);
+  uint64_t expected_sum = 0;
+  for (size_t i = 0; i < kBig >> 20; ++i) {
+    for (size_t k = 0; k < (1u << 20); k += 4096) {
+      expected_sum += static_cast<unsigned char>(static_cast<char>(i + k / 4096));
+    }
+  }
+  EXPECT_EQ(sum, expected_sum);
+  EXPECT_LE(ProcStatusKiB(pid, "VmHWM") - idle, 16 * 1024) << "idle " << idle << " KiB";
+  // Only listed names; the name is required; the job must exist; a token too.
+  for (const std::string bad :
+       {"..%2Ftraind.db", "..%2F..%2Fetc%2Fpasswd", "task-9%2Fmodel.ckpt", "%2Fetc%2Fpasswd"}) {
+    r = Get("/api/v1/jobs/" + job.id() + "/artifact?name=" + bad);
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 404) << bad << ": " << r->body;
+  }
+  r = Get("/api/v1/jobs/" + job.id() + "/artifact");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 400) << r->body;
+  r = Get("/api/v1/jobs/000000000000/artifacts");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 404) << r->body;
+  r = Get("/api/v1/jobs/" + job.id() + "/artifact?name=predictions.csv", nullptr);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 401);
 }
 
 TEST_F(HttpTest, EventsStreamEveryFoldAndResume) {

@@ -121,6 +121,8 @@ export class JobView {
     this.foldBody = h('tbody');
     this.foldHead = h('thead');
     this.devices = h('div', {class: 'devices', testid: 'devices'}, h('p', {class: 'muted'}, 'Loading devices…'));
+    this.artifacts = h('div', {testid: 'artifacts'}, h('p', {class: 'muted'}, 'Listed when the job ends.'));
+    this.artifactsShown = false;
     this.chartsBox = h('div', {class: 'charts', testid: 'charts'},
                        h('p', {class: 'muted', testid: 'charts-empty'}, 'Waiting for the first epoch…'));
     this.legend = h('ul', {class: 'legend', testid: 'legend', 'aria-label': 'Folds'});
@@ -167,6 +169,9 @@ export class JobView {
         h('h2', {id: 'folds-title'}, 'Folds'),
         this.summary,
         h('div', {class: 'table-wrap'}, h('table', {class: 'folds', testid: 'fold-table'}, this.foldHead, this.foldBody))),
+      h('section', {'aria-labelledby': 'artifacts-title'},
+        h('h2', {id: 'artifacts-title'}, 'Artifacts'),
+        this.artifacts),
       h('section', {'aria-labelledby': 'devices-title'},
         h('h2', {id: 'devices-title'}, 'Devices'),
         this.devices)));
@@ -209,6 +214,7 @@ export class JobView {
         this.job = job;
         this.renderJob();
         if (!TERMINAL_JOB.has(job.state)) this.later(() => this.pollJob(), POLL_MS);
+        else if (!this.artifactsShown) this.loadArtifacts();
       } catch (e) {
         if (e instanceof AuthError || this.stopped) return;
         if (e.status === 404) {
@@ -367,6 +373,35 @@ export class JobView {
     this.legendSig = sig;
     this.legend.replaceChildren(...sorted.map((i) =>
       h('li', {}, h('span', {class: 'swatch', style: `background:${this.color(i)}`}), ' ', this.taskLabel(i))));
+  }
+
+  // --- artifacts --------------------------------------------------------
+
+  // The job's files once it has ended, each a download (the session's
+  // cookie authorizes it; the bytes stream from traind).
+  async loadArtifacts() {
+    this.artifactsShown = true;
+    try {
+      const r = await api(`/api/v1/jobs/${encodeURIComponent(this.id)}/artifacts`);
+      if (this.stopped) return;
+      const list = (r && r.artifacts) || [];
+      if (!list.length) {
+        this.artifacts.replaceChildren(h('p', {class: 'muted'}, 'No files.'));
+        return;
+      }
+      const href = (a) => `/api/v1/jobs/${encodeURIComponent(this.id)}/artifact?name=${encodeURIComponent(a.name)}`;
+      this.artifacts.replaceChildren(h('div', {class: 'table-wrap'}, h('table', {testid: 'artifact-table'},
+        h('thead', {}, h('tr', {}, ['Name', 'Kind', 'Task', 'Size'].map((c) => h('th', {scope: 'col'}, c)))),
+        h('tbody', {}, list.map((a) => h('tr', {testid: `artifact-${a.name}`},
+          h('td', {}, h('a', {href: href(a), download: '', class: 'mono', testid: 'artifact-link'}, a.name)),
+          h('td', {}, humanEnum(a.kind || '')),
+          h('td', {}, a.task === undefined || a.task < 0 ? 'job' : String(a.task)),
+          h('td', {class: 'num', 'data-bytes': String(a.sizeBytes || 0)}, fmtBytes(Number(a.sizeBytes || 0)))))))));
+    } catch (e) {
+      if (e instanceof AuthError || this.stopped) return;
+      this.artifactsShown = false;
+      this.artifacts.replaceChildren(h('p', {class: 'muted'}, `Could not list the files: ${e.message}`));
+    }
   }
 
   // --- devices ----------------------------------------------------------

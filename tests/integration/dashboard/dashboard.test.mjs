@@ -383,6 +383,23 @@ try {
     });
   }
 
+  if (finalJob && finalJob.state === 'SUCCEEDED') {
+    await step('the finished job lists its files, each a download', async () => {
+      const row = page.locator(tid('artifact-predictions.csv'));
+      await row.waitFor({timeout: 15000});
+      const href = await row.locator(tid('artifact-link')).getAttribute('href');
+      const got = await page.evaluate(async (u) => {
+        const r = await fetch(u, {credentials: 'same-origin'});
+        return {status: r.status, length: (await r.arrayBuffer()).byteLength,
+                disposition: r.headers.get('content-disposition')};
+      }, href);
+      assert.equal(got.status, 200);
+      assert.equal(String(got.length), await row.locator('td[data-bytes]').getAttribute('data-bytes'));
+      assert.match(got.disposition, /^attachment; filename="/);
+      assert.ok((await page.locator(`${tid('artifact-table')} tbody tr`).count()) > 5, 'models, predictions, logs');
+    });
+  }
+
   if (opt.screenshot) {
     await step('screenshot of the job page', async () => {
       await page.evaluate(() => window.scrollTo(0, 0));
