@@ -335,35 +335,21 @@ class Connection final : public ConnectionBase,
     msg->keep_alive(keep_alive_ && !impl_->stopping);
     msg->body() = std::move(file);
     msg->prepare_payload();
-    if (head_) {
-      // HEAD: the GET's header (its Content-Length), no body.
-      auto header = std::make_shared<http::response<http::empty_body>>(msg->result(), 11);
-      for (const auto& field : msg->base()) header->insert(field.name_string(), field.value());
-      header->keep_alive(msg->keep_alive());
-      auto sr = std::make_shared<http::response_serializer<http::empty_body>>(*header);
-      Lowest().expires_after(Chrono(impl_->limits.write_timeout));
-      http::async_write_header(
-          stream_, *sr, [self = this->shared_from_this(), header, sr](beast::error_code e, size_t) {
-            if (e) return self->Close();
-            if (!header->keep_alive()) return self->Finish();
-            self->ReadRequest(/*fresh=*/true);
-          });
-      return;
-    }
-    auto sr = std::make_shared<http::response_serializer<http::file_body>>(*msg);
-    WriteFilePiece(msg, sr);
+    WriteFilePiece(msg, std::make_shared<http::response_serializer<http::file_body>>(*msg));
   }
 
+  // HEAD: the header alone (the GET's Content-Length); GET: a piece more.
   void WriteFilePiece(std::shared_ptr<http::response<http::file_body>> msg,
                       std::shared_ptr<http::response_serializer<http::file_body>> sr) {
     Lowest().expires_after(Chrono(impl_->limits.write_timeout));
-    http::async_write_some(
-        stream_, *sr, [self = this->shared_from_this(), msg, sr](beast::error_code ec, size_t) {
-          if (ec) return self->Close();
-          if (!sr->is_done()) return self->WriteFilePiece(msg, sr);
-          if (!msg->keep_alive()) return self->Finish();
-          self->ReadRequest(/*fresh=*/true);
-        });
+    auto next = [self = this->shared_from_this(), msg, sr](beast::error_code ec, size_t) {
+      if (ec) return self->Close();
+      if (!self->head_ && !sr->is_done()) return self->WriteFilePiece(msg, sr);
+      if (!msg->keep_alive()) return self->Finish();
+      self->ReadRequest(/*fresh=*/true);
+    };
+    if (head_) return http::async_write_header(stream_, *sr, std::move(next));
+    http::async_write_some(stream_, *sr, std::move(next));
   }
 
   // Server-sent events: the header, then each text Next hands out as a

@@ -12,7 +12,6 @@
 #include <string>
 #include <vector>
 
-#include "absl/cleanup/cleanup.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -48,6 +47,52 @@ class TrainctlDaemonTest : public DaemonTest {
     ss << in.rdbuf();
     return ss.str();
   }
+  // `trainctl ARGS --watch` from the source tree in a terminal of its own.
+  std::string WatchCommand(const std::string& args) {
+    return "cd " + SourceDir() + " && TERM=xterm-256color " + BinDir() + "/trainctl --address " +
+           daemon_->address() + " " + args + " --watch; sleep 60";
+  }
+  void CancelEveryJob() {
+    traind::v1::ListJobsRequest req;
+    traind::v1::ListJobsResponse list;
+    auto ctx = Ctx();
+    ASSERT_TRUE(daemon_->stub()->ListJobs(ctx.get(), req, &list).ok());
+    std::string out;
+    for (const Job& j : list.jobs()) Trainctl("cancel --force " + j.id(), &out);
+  }
+};
+
+// A command in a tmux server of its own (a real terminal of a given size),
+// killed with the object.
+class TmuxSession {
+ public:
+  TmuxSession(const std::string& name, const std::string& command, int width, int height)
+      : tmux_("tmux -L " + name + " ") {
+    started_ = RunCommand(absl::StrCat(tmux_, "new-session -d -s t -x ", width, " -y ", height,
+                                       " '", command, "' 2>&1"),
+                          &error_) == 0;
+  }
+  ~TmuxSession() {
+    std::string ignored;
+    RunCommand(tmux_ + "kill-server 2>/dev/null", &ignored);
+  }
+  bool started() const { return started_; }
+  const std::string& error() const { return error_; }
+  // The pane with its scrollback (stacked frames would show there).
+  std::string Capture() const {
+    std::string pane;
+    RunCommand(tmux_ + "capture-pane -p -S -5000 -t t", &pane);
+    return pane;
+  }
+  void Resize(int width, int height) {
+    std::string ignored;
+    RunCommand(absl::StrCat(tmux_, "resize-window -t t -x ", width, " -y ", height), &ignored);
+  }
+
+ private:
+  std::string tmux_;
+  std::string error_;
+  bool started_ = false;
 };
 
 // Ctrl-C while following a job leaves the job running and says how to come
@@ -150,23 +195,12 @@ TEST_F(TrainctlDaemonTest, LiveViewFitsTheTerminalAndRedrawsOnResize) {
   std::string out;
   ASSERT_EQ(RunCommand("command -v tmux", &out), 0)
       << "tmux is not installed (./deploy/install-deps.sh --tests installs it)";
-  const std::string server = "traind-test-" + std::to_string(getpid());
-  const std::string tmux = "tmux -L " + server + " ";
-  const std::string command = "cd " + SourceDir() + " && TERM=xterm-256color " + BinDir() +
-                              "/trainctl --address " + daemon_->address() +
-                              " submit examples/iris-cv.yaml --name live-view --set "
-                              "training.epochs=100000 --watch; sleep 60";
-  ASSERT_EQ(RunCommand(tmux + "new-session -d -s t -x 80 -y 24 '" + command + "' 2>&1", &out), 0)
-      << out;
-  absl::Cleanup end_tmux = [&] {
-    std::string ignored;
-    RunCommand(tmux + "kill-server 2>/dev/null", &ignored);
-  };
-  auto capture = [&] {
-    std::string pane;
-    RunCommand(tmux + "capture-pane -p -S -5000 -t t", &pane);
-    return pane;
-  };
+  TmuxSession tmux(
+      "traind-test-" + std::to_string(getpid()),
+      WatchCommand("submit examples/iris-cv.yaml --name live-view --set training.epochs=100000"),
+      80, 24);
+  ASSERT_TRUE(tmux.started()) << tmux.error();
+  auto capture = [&] { return tmux.Capture(); };
   auto check = [&](size_t width) {
     const std::string pane = capture();
     std::istringstream in(pane);
@@ -190,7 +224,7 @@ TEST_F(TrainctlDaemonTest, LiveViewFitsTheTerminalAndRedrawsOnResize) {
   ASSERT_NE(pane.find("RUNNING  ETA"), std::string::npos) << pane;
   usleep(500000);  // several redraws
   check(80);
-  RunCommand(tmux + "resize-window -t t -x 160 -y 45", &out);
+  tmux.Resize(160, 45);
   // The bars use the width they have: longer at 160 columns than at 80, once
   // the view has redrawn (polled: a loaded machine redraws late).
   auto bar_width = [](const std::string& text) {
@@ -202,11 +236,7 @@ TEST_F(TrainctlDaemonTest, LiveViewFitsTheTerminalAndRedrawsOnResize) {
   usleep(200000);  // a redraw or two more at the new size
   const std::string wide = check(160);
   EXPECT_GT(bar_width(wide), bar_width(pane)) << pane << wide;
-  traind::v1::ListJobsRequest req;
-  traind::v1::ListJobsResponse list;
-  auto ctx = Ctx();
-  ASSERT_TRUE(daemon_->stub()->ListJobs(ctx.get(), req, &list).ok());
-  for (const Job& j : list.jobs()) Trainctl("cancel --force " + j.id(), &out);
+  CancelEveryJob();
 }
 
 // The widest example (five validation metrics, two train ones) at 60, 80 and
@@ -217,27 +247,12 @@ TEST_F(TrainctlDaemonTest, LiveViewFitsNarrowAndWideTerminals) {
   ASSERT_EQ(RunCommand("command -v tmux", &out), 0) << "tmux is not installed";
   for (int width : {60, 80, 200}) {
     SCOPED_TRACE(width);
-    const std::string server = absl::StrCat("traind-fit-", getpid(), "-", width);
-    const std::string tmux = "tmux -L " + server + " ";
-    const std::string command =
-        "cd " + SourceDir() + " && TERM=xterm-256color " + BinDir() + "/trainctl --address " +
-        daemon_->address() +
-        " submit examples/digits-multiclass.yaml --name fit --set training.epochs=100000 "
-        "--set early_stopping= --set checkpoint= --watch; sleep 60";
-    ASSERT_EQ(RunCommand(absl::StrCat(tmux, "new-session -d -s t -x ", width, " -y 24 '", command,
-                                      "' 2>&1"),
-                         &out),
-              0)
-        << out;
-    absl::Cleanup end_tmux = [&] {
-      std::string ignored;
-      RunCommand(tmux + "kill-server 2>/dev/null", &ignored);
-    };
-    auto capture = [&] {
-      std::string pane;
-      RunCommand(tmux + "capture-pane -p -S -5000 -t t", &pane);
-      return pane;
-    };
+    TmuxSession tmux(absl::StrCat("traind-fit-", getpid(), "-", width),
+                     WatchCommand("submit examples/digits-multiclass.yaml --name fit --set "
+                                  "training.epochs=100000 --set early_stopping= --set checkpoint="),
+                     width, 24);
+    ASSERT_TRUE(tmux.started()) << tmux.error();
+    auto capture = [&] { return tmux.Capture(); };
     std::string pane;
     for (int i = 0; i < 300 && pane.find("VAL_LOSS") == std::string::npos; ++i) {
       usleep(50000);
@@ -265,11 +280,7 @@ TEST_F(TrainctlDaemonTest, LiveViewFitsNarrowAndWideTerminals) {
       EXPECT_TRUE(pane.find(" more)") != std::string::npos || pane.find("  +") != std::string::npos)
           << pane;
     }
-    traind::v1::ListJobsRequest req;
-    traind::v1::ListJobsResponse list;
-    auto ctx = Ctx();
-    ASSERT_TRUE(daemon_->stub()->ListJobs(ctx.get(), req, &list).ok());
-    for (const Job& j : list.jobs()) Trainctl("cancel --force " + j.id(), &out);
+    CancelEveryJob();
   }
 }
 
