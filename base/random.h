@@ -38,6 +38,7 @@ inline constexpr uint64_t kInitStream = 2;
 inline constexpr uint64_t kShuffleStream = 3;
 inline constexpr uint64_t kDropoutStream = 4;
 inline constexpr uint64_t kAugmentStream = 5;
+inline constexpr uint64_t kImportanceStream = 6;
 
 // SplitMix64 generator: 64-bit state, period 2^64, passes BigCrush.
 class Rng {

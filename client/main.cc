@@ -256,13 +256,23 @@ class Commands {
   // What finished, then, for a job that FAILED or was CANCELLED, how it
   // ended (on stderr) and its exit code: a script sees a failed job's result
   // as a failure.
-  int Result(const std::string& job_id) {
+  int Result(const std::string& job_id, bool importance) {
     absl::StatusOr<Job> job = client().GetJob(job_id);
     if (!job.ok()) return Fail(job.status());
     absl::StatusOr<v1::JobResult> result = client().GetJobResult(job_id);
     if (!result.ok()) return Fail(result.status());
     const bool ended_badly = job->state() == Job::FAILED || job->state() == Job::CANCELLED;
-    if (global_.structured()) {
+    if (importance && !job->spec().has_importance()) {
+      PrintError(absl::StrCat("job ", job->id(),
+                              " computes no importance: its spec has no `importance: {repeats: "
+                              "5}` (submit it again with --set importance.repeats=5)"));
+      return kExitFailed;
+    }
+    if (importance && !global_.structured()) {
+      std::string text = RenderImportance(*result, TerminalWidth());
+      if (text.empty()) text = "no fold has finished yet\n";
+      Print(text);
+    } else if (global_.structured()) {
       Print(global_.Encode(*result, true));
     } else {
       std::string text = RenderResult(*result, &job->spec(), TerminalWidth());
@@ -633,6 +643,10 @@ int Main(int argc, char** argv) {
   CLI::App* result =
       app.add_subcommand("result", "Show a job's per-fold result and mean ± std so far");
   result->add_option("JOB", job_id, "Job id")->required();
+  bool show_importance = false;
+  result->add_flag("--importance", show_importance,
+                   "Show the permutation importance of each feature over the folds (a spec "
+                   "with importance: {repeats: N})");
 
   CLI::App* artifacts = app.add_subcommand(
       "artifacts",
@@ -660,7 +674,8 @@ int Main(int argc, char** argv) {
   CLI::App* predict = app.add_subcommand(
       "predict",
       "Score a CSV or images with a job's model (the refit model by default) and print the "
-      "predictions: row, label and p_<class> columns (class targets) or the targets' columns");
+      "predictions: row, the file's id and true-target columns, then label and p_<class> "
+      "columns (class targets) or the targets' columns");
   predict->add_option("JOB", job_id, "Job id")->required();
   predict
       ->add_option("FILE", file,
@@ -761,7 +776,7 @@ int Main(int argc, char** argv) {
   if (*list) return commands.List(states, name, limit, page_token);
   if (*watch_cmd) return commands.Watch(job_id, after);
   if (*cancel) return commands.Cancel(job_id, force);
-  if (*result) return commands.Result(job_id);
+  if (*result) return commands.Result(job_id, show_importance);
   if (*devices) return commands.Devices();
   if (*info) return commands.Info();
   if (*artifacts) return commands.Artifacts(job_id);

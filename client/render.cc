@@ -1,6 +1,7 @@
 #include "client/render.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -234,6 +235,45 @@ std::string RenderMeanStdLine(const JobResult& result) {
   const int folds = result.folds_size();
   return absl::StrCat("val mean \xC2\xB1 std over ", folds,
                       folds == 1 ? " fold: " : " folds: ", absl::StrJoin(parts, "  "));
+}
+
+std::string RenderImportance(const JobResult& result, int width) {
+  if (result.importance().empty()) return "";
+  const int folds = result.folds_size();
+  std::string text = absl::StrCat(
+      "permutation importance, mean \xC2\xB1 std over ", folds, folds == 1 ? " fold\n" : " folds\n",
+      "(how much ", result.importance_metric(), " worsens when the feature is shuffled)\n");
+  // FEATURE (at most 24 columns), IMPORTANCE, STD, then a bar of the rest.
+  size_t name_width = 7;
+  double largest = 0;
+  for (const auto& f : result.importance()) {
+    name_width = std::max(name_width, std::min<size_t>(DisplayWidth(f.feature()), 24));
+    largest = std::max(largest, f.mean());
+  }
+  const int bar_room = width - static_cast<int>(name_width) - 2 - 10 - 2 - 8 - 2 - 1;
+  Table table({"FEATURE", "IMPORTANCE", "STD", ""});
+  table.SetAlign(1, Align::kRight);
+  table.SetAlign(2, Align::kRight);
+  for (const auto& f : result.importance()) {
+    std::string name = f.feature();
+    if (DisplayWidth(name) > name_width) {
+      // Cut at a character boundary, then an ellipsis.
+      size_t cut = 0, shown = 0;
+      while (cut < name.size() && shown + 1 < name_width) {
+        ++cut;
+        while (cut < name.size() && (static_cast<unsigned char>(name[cut]) & 0xC0) == 0x80) ++cut;
+        ++shown;
+      }
+      name = name.substr(0, cut) + "\xE2\x80\xA6";
+    }
+    std::string bar;
+    if (bar_room > 0 && largest > 0 && f.mean() > 0) {
+      const int n = static_cast<int>(std::lround(bar_room * f.mean() / largest));
+      for (int i = 0; i < n; ++i) bar += "\xE2\x96\x88";
+    }
+    table.AddRow({name, FormatMetric(f.mean()), FormatMetric(f.std()), bar});
+  }
+  return text + table.Render();
 }
 
 namespace {

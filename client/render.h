@@ -63,6 +63,11 @@ std::string RenderEvent(const traind::v1::JobEvent& event, const traind::v1::Job
 std::string RenderResult(const traind::v1::JobResult& result,
                          const traind::v1::JobSpec* spec = nullptr, int width = 80);
 
+// `trainctl result --importance`: the permutation importance over the
+// folds, most important first (FEATURE IMPORTANCE STD and a bar scaled to
+// the largest), fitted to `width` columns; empty without importance.
+std::string RenderImportance(const traind::v1::JobResult& result, int width = 80);
+
 // "val mean ± std over 5 folds: loss 0.0712 ± 0.0213  accuracy 0.9733 ± 0.0249"
 // (no '\n'); empty when the result has no validation summary.
 std::string RenderMeanStdLine(const traind::v1::JobResult& result);

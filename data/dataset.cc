@@ -216,6 +216,9 @@ struct SpecColumns {
   std::vector<size_t> numeric_cols, categorical_cols;
   std::vector<std::string> numeric_names;
   std::vector<size_t> val_map;  // [header.size()] column in the validation file (needed ones)
+  std::vector<size_t> id_cols;
+  std::vector<std::string> id_names;
+  std::vector<int64_t> val_ids;  // [id_cols.size()] column in the validation file, or -1
 };
 
 // Resolves the spec's columns against the headers (val_header: null without
@@ -254,12 +257,28 @@ absl::StatusOr<SpecColumns> ResolveColumns(const JobSpec& spec,
       }
       if (h == group_name) continue;
       if (std::find(d.ignore().begin(), d.ignore().end(), h) != d.ignore().end()) continue;
+      if (std::find(d.id().begin(), d.id().end(), h) != d.id().end()) continue;
       feature_list.push_back(h);
     }
   }
   for (int i = 0; i < d.ignore_size(); ++i) {
     TRAIND_RETURN_IF_ERROR(
         Column(header, d.path(), d.ignore(i), absl::StrCat("data.ignore[", i, "]")).status());
+  }
+  // Id columns: data.id, else the data.ignore columns but one named as a
+  // predictions column is (IsPredictionColumnName).
+  const bool explicit_ids = d.id_size() > 0;
+  const auto& id_list = explicit_ids ? d.id() : d.ignore();
+  for (int i = 0; i < id_list.size(); ++i) {
+    if (!explicit_ids && IsPredictionColumnName(id_list[i])) continue;
+    if (std::find(cols.id_names.begin(), cols.id_names.end(), id_list[i]) != cols.id_names.end()) {
+      continue;
+    }
+    TRAIND_ASSIGN_OR_RETURN(
+        size_t c, Column(header, d.path(), id_list[i],
+                         absl::StrCat(explicit_ids ? "data.id[" : "data.ignore[", i, "]")));
+    cols.id_cols.push_back(c);
+    cols.id_names.push_back(id_list[i]);
   }
   for (size_t i = 0; i < feature_list.size(); ++i) {
     const std::string field = d.features_size() > 0 ? absl::StrCat("data.features[", i, "]")
@@ -297,6 +316,11 @@ absl::StatusOr<SpecColumns> ResolveColumns(const JobSpec& spec,
           cols.val_map[c], Column(*val_header, spec.cross_validation().validation_path(), header[c],
                                   "cross_validation.validation_path"));
     }
+    // An id column the validation file lacks leaves its cells empty.
+    for (const std::string& name : cols.id_names) {
+      const auto it = std::find(val_header->begin(), val_header->end(), name);
+      cols.val_ids.push_back(it == val_header->end() ? -1 : it - val_header->begin());
+    }
   }
   return cols;
 }
@@ -311,6 +335,11 @@ struct Rows {
 }  // namespace
 
 bool IsMissing(const std::string& cell) { return IsMissingText(cell); }
+
+bool IsPredictionColumnName(std::string_view name) {
+  return name == "row" || name == "fold" || name == "repeat" || name == "label" ||
+         name == "prediction" || name.starts_with("true_") || name.starts_with("p_");
+}
 
 bool IsMissingText(std::string_view cell) {
   // Every missing word starts with 'N' or 'n': a cell that starts with any
@@ -413,6 +442,19 @@ absl::StatusOr<Dataset> LoadDataset(const JobSpec& spec, int threads) {
         return DataError(FeatureCellError(where(rows[r], c), table.header[c], v, wrong));
       }
       ++out;
+    }
+  }
+  // Id cells, as the files hold them.
+  data.id_names = cols.id_names;
+  data.ids.reserve(rows.size() * cols.id_cols.size());
+  for (const Rows& row : rows) {
+    for (size_t k = 0; k < cols.id_cols.size(); ++k) {
+      if (row.table == &table) {
+        data.ids.push_back(table.rows[row.row][cols.id_cols[k]]);
+      } else {
+        data.ids.push_back(cols.val_ids[k] < 0 ? std::string()
+                                               : val_table.rows[row.row][cols.val_ids[k]]);
+      }
     }
   }
   // Categorical columns: distinct values of the whole file, ascending.

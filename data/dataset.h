@@ -48,6 +48,13 @@ struct Dataset {
   // Image folders: each row's file, "<class>/<file>"; else empty. `lines`
   // holds an image's index in its file.
   std::vector<std::string> row_names;
+  // Tables: the columns that identify a row (data.id, else data.ignore),
+  // never features, and each row's cells [rows, id_names.size()] as the
+  // file holds them ("" where a validation file lacks the column).
+  // Predictions carry them (and an image folder's row_names) so that they
+  // join back to the user's rows.
+  std::vector<std::string> id_names;
+  std::vector<std::string> ids;
 
   // Width of the model's output the data needs: classes for softmax, 1 for
   // a binary sigmoid, else the target columns.
@@ -119,6 +126,12 @@ absl::StatusOr<DatasetSummary> SummarizeDataset(const traind::v1::JobSpec& spec)
 // with it ("is not a number", "is out of range for a 32-bit float ..."), for
 // a message "<where>: \"abc\" is not a number"; else nullptr.
 const char* ParseFeature(std::string_view cell, float* value);
+
+// True for a name traind gives a column of predictions.csv: row, fold,
+// repeat, label, prediction, true_*, p_*. data.id may not name such a
+// column (a spec error); a data.ignore column so named is not copied into
+// predictions.
+bool IsPredictionColumnName(std::string_view name);
 
 // True for the cells that mean "missing": "", "NA", "NaN", "nan", "null"
 // (surrounding spaces ignored).

@@ -64,6 +64,43 @@ TEST(LoadDatasetTest, LabelMayBeAnyColumn) {
   EXPECT_THAT(data->y, ElementsAre(1, 0));
 }
 
+// Id columns: data.id, else data.ignore (but a name predictions.csv gives
+// its own columns); never features; cells kept as the file holds them, ""
+// where the validation file lacks the column.
+TEST(LoadDatasetTest, IdColumns) {
+  TempFile file("id,y,a,row\n\"k,1\",x,1,7\nk2,z,2,8\n");
+  traind::v1::DataSpec d = Spec(file.path(), "y");
+  d.add_ignore("id");
+  d.add_ignore("row");
+  absl::StatusOr<Dataset> data = LoadDataset(d);
+  ASSERT_TRUE(data.ok()) << data.status();
+  EXPECT_THAT(data->feature_names, ElementsAre("a"));
+  EXPECT_THAT(data->id_names, ElementsAre("id"));
+  EXPECT_THAT(data->ids, ElementsAre("k,1", "k2"));
+}
+
+TEST(LoadDatasetTest, DeclaredIdColumnsAndAValidationFile) {
+  TempFile file("id,y,a,site\nk1,x,1,s1\nk2,z,2,s2\n");
+  TempFile val("a,y,id\n3,x,v1\n");
+  traind::v1::JobSpec spec;
+  *spec.mutable_data() = Spec(file.path(), "y");
+  spec.mutable_data()->add_id("site");
+  spec.mutable_data()->add_id("id");
+  spec.mutable_cross_validation()->set_validation_path(val.path());
+  absl::StatusOr<Dataset> data = LoadDataset(spec);
+  ASSERT_TRUE(data.ok()) << data.status();
+  EXPECT_THAT(data->feature_names, ElementsAre("a"));
+  EXPECT_THAT(data->id_names, ElementsAre("site", "id"));
+  EXPECT_THAT(data->ids, ElementsAre("s1", "k1", "s2", "k2", "", "v1"));
+  // A declared id column the file lacks is the spec's error, named.
+  spec.mutable_data()->add_id("city");
+  data = LoadDataset(spec);
+  ASSERT_FALSE(data.ok());
+  EXPECT_EQ(FailureKindOf(data.status()), FailureKind::kInvalidSpec);
+  EXPECT_THAT(std::string(data.status().message()),
+              ::testing::StartsWith("data.id[2]: column \"city\" not found in " + file.path()));
+}
+
 TEST(LoadDatasetTest, MissingLabelColumnListsColumns) {
   TempFile file("a,b,c\n1,2,3\n");
   absl::StatusOr<Dataset> data = LoadDataset(Spec(file.path(), "x"));

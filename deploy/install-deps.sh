@@ -55,8 +55,9 @@ runtime_pkgs=("${runtime_linked_pkgs[@]}" "${runtime_loaded_pkgs[@]}")
 # tmux hosts trainctl's live view in a real terminal. The Slurm launcher is
 # tested on a single-node Slurm (tests/slurm/start.sh, no systemd).
 # Fashion-MNIST (IDX files) trains examples/fashion-mnist-cnn.yaml.
+# scikit-learn's permutation_importance checks traind's importance.
 test_pkgs=(prometheus chromium tmux iproute2 slurmctld slurmd slurm-client munge
-  dataset-fashion-mnist)
+  dataset-fashion-mnist python3-sklearn)
 
 case "${1:-}" in
   --list-runtime) printf '%s\n' "${runtime_pkgs[@]}"; exit 0 ;;

@@ -9,6 +9,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "base/status.h"
+#include "data/dataset.h"
 #include "spec/model_shapes.h"
 
 namespace traind::spec {
@@ -398,6 +399,32 @@ absl::Status CheckDataShape(const JobSpec& spec) {
                  absl::StrCat("\"", d.categorical(i), "\" is not in data.features"));
     }
   }
+  for (int i = 0; i < d.id_size(); ++i) {
+    const std::string field = absl::StrCat("data.id[", i, "]");
+    const std::string& id = d.id(i);
+    auto in = [&id](const auto& list) {
+      return std::find(list.begin(), list.end(), id) != list.end();
+    };
+    if (data::IsPredictionColumnName(id)) {
+      return Bad(field, absl::StrCat("\"", id,
+                                     "\" is a name traind gives a predictions column (row, fold, "
+                                     "repeat, label, prediction, true_*, p_*); rename the column"));
+    }
+    const char* also = nullptr;
+    if (id == d.label() || in(d.labels())) also = "a label column";
+    if (spec.has_cross_validation() && id == spec.cross_validation().group_column()) {
+      also = "the group column (cross_validation.group_column)";
+    }
+    if (in(d.features())) also = "in data.features";
+    if (in(d.categorical())) also = "in data.categorical";
+    if (std::find(d.id().begin(), d.id().begin() + i, id) != d.id().begin() + i) {
+      also = "listed twice in data.id";
+    }
+    if (also != nullptr) {
+      return Bad(field, absl::StrCat("\"", id, "\" is ", also,
+                                     "; an id column is never a feature or a target"));
+    }
+  }
   if (!spec.has_cross_validation()) return absl::OkStatus();
   const traind::v1::CrossValidationSpec& cv = spec.cross_validation();
   const int ways =
@@ -658,6 +685,21 @@ absl::Status CheckTrainingSpec(const JobSpec& spec) {
     TRAIND_RETURN_IF_ERROR(check_monitor(schedule.reduce_on_plateau().monitor(),
                                          schedule.reduce_on_plateau().mode(),
                                          "optimizer.schedule.reduce_on_plateau.monitor"));
+  }
+  if (spec.has_importance()) {
+    const int repeats = spec.importance().repeats();
+    if (repeats < 0 || repeats > 100) {
+      return Bad("importance.repeats",
+                 absl::StrCat("must be between 1 and 100 (default 5), got ", repeats));
+    }
+    if (!validation) {
+      return Bad("importance",
+                 "needs validation rows to shuffle (cross_validation folds, "
+                 "validation_fraction or validation_path)");
+    }
+    if (spec.data().shape_size() > 0) {
+      return Bad("importance", "only for tables, not images (data.shape)");
+    }
   }
   if (spec.has_early_stopping()) {
     const auto& es = spec.early_stopping();

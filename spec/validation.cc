@@ -85,6 +85,8 @@ absl::Status CheckImageSourceFields(const JobSpec& spec) {
     const Field columns[] = {
         {"data.features", d.features_size() > 0},
         {"data.ignore", d.ignore_size() > 0},
+        {"data.id", d.id_size() > 0},
+        {"importance", spec.has_importance()},
         {"data.categorical", d.categorical_size() > 0},
         {"data.labels", d.labels_size() > 0},
         {"data.missing", d.missing() != traind::v1::MISSING_ERROR},

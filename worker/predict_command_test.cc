@@ -88,17 +88,24 @@ TEST_F(PredictCommandTest, ReproducesTheFoldsOutOfFoldPredictions) {
   std::string header, want_header;
   const auto got = RowsOf(out, &header);
   const auto want = RowsOf(ReadAll(dir_->Path("task-1/predictions.csv")), &want_header);
-  EXPECT_EQ(header, "row,label,p_setosa,p_versicolor,p_virginica");
-  EXPECT_EQ(header, want_header);
+  // The scored file holds the label column: its value comes along as the
+  // true target; the task's file also says which fold scored the row.
+  EXPECT_EQ(header, "row,true_species,label,p_setosa,p_versicolor,p_virginica");
+  EXPECT_EQ(want_header, "row,fold,true_species,label,p_setosa,p_versicolor,p_virginica");
   EXPECT_EQ(got.size(), 150u);
   EXPECT_EQ(want.size(), 30u);
   for (const auto& [row, fields] : want) {
     ASSERT_TRUE(got.count(row)) << row;
     const std::vector<std::string>& g = got.at(row);
-    ASSERT_EQ(g.size(), 5u);
-    EXPECT_EQ(g[1], fields[1]) << "row " << row;
-    for (size_t c = 2; c < 5; ++c) {
-      EXPECT_NEAR(std::stod(g[c]), std::stod(fields[c]), 1e-5) << "row " << row;
+    ASSERT_EQ(g.size(), 6u);
+    ASSERT_EQ(fields.size(), 7u);
+    EXPECT_EQ(fields[1], "1") << "row " << row;
+    for (size_t c = 1; c < 6; ++c) {
+      if (c < 3) {
+        EXPECT_EQ(g[c], fields[c + 1]) << "row " << row;  // true_species, label
+      } else {
+        EXPECT_NEAR(std::stod(g[c]), std::stod(fields[c + 1]), 1e-5) << "row " << row;
+      }
     }
   }
 

@@ -38,6 +38,41 @@ void Summarize(const std::map<std::string, std::vector<double>>& values,
 
 using traind::v1::TrialResult;
 
+// The folds' permutation importance, per feature in the first fold's order:
+// the mean and population std of the folds' means, most important first
+// (ties: that order).
+void SummarizeImportance(traind::v1::JobResult* r) {
+  r->clear_importance();
+  r->clear_importance_metric();
+  std::vector<std::string> order;
+  std::map<std::string, std::vector<double>> means;
+  for (const traind::v1::FoldResult& f : r->folds()) {
+    if (f.importance().empty()) continue;
+    if (r->importance_metric().empty()) r->set_importance_metric(f.importance_metric());
+    for (const traind::v1::FeatureImportance& i : f.importance()) {
+      auto [it, added] = means.try_emplace(i.feature());
+      if (added) order.push_back(i.feature());
+      it->second.push_back(i.mean());
+    }
+  }
+  for (const std::string& feature : order) {
+    const std::vector<double>& v = means[feature];
+    double sum = 0;
+    for (double x : v) sum += x;
+    const double mean = sum / static_cast<double>(v.size());
+    double squares = 0;
+    for (double x : v) squares += (x - mean) * (x - mean);
+    traind::v1::FeatureImportance* out = r->add_importance();
+    out->set_feature(feature);
+    out->set_mean(mean);
+    out->set_std(std::sqrt(squares / static_cast<double>(v.size())));
+    for (double x : v) out->add_values(x);
+  }
+  std::stable_sort(r->mutable_importance()->begin(), r->mutable_importance()->end(),
+                   [](const traind::v1::FeatureImportance& a,
+                      const traind::v1::FeatureImportance& b) { return a.mean() > b.mean(); });
+}
+
 // A search: each trial's state, metrics over its folds, score and rank; the
 // best trial's folds are the job's folds and summary.
 void AggregateSearch(Job* job) {
@@ -137,6 +172,7 @@ void AggregateSearch(Job* job) {
     for (const auto& [name, v] : t.result().val()) best_values[name].push_back(v);
   }
   Summarize(best_values, r->mutable_val());
+  SummarizeImportance(r);
 }
 
 }  // namespace
@@ -164,6 +200,7 @@ void AggregateFoldResults(Job* job) {
     for (const auto& [name, v] : t.result().val()) values[name].push_back(v);
   }
   Summarize(values, r->mutable_val());
+  SummarizeImportance(r);
 }
 
 std::optional<PredictionsMerge> PlanPredictionsMerge(const Job& job, const std::string& state_dir) {

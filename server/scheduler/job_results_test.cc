@@ -54,6 +54,49 @@ TEST(JobResultsTest, TheRefitIsNotAFold) {
   EXPECT_EQ(job.result().refit().fold(), 2);
 }
 
+void AddImportance(Task* t, const std::string& feature, double mean) {
+  traind::v1::FeatureImportance* f = t->mutable_result()->add_importance();
+  f->set_feature(feature);
+  f->set_mean(mean);
+  t->mutable_result()->set_importance_metric("val.accuracy (max)");
+}
+
+// Per feature: the mean and population std of the folds' means, most
+// important first; the refit (no validation rows) takes no part.
+TEST(JobResultsTest, ImportanceOverFolds) {
+  Job job;
+  job.mutable_spec()->mutable_cross_validation()->set_folds(2);
+  job.mutable_spec()->mutable_cross_validation()->set_refit(true);
+  Task* a = AddTask(&job, Task::SUCCEEDED, 0.9);
+  AddImportance(a, "x", 0.1);
+  AddImportance(a, "color", 0.3);
+  AddImportance(a, "z", 0.0);
+  Task* b = AddTask(&job, Task::SUCCEEDED, 0.8);
+  AddImportance(b, "x", 0.3);
+  AddImportance(b, "color", 0.5);
+  AddImportance(b, "z", 0.0);
+  AddTask(&job, Task::SUCCEEDED, 0.1);  // the refit
+  AggregateFoldResults(&job);
+  const auto& r = job.result();
+  EXPECT_EQ(r.importance_metric(), "val.accuracy (max)");
+  ASSERT_EQ(r.importance_size(), 3);
+  EXPECT_EQ(r.importance(0).feature(), "color");
+  EXPECT_DOUBLE_EQ(r.importance(0).mean(), 0.4);
+  EXPECT_NEAR(r.importance(0).std(), 0.1, 1e-12);
+  EXPECT_EQ(r.importance(0).values_size(), 2);
+  EXPECT_EQ(r.importance(1).feature(), "x");
+  EXPECT_DOUBLE_EQ(r.importance(1).mean(), 0.2);
+  EXPECT_EQ(r.importance(2).feature(), "z");
+  EXPECT_EQ(r.importance(2).std(), 0.0);
+  // Without importance in the folds: none.
+  Job plain;
+  plain.mutable_spec()->mutable_cross_validation()->set_folds(2);
+  AddTask(&plain, Task::SUCCEEDED, 0.9);
+  AggregateFoldResults(&plain);
+  EXPECT_EQ(plain.result().importance_size(), 0);
+  EXPECT_EQ(plain.result().importance_metric(), "");
+}
+
 TEST(JobResultsTest, PredictionsAreMergedInRowOrder) {
   const ::traind::testing::TempDir scratch("traind-results");
   const std::string dir = scratch.path();

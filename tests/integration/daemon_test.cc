@@ -104,25 +104,44 @@ TEST_F(DaemonTest, IrisCrossValidationEndToEnd) {
   EXPECT_GE(r.val().at("accuracy").mean(), 0.90);
 
   // Out-of-fold predictions: every row once, in row order, probabilities
-  // summing to one.
+  // summing to one; each row's true class is the file's, its fold the task
+  // that validated on it.
   ASSERT_FALSE(r.predictions_path().empty());
   {
+    std::vector<std::string> species;
+    {
+      std::ifstream data(job.spec().data().path());
+      std::string row;
+      std::getline(data, row);  // the header
+      while (std::getline(data, row)) {
+        if (!row.empty() && row.back() == '\r') row.pop_back();  // CRLF lines
+        species.push_back(row.substr(row.rfind(',') + 1));
+      }
+    }
+    ASSERT_EQ(species.size(), 150u);
+    std::map<std::string, int64_t> per_fold;
     std::ifstream in(r.predictions_path());
     std::string line;
     ASSERT_TRUE(std::getline(in, line));
-    EXPECT_EQ(line, "row,label,p_setosa,p_versicolor,p_virginica");
+    EXPECT_EQ(line, "row,fold,true_species,label,p_setosa,p_versicolor,p_virginica");
     int64_t expected_row = 0;
     while (std::getline(in, line)) {
       std::vector<std::string> f = absl::StrSplit(line, ',');
-      ASSERT_EQ(f.size(), 5u) << line;
+      ASSERT_EQ(f.size(), 7u) << line;
       EXPECT_EQ(f[0], std::to_string(expected_row)) << line;
-      EXPECT_TRUE(f[1] == "setosa" || f[1] == "versicolor" || f[1] == "virginica") << line;
+      EXPECT_TRUE(f[3] == "setosa" || f[3] == "versicolor" || f[3] == "virginica") << line;
+      EXPECT_EQ(f[2], species[static_cast<size_t>(expected_row)]) << line;
+      ++per_fold[f[1]];
       double total = 0;
-      for (int c = 2; c < 5; ++c) total += std::stod(f[c]);
+      for (int c = 4; c < 7; ++c) total += std::stod(f[c]);
       EXPECT_NEAR(total, 1.0, 1e-5) << line;
       ++expected_row;
     }
     EXPECT_EQ(expected_row, 150);
+    ASSERT_EQ(per_fold.size(), 5u);
+    for (const auto& fold : r.folds()) {
+      EXPECT_EQ(per_fold[absl::StrCat(fold.fold())], fold.val_rows()) << fold.fold();
+    }
   }
 
   // GetJobResult agrees; a watcher that resumes from a cursor gets exactly the rest.

@@ -102,10 +102,10 @@ job=$("${trainctl[@]}" submit "$tmp/iris-live.yaml" | sed -n 's/^submitted job \
 [[ -n $job ]] || { echo "submit failed" >&2; cat "$tmp/traind.log" >&2; exit 1; }
 echo "job $job, dashboard $url"
 
-# A small search (4 trials x 3 folds, and the refit of the best): its
-# trials view. It runs once the live job's folds leave it slots.
+# A small search (4 trials x 3 folds, and the refit of the best) with
+# feature importance: its trials view and importance chart. It runs once the live job's folds leave it slots.
 search=$(cd "$source_dir" && "${trainctl[@]}" submit examples/iris-search.yaml \
-  --set training.epochs=8 | sed -n 's/^submitted job \([0-9a-f]*\).*/\1/p')
+  --set training.epochs=8 --set importance.repeats=3 | sed -n 's/^submitted job \([0-9a-f]*\).*/\1/p')
 [[ -n $search ]] || { echo "search submit failed" >&2; cat "$tmp/traind.log" >&2; exit 1; }
 
 args=(--url "$url" --token "$token" --job "$job" --screenshot "$screenshot" --chromium "$chromium"

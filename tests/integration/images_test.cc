@@ -16,6 +16,7 @@
 #include <fstream>
 #include <map>
 #include <random>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -334,6 +335,24 @@ metrics: {val: [loss, accuracy]}
   for (size_t i = 0; i < labels.size(); ++i) right += labels[i] == kClasses[i / 5];
   EXPECT_GE(right, 9) << "of 10";
   std::printf("[images] folder held-out: %d of 10 right\n", right);
+  // Each row names its file, "<class>/<file>" as the folder holds it.
+  ASSERT_EQ(columns.count("file"), 1u) << ReadAll(predicted);
+  for (size_t i = 0; i < 10; ++i) {
+    EXPECT_EQ(columns.at("file")[i], absl::StrCat(kClasses[i / 5], "/", i % 5, ".png"));
+  }
+  // The out-of-fold predictions too, with their fold and true class: 80
+  // distinct files, each scored by one of the two folds.
+  const auto oof = Columns(ReadAll(daemon.state_dir() + "/jobs/" + job.id() + "/predictions.csv"));
+  ASSERT_EQ(oof.count("file"), 1u);
+  ASSERT_EQ(oof.at("file").size(), 80u);
+  std::set<std::string> files;
+  for (size_t i = 0; i < 80; ++i) {
+    const std::string& file = oof.at("file")[i];
+    files.insert(file);
+    EXPECT_EQ(file.substr(0, file.find('/')), oof.at("true_label")[i]) << file;
+    EXPECT_TRUE(oof.at("fold")[i] == "0" || oof.at("fold")[i] == "1") << file;
+  }
+  EXPECT_EQ(files.size(), 80u);
 }
 
 }  // namespace

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "google/protobuf/util/json_util.h"
@@ -304,6 +305,56 @@ TEST_F(TrainctlDaemonTest, SubmitWaitJsonPrintsTheSucceededJobWithItsResult) {
   EXPECT_NE(out.find("SUCCEEDED"), std::string::npos) << out;
   ASSERT_EQ(Trainctl("list -o json", &out), 0) << Stderr();
   EXPECT_NE(out.find(job.id()), std::string::npos) << out;
+}
+
+// `result --importance`: the job's permutation importance, most important
+// first as the API has it, in 80 columns with a bar per feature; a job that
+// did not ask for it is told how.
+TEST_F(TrainctlDaemonTest, ResultShowsTheImportanceOverTheFolds) {
+  std::string out;
+  ASSERT_EQ(Trainctl("submit examples/iris-cv.yaml --set importance.repeats=2 --set "
+                     "cross_validation.folds=3 --set training.epochs=10 --wait -o json",
+                     &out),
+            0)
+      << Stderr();
+  Job job;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(out, &job).ok()) << out;
+  ASSERT_EQ(job.state(), Job::SUCCEEDED);
+  const auto& importance = job.result().importance();
+  ASSERT_EQ(importance.size(), 4);
+  ASSERT_EQ(Trainctl("result " + job.id() + " --importance", &out), 0) << Stderr();
+  const std::vector<std::string> lines = absl::StrSplit(out, '\n', absl::SkipEmpty());
+  ASSERT_EQ(lines.size(), 7u) << out;
+  EXPECT_EQ(lines[0], "permutation importance, mean \xC2\xB1 std over 3 folds");
+  EXPECT_EQ(lines[1], "(how much " + job.result().importance_metric() +
+                          " worsens when the feature is shuffled)");
+  EXPECT_TRUE(absl::StartsWith(lines[2], "FEATURE")) << out;
+  size_t widest_bar = 0;
+  for (int i = 0; i < 4; ++i) {
+    const std::string& line = lines[3 + static_cast<size_t>(i)];
+    EXPECT_TRUE(absl::StartsWith(line, importance[i].feature())) << out;
+    // Display columns: every byte but UTF-8 continuation bytes.
+    size_t columns = 0, bar = 0;
+    for (unsigned char c : line) columns += (c & 0xC0) != 0x80;
+    for (size_t at = line.find("\xE2\x96\x88"); at != std::string::npos;
+         at = line.find("\xE2\x96\x88", at + 3)) {
+      ++bar;
+    }
+    EXPECT_LE(columns, 80u) << line;
+    if (i == 0) widest_bar = bar;
+    EXPECT_LE(bar, widest_bar) << out;
+  }
+  EXPECT_GT(widest_bar, 10u) << out;
+
+  ASSERT_EQ(Trainctl("submit examples/iris-cv.yaml --set cross_validation.folds=2 --set "
+                     "training.epochs=2 --wait -o json",
+                     &out),
+            0)
+      << Stderr();
+  Job plain;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(out, &plain).ok()) << out;
+  EXPECT_EQ(Trainctl("result " + plain.id() + " --importance", &out), 1);
+  EXPECT_NE(Stderr().find("computes no importance"), std::string::npos) << Stderr();
 }
 
 TEST_F(TrainctlDaemonTest, ExitCodesForFailedJobsAndInvalidSpecs) {

@@ -18,6 +18,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
@@ -392,14 +393,16 @@ std::vector<std::vector<double>> ReadPredictions(const std::string& path) {
   std::string line;
   std::vector<std::vector<double>> rows;
   EXPECT_TRUE(std::getline(in, line)) << path;  // header
-  // The label column (class targets) is the class the probabilities choose:
-  // compared through them.
+  // The label column (class targets) is the class the probabilities choose,
+  // and the true class the file's: compared through the probabilities.
   const std::vector<std::string> header = absl::StrSplit(line, ',');
   while (std::getline(in, line)) {
     std::vector<double> values;
     size_t column = 0;
     for (absl::string_view field : absl::StrSplit(line, ',')) {
-      if (column < header.size() && header[column++] == "label") continue;
+      const std::string name = column < header.size() ? header[column] : "";
+      ++column;
+      if (name == "label" || absl::StartsWith(name, "true_")) continue;
       values.push_back(std::stod(std::string(field)));
     }
     rows.push_back(std::move(values));

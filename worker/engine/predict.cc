@@ -199,7 +199,32 @@ std::string Predictions::Csv() const {
   columns.target = target;
   columns.classes = classes;
   columns.target_names = target_names;
-  return PredictionsCsv(columns, outputs, row_ids, values.data());
+  return PredictionsCsv(columns, outputs, row_ids, values.data(), lead);
+}
+
+LeadColumns InputLeadColumns(const TrainedModel& model, const data::CsvTable& table) {
+  const traind::v1::DataSpec& d = model.spec.data();
+  std::vector<std::string> wanted, names;
+  for (const std::string& id : d.id_size() > 0 ? d.id() : d.ignore()) {
+    if (!data::IsPredictionColumnName(id)) wanted.push_back(id);
+  }
+  const size_t ids = wanted.size();
+  if (!d.label().empty()) wanted.push_back(d.label());
+  wanted.insert(wanted.end(), d.labels().begin(), d.labels().end());
+  LeadColumns lead;
+  std::vector<size_t> columns;
+  for (size_t i = 0; i < wanted.size(); ++i) {
+    const auto it = std::find(table.header.begin(), table.header.end(), wanted[i]);
+    if (it == table.header.end()) continue;
+    if (std::find(wanted.begin(), wanted.begin() + i, wanted[i]) != wanted.begin() + i) continue;
+    lead.names.push_back(i < ids ? wanted[i] : "true_" + wanted[i]);
+    columns.push_back(static_cast<size_t>(it - table.header.begin()));
+  }
+  lead.cells.reserve(table.rows.size() * columns.size());
+  for (const auto& row : table.rows) {
+    for (size_t c : columns) lead.cells.push_back(row[c]);
+  }
+  return lead;
 }
 
 namespace {
@@ -338,6 +363,12 @@ absl::StatusOr<Predictions> Predict(const std::vector<std::string>& model_paths,
   p.target_names = models[0].target_names;
   p.rows = images ? image_set.count : static_cast<int64_t>(table.rows.size());
   p.outputs = models[0].Outputs();
+  if (!images) {
+    p.lead = InputLeadColumns(models[0], table);
+  } else if (!image_set.names.empty()) {
+    p.lead.names = {"file"};
+    p.lead.cells = image_set.names;
+  }
   // The mean, summed in double in model order.
   std::vector<double> sum(static_cast<size_t>(p.rows * p.outputs), 0.0);
   for (size_t m = 0; m < models.size(); ++m) {

@@ -42,6 +42,7 @@
 #include "absl/status/statusor.h"
 #include "data/csv.h"
 #include "spec/checks.h"
+#include "worker/engine/fit/artifacts.h"
 #include "worker/engine/model_file.h"
 
 namespace traind::engine {
@@ -70,13 +71,23 @@ struct Predictions {
   int64_t rows = 0;           // data rows of the file (0-based indices in the CSV)
   int64_t outputs = 0;        // per row
   std::vector<float> values;  // [rows, outputs]
+  // What the file says of each row (InputLeadColumns): its id columns and
+  // true targets, where it has them.
+  LeadColumns lead;
 
   // The CSV of predictions.csv (fit/artifacts.h, PredictionsCsv): row (the
   // 0-based data row of the file: its header and blank lines are not rows),
-  // label (class targets), then p_<class> / p_<label> / prediction /
-  // <target> columns.
+  // the lead columns, label (class targets), then p_<class> / p_<label> /
+  // prediction / <target> columns.
   std::string Csv() const;
 };
+
+// The columns of a scored CSV file that predictions carry (lead columns,
+// fit/artifacts.h), those of them the file has: the model's id columns
+// (data.id, else data.ignore but names IsPredictionColumnName gives), then
+// the true target (true_<column> per target column: the cell as the file
+// holds it). An image folder's rows carry their "file" instead.
+LeadColumns InputLeadColumns(const TrainedModel& model, const data::CsvTable& table);
 
 // The rows of `data_path` scored by the models of `model_paths` (one: that
 // model; several: their mean, see above).

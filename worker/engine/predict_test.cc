@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "data/dataset.h"
@@ -116,22 +117,37 @@ TEST_P(OutOfFoldTest, PredictingTheTrainingFileReproducesTheFoldsPredictions) {
   absl::StatusOr<Predictions> p = Predict({fold.model_path()}, data_path);
   ASSERT_TRUE(p.ok()) << p.status();
   const Csv actual = ParseCsv(p->Csv());
-  EXPECT_EQ(actual.header, expected.header);
+  // The same columns but the fold and repeat (the training file holds the
+  // targets: they come along as true_<column>).
+  std::vector<std::string> expected_header;
+  for (const std::string& name : expected.header) {
+    if (name != "fold" && name != "repeat") expected_header.push_back(name);
+  }
+  ASSERT_EQ(expected.header.at(1), "fold");
+  EXPECT_EQ(actual.header, expected_header);
   absl::StatusOr<data::Dataset> data = data::LoadDataset(spec);
   ASSERT_TRUE(data.ok());
   EXPECT_EQ(p->rows, data->rows);  // every row of the file scored
   ASSERT_EQ(static_cast<int64_t>(actual.rows.size()), data->rows);
   ASSERT_FALSE(expected.rows.empty());
+  const bool text_truth = data->target != data::TargetKind::kRegression &&
+                          data->target != data::TargetKind::kMultiLabel;
   for (const auto& [row, want] : expected.rows) {
     const std::vector<std::string>& got = actual.rows.at(row);
-    ASSERT_EQ(got.size(), want.size());
-    for (size_t c = 1; c < want.size(); ++c) {
-      if (expected.header[c] == "label") {
-        EXPECT_EQ(got[c], want[c]) << "row " << row;
+    ASSERT_EQ(got.size(), actual.header.size());
+    ASSERT_EQ(want.size(), expected.header.size());
+    EXPECT_EQ(want[1], "1");  // task 1 validates on fold 1 (of repeat 0)
+    for (size_t c = 1; c < actual.header.size(); ++c) {
+      const std::string& name = actual.header[c];
+      const size_t w =
+          static_cast<size_t>(std::find(expected.header.begin(), expected.header.end(), name) -
+                              expected.header.begin());
+      if (name == "label" || (absl::StartsWith(name, "true_") && text_truth)) {
+        EXPECT_EQ(got[c], want[w]) << "row " << row << " column " << name;
       } else {
-        const double w = std::stod(want[c]);
-        EXPECT_NEAR(std::stod(got[c]), w, 1e-5 * std::max(1.0, std::fabs(w)))
-            << "row " << row << " column " << expected.header[c];
+        const double v = std::stod(want[w]);
+        EXPECT_NEAR(std::stod(got[c]), v, 1e-5 * std::max(1.0, std::fabs(v)))
+            << "row " << row << " column " << name;
       }
     }
   }
@@ -176,6 +192,29 @@ TEST(PredictTest, PreprocessingOfAHandMadeModel) {
   // green: all zeros; missing a -> 6 (a' = 1), missing color: all zeros.
   EXPECT_THAT(p->values, ::testing::ElementsAre(14.5f, 100.5f, -1.5f, 2.5f, 2.5f));
   EXPECT_EQ(p->Csv(), "row,prediction\n0,14.5\n1,100.5\n2,-1.5\n3,2.5\n4,2.5\n");
+}
+
+// The model's id columns (data.id, else data.ignore) and its targets come
+// along where the scored file has them, as the file holds them; a missing
+// one is left out.
+TEST(PredictTest, IdsAndTrueTargetsComeAlong) {
+  const traind::testing::TempDir dir("traind-predict");
+  TrainedModel m = HandModel();
+  m.spec.mutable_data()->add_ignore("note");
+  m.spec.mutable_data()->add_ignore("row");  // a predictions column's name: not copied
+  ASSERT_TRUE(WriteModelFile(m, dir.Path("ignore.ckpt")).ok());
+  const std::string file =
+      dir.Write("new.csv", "y,color,note,a,row\n14,blue,\"x, y\",10,7\n,red,z,2,8\n");
+  absl::StatusOr<Predictions> p = Predict({dir.Path("ignore.ckpt")}, file);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->Csv(), "row,note,true_y,prediction\n0,\"x, y\",14,14.5\n1,z,,100.5\n");
+
+  m.spec.mutable_data()->add_id("key");
+  m.spec.mutable_data()->add_id("city");  // not in the file
+  ASSERT_TRUE(WriteModelFile(m, dir.Path("id.ckpt")).ok());
+  p = Predict({dir.Path("id.ckpt")}, dir.Write("no_y.csv", "a,key,note,color\n10,k1,n,blue\n"));
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->Csv(), "row,key,prediction\n0,k1,14.5\n");
 }
 
 TEST(PredictTest, AnEnsembleIsTheMeanOfItsModels) {

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import hashlib
+import io
 import itertools
 import os
 import random
@@ -389,13 +390,17 @@ def test_fold_models_reproduce_their_out_of_fold_predictions(daemon, client, ref
         header, rows = table(p.csv)
         oof_header, oof = table(read_bytes(os.path.join(
             job_dir(daemon, refit_job), f"task-{task}", "predictions.csv")).decode())
-        assert header == oof_header and header[:2] == ["row", "label"]
+        # The scored file holds the species: it comes along as the truth;
+        # the task's own file also names the fold that scored each row.
+        assert header[:3] == ["row", "true_species", "label"]
+        assert oof_header == ["row", "fold"] + header[1:]
         assert len(rows) == p.rows and len(oof) > 50
         for row, cells in oof.items():
             mine = rows[row]
-            assert mine[1] == cells[1], (task, row)  # the label
-            for c in range(2, len(cells)):
-                assert float(mine[c]) == pytest.approx(float(cells[c]), abs=1e-5), (task, row)
+            assert cells[1] == str(task), (task, row)
+            assert mine[1:3] == cells[2:4], (task, row)  # the truth, the label
+            for c in range(3, len(mine)):
+                assert float(mine[c]) == pytest.approx(float(cells[c + 1]), abs=1e-5), (task, row)
         by_task.append(rows)
 
     # ensemble: the mean of the fold models, the label its argmax.
@@ -409,14 +414,53 @@ def test_fold_models_reproduce_their_out_of_fold_predictions(daemon, client, ref
             want = (float(by_task[0][row][c]) + float(by_task[1][row][c])) / 2
             assert float(cells[c]) == pytest.approx(want, abs=1e-6), (row, header[c])
         best = max(probabilities, key=lambda c: float(cells[c]))
-        assert cells[1] == header[best][2:], row
+        assert cells[header.index("label")] == header[best][2:], row
 
     pd = pytest.importorskip("pandas")
     frame = p.frame()
     assert isinstance(frame, pd.DataFrame) and frame.index.name == "row"
     assert len(frame) == p.rows and list(frame.columns) == header[1:]
     assert set(frame["label"]) <= {"setosa", "versicolor", "virginica"}
+    assert (frame["label"] == frame["true_species"]).mean() > 0.6  # 6 epochs; chance is 1/3
     assert frame.loc[7, "p_setosa"] == pytest.approx(float(rows[7][header.index("p_setosa")]))
+
+
+def test_predictions_join_back_to_the_users_rows(client, source_dir, tmp_path):
+    """A table with an id column (declared in data.id) and a note column
+    (data.ignore, not copied when data.id is set): the out-of-fold
+    predictions merge back on the id, every row once, with its true class and
+    the fold that scored it; predict of new rows keeps their ids."""
+    pd = pytest.importorskip("pandas")
+    iris = pd.read_csv(os.path.join(source_dir, "examples", "data", "iris.csv"))
+    iris.insert(0, "plant", ["p-%03d" % (7 * i + 1) for i in range(len(iris))])  # leading zeros
+    iris["note"] = "x"
+    path = tmp_path / "plants.csv"
+    iris.to_csv(path, index=False)
+    spec = {"data": {"path": str(path), "label": "species", "id": ["plant"], "ignore": ["note"],
+                     "standardize": True},
+            "cross_validation": {"folds": 3, "stratified": True, "shuffle": True}, "seed": 4,
+            "model": {"layers": [{"dense": {"units": 8, "activation": "relu"}},
+                                 {"dense": {"units": 3}}]},
+            "loss": {"softmax_cross_entropy": {}}, "optimizer": {"adam": {"learning_rate": 0.02}},
+            "training": {"epochs": 20, "batch_size": 16}}
+    job = client.submit(spec, name=unique("py-join"))
+    assert job.wait(timeout=120).state == "SUCCEEDED", job.data
+    text = job.download("predictions.csv").decode()
+    assert text.splitlines()[0] == "row,plant,fold,true_species,label,p_setosa,p_versicolor,p_virginica"
+    preds = pd.read_csv(io.StringIO(text), dtype={"plant": str})
+    joined = iris.merge(preds, on="plant", validate="one_to_one")
+    assert len(joined) == len(iris) == len(preds)
+    assert (joined["species"] == joined["true_species"]).all()
+    assert (joined.index == joined["row"]).all()  # the row is the file's data row
+    folds = {f["fold"]: f["val_rows"] for f in job.result()["folds"]}
+    assert joined["fold"].value_counts().to_dict() == folds
+    assert (joined["label"] == joined["species"]).mean() > 0.8
+
+    new = iris.drop(columns=["species"]).iloc[[5, 60, 120]]
+    p = job.predict(new.to_csv(index=False).encode(), task=0)
+    scored = p.frame()
+    assert list(scored.columns[:2]) == ["plant", "label"]
+    assert list(scored["plant"]) == ["p-036", "p-421", "p-841"]
 
 
 def test_predict_sources_give_the_same_predictions(daemon, client, refit_job, source_dir,

@@ -157,6 +157,20 @@ def test_the_refit_task_is_kept_apart_from_the_folds():
     assert result.refit_row()["final_train_loss"] == 0.3
 
 
+def test_importance_frame():
+    pytest.importorskip("pandas")
+    result = traind.Result({"importance_metric": "val.accuracy (max)", "importance": [
+        {"feature": "petal_length", "mean": 0.3, "std": 0.1, "values": [0.2, 0.4]},
+        {"feature": "sepal_width", "mean": 0.0, "std": 0.0, "values": [0.0, 0.0]}]})
+    frame = result.importance_frame()
+    assert list(frame.index) == ["petal_length", "sepal_width"]
+    assert list(frame.columns) == ["importances_mean", "importances_std", "fold0", "fold1"]
+    assert frame.loc["petal_length", "fold1"] == 0.4
+    assert frame.attrs["metric"] == "val.accuracy (max)"
+    empty = traind.Result({}).importance_frame()
+    assert len(empty) == 0 and list(empty.columns) == ["importances_mean", "importances_std"]
+
+
 def test_trials_frame_best_first_with_cv_results_names():
     pytest.importorskip("pandas")
     result = traind.Result({"trials": [
@@ -330,7 +344,7 @@ def test_task_and_ensemble_are_exclusive():
 
 
 def test_predictions_frame(tmp_path):
-    csv_text = "row,label,p_0,p_1\n0,1,0.25,0.75\n3,0,0.5,0.5\n"
+    csv_text = "row,id,fold,true_y,label,p_0,p_1\n0,7,2,1,1,0.25,0.75\n3,9,0,1,0,0.5,0.5\n"
     p = traind.Predictions("predict/x.csv", rows=2, models=["task-0/model.ckpt"], device="cpu",
                            csv=csv_text)
     assert p.csv == csv_text and len(p) == 2 and "rows=2" in repr(p)
@@ -341,9 +355,11 @@ def test_predictions_frame(tmp_path):
     frame = p.frame()
     assert isinstance(frame, pd.DataFrame) and list(frame.index) == [0, 3]
     assert list(frame["label"]) == ["1", "0"]  # class names stay strings
+    assert list(frame["true_y"]) == ["1", "1"] and list(frame["fold"]) == [2, 0]
+    assert list(frame["id"]) == [7, 9]  # as pandas reads the user's own file
     assert frame.loc[3, "p_1"] == 0.5
-    regression = traind.Predictions("b", 1, [], "cpu", csv="row,y\n0,1.5\n").frame()
-    assert regression.loc[0, "y"] == 1.5
+    regression = traind.Predictions("b", 1, [], "cpu", csv="row,true_y,y\n0,2,1.5\n").frame()
+    assert regression.loc[0, "y"] == 1.5 and regression.loc[0, "true_y"] == 2.0
 
 
 # -- datasets --------------------------------------------------------------------

@@ -43,6 +43,13 @@ class Result(dict):
         """Mean and std over folds of each validation metric (DataFrame)."""
         return _frames.summary_frame(self)
 
+    def importance_frame(self):
+        """Permutation importance over the folds (DataFrame indexed by feature,
+        most important first): importances_mean, importances_std, fold<k>;
+        attrs["metric"] names what it measures ("val.accuracy (max)"). Empty
+        unless the spec has `importance`."""
+        return _frames.importance_frame(self)
+
     def trials_frame(self):
         """A search's trials (DataFrame indexed by trial, best first): rank,
         state, score, epochs_run, param_<path>, mean_val_<metric>,

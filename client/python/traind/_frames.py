@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import io
 from typing import Any, Dict, Iterable, List, Mapping, Optional
 
@@ -79,6 +80,30 @@ def trials_frame(result: Mapping[str, Any]):
     return pd.DataFrame(rows, columns=columns).set_index("trial")
 
 
+def importance_rows(result: Mapping[str, Any]) -> List[Dict[str, Any]]:
+    """The permutation importance over the folds, most important first:
+    feature, importances_mean, importances_std (scikit-learn's names; over
+    the folds' means), then fold<k> (fold k's mean over its repeats)."""
+    rows = []
+    for f in result.get("importance", []):
+        row: Dict[str, Any] = {"feature": f.get("feature"),
+                               "importances_mean": f.get("mean", 0.0),
+                               "importances_std": f.get("std", 0.0)}
+        for k, v in enumerate(f.get("values", [])):
+            row["fold%d" % k] = v
+        rows.append(row)
+    return rows
+
+
+def importance_frame(result: Mapping[str, Any]):
+    pd = _pandas()
+    rows = importance_rows(result)
+    columns = list(rows[0].keys()) if rows else ["feature", "importances_mean", "importances_std"]
+    frame = pd.DataFrame(rows, columns=columns).set_index("feature")
+    frame.attrs["metric"] = result.get("importance_metric", "")
+    return frame
+
+
 def summary_frame(result: Mapping[str, Any]):
     pd = _pandas()
     val = result.get("val", {})
@@ -112,11 +137,17 @@ def history_frame(events: Iterable[Mapping[str, Any]]):
 
 
 def predictions_frame(csv_text: str):
-    """A predictions CSV (row, label, p_<class> ... or the targets' columns)
-    as a DataFrame indexed by row; labels stay strings, as the class names
-    of a result are."""
+    """A predictions CSV (row, the id columns, fold, true_<target>, label,
+    p_<class> ... or the targets' columns) as a DataFrame indexed by row;
+    class names (label, and the true class beside it) stay strings, as the
+    class names of a result are; other columns as pandas reads them (an id
+    column as it reads the user's own file, so that they join)."""
     pd = _pandas()
-    frame = pd.read_csv(io.StringIO(csv_text), dtype={"label": str})
+    header = next(csv.reader(io.StringIO(csv_text)), [])
+    names = {"label": str}
+    if "label" in header:
+        names.update({c: str for c in header if c.startswith("true_")})
+    frame = pd.read_csv(io.StringIO(csv_text), dtype=names)
     return frame.set_index("row") if "row" in frame.columns else frame
 
 

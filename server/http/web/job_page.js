@@ -1,6 +1,7 @@
 // The job page: a job's state, its tasks, and its per-epoch curves, live from
 // its event stream.
 import {AuthError, CHART_MIN_INTERVAL_MS, PALETTE, POLL_MS, TERMINAL_JOB, api, failureText, fmtBytes, fmtMeanStd, fmtNumber, fmtTime, h, humanEnum, main, progressBar, setMain, stateBadge} from './dom.js';
+import {importanceChart} from './importance_chart.js';
 import {TrialsView, locateSearchTask, searchMetric} from './trials_view.js';
 
 // protobuf JSON writes NaN and infinities as strings; they are not plotted.
@@ -122,6 +123,10 @@ export class JobView {
     this.foldHead = h('thead');
     this.devices = h('div', {class: 'devices', testid: 'devices'}, h('p', {class: 'muted'}, 'Loading devices…'));
     this.artifacts = h('div', {testid: 'artifacts'}, h('p', {class: 'muted'}, 'Listed when the job ends.'));
+    this.importanceBody = h('div', {testid: 'importance-body'});
+    this.importanceBox = h('section', {'aria-labelledby': 'importance-title', testid: 'importance', hidden: true},
+                           h('h2', {id: 'importance-title'}, 'Feature importance'), this.importanceBody);
+    this.importanceSig = null;
     this.artifactsShown = false;
     this.chartsBox = h('div', {class: 'charts', testid: 'charts'},
                        h('p', {class: 'muted', testid: 'charts-empty'}, 'Waiting for the first epoch…'));
@@ -169,6 +174,7 @@ export class JobView {
         h('h2', {id: 'folds-title'}, 'Folds'),
         this.summary,
         h('div', {class: 'table-wrap'}, h('table', {class: 'folds', testid: 'fold-table'}, this.foldHead, this.foldBody))),
+      this.importanceBox,
       h('section', {'aria-labelledby': 'artifacts-title'},
         h('h2', {id: 'artifacts-title'}, 'Artifacts'),
         this.artifacts),
@@ -300,6 +306,7 @@ export class JobView {
     this.failureBox.hidden = !failure;
     this.failureBox.replaceChildren(h('strong', {}, 'Job failed: '), failure);
     this.renderFolds();
+    this.renderImportance();
     this.renderLegend();
     this.header.dataset.state = job.state;
     main.querySelector('[data-testid="job-view"]').dataset.state = job.state;
@@ -358,6 +365,17 @@ export class JobView {
             i ? ' · ' : '', `${k} `, h('b', {}, fmtMeanStd(s)))),
           selection ? h('span', {class: 'muted'}, ` — best epoch by ${selection}`) : null)
       : h('p', {class: 'muted'}, 'No fold has finished yet.'));
+  }
+
+  // The folds' permutation importance, redrawn only when it changes.
+  renderImportance() {
+    const result = this.job.result || {};
+    const sig = JSON.stringify([result.importance || [], result.importanceMetric || '']);
+    if (sig === this.importanceSig) return;
+    this.importanceSig = sig;
+    const content = importanceChart(result);
+    this.importanceBox.hidden = !content;
+    this.importanceBody.replaceChildren(...(content || []));
   }
 
   color(task) {

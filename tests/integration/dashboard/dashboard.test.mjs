@@ -445,7 +445,7 @@ try {
   }
 
   if (opt.searchJob) {
-    await step('a search job: a row per trial best first, its labels, its folds\' curves, the score plot', async () => {
+    await step('a search job: a row per trial best first, its labels, its folds\' curves, the score plot, the importance chart', async () => {
       await page.goto(`${opt.url}/#/jobs/${opt.searchJob}`);
       await page.locator(tid('job-view')).waitFor();
       await until('the search to succeed', async () =>
@@ -498,6 +498,28 @@ try {
       await page.locator(`${tid('trial-sort-trial')} button`).click();
       const order = await page.locator(rows).evaluateAll((rs) => rs.map((r) => Number(r.dataset.trial)));
       assert.deepEqual(order, [...order].sort((a, b) => a - b));
+      // Feature importance (the search asked for it): a bar per feature,
+      // most important first, the API's numbers and metric.
+      const imp = job.result.importance || [];
+      assert.equal(imp.length, 4, JSON.stringify(job.result));
+      await page.locator(tid('importance-chart')).waitFor({timeout: 10000});
+      assert.equal(await page.locator(`${tid('importance-chart')} rect.importance-bar`).count(), 4);
+      assert.deepEqual(await page.locator(`${tid('importance-table')} tbody th`).allInnerTexts(),
+                       imp.map((f) => f.feature));
+      for (const f of imp) {
+        const shown = Number(await page.locator(`${tid(`importance-row-${f.feature}`)} ${tid('importance-mean')}`).innerText());
+        assert.ok(Math.abs(shown - f.mean) <= Math.max(5e-5, 5e-3 * Math.abs(f.mean)), `${f.feature}: ${shown} vs ${f.mean}`);
+      }
+      const means = imp.map((f) => f.mean);
+      assert.deepEqual(means, [...means].sort((a, b) => b - a));
+      assert.ok(job.result.importanceMetric && (await page.locator(tid('importance')).innerText()).includes(job.result.importanceMetric),
+                job.result.importanceMetric);
+      if (opt.trialsScreenshot) {
+        const importanceShot = path.join(path.dirname(path.resolve(opt.trialsScreenshot)), 'importance.png');
+        fs.mkdirSync(path.dirname(importanceShot), {recursive: true});
+        await page.locator(tid('importance')).screenshot({path: importanceShot});
+        log(`importance screenshot: ${importanceShot}`);
+      }
       if (opt.trialsScreenshot) {
         await page.locator(tid(`trial-row-${best}`)).click();
         await page.mouse.move(5, 5);

@@ -14,6 +14,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
+#include "spec/task_plan.h"
 
 namespace traind::engine {
 namespace {
@@ -107,8 +108,10 @@ absl::Status PrunePeriodicCheckpoints(const std::string& dir, int keep) {
 }
 
 std::string PredictionsCsv(const PredictionColumns& columns, int64_t outputs,
-                           absl::Span<const int64_t> rows, const float* pred) {
+                           absl::Span<const int64_t> rows, const float* pred,
+                           const LeadColumns& lead) {
   std::vector<std::string> header = {"row"};
+  for (const std::string& name : lead.names) header.push_back(CsvField(name));
   const bool label =
       columns.target == data::TargetKind::kClasses || columns.target == data::TargetKind::kBinary;
   if (label) header.push_back("label");
@@ -139,6 +142,9 @@ std::string PredictionsCsv(const PredictionColumns& columns, int64_t outputs,
   for (size_t i = 0; i < rows.size(); ++i) {
     const float* p = pred + static_cast<int64_t>(i) * outputs;
     absl::StrAppend(&text, rows[i]);
+    for (size_t k = 0; k < lead.names.size(); ++k) {
+      absl::StrAppend(&text, ",", CsvField(lead.cells[i * lead.names.size() + k]));
+    }
     if (columns.target == data::TargetKind::kClasses) {
       int64_t best = 0;
       for (int64_t j = 1; j < outputs; ++j) {
@@ -156,13 +162,55 @@ std::string PredictionsCsv(const PredictionColumns& columns, int64_t outputs,
   return text;
 }
 
-std::string PredictionsCsv(const data::Dataset& data, int64_t outputs,
-                           absl::Span<const int64_t> rows, const float* pred) {
+std::string TrueColumnName(const data::Dataset& data, size_t k) {
+  return "true_" + (k < data.target_names.size() ? data.target_names[k] : std::string("label"));
+}
+
+LeadColumns ValidationLeadColumns(const traind::v1::JobSpec& spec, const data::Dataset& data,
+                                  int task, absl::Span<const int64_t> rows) {
+  LeadColumns lead;
+  const size_t ids = data.id_names.size();
+  const bool files = ids == 0 && !data.row_names.empty();
+  lead.names = data.id_names;
+  if (files) lead.names.push_back("file");
+  const spec::TaskPlan plan = spec::PlanTasks(spec);
+  const bool repeats = plan.repeats > 1;
+  lead.names.push_back("fold");
+  if (repeats) lead.names.push_back("repeat");
+  const bool classes =
+      data.target == data::TargetKind::kClasses || data.target == data::TargetKind::kBinary;
+  const size_t truths = classes ? 1 : static_cast<size_t>(data.outputs);
+  for (size_t k = 0; k < truths; ++k) lead.names.push_back(TrueColumnName(data, k));
+  const int folds = std::max(plan.folds, 1);
+  const std::string fold = absl::StrCat(task % folds);
+  const std::string repeat = absl::StrCat(task / folds);
+  lead.cells.reserve(rows.size() * lead.names.size());
+  for (const int64_t row : rows) {
+    const size_t r = static_cast<size_t>(row);
+    for (size_t k = 0; k < ids; ++k) lead.cells.push_back(data.ids[r * ids + k]);
+    if (files) lead.cells.push_back(data.row_names[r]);
+    lead.cells.push_back(fold);
+    if (repeats) lead.cells.push_back(repeat);
+    if (classes) {
+      lead.cells.push_back(data.classes[static_cast<size_t>(data.y[r])]);
+    } else {
+      for (size_t k = 0; k < truths; ++k) {
+        lead.cells.push_back(absl::StrFormat("%.9g", data.targets[r * truths + k]));
+      }
+    }
+  }
+  return lead;
+}
+
+std::string ValidationPredictionsCsv(const traind::v1::JobSpec& spec, const data::Dataset& data,
+                                     int task, int64_t outputs, absl::Span<const int64_t> rows,
+                                     const float* pred) {
   PredictionColumns columns;
   columns.target = data.target;
   columns.classes = data.classes;
   columns.target_names = data.target_names;
-  return PredictionsCsv(columns, outputs, rows, pred);
+  return PredictionsCsv(columns, outputs, rows, pred,
+                        ValidationLeadColumns(spec, data, task, rows));
 }
 
 }  // namespace traind::engine

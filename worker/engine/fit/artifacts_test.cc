@@ -78,35 +78,108 @@ TEST(FitArtifactsTest, ErrorsAreStatusesNamingThePath) {
   EXPECT_THAT(std::string(s.message()), ::testing::HasSubstr("/none/x.csv: cannot write"));
 }
 
+// PredictionsCsv with the columns of `data`'s target, no lead columns.
+std::string Csv(const data::Dataset& data, int64_t outputs, absl::Span<const int64_t> rows,
+                const float* pred) {
+  PredictionColumns columns;
+  columns.target = data.target;
+  columns.classes = data.classes;
+  columns.target_names = data.target_names;
+  return PredictionsCsv(columns, outputs, rows, pred);
+}
+
 TEST(FitArtifactsTest, PredictionsCsvColumnsByTarget) {
   data::Dataset classes;
   classes.target = data::TargetKind::kClasses;
   classes.classes = {"a", "b,c"};
   const float pred[4] = {0.25f, 0.75f, 1.0f, 0.0f};
-  EXPECT_EQ(PredictionsCsv(classes, 2, {4, 9}, pred),
+  EXPECT_EQ(Csv(classes, 2, {4, 9}, pred),
             "row,label,p_a,\"p_b,c\"\n4,\"b,c\",0.25,0.75\n9,a,1,0\n");
   // Ties: the first class.
   const float tie[3] = {0.4f, 0.4f, 0.2f};
   classes.classes = {"x", "y", "z"};
-  EXPECT_EQ(PredictionsCsv(classes, 3, {0}, tie),
+  EXPECT_EQ(Csv(classes, 3, {0}, tie),
             "row,label,p_x,p_y,p_z\n0,x,0.400000006,0.400000006,0.200000003\n");
   data::Dataset regression;
   regression.target = data::TargetKind::kRegression;
-  EXPECT_EQ(PredictionsCsv(regression, 1, {0}, pred), "row,prediction\n0,0.25\n");
+  EXPECT_EQ(Csv(regression, 1, {0}, pred), "row,prediction\n0,0.25\n");
   regression.target_names = {"a", "b"};
-  EXPECT_EQ(PredictionsCsv(regression, 2, {3}, pred), "row,a,b\n3,0.25,0.75\n");
+  EXPECT_EQ(Csv(regression, 2, {3}, pred), "row,a,b\n3,0.25,0.75\n");
   data::Dataset binary;
   binary.target = data::TargetKind::kBinary;
   binary.classes = {"no", "yes"};
-  EXPECT_EQ(PredictionsCsv(binary, 1, {}, pred), "row,label,p_yes\n");
+  EXPECT_EQ(Csv(binary, 1, {}, pred), "row,label,p_yes\n");
   // p >= 0.5: the positive class.
   const float p[3] = {0.5f, 0.49f, 0.9f};
-  EXPECT_EQ(PredictionsCsv(binary, 1, {0, 1, 2}, p),
+  EXPECT_EQ(Csv(binary, 1, {0, 1, 2}, p),
             "row,label,p_yes\n0,no,0.5\n1,no,0.49000001\n2,yes,0.899999976\n");
   data::Dataset multi;
   multi.target = data::TargetKind::kMultiLabel;
   multi.target_names = {"l1", "l2"};
-  EXPECT_EQ(PredictionsCsv(multi, 2, {7}, pred), "row,p_l1,p_l2\n7,0.25,0.75\n");
+  EXPECT_EQ(Csv(multi, 2, {7}, pred), "row,p_l1,p_l2\n7,0.25,0.75\n");
+}
+
+// Lead columns go between row and the predictions, each cell quoted as
+// RFC 4180 says.
+TEST(FitArtifactsTest, PredictionsCsvLeadColumns) {
+  const std::vector<std::string> classes = {"a", "b"};
+  PredictionColumns columns;
+  columns.classes = classes;
+  LeadColumns lead;
+  lead.names = {"id", "note\"s"};
+  lead.cells = {"x-1", "say \"hi\", then go", "x-2", ""};
+  const float pred[4] = {0.25f, 0.75f, 1.0f, 0.0f};
+  EXPECT_EQ(PredictionsCsv(columns, 2, {3, 8}, pred, lead),
+            "row,id,\"note\"\"s\",label,p_a,p_b\n"
+            "3,x-1,\"say \"\"hi\"\", then go\",b,0.25,0.75\n"
+            "8,x-2,,a,1,0\n");
+}
+
+// A task's validation rows carry the ids, the fold (and the repeat of
+// repeated folds: task 4 of 3 folds × 2 repeats is fold 1 of repeat 1), and
+// the true target by name.
+TEST(FitArtifactsTest, ValidationLeadColumnsOfATask) {
+  traind::v1::JobSpec spec;
+  spec.mutable_cross_validation()->set_folds(3);
+  spec.mutable_cross_validation()->set_repeats(2);
+  data::Dataset d;
+  d.rows = 4;
+  d.target = data::TargetKind::kClasses;
+  d.classes = {"cat", "dog"};
+  d.target_names = {"animal"};
+  d.y = {1, 0, 0, 1};
+  d.id_names = {"id", "city"};
+  d.ids = {"r0", "Oslo", "r1", "Rome", "r2", "", "r3", "Lima"};
+  const float pred[4] = {0.9f, 0.1f, 0.2f, 0.8f};
+  EXPECT_EQ(ValidationPredictionsCsv(spec, d, 4, 2, {1, 3}, pred),
+            "row,id,city,fold,repeat,true_animal,label,p_cat,p_dog\n"
+            "1,r1,Rome,1,1,cat,cat,0.899999976,0.100000001\n"
+            "3,r3,Lima,1,1,dog,dog,0.200000003,0.800000012\n");
+  // One repeat: no repeat column.
+  spec.mutable_cross_validation()->set_repeats(1);
+  const LeadColumns lead = ValidationLeadColumns(spec, d, 2, {0});
+  EXPECT_THAT(lead.names, ::testing::ElementsAre("id", "city", "fold", "true_animal"));
+  EXPECT_THAT(lead.cells, ::testing::ElementsAre("r0", "Oslo", "2", "dog"));
+
+  // Targets of several columns: one true_ column each; an image folder's
+  // rows carry their file.
+  data::Dataset r;
+  r.rows = 2;
+  r.target = data::TargetKind::kRegression;
+  r.outputs = 2;
+  r.target_names = {"a", "b"};
+  r.targets = {1.5f, -2.0f, 0.1f, 3.0f};
+  r.row_names = {"x/1.png", "y/2.png"};
+  const LeadColumns regression = ValidationLeadColumns(spec, r, 0, {1});
+  EXPECT_THAT(regression.names, ::testing::ElementsAre("file", "fold", "true_a", "true_b"));
+  EXPECT_THAT(regression.cells, ::testing::ElementsAre("y/2.png", "0", "0.100000001", "3"));
+  // Images' class labels have no column name.
+  data::Dataset images;
+  images.rows = 1;
+  images.classes = {"0", "1"};
+  images.y = {1};
+  EXPECT_THAT(ValidationLeadColumns(traind::v1::JobSpec(), images, 0, {0}).names,
+              ::testing::ElementsAre("fold", "true_label"));
 }
 
 }  // namespace

@@ -342,7 +342,7 @@ TEST(EarlyStoppingTest, StopsAfterPatienceAndRestoresBest) {
   std::ifstream in(result->predictions_path());
   std::string header;
   std::getline(in, header);
-  EXPECT_EQ(header, "row,label,p_setosa,p_versicolor,p_virginica");
+  EXPECT_EQ(header, "row,fold,true_species,label,p_setosa,p_versicolor,p_virginica");
   const std::vector<std::string> classes = {"setosa", "versicolor", "virginica"};
   double loss = 0;
   int n = 0;
@@ -350,15 +350,17 @@ TEST(EarlyStoppingTest, StopsAfterPatienceAndRestoresBest) {
   while (std::getline(in, line)) {
     std::vector<double> v;
     std::stringstream s(line);
-    std::string f, label;
-    while (std::getline(s, f, ',')) {
-      if (v.size() == 1 && label.empty()) {
-        label = f;
-        continue;
-      }
-      v.push_back(std::stod(f));
-    }
+    std::string row, fold, truth, label, f;
+    std::getline(s, row, ',');
+    std::getline(s, fold, ',');
+    std::getline(s, truth, ',');
+    std::getline(s, label, ',');
+    v.push_back(std::stod(row));
+    while (std::getline(s, f, ',')) v.push_back(std::stod(f));
     ASSERT_EQ(v.size(), 4u);
+    // Task 1 validates on fold 1; the true class is the file's.
+    EXPECT_EQ(fold, "1");
+    EXPECT_EQ(truth, classes[static_cast<size_t>(Iris().y[static_cast<size_t>(v[0])])]);
     // The label is the class of the highest probability.
     const size_t best =
         static_cast<size_t>(std::max_element(v.begin() + 1, v.end()) - v.begin() - 1);

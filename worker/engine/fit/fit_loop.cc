@@ -9,10 +9,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "base/random.h"
 #include "base/status.h"
 #include "spec/task_plan.h"
 #include "spec/validation.h"
 #include "worker/engine/fit/artifacts.h"
+#include "worker/engine/fit/importance.h"
 #include "worker/engine/fit/tensorboard.h"
 #include "worker/engine/model_file.h"
 #include "worker/engine/onnx_export.h"
@@ -341,25 +343,79 @@ absl::Status FitLoop::Validate(LossSums* sums) {
 
 // ---------------------------------------------------------------- finish
 
+// Permutation importance (importance.h) of the final model, whose
+// validation pass gave `baseline`: the selection metric when it is a
+// validation metric, else val.loss.
+absl::Status FitLoop::Importance(const LossSums& baseline) {
+  if (task_.features.empty()) {
+    return InvalidSpecError("importance: only for tables (this task's rows are images)");
+  }
+  spec::Monitor monitor = task_.callbacks.selection.tracker.monitor();
+  if (!monitor.val) monitor = spec::Monitor();
+  const int64_t n = static_cast<int64_t>(task_.rows.val.size());
+  auto value = [&](const LossSums& sums) -> absl::StatusOr<double> {
+    google::protobuf::Map<std::string, double> metrics;
+    WriteMetrics(task_.metrics.val,
+                 task_.Pass(n, task_.val_pred, task_.val_classes, task_.val_values), sums.mean(),
+                 task_.top_k, &metrics);
+    const auto it = metrics.find(monitor.key());
+    if (it == metrics.end()) {
+      return absl::InternalError(absl::StrCat("importance: ", monitor.Describe(), " not computed"));
+    }
+    return it->second;
+  };
+  TRAIND_ASSIGN_OR_RETURN(const double base, value(baseline));
+  const std::vector<InputFeature> features = InputFeatures(task_.data, task_.pipeline);
+  TRAIND_ASSIGN_OR_RETURN(
+      std::vector<traind::v1::FeatureImportance> importance,
+      PermutationImportance(
+          features, ImportanceRepeats(task_.spec.importance()),
+          DeriveSeed(task_.spec.seed(), kImportanceStream, static_cast<uint64_t>(task_.task)),
+          task_.rows.val, task_.width, task_.features.data(), base, monitor.maximize,
+          [&]() -> absl::StatusOr<double> {
+            // A stop request ends the task between passes, as between steps.
+            TRAIND_ASSIGN_OR_RETURN(const bool stop, parallel_.AnyRank(observer_ != nullptr &&
+                                                                       observer_->StopRequested()));
+            if (stop) {
+              every_rank_fails_ = true;
+              return CancelledError("stopped on request while measuring feature importance");
+            }
+            LossSums sums;
+            TRAIND_RETURN_IF_ERROR(Validate(&sums));
+            return value(sums);
+          }));
+  for (traind::v1::FeatureImportance& f : importance) *result_.add_importance() = std::move(f);
+  result_.set_importance_metric(monitor.Describe());
+  // The validation rows' predictions are the unshuffled ones again.
+  LossSums again;
+  return Validate(&again);
+}
+
 absl::Status FitLoop::Finish() {
   for (const std::unique_ptr<FitCallback>& callback : callbacks_) {
     TRAIND_RETURN_IF_ERROR(callback->OnTrainEnd());
   }
   // Only rank 0 writes artifacts; with validation rows every rank takes
-  // part in the last validation pass.
-  if (!write_artifacts_) return absl::OkStatus();
+  // part in the last validation pass (and the importance's passes, which a
+  // task computes with or without artifacts).
+  const bool importance = task_.has_val && task_.spec.has_importance();
+  if (!write_artifacts_ && !importance) return absl::OkStatus();
+  const bool writes = write_artifacts_ && parallel_.writes();
   const std::string& dir = task_.options.artifacts_dir;
-  if (parallel_.writes()) TRAIND_RETURN_IF_ERROR(MakeDirs(dir));
+  if (writes) TRAIND_RETURN_IF_ERROR(MakeDirs(dir));
   if (task_.has_val) {
     LossSums sums;
     TRAIND_RETURN_IF_ERROR(Validate(&sums));
-    if (!parallel_.writes()) return absl::OkStatus();
-    const std::string path = dir + "/predictions.csv";
-    TRAIND_RETURN_IF_ERROR(WriteTextFile(
-        path, PredictionsCsv(task_.data, task_.outputs, task_.rows.val, task_.val_pred.data())));
-    result_.set_predictions_path(path);
+    if (writes) {
+      const std::string path = dir + "/predictions.csv";
+      TRAIND_RETURN_IF_ERROR(WriteTextFile(
+          path, ValidationPredictionsCsv(task_.spec, task_.data, task_.task, task_.outputs,
+                                         task_.rows.val, task_.val_pred.data())));
+      result_.set_predictions_path(path);
+    }
+    if (importance) TRAIND_RETURN_IF_ERROR(Importance(sums));
   }
-  if (!parallel_.writes()) return absl::OkStatus();
+  if (!writes) return absl::OkStatus();
   // The model whose predictions predictions.csv holds.
   TRAIND_ASSIGN_OR_RETURN(const TrainedModel model, FinalModel());
   const std::string path = dir + "/model.ckpt";

@@ -60,6 +60,7 @@ class FitLoop {
   absl::Status ReadTrainWindow(int32_t epoch, int64_t first, int64_t end, int64_t end_row,
                                LossSums* sums);
   absl::Status Validate(LossSums* sums);
+  absl::Status Importance(const LossSums& baseline);
   absl::Status Finish();
   absl::StatusOr<TrainedModel> FinalModel() const;
   bool StopsTraining() const;
