@@ -9,6 +9,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "traind/v1/job.pb.h"
+#include "worker/attempt_timeline.h"
 #include "worker/daemon_client.h"
 #include "worker/engine/fit.h"
 #include "worker/epoch_reporter.h"
@@ -32,11 +33,20 @@ class DaemonFitObserver final : public engine::FitObserver {
   bool StopRequested() override;
   void OnResume(int32_t completed_epochs) override;
   void OnWarning(absl::string_view message) override;
+  // Fit's milestones go to `timeline` (not owned; null: none). Once
+  // training has ended, its last epochs go to traind while Fit writes the
+  // artifacts.
+  void OnPhase(absl::string_view phase) override {
+    if (timeline_ != nullptr) timeline_->Mark(phase);
+    if (phase == "train") reporter_->SendNow();
+  }
+  void set_timeline(AttemptTimeline* timeline) { timeline_ = timeline; }
   // ASHA: stop (as on a stop request: the checkpoint of that epoch is
   // written) once epoch `epoch` has ended; 0: never.
   void PauseAfter(int32_t epoch) { pause_after_ = epoch; }
 
  private:
+  AttemptTimeline* timeline_ = nullptr;
   DaemonClient* const client_;
   EpochReporter* const reporter_;
   const bool reports_epochs_;  // rank 0

@@ -76,6 +76,12 @@ void EpochReporter::Run() {
   }
 }
 
+void EpochReporter::SendNow() {
+  std::lock_guard<std::mutex> lock(mu_);
+  flush_ = true;
+  cv_.notify_all();
+}
+
 absl::Status EpochReporter::Flush() {
   std::unique_lock<std::mutex> lock(mu_);
   flush_ = true;

@@ -84,6 +84,11 @@ class EpochReporter {
   // error); returns the first delivery error. REQUIRES: Start() was called.
   absl::Status Flush();
 
+  // Sends what is queued at once, without waiting for it, and every epoch
+  // added later as it comes (until Flush): training has ended and only its
+  // artifacts remain, which the call then overlaps.
+  void SendNow();
+
   // Training advanced (a batch or an epoch). Lock-free.
   void NotifyProgress() { progress_.fetch_add(1, std::memory_order_relaxed); }
 

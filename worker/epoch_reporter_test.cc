@@ -141,6 +141,25 @@ TEST(WorkerEpochReporter, FlushSendsAtOnce) {
   EXPECT_EQ(sink.calls(), (std::vector<std::vector<int32_t>>{{1, 2}}));
 }
 
+// SendNow: what is queued goes at once, and the caller does not wait for
+// it (the sink holds the call here); Flush then waits for it.
+TEST(WorkerEpochReporter, SendNowSendsWithoutWaiting) {
+  FakeSink sink;
+  EpochReporterOptions o = Quiet();
+  o.report_every = milliseconds(600'000);  // never by the clock
+  EpochReporter reporter(&sink, o);
+  reporter.Start();
+  sink.Hold();
+  ASSERT_TRUE(reporter.Add(Epoch(1)).ok());
+  ASSERT_TRUE(reporter.Add(Epoch(2)).ok());
+  reporter.SendNow();
+  ASSERT_TRUE(sink.WaitForCalls(1));
+  EXPECT_EQ(sink.calls(), (std::vector<std::vector<int32_t>>{{1, 2}}));
+  sink.Release();
+  ASSERT_TRUE(reporter.Flush().ok());
+  EXPECT_EQ(sink.calls().size(), 1u);
+}
+
 TEST(WorkerEpochReporter, AFailedReportIsFinal) {
   FakeSink sink;
   sink.FailWith(absl::UnavailableError("daemon gone"));

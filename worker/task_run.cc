@@ -19,6 +19,7 @@
 #include "spec/task_rows.h"
 #include "spec/validation.h"
 #include "traind/v1/worker_service.pb.h"
+#include "worker/attempt_timeline.h"
 #include "worker/daemon_client.h"
 #include "worker/daemon_fit_observer.h"
 #include "worker/engine/fit.h"
@@ -34,6 +35,9 @@ namespace traind::worker {
 using traind::v1::Failure;
 
 int RunTaskUnderDaemon(const TaskRunOptions& o) {
+  // Never destroyed, as the client below: the process _exits.
+  AttemptTimeline& timeline = *new AttemptTimeline(AttemptTimeline::FromEnvironment());
+  timeline.Mark("main");
   const char* secret = std::getenv("TRAIND_WORKER_SECRET");
   if (secret == nullptr || *secret == '\0') {
     LogLine("error: TRAIND_WORKER_SECRET is not set (traind-worker is started by traind)");
@@ -59,12 +63,14 @@ int RunTaskUnderDaemon(const TaskRunOptions& o) {
   DaemonClient& client = *DaemonClient::Create(o.server, creds).release();
   EpochReporter& reporter = *new EpochReporter(&client);
   DaemonFitObserver& observer = *new DaemonFitObserver(&client, &reporter);
+  observer.set_timeline(&timeline);
 
   traind::v1::TaskAssignment assignment;
   if (absl::Status s = client.GetTask(&assignment); !s.ok()) {
     LogLine(absl::StrCat("error: cannot fetch the task from ", o.server, ": ", s.message()));
     return absl::IsUnavailable(s) || absl::IsDeadlineExceeded(s) ? kUnreachable : kFailed;
   }
+  timeline.Mark("get_task");
   LogLine(absl::StrCat("task fetched ", where, " fold=", assignment.fold(), " pid=", getpid()));
   if (assignment.heartbeat_interval_ms() > 0) {
     reporter.set_heartbeat_every(std::chrono::milliseconds(assignment.heartbeat_interval_ms()));
@@ -100,8 +106,10 @@ int RunTaskUnderDaemon(const TaskRunOptions& o) {
   observer.PauseAfter(assignment.pause_after_epoch());
   absl::StatusOr<data::Dataset> data = data::LoadDataset(spec, DecodeThreads());
   if (!data.ok()) return fail(data.status());
+  timeline.Mark("load");
   absl::StatusOr<data::FoldRows> split = spec::RowsForTask(spec, *data, spec_task);
   if (!split.ok()) return fail(split.status());
+  timeline.Mark("split");
   const data::FoldRows& rows = *split;
 
   // Released (communicator, then backend) when this function returns, on
@@ -134,6 +142,7 @@ int RunTaskUnderDaemon(const TaskRunOptions& o) {
       return kUnreachable;
     }
   }
+  timeline.Mark(gpu.backend != nullptr ? "gpu_and_started" : "started");
   engine::FitOptions options;
   options.task = task;
   options.attempt = attempt;
@@ -163,7 +172,9 @@ int RunTaskUnderDaemon(const TaskRunOptions& o) {
     LogLine(absl::StrCat("error: cannot report the result: ", rs.message()));
     return kUnreachable;
   }
+  timeline.Mark("report");
   LogLine(absl::StrCat("task succeeded ", where, " best_epoch=", result->best_epoch()));
+  LogLine(absl::StrCat("task phases ", where, ": ", timeline.Summary()));
   return kSucceeded;
 }
 

@@ -8,6 +8,7 @@ Started by bench/run_cpu_bench.sh with /usr/bin/python3; see docs/benchmarks.md.
             [--epochs1 5] [--case3-rows 2048] [--omp-wait-policy passive] [--out FILE]
 """
 import argparse
+import glob
 import json
 import os
 import platform
@@ -420,6 +421,22 @@ resources: {device: cpu}
 """
 
 
+def attempt_phases(state_dir):
+    """{phase: [ms per attempt]} from the `task phases` lines of every attempt
+    log under state_dir, phases in the order the first line names them."""
+    phases = {}
+    for log in sorted(glob.glob(os.path.join(state_dir, "**", "attempt-*.log"), recursive=True)):
+        with open(log, errors="replace") as f:
+            for line in f:
+                if "task phases " not in line or ": " not in line:
+                    continue
+                text = line.split("task phases ", 1)[1].split(": ", 1)[1].split(" (total")[0]
+                for part in text.split(" · "):
+                    name, value, _ = part.rsplit(" ", 2)
+                    phases.setdefault(name, []).append(float(value))
+    return phases
+
+
 def cv_case(bin_dir, work, envs, repeats):
     say("### 4. Cross-validation overhead: 10-fold CV of iris (4-16-3, Adam, 60 epochs, batch 16)")
     say()
@@ -480,6 +497,10 @@ def cv_case(bin_dir, work, envs, repeats):
                       if e.get("task_state", {}).get("state") == "STARTING")
             t1 = next(_parse_ts(e["time"]) for e in ev if "epoch" in e)
             forked.append((t1 - t0) * 1000)
+        # The workers' own account of their attempts (task phases lines in
+        # the attempt logs of the 1-slot daemon: its 10-fold jobs and the
+        # 1-batch ones).
+        phases = attempt_phases(seq.dir)
         # Worker start -> first batch.
         starts, helps = [], []
         for _ in range(max(5, repeats)):
@@ -517,6 +538,12 @@ def cv_case(bin_dir, work, envs, repeats):
         "(exec + dynamic linking + static initializers + exit) is %.1f ms." % (
             med(starts), ", ".join("%.1f" % v for v in starts), med(helps)))
     say()
+    if phases:
+        say("Where an attempt's time goes, by the worker's own clock (`task phases` in the attempt logs of the 1-slot "
+            "daemon, %d attempts; medians, ms; the first phase starts at traind's launch request): %s." % (
+                len(next(iter(phases.values()))),
+                " · ".join("%s %.2f" % (name, med(v)) for name, v in phases.items())))
+        say()
     say("Under the daemon (worker forked by the zygote): the worker's launch (its STARTING event) → its first "
         "epoch's report received by traind, on the same 1-batch spec (so: fork, connect, GetTask, CSV load, "
         "feature pipeline, network build, the batch, the report): median **%.1f ms** (runs: %s)." % (

@@ -27,6 +27,11 @@ namespace traind::zygote {
 inline constexpr int kZygoteControlFd = 3;
 // The argument that makes traind-worker a zygote.
 inline constexpr char kZygoteFlag[] = "--zygote";
+// The environment variable in which traind's launcher gives every worker
+// (forked by the zygote or exec'd) the CLOCK_MONOTONIC time, in
+// nanoseconds, at which it asked for the process: the worker times its
+// start from it (worker/attempt_timeline.h).
+inline constexpr char kLaunchStampEnv[] = "TRAIND_LAUNCH_NS";
 
 struct SpawnRequest {
   std::vector<std::string> argv;  // argv[0]: the program's name

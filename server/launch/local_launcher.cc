@@ -10,6 +10,7 @@
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -28,6 +29,14 @@ namespace traind::server {
 namespace {
 
 int PidfdOpen(int pid) { return static_cast<int>(syscall(SYS_pidfd_open, pid, 0)); }
+
+// "TRAIND_LAUNCH_NS=<CLOCK_MONOTONIC now>" (zygote::kLaunchStampEnv).
+std::string LaunchStamp() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return absl::StrCat(zygote::kLaunchStampEnv, "=",
+                      static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec);
+}
 
 // posix_spawn attributes of every child: no blocked signals, and the
 // signals traind ignores or handles back at their defaults; with
@@ -214,6 +223,7 @@ absl::StatusOr<int> LocalLauncher::LaunchThroughZygote(const LaunchRequest& requ
   z.argv = request.argv;
   z.env = request.env;
   z.env.push_back(absl::StrCat("TRAIND_PARENT_PID=", getpid()));
+  z.env.push_back(LaunchStamp());
   z.log_fd = log_fd;
   absl::Status sent = zygote::SendSpawnRequest(zygote_fd_, z);
   absl::StatusOr<zygote::SpawnReply> reply =
@@ -281,6 +291,7 @@ absl::StatusOr<int> LocalLauncher::Launch(const LaunchRequest& request) {
   // fork for a daemon with threads and a large address space.
   std::vector<std::string> env = request.env;
   env.push_back(absl::StrCat("TRAIND_PARENT_PID=", getpid()));
+  env.push_back(LaunchStamp());
   std::vector<char*> envp;
   for (const std::string& e : env) envp.push_back(const_cast<char*>(e.c_str()));
   envp.push_back(nullptr);

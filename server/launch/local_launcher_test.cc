@@ -5,6 +5,7 @@
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -17,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "gtest/gtest.h"
@@ -102,7 +104,14 @@ class LocalLauncherTest : public ::testing::TestWithParam<bool> {
   std::unique_ptr<LocalLauncher> launcher_;
 };
 
+int64_t MonotonicNs() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
+
 TEST_P(LocalLauncherTest, WorkerIsOurChildWithItsOwnGroupEnvironmentAndLog) {
+  const int64_t before_launch = MonotonicNs();
   if (GetParam()) {
     ASSERT_GT(launcher_->zygote_pid(), 0);
   } else {
@@ -128,12 +137,21 @@ TEST_P(LocalLauncherTest, WorkerIsOurChildWithItsOwnGroupEnvironmentAndLog) {
   }
   std::sort(fds.begin(), fds.end());
   EXPECT_EQ(fds, (std::vector<std::string>{"0", "1", "2"}));
-  // Exactly the request's environment, plus the parent's pid.
+  // Exactly the request's environment, plus the parent's pid and the
+  // launch's CLOCK_MONOTONIC stamp (taken while the test waited for it).
   std::vector<std::string> env;
   std::istringstream lines(log);
+  const std::string stamp = absl::StrCat(zygote::kLaunchStampEnv, "=");
+  int64_t launched = 0;
   for (std::string line; std::getline(lines, line);) {
-    if (line.rfind("env ", 0) == 0) env.push_back(line.substr(4));
+    if (line.rfind("env " + stamp, 0) == 0) {
+      EXPECT_TRUE(absl::SimpleAtoi(line.substr(4 + stamp.size()), &launched)) << line;
+    } else if (line.rfind("env ", 0) == 0) {
+      env.push_back(line.substr(4));
+    }
   }
+  EXPECT_GE(launched, before_launch);
+  EXPECT_LE(launched, MonotonicNs());
   std::sort(env.begin(), env.end());
   EXPECT_EQ(env, (std::vector<std::string>{"ONLY=this", "PATH=/usr/bin:/bin",
                                            absl::StrCat("TRAIND_PARENT_PID=", getpid())}));

@@ -17,6 +17,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -207,6 +208,29 @@ TEST_F(DaemonTest, ZygoteAndExecdWorkersGiveIdenticalResults) {
   std::sort(a_losses.begin(), a_losses.end());
   std::sort(b_losses.begin(), b_losses.end());
   EXPECT_EQ(a_losses, b_losses);
+
+  // Either way, each attempt's log ends with where its time went, timed
+  // from traind's launch request (its stamp reaches forked and exec'd
+  // workers alike), every phase in order.
+  for (const auto& [state_dir, job] :
+       {std::pair<std::string, const Job*>(daemon_->state_dir(), &forked),
+        std::pair<std::string, const Job*>(direct.state_dir(), &execd)}) {
+    std::ifstream in(state_dir + "/jobs/" + job->id() + "/task-0/attempt-1.log");
+    std::string line, phases;
+    while (std::getline(in, line)) {
+      if (line.find("task phases ") != std::string::npos) phases = line;
+    }
+    const std::string head =
+        "task phases job=" + job->id() + " task=0 attempt=1: launch\xE2\x86\x92main ";
+    EXPECT_NE(phases.find(head), std::string::npos) << phases;
+    size_t at = 0;
+    for (const char* phase : {" get_task ", " load ", " split ", " started ", " prepare ",
+                              " first_batch ", " train ", " finish ", " report ", " (total "}) {
+      const size_t next = phases.find(phase, at);
+      EXPECT_NE(next, std::string::npos) << phase << " in " << phases;
+      at = next == std::string::npos ? at : next;
+    }
+  }
 }
 
 // The zygote runs a small dense kernel and registers ONNX's schemas before

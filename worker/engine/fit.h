@@ -44,6 +44,12 @@ class FitObserver {
   // Something went wrong that does not stop training (a corrupt checkpoint
   // skipped, a checkpoint that could not be written).
   virtual void OnWarning(absl::string_view message) {}
+  // Milestones, for timing (each names the phase that just ended):
+  // "prepare" (features, network, primitives and buffers made; a resume
+  // read), "first_batch" (the first training step done on the CPU, issued
+  // on a GPU), "train" (the last epoch ended), "finish" (the final
+  // validation, importance and artifacts).
+  virtual void OnPhase(absl::string_view phase) {}
 };
 
 struct FitOptions {

@@ -97,10 +97,17 @@ absl::StatusOr<FoldResult> FitLoop::Run() {
   TRAIND_RETURN_IF_ERROR(Prepare());
   TRAIND_RETURN_IF_ERROR(MaybeResume());
   TRAIND_RETURN_IF_ERROR(CheckRanksAgree());
+  Phase("prepare");
   TRAIND_RETURN_IF_ERROR(Train());
+  Phase("train");
   TRAIND_RETURN_IF_ERROR(Finish());
+  Phase("finish");
   TRAIND_RETURN_IF_ERROR(parallel_.AllSucceeded());
   return result_;
+}
+
+void FitLoop::Phase(absl::string_view phase) {
+  if (observer_ != nullptr) observer_->OnPhase(phase);
 }
 
 void FitLoop::Warn(const absl::Status& s) {
@@ -119,6 +126,7 @@ absl::Status FitLoop::Train() {
   const int64_t k = task_.outputs;
   const int64_t batch_size = task_.batch_size;
   const int32_t validate_every = std::max(1, task_.spec.training().validate_every());
+  first_step_ = steps_;
   EpochMetrics report;
   for (int32_t epoch = epochs_done_ + 1; steps_ < task_.max_steps && !StopsTraining(); ++epoch) {
     const auto start_time = std::chrono::steady_clock::now();
@@ -137,7 +145,7 @@ absl::Status FitLoop::Train() {
                                        start, window * batch_size, b - window, lr, epoch,
                                        &train_loss.weight_sum));
       seen += size;
-      ++steps_;
+      if (steps_++ == first_step_) Phase("first_batch");
       if (b + 1 - window == task_.window) {
         TRAIND_RETURN_IF_ERROR(ReadTrainWindow(epoch, window, b + 1, seen, &train_loss));
         window = b + 1;

@@ -53,6 +53,7 @@ class FitLoop {
  private:
   absl::Status Prepare();
   absl::Status CheckRanksAgree();
+  void Phase(absl::string_view phase);
   absl::Status Train();
   absl::Status EndEpoch(int32_t epoch, double lr, traind::v1::EpochMetrics* report);
   absl::Status TrainStep(absl::Span<const int64_t> batch, int64_t start, int64_t window_start,
@@ -89,6 +90,7 @@ class FitLoop {
   // Loop state (checkpointed as "loop.*").
   int32_t epochs_done_ = 0;
   int64_t steps_ = 0;
+  int64_t first_step_ = 0;  // steps_ when Train began (after a resume: > 0)
   Rng shuffle_rng_{0};
   std::vector<int64_t> order_;
   traind::v1::FoldResult result_;
