@@ -13,6 +13,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "spec/loader.h"
 #include "spec/task_rows.h"
 #include "tests/testing/temp_dir.h"
 #include "worker/engine/fit.h"
@@ -215,6 +216,30 @@ TEST(ImportanceFitTest, AFoldMeasuresEveryFeatureAndLeavesItsPredictions) {
   }
   EXPECT_GT(std::max(r.importance(2).mean(), r.importance(3).mean()), r.importance(1).mean());
   EXPECT_GT(std::max(r.importance(2).mean(), r.importance(3).mean()), 0.1);
+}
+
+// A categorical column is one feature: diabetes's sex (its one-hot columns
+// shuffled together) beside the nine numeric columns, in the data's order,
+// measured with the selection metric (early_stopping.monitor: val.r2).
+TEST(ImportanceFitTest, ACategoricalColumnIsOneFeature) {
+  absl::StatusOr<traind::v1::JobSpec> spec =
+      spec::LoadJobSpecFile(std::string(TRAIND_SOURCE_DIR) + "/examples/diabetes-regression.yaml");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  spec->mutable_data()->set_path(std::string(TRAIND_SOURCE_DIR) + "/" + spec->data().path());
+  spec->mutable_training()->set_epochs(5);
+  spec->mutable_importance()->set_repeats(2);
+  absl::StatusOr<data::Dataset> data = data::LoadDataset(*spec);
+  ASSERT_TRUE(data.ok()) << data.status();
+  const data::FoldRows rows = std::move(spec::RowsForTask(*spec, *data, 0)).value();
+  absl::StatusOr<traind::v1::FoldResult> r = Fit(*spec, *data, rows, 0, FitOptions(), nullptr);
+  ASSERT_TRUE(r.ok()) << r.status();
+  std::vector<std::string> names;
+  for (const auto& f : r->importance()) {
+    names.push_back(f.feature());
+    EXPECT_EQ(f.values_size(), 2) << f.feature();
+  }
+  EXPECT_THAT(names, ElementsAre("age", "bmi", "bp", "s1", "s2", "s3", "s4", "s5", "s6", "sex"));
+  EXPECT_EQ(r->importance_metric(), "val.r2 (max)");
 }
 
 }  // namespace
