@@ -593,32 +593,10 @@ absl::Status Daemon::Start() {
   reflection_v1alpha_ = std::make_unique<ReflectionV1Alpha>(schema_);
   public_builder.RegisterService(reflection_v1_.get());
   public_builder.RegisterService(reflection_v1alpha_.get());
-  public_server_ = public_builder.BuildAndStart();
-  if (!public_server_) return Fail("cannot listen on %s", absl::StrJoin(listen, ", "));
-  // grpc.health.v1 answers for the whole server ("") and for the public
-  // service by name, from the moment the server answers at all (the name
-  // is NOT_FOUND until set, while "" is SERVING from BuildAndStart); both
-  // turn NOT_SERVING when traind starts to stop.
-  health_ = public_server_->GetHealthCheckService();
-  health_->SetServingStatus(traind::v1::TrainingService::service_full_name(), true);
-  for (size_t i = 0; i < listen.size(); ++i) {
-    if (ports[i] == 0) return Fail("cannot listen on %s", listen[i]);
-    if (absl::StartsWith(listen[i], "unix:")) {
-      std::string path = listen[i].substr(5);
-      if (absl::StartsWith(path, "//")) path = path.substr(2);
-      chmod(path.c_str(), 0660);
-    }
-    const std::string actual = WithPort(listen[i], ports[i]);
-    LogInfo("listening on %s%s", actual,
-            IsUnixAddress(listen[i]) ? " (unix socket: trusted, mode 0660)"
-            : flags.tls.enabled()    ? (flags.tls.client_ca.empty() ? " (TLS, bearer tokens)"
-                                                                    : " (mutual TLS, bearer tokens)")
-                                     : " (plaintext, bearer tokens)");
-    listen[i] = actual;
-  }
-
-  // The HTTP side door. The default address is skipped (with a warning)
-  // when its port is taken; an address that was asked for must be served.
+  // The HTTP side door, bound before the gRPC server answers (its health is
+  // SERVING from BuildAndStart): a traind that cannot serve an address it
+  // was asked for exits before any client sees it up. The default address
+  // is skipped (with a warning) when its port is taken.
   if (!http_listen.empty() && http_listen != "off") {
     HttpOptions http_options;
     http_options.listen = http_listen;
@@ -653,6 +631,30 @@ absl::Status Daemon::Start() {
               flags.tls.enabled() ? "TLS, bearer tokens" : "plaintext, bearer tokens");
     }
   }
+  public_server_ = public_builder.BuildAndStart();
+  if (!public_server_) return Fail("cannot listen on %s", absl::StrJoin(listen, ", "));
+  // grpc.health.v1 answers for the whole server ("") and for the public
+  // service by name, from the moment the server answers at all (the name
+  // is NOT_FOUND until set, while "" is SERVING from BuildAndStart); both
+  // turn NOT_SERVING when traind starts to stop.
+  health_ = public_server_->GetHealthCheckService();
+  health_->SetServingStatus(traind::v1::TrainingService::service_full_name(), true);
+  for (size_t i = 0; i < listen.size(); ++i) {
+    if (ports[i] == 0) return Fail("cannot listen on %s", listen[i]);
+    if (absl::StartsWith(listen[i], "unix:")) {
+      std::string path = listen[i].substr(5);
+      if (absl::StartsWith(path, "//")) path = path.substr(2);
+      chmod(path.c_str(), 0660);
+    }
+    const std::string actual = WithPort(listen[i], ports[i]);
+    LogInfo("listening on %s%s", actual,
+            IsUnixAddress(listen[i]) ? " (unix socket: trusted, mode 0660)"
+            : flags.tls.enabled()    ? (flags.tls.client_ca.empty() ? " (TLS, bearer tokens)"
+                                                                    : " (mutual TLS, bearer tokens)")
+                                     : " (plaintext, bearer tokens)");
+    listen[i] = actual;
+  }
+
   // GetServerInfo answers from here on (with http_url, when served).
   reads_->SetListenAddresses(listen);
   scheduler.Start();
