@@ -301,6 +301,13 @@ export class JobView {
         this.trialsBox.replaceChildren(this.trials.element());
       }
       this.trials.render(job);
+      // The trial the curves follow moves while the search runs (its best
+      // so far, then the best): redraw when it did, even after the last event.
+      if (this.chartsBox.dataset.trial !== undefined &&
+          this.chartsBox.dataset.trial !== String(this.trials.current())) {
+        this.legendSig = null;
+        this.scheduleDraw();
+      }
     }
     const failure = failureText(job.failure);
     this.failureBox.hidden = !failure;

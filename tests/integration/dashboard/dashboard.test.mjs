@@ -258,6 +258,14 @@ try {
     await until('a refresh', async () => (await page.locator(tid('job-list-status')).innerText()) !== first, 10000);
   });
 
+  // A page opened on the search before it runs and left open to its end:
+  // it must follow the search to the best trial's curves by itself.
+  let earlySearchPage = null;
+  if (opt.searchJob) {
+    earlySearchPage = watchPage(await ctx.newPage(), 'search (open from the start)');
+    await earlySearchPage.goto(`${opt.url}/#/jobs/${opt.searchJob}`);
+  }
+
   let job = null;
   let taskCount = 0;
   await step('a click opens the job page', async () => {
@@ -482,6 +490,16 @@ try {
       }, 15000);
       const tasksOf = (t) => Array.from({length: t.tasks}, (_, k) => String(t.firstTask + k)).sort();
       assert.deepEqual(Object.keys((await chartState(page, 'accuracy')).tasks).sort(), tasksOf(bestTrial));
+      // The page open since before the search ran shows the best trial too.
+      await earlySearchPage.bringToFront();
+      await until('the best trial\'s curves on the page open from the start', async () =>
+        (await earlySearchPage.locator(tid('charts')).getAttribute('data-trial')) === String(best), 15000);
+      await until('the best trial\'s folds charted on the page open from the start', async () => {
+        const s = await chartState(earlySearchPage, 'accuracy');
+        return s && JSON.stringify(Object.keys(s.tasks).sort()) === JSON.stringify(tasksOf(bestTrial));
+      }, 15000);
+      await earlySearchPage.close();
+      await page.bringToFront();
       // A click on another trial shows its folds.
       const other = trials.find((t) => t.trial !== best);
       await page.locator(tid(`trial-row-${other.trial}`)).click();
