@@ -29,14 +29,18 @@ using grpc::CallbackServerContext;
 using grpc::ServerUnaryReactor;
 
 // WatchJob: a job's EventFeed (core/event_feed.h) written to one gRPC
-// stream, one event per write.
+// stream, one event per write. The method is raw (services.h): a stream
+// writes each event's wire bytes, serialized once for every stream that
+// sends it (core/published_event.h), not once per stream.
 //
-// The hub calls OnEvent with its lock held, on the scheduler's store writer
-// thread: the feed only enqueues. Every store read (whether the job exists
-// and has ended, events after the cursor) runs on the store-reads pool,
-// never on a gRPC thread. The reactor deletes itself once gRPC is done with
-// it and no read is pending.
-class WatchReactor final : public grpc::ServerWriteReactor<traind::v1::JobEvent>,
+// The hub calls OnEvent on its delivery thread: the feed enqueues, and an
+// idle stream starts its next write there, after its own lock is released
+// (no lock is held across a write). (No buffer_hint when a stream lags:
+// a hinted write may complete only once a later write flushes it, and a
+// stream has one write in flight.) Every store read (whether the job exists and has ended, events
+// after the cursor) runs on the store-reads pool, never on a gRPC thread. The reactor deletes
+// itself once gRPC is done with it and no read is pending.
+class WatchReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer>,
                            public EventSubscriber {
  public:
   WatchReactor(Scheduler* scheduler, WorkPool* store_reads, ServerMetrics* metrics,
@@ -54,10 +58,14 @@ class WatchReactor final : public grpc::ServerWriteReactor<traind::v1::JobEvent>
     store_reads_->Post([this] { CheckJob(); });
   }
 
-  void OnEvent(const traind::v1::JobEvent& event) override {
-    absl::MutexLock lock(&mu_);
-    if (finishing_) return;
-    if (feed_.OnLive(event)) PumpLocked();
+  void OnEvent(const SharedEvent& event) override {
+    bool write = false;
+    {
+      absl::MutexLock lock(&mu_);
+      if (finishing_) return;
+      if (feed_.OnLive(event)) write = PumpLocked();
+    }
+    if (write) StartWrite(&current_);
   }
 
   void OnJobRemoved() override {
@@ -68,25 +76,30 @@ class WatchReactor final : public grpc::ServerWriteReactor<traind::v1::JobEvent>
   }
 
   void OnWriteDone(bool ok) override {
-    absl::MutexLock lock(&mu_);
-    writing_ = false;
-    if (!ok) {
-      FinishLocked(grpc::Status(grpc::StatusCode::UNAVAILABLE, "write failed"));
-      return;
+    bool write = false;
+    {
+      absl::MutexLock lock(&mu_);
+      writing_ = false;
+      current_.Clear();
+      if (!ok) {
+        FinishLocked(grpc::Status(grpc::StatusCode::UNAVAILABLE, "write failed"));
+        return;
+      }
+      if (removed_) {
+        FinishLocked(RemovedStatus());
+        return;
+      }
+      if (feed_.ended()) {
+        FinishLocked(grpc::Status::OK);
+        return;
+      }
+      if (finishing_) {  // cancelled while this write was in flight
+        FinishLocked(grpc::Status::CANCELLED);
+        return;
+      }
+      write = PumpLocked();
     }
-    if (removed_) {
-      FinishLocked(RemovedStatus());
-      return;
-    }
-    if (feed_.ended()) {
-      FinishLocked(grpc::Status::OK);
-      return;
-    }
-    if (finishing_) {  // cancelled while this write was in flight
-      FinishLocked(grpc::Status::CANCELLED);
-      return;
-    }
-    PumpLocked();
+    if (write) StartWrite(&current_);
   }
 
   void OnCancel() override {
@@ -108,6 +121,7 @@ class WatchReactor final : public grpc::ServerWriteReactor<traind::v1::JobEvent>
     int64_t last = 0;
     bool terminal = false;
     absl::Status s = scheduler_->JobEventsState(job_id_, &last, &terminal);
+    bool write = false;
     {
       absl::MutexLock lock(&mu_);
       checking_ = false;
@@ -122,9 +136,10 @@ class WatchReactor final : public grpc::ServerWriteReactor<traind::v1::JobEvent>
       } else if (terminal && feed_.cursor() >= last) {
         FinishLocked(grpc::Status::OK);
       } else {
-        PumpLocked();
+        write = PumpLocked();
       }
     }
+    if (write) StartWrite(&current_);
     Unref();
   }
 
@@ -132,6 +147,7 @@ class WatchReactor final : public grpc::ServerWriteReactor<traind::v1::JobEvent>
   void ReadStore(int64_t after) {
     absl::StatusOr<std::vector<traind::v1::JobEvent>> events =
         scheduler_->store_as_is()->ReadEvents(job_id_, after, EventFeed::kStoreBatch);
+    bool write = false;
     {
       absl::MutexLock lock(&mu_);
       if (!events.ok()) {
@@ -140,33 +156,48 @@ class WatchReactor final : public grpc::ServerWriteReactor<traind::v1::JobEvent>
             grpc::Status(grpc::StatusCode::INTERNAL, std::string(events.status().message())));
       } else {
         feed_.EndRead(*std::move(events));
-        PumpLocked();
+        write = PumpLocked();
       }
     }
+    if (write) StartWrite(&current_);
     Unref();
   }
 
-  void PumpLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+  // Decides what comes next. True: current_ holds the next write, writing_ is set, and the caller
+  // starts it once it has released mu_ (nothing else touches them until OnWriteDone).
+  bool PumpLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (removed_ && !writing_ && !checking_) {
       FinishLocked(RemovedStatus());
-      return;
+      return false;
     }
-    if (writing_ || finishing_ || checking_) return;
+    if (writing_ || finishing_ || checking_) return false;
     switch (feed_.next()) {
       case EventFeed::Next::kWait:
-        return;  // for OnEvent, or the read in flight
+        return false;  // for OnEvent, or the read in flight
       case EventFeed::Next::kReadStore: {
         const int64_t after = feed_.BeginRead();
         refs_.fetch_add(1);
         store_reads_->Post([this, after] { ReadStore(after); });
-        return;
+        return false;
       }
-      case EventFeed::Next::kSend:
-        current_ = feed_.TakeOne();
+      case EventFeed::Next::kSend: {
+        SharedEvent e = feed_.TakeOne();
+        current_ = WireBytes(std::move(e));
         writing_ = true;
-        StartWrite(&current_);
-        return;
+        return true;
+      }
     }
+    return false;
+  }
+
+  // The event's bytes, shared: the slice keeps the event alive.
+  static grpc::ByteBuffer WireBytes(SharedEvent e) {
+    const std::string& wire = e->wire();
+    auto* keep = new SharedEvent(std::move(e));
+    grpc::Slice slice(
+        const_cast<char*>(wire.data()), wire.size(),
+        [](void* p) { delete static_cast<SharedEvent*>(p); }, keep);
+    return grpc::ByteBuffer(&slice, 1);
   }
 
   grpc::Status RemovedStatus() const {
@@ -198,7 +229,9 @@ class WatchReactor final : public grpc::ServerWriteReactor<traind::v1::JobEvent>
   bool finishing_ ABSL_GUARDED_BY(mu_) = false;
   bool removed_ ABSL_GUARDED_BY(mu_) = false;  // the job was deleted (OnJobRemoved)
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
-  traind::v1::JobEvent current_ ABSL_GUARDED_BY(mu_);
+  // The write in flight: set under mu_ by PumpLocked, then only read by the
+  // StartWrite it asked for, until OnWriteDone.
+  grpc::ByteBuffer current_;
 };
 
 }  // namespace
@@ -304,23 +337,29 @@ ServerUnaryReactor* TrainingServiceImpl::CancelJob(CallbackServerContext* ctx,
   });
 }
 
-grpc::ServerWriteReactor<traind::v1::JobEvent>* TrainingServiceImpl::WatchJob(
-    CallbackServerContext* ctx, const traind::v1::WatchJobRequest* req) {
+grpc::ServerWriteReactor<grpc::ByteBuffer>* TrainingServiceImpl::WatchJob(
+    CallbackServerContext* ctx, const grpc::ByteBuffer* raw) {
+  using Writer = FinishedWriter<grpc::ByteBuffer>;
   if (absl::StatusOr<Caller> c = Authorize(ctx, Rpc::kWatchJob); !c.ok()) {
-    return new FinishedWriter<>(ToGrpc(c.status()));
+    return new Writer(ToGrpc(c.status()));
   }
-  if (req->job_id().empty()) {
-    return new FinishedWriter<>(
-        grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "job_id: required"));
+  traind::v1::WatchJobRequest req;
+  grpc::ByteBuffer bytes(*raw);  // shares the slices; Deserialize consumes it
+  if (!grpc::SerializationTraits<traind::v1::WatchJobRequest>::Deserialize(&bytes, &req).ok()) {
+    return new Writer(
+        grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "the request is not a WatchJobRequest"));
   }
-  if (req->after_sequence() < 0) {
-    return new FinishedWriter<>(
+  if (req.job_id().empty()) {
+    return new Writer(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "job_id: required"));
+  }
+  if (req.after_sequence() < 0) {
+    return new Writer(
         grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "after_sequence: must not be negative"));
   }
   // Whether the job exists, and whether the client has seen everything of
   // it already, the reactor finds out on the store-reads pool.
-  return new WatchReactor(scheduler_, store_reads_.get(), metrics_, req->job_id(),
-                          req->after_sequence());
+  return new WatchReactor(scheduler_, store_reads_.get(), metrics_, req.job_id(),
+                          req.after_sequence());
 }
 
 ServerUnaryReactor* TrainingServiceImpl::GetJobResult(CallbackServerContext* ctx,

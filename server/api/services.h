@@ -29,7 +29,11 @@
 
 namespace traind::server {
 
-class TrainingServiceImpl final : public traind::v1::TrainingService::CallbackService {
+// WatchJob is raw (bytes in and out): its streams write each event's bytes,
+// serialized once for all of them (core/published_event.h).
+class TrainingServiceImpl final
+    : public traind::v1::TrainingService::WithRawCallbackMethod_WatchJob<
+          traind::v1::TrainingService::CallbackService> {
  public:
   // `reads` answers the read calls (shared with the HTTP side door);
   // `sessions` (may be null: no HTTP) mints dashboard logins. Both must
@@ -52,8 +56,8 @@ class TrainingServiceImpl final : public traind::v1::TrainingService::CallbackSe
   grpc::ServerUnaryReactor* CancelJob(grpc::CallbackServerContext* ctx,
                                       const traind::v1::CancelJobRequest* req,
                                       traind::v1::Job* resp) override;
-  grpc::ServerWriteReactor<traind::v1::JobEvent>* WatchJob(
-      grpc::CallbackServerContext* ctx, const traind::v1::WatchJobRequest* req) override;
+  grpc::ServerWriteReactor<grpc::ByteBuffer>* WatchJob(grpc::CallbackServerContext* ctx,
+                                                       const grpc::ByteBuffer* req) override;
   grpc::ServerUnaryReactor* GetJobResult(grpc::CallbackServerContext* ctx,
                                          const traind::v1::GetJobResultRequest* req,
                                          traind::v1::JobResult* resp) override;

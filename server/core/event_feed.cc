@@ -11,7 +11,7 @@ EventFeed::Next EventFeed::next() const {
   return need_store_ ? Next::kReadStore : Next::kWait;
 }
 
-bool EventFeed::OnLive(const traind::v1::JobEvent& event) {
+bool EventFeed::OnLive(const SharedEvent& event) {
   if (ended_) return false;
   if (reading_) {  // the read may have missed it: read again after
     live_during_read_ = true;
@@ -19,8 +19,8 @@ bool EventFeed::OnLive(const traind::v1::JobEvent& event) {
   }
   if (need_store_) return false;  // the store read to come covers it
   const int64_t expected = cursor_ + static_cast<int64_t>(buffer_.size()) + 1;
-  if (event.sequence() < expected) return false;  // already buffered or handed out
-  if (event.sequence() == expected && buffer_.size() < kMaxBuffered) {
+  if (event->sequence() < expected) return false;  // already buffered or handed out
+  if (event->sequence() == expected && buffer_.size() < kMaxBuffered) {
     buffer_.push_back(event);
     return buffer_.size() == 1;
   }
@@ -43,8 +43,8 @@ void EventFeed::EndRead(std::vector<traind::v1::JobEvent> events) {
   buffer_.clear();
   need_store_ = static_cast<int>(events.size()) == kStoreBatch || live_during_read_;
   for (traind::v1::JobEvent& e : events) {
-    const int64_t after = buffer_.empty() ? cursor_ : buffer_.back().sequence();
-    if (e.sequence() > after) buffer_.push_back(std::move(e));  // ascending, never twice
+    const int64_t after = buffer_.empty() ? cursor_ : buffer_.back()->sequence();
+    if (e.sequence() > after) buffer_.push_back(Share(std::move(e)));  // ascending, never twice
   }
 }
 
@@ -53,19 +53,19 @@ void EventFeed::AbortRead() {
   need_store_ = true;
 }
 
-traind::v1::JobEvent EventFeed::TakeOne() {
-  traind::v1::JobEvent e = std::move(buffer_.front());
+SharedEvent EventFeed::TakeOne() {
+  SharedEvent e = std::move(buffer_.front());
   buffer_.pop_front();
-  cursor_ = e.sequence();
-  if (e.last()) {
+  cursor_ = e->sequence();
+  if (e->last()) {
     ended_ = true;
     buffer_.clear();
   }
   return e;
 }
 
-std::vector<traind::v1::JobEvent> EventFeed::Take(size_t max) {
-  std::vector<traind::v1::JobEvent> out;
+std::vector<SharedEvent> EventFeed::Take(size_t max) {
+  std::vector<SharedEvent> out;
   while (!buffer_.empty() && out.size() < max && !ended_) out.push_back(TakeOne());
   return out;
 }

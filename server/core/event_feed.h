@@ -22,6 +22,7 @@
 #include <deque>
 #include <vector>
 
+#include "server/core/published_event.h"
 #include "traind/v1/job.pb.h"
 
 namespace traind::server {
@@ -44,7 +45,7 @@ class EventFeed final {
 
   // A live event from the hub. Returns true when next() may have changed
   // from kWait (the owner then wakes its writer).
-  bool OnLive(const traind::v1::JobEvent& event);
+  bool OnLive(const SharedEvent& event);
 
   // Starts a store read; returns the sequence to read after (kStoreBatch
   // events at most). REQUIRES: next() == kReadStore.
@@ -57,10 +58,10 @@ class EventFeed final {
 
   // Hands out up to `max` events in order; the cursor moves past them.
   // REQUIRES: next() == kSend.
-  std::vector<traind::v1::JobEvent> Take(size_t max);
+  std::vector<SharedEvent> Take(size_t max);
   // The next event alone (a writer that sends one at a time).
   // REQUIRES: next() == kSend.
-  traind::v1::JobEvent TakeOne();
+  SharedEvent TakeOne();
 
   // The sequence of the last event handed out.
   int64_t cursor() const { return cursor_; }
@@ -70,10 +71,10 @@ class EventFeed final {
 
  private:
   int64_t cursor_;
-  std::deque<traind::v1::JobEvent> buffer_;  // cursor_+1, cursor_+2, ... without a gap
-  bool need_store_ = true;                   // the store may hold events the buffer lacks
-  bool reading_ = false;                     // a store read is in flight
-  bool live_during_read_ = false;            // a live event arrived during that read
+  std::deque<SharedEvent> buffer_;  // cursor_+1, cursor_+2, ... without a gap
+  bool need_store_ = true;          // the store may hold events the buffer lacks
+  bool reading_ = false;            // a store read is in flight
+  bool live_during_read_ = false;   // a live event arrived during that read
   bool ended_ = false;
 };
 

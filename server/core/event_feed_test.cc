@@ -32,9 +32,9 @@ std::vector<JobEvent> Read(const std::vector<JobEvent>& stored, int64_t after) {
   return out;
 }
 
-std::vector<int64_t> Sequences(const std::vector<JobEvent>& events) {
+std::vector<int64_t> Sequences(const std::vector<SharedEvent>& events) {
   std::vector<int64_t> out;
-  for (const JobEvent& e : events) out.push_back(e.sequence());
+  for (const SharedEvent& e : events) out.push_back(e->sequence());
   return out;
 }
 
@@ -139,7 +139,7 @@ TEST(EventFeedTest, Table) {
         case Step::kStoreOnly: {
           const JobEvent e = Event(std::abs(step.sequence), step.sequence < 0);
           stored.push_back(e);
-          if (step.kind == Step::kLive) feed.OnLive(e);
+          if (step.kind == Step::kLive) feed.OnLive(Share(e));
           break;
         }
         case Step::kRead: {
@@ -165,7 +165,7 @@ TEST(EventFeedTest, LiveEventDuringAReadIsReadAgain) {
   const int64_t after = feed.BeginRead();
   std::vector<JobEvent> read = Read(stored, after);  // the store answered [1]...
   stored.push_back(Event(2));
-  feed.OnLive(stored.back());  // ...then 2 was stored and published
+  feed.OnLive(Share(stored.back()));  // ...then 2 was stored and published
   feed.EndRead(std::move(read));
   EXPECT_THAT(Sequences(feed.Take(10)), ElementsAre(1));
   ASSERT_EQ(feed.next(), Next::kReadStore);
@@ -181,7 +181,7 @@ TEST(EventFeedTest, FullBufferGoesToTheStoreInBatches) {
   const int64_t n = EventFeed::kMaxBuffered + 300;
   for (int64_t s = 1; s <= n; ++s) {  // a watcher that takes nothing for a while
     stored.push_back(Event(s, s == n));
-    feed.OnLive(stored.back());
+    feed.OnLive(Share(stored.back()));
   }
   ASSERT_EQ(feed.next(), Next::kReadStore);
   std::vector<int64_t> seen;
@@ -230,7 +230,7 @@ TEST(EventFeedTest, RandomInterleavingsMissNothingAndRepeatNothing) {
           if (published < n) {
             ++published;
             stored.push_back(Event(published, published == n));
-            feed.OnLive(stored.back());
+            feed.OnLive(Share(stored.back()));
           }
           break;
         case 1:  // a store read starts, or the one in flight answers

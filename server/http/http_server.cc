@@ -192,7 +192,7 @@ class SseStream final : public EventSubscriber, public HttpEventSource {
     scheduler_->hub()->Subscribe(job_id_, this);
   }
 
-  void OnEvent(const traind::v1::JobEvent& event) override {
+  void OnEvent(const SharedEvent& event) override {
     std::function<void()> wake;
     {
       absl::MutexLock lock(&mu_);
@@ -212,7 +212,7 @@ class SseStream final : public EventSubscriber, public HttpEventSource {
   }
 
   std::string Next(bool* done) override {
-    std::vector<traind::v1::JobEvent> out;
+    std::vector<SharedEvent> out;
     bool read_store = false;
     int64_t after = 0;
     bool check = false;
@@ -274,15 +274,15 @@ class SseStream final : public EventSubscriber, public HttpEventSource {
       if (feed_.next() == EventFeed::Next::kSend) out = feed_.Take(EventFeed::kStoreBatch);
     }
     std::string text;
-    for (const traind::v1::JobEvent& e : out) {
+    for (const SharedEvent& e : out) {
       // Every stream of the job sends this event: rendered once.
-      const std::string key = absl::StrCat(job_id_, "/", e.sequence());
+      const std::string key = absl::StrCat(job_id_, "/", e->sequence());
       std::optional<std::string> data = json_->Find(key);
       if (!data.has_value()) {
-        data = ToJson(e);
+        data = ToJson(e->event());
         json_->Add(key, *data);
       }
-      absl::StrAppend(&text, "id: ", e.sequence(), "\nevent: job\ndata: ", *data, "\n\n");
+      absl::StrAppend(&text, "id: ", e->sequence(), "\nevent: job\ndata: ", *data, "\n\n");
     }
     absl::MutexLock lock(&mu_);
     if (feed_.ended()) {

@@ -142,7 +142,8 @@ void ServerMetrics::ObserveStoreCommit(absl::Duration d) {
   store_commit_->Observe(absl::ToDoubleSeconds(d));
 }
 
-void ServerMetrics::OnEvent(const traind::v1::JobEvent& event) {
+void ServerMetrics::OnEvent(const SharedEvent& shared) {
+  const traind::v1::JobEvent& event = shared->event();
   const absl::Time time = ToTime(event.time());
   if (event.has_epoch()) {
     epoch_seconds_->Observe(std::max(0.0, event.epoch().seconds()));

@@ -75,7 +75,7 @@ class ServerMetrics final : public EventSubscriber {
   // One store transaction took `d` (SchedulerOptions::on_store_commit).
   void ObserveStoreCommit(absl::Duration d);
 
-  void OnEvent(const traind::v1::JobEvent& event) override;
+  void OnEvent(const SharedEvent& event) override;
 
  private:
   const std::string version_;

@@ -37,7 +37,7 @@ class ServerMetricsTest : public ::testing::Test {
   void JobState(double t, Job::State s) {
     JobEvent e = At(t);
     e.mutable_job_state()->set_state(s);
-    metrics_.OnEvent(e);
+    metrics_.OnEvent(Share(e));
   }
   void TaskState(double t, int task, Task::State s,
                  Failure::Reason reason = Failure::REASON_UNSPECIFIED) {
@@ -46,12 +46,12 @@ class ServerMetricsTest : public ::testing::Test {
     e.mutable_task_state()->set_state(s);
     if (reason != Failure::REASON_UNSPECIFIED)
       e.mutable_task_state()->mutable_failure()->set_reason(reason);
-    metrics_.OnEvent(e);
+    metrics_.OnEvent(Share(e));
   }
   void Epoch(double t, double seconds) {
     JobEvent e = At(t);
     e.mutable_epoch()->set_seconds(seconds);
-    metrics_.OnEvent(e);
+    metrics_.OnEvent(Share(e));
   }
 
   int64_t seq_ = 0;

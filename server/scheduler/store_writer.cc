@@ -143,7 +143,7 @@ void StoreWriter::Run() {
   }
 }
 
-bool StoreWriter::Write(const Pending& p) {
+bool StoreWriter::Write(Pending& p) {
   StoreMutation m;
   if (p.job.has_value()) m.job = &*p.job;
   m.new_job = p.new_job;
@@ -183,7 +183,7 @@ bool StoreWriter::Write(const Pending& p) {
       degraded_ = absl::OkStatus();
     }
   }
-  for (const traind::v1::JobEvent& e : p.events) hub_->Publish(e);
+  hub_->Publish(std::move(p.events));
   return true;
 }
 

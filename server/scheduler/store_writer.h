@@ -9,8 +9,8 @@
 // epoch report the worker then forgets) waits with WaitStored() once it has
 // released the scheduler's mutex.
 //
-// Thread-safety: thread-safe. Subscribers of the hub are called on the
-// writer's thread.
+// Thread-safety: thread-safe. The writer only queues the events with the
+// hub (scheduler/event_hub.h), whose own thread calls the subscribers.
 #ifndef TRAIND_SERVER_SCHEDULER_STORE_WRITER_H_
 #define TRAIND_SERVER_SCHEDULER_STORE_WRITER_H_
 
@@ -106,7 +106,7 @@ class StoreWriter final {
   void Run();
   // Stores `p` and publishes its events, retrying transient errors; false
   // if the writer stopped while degraded (nothing of it stored).
-  bool Write(const Pending& p);
+  bool Write(Pending& p);
 
   const ApplyFn apply_;
   EventHub* const hub_;

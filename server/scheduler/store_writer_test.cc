@@ -77,9 +77,9 @@ class FakeStore {
 class CheckingSubscriber : public EventSubscriber {
  public:
   explicit CheckingSubscriber(FakeStore* store) : store_(store) {}
-  void OnEvent(const JobEvent& e) override {
-    if (!store_->Stored(e.sequence())) published_before_stored = true;
-    sequences.push_back(e.sequence());
+  void OnEvent(const SharedEvent& e) override {
+    if (!store_->Stored(e->sequence())) published_before_stored = true;
+    sequences.push_back(e->sequence());
   }
   FakeStore* store_;
   std::vector<int64_t> sequences;
@@ -128,6 +128,7 @@ TEST(StoreWriterTest, WritesInOrderWithCopiesAndPublishesAfterStoring) {
     writer.Enqueue(update, "j", {Event("j", 3)});
   }
   writer.WaitAll();
+  hub.Flush();  // the hub's thread delivers what the writer queued
   EXPECT_EQ(store.rows(), (std::vector<std::string>{
                               "j job:j+new job_tasks:2 event:1",
                               "j job:j job_tasks:0 task:1 epoch:2 epoch:3 event:2 event:3"}));
@@ -186,6 +187,7 @@ TEST(StoreWriterTest, AFailedWriteIsReportedAndNotPublished) {
   writer.WaitAll();
   EXPECT_EQ(failed_job, "f");
   EXPECT_EQ(failed_message, "disk full");
+  hub.Flush();
   EXPECT_TRUE(sub.sequences.empty());
   hub.Unsubscribe("f", &sub);
 }
@@ -218,6 +220,7 @@ TEST(StoreWriterTest, AWriteThatFindsTheDiskFullIsRetriedUntilItIsStored) {
   EXPECT_FALSE(writer.WaitStoredUnlessDegraded(t1));
   while (store.full_tries() < 3) absl::SleepFor(absl::Milliseconds(1));  // it keeps trying
   EXPECT_TRUE(store.rows().empty());
+  hub.Flush();
   EXPECT_TRUE(sub.sequences.empty());
   EXPECT_FALSE(replied.load());
   EXPECT_FALSE(writer.Dropped(t1));
@@ -227,6 +230,7 @@ TEST(StoreWriterTest, AWriteThatFindsTheDiskFullIsRetriedUntilItIsStored) {
   EXPECT_TRUE(writer.Degraded().ok());
   EXPECT_TRUE(writer.WaitStoredUnlessDegraded(t2));
   EXPECT_EQ(store.rows(), (std::vector<std::string>{"d event:1", "d event:2"}));
+  hub.Flush();
   EXPECT_EQ(sub.sequences, (std::vector<int64_t>{1, 2}));
   EXPECT_FALSE(sub.published_before_stored);
   EXPECT_TRUE(replied.load());
@@ -260,6 +264,7 @@ TEST(StoreWriterTest, StoppingWhileDegradedDropsWhatIsQueued) {
   EXPECT_TRUE(reported_dropped.load());
   EXPECT_GE(store.full_tries(), 2);  // once more at the stop
   EXPECT_TRUE(store.rows().empty());
+  hub.Flush();
   EXPECT_TRUE(sub.sequences.empty());
   hub.Unsubscribe("s", &sub);
 }
