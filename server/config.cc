@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
+#include "server/scheduler/fair_share.h"
 #include "server/settings.h"
 #include "yaml-cpp/yaml.h"
 
@@ -282,6 +283,17 @@ absl::Status ValidateConfig(const ServerConfig& c) {
                        " is not a loopback address: serving it needs TLS (tls.cert and tls.key), "
                        "or an explicit insecure: true / --insecure"));
     }
+  }
+  if (c.scheduling.policy != "fair_share" && c.scheduling.policy != "fifo") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("scheduling.policy: \"", c.scheduling.policy, "\" is not fair_share or fifo"));
+  }
+  if (absl::StatusOr<std::map<std::string, double>> w = ParseWeights(c.scheduling.weights);
+      !w.ok()) {
+    return w.status();
+  }
+  if (c.scheduling.half_life < absl::Minutes(1)) {
+    return absl::InvalidArgumentError("scheduling.half_life: at least 1m");
   }
   if (c.launcher != "local" && c.launcher != "slurm") {
     return absl::InvalidArgumentError(

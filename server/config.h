@@ -82,6 +82,18 @@ struct RetentionConfig {
   absl::Duration interval = absl::Minutes(10);
 };
 
+// The order between owners' queued tasks of the same priority
+// (scheduler/fair_share.h).
+struct SchedulingConfig {
+  // fair_share: the owner with the least recent use per unit of weight
+  // first; fifo: submit order, whoever submitted.
+  std::string policy = "fair_share";
+  // "OWNER=WEIGHT" entries (an owner not listed weighs 1).
+  std::vector<std::string> weights;
+  // Past use counts half after this long.
+  absl::Duration half_life = absl::Hours(1);
+};
+
 // launcher: slurm — every task attempt is a Slurm job (docs/operations.md
 // "traind in front of a Slurm cluster").
 struct SlurmConfig {
@@ -173,6 +185,7 @@ struct ServerConfig {
   absl::Duration http_request_timeout = absl::Seconds(10);
   LimitsConfig limits;
   RetentionConfig retention;
+  SchedulingConfig scheduling;
   DatasetsConfig datasets;
   // Where task attempts run: "local" (worker processes on this machine) or
   // "slurm" (each attempt a Slurm job; `slurm` says how).

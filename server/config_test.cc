@@ -390,5 +390,42 @@ TEST(ConfigFuzzTest, MutatedConfigsAreAcceptedOrRefusedByName) {
   EXPECT_GT(refused, 100);
 }
 
+TEST(ConfigTest, SchedulingPolicyWeightsAndHalfLife) {
+  ServerConfig c;
+  c.state_dir = "/tmp/s";
+  c.listen = {"unix:/tmp/s/traind.sock"};
+  EXPECT_EQ(c.scheduling.policy, "fair_share");  // the default
+  ASSERT_TRUE(ParseConfig("scheduling:\n"
+                          "  policy: fifo\n"
+                          "  weights: [team-a=2, bob=0.5]\n"
+                          "  half_life: 30m\n",
+                          "t.yaml", &c)
+                  .ok());
+  EXPECT_EQ(c.scheduling.policy, "fifo");
+  EXPECT_EQ(c.scheduling.weights, (std::vector<std::string>{"team-a=2", "bob=0.5"}));
+  EXPECT_EQ(c.scheduling.half_life, absl::Minutes(30));
+  EXPECT_TRUE(ValidateConfig(c).ok()) << ValidateConfig(c);
+  struct Bad {
+    const char* yaml;
+    const char* says;
+  };
+  for (const Bad& b : {
+           Bad{"scheduling: {policy: lottery}\n",
+               "scheduling.policy: \"lottery\" is not fair_share or fifo"},
+           Bad{"scheduling: {weights: [team-a=2, team-b]}\n",
+               "scheduling.weights[1] \"team-b\": expected OWNER=WEIGHT"},
+           Bad{"scheduling: {weights: [team-a=-1]}\n",
+               "scheduling.weights[0] \"team-a=-1\": the weight must be a number above 0"},
+           Bad{"scheduling: {half_life: 10s}\n", "scheduling.half_life: at least 1m"},
+       }) {
+    ServerConfig bad;
+    bad.state_dir = "/tmp/s";
+    bad.listen = {"unix:/tmp/s/traind.sock"};
+    ASSERT_TRUE(ParseConfig(b.yaml, "t.yaml", &bad).ok()) << b.yaml;
+    absl::Status v = ValidateConfig(bad);
+    EXPECT_EQ(v.message(), b.says) << b.yaml;
+  }
+}
+
 }  // namespace
 }  // namespace traind::server

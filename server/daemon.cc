@@ -415,6 +415,9 @@ absl::Status Daemon::Init() {
     scheduler_options.cluster_gpus_per_task = flags.slurm.gpus_per_node;
   }
   scheduler_options.worker_threads = flags.worker_threads;
+  scheduler_options.fair_share.enabled = flags.scheduling.policy == "fair_share";
+  scheduler_options.fair_share.weights = *ParseWeights(flags.scheduling.weights);  // checked
+  scheduler_options.fair_share.half_life = flags.scheduling.half_life;
   scheduler_options.max_restarts = flags.max_restarts;
   scheduler_options.cancel_grace = flags.cancel_grace;
   scheduler_options.stop_grace = flags.stop_grace;

@@ -247,6 +247,20 @@ std::vector<Setting> MakeSettings() {
           "retention.interval", "", [](C& c) { return &c.retention.interval; },
           "how often retention runs (it also runs at start; at least 1s)"),
       Str(
+          "scheduling.policy", "--scheduling-policy", [](C& c) { return &c.scheduling.policy; },
+          "the order between owners' queued tasks of one priority: `fair_share` (the owner with "
+          "the least recent use per unit of weight first; one owner's long search does not hold "
+          "every slot while another's job waits) or `fifo` (submit order)"),
+      List(
+          "scheduling.weights", "--scheduling-weight", [](C& c) { return &c.scheduling.weights; },
+          "`OWNER=WEIGHT` entries (`team-a=2`): an owner's share of the slots and GPUs grows with "
+          "its weight; an owner not listed weighs 1",
+          "all 1"),
+      Dur(
+          "scheduling.half_life", "--scheduling-half-life",
+          [](C& c) { return &c.scheduling.half_life; },
+          "an owner's past use (resource-seconds) counts half after this long; at least `1m`"),
+      Str(
           "launcher", "--launcher", [](C& c) { return &c.launcher; },
           "where task attempts run: `local` (worker processes on this machine) or `slurm` (each "
           "attempt a Slurm job; see \"traind in front of a Slurm cluster\")"),

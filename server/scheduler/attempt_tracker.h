@@ -40,6 +40,9 @@ struct LiveAttempt {
   std::vector<std::function<void()>> after_launch;
   int last_epoch = 0;
   int trained_epochs = 0;  // epochs this attempt reported
+  // What it holds, in FairShare's units (a CPU slot 1, else its GPUs),
+  // counted to its owner from its launch to its end.
+  double share_units = 0;
   bool stop_requested = false;
   // ASHA: the worker stops after this epoch (TaskAssignment.pause_after_epoch).
   int pause_after = 0;

@@ -8,14 +8,22 @@ void DispatchQueue::Remove(const std::string& job_id, int task) {
   for (auto it = entries_.begin(); it != entries_.end(); ++it) {
     if (it->job_id == job_id && it->task == task) {
       entries_.erase(it);
+      ++version_;
       return;
     }
   }
 }
 
-void DispatchQueue::DescribeWaiting(traind::v1::Job* view, const JobConditions& c) const {
+void DispatchQueue::DescribeWaiting(
+    traind::v1::Job* view, const JobConditions& c, const std::vector<Entry>* order,
+    const std::function<std::string(const std::string&)>& owner_of) const {
   int ahead = 0;
-  for (const Entry& e : entries_) {
+  const std::vector<Entry> own(entries_.begin(), entries_.end());
+  const std::vector<Entry>& entries = order != nullptr ? *order : own;
+  const std::string owner = owner_of ? owner_of(view->id()) : std::string();
+  // Whether a task of another owner, of this priority, comes first (fair share).
+  std::set<int32_t> others_at;  // priorities of other owners' tasks seen so far
+  for (const Entry& e : entries) {
     if (e.job_id == view->id() && e.task < view->tasks_size() &&
         view->tasks(e.task).state() == Task::QUEUED) {
       Task* t = view->mutable_tasks(e.task);
@@ -28,11 +36,16 @@ void DispatchQueue::DescribeWaiting(traind::v1::Job* view, const JobConditions& 
         why = Task::JOB_LIMIT;
       } else if (c.devices_draining) {
         why = Task::DEVICE_DRAINING;
-      } else if (ahead > 0 && entries_.begin()->priority > e.priority) {
+      } else if (ahead > 0 && entries.front().priority > e.priority) {
         why = Task::PRIORITY;
+      } else if (order != nullptr && others_at.count(e.priority) > 0) {
+        why = Task::FAIR_SHARE;
       }
       t->set_wait_reason(why);
       t->set_tasks_ahead(ahead);
+    }
+    if (owner_of && e.job_id != view->id() && owner_of(e.job_id) != owner) {
+      others_at.insert(e.priority);
     }
     ++ahead;
   }

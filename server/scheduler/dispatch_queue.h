@@ -10,6 +10,7 @@
 #include <functional>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "traind/v1/job.pb.h"
 
@@ -32,11 +33,18 @@ class DispatchQueue final {
 
   // Not an error if the task is queued already.
   void Add(int32_t priority, uint64_t order, int task, const std::string& job_id) {
-    entries_.insert(Entry{priority, order, task, job_id});
+    if (entries_.insert(Entry{priority, order, task, job_id}).second) ++version_;
   }
   // Not an error if the task is not queued.
   void Remove(const std::string& job_id, int task);
-  const_iterator Erase(const_iterator it) { return entries_.erase(it); }
+  const_iterator Erase(const_iterator it) {
+    ++version_;
+    return entries_.erase(it);
+  }
+  // Not an error if it is not queued.
+  void Erase(const Entry& entry) { version_ += entries_.erase(entry); }
+  // Changes with every task added or removed.
+  uint64_t version() const { return version_; }
   const_iterator begin() const { return entries_.begin(); }
   const_iterator end() const { return entries_.end(); }
   size_t size() const { return entries_.size(); }
@@ -56,11 +64,16 @@ class DispatchQueue final {
     bool devices_draining = false;
   };
   // Sets wait_reason and tasks_ahead of every QUEUED task of `view` (a copy
-  // of a live job) that is in the queue.
-  void DescribeWaiting(traind::v1::Job* view, const JobConditions& conditions) const;
+  // of a live job) that is in the queue. `order`: the order dispatch tries
+  // (fair share; null: the queue's own), with `owner_of` each entry's owner.
+  void DescribeWaiting(
+      traind::v1::Job* view, const JobConditions& conditions,
+      const std::vector<Entry>* order = nullptr,
+      const std::function<std::string(const std::string&)>& owner_of = nullptr) const;
 
  private:
   std::set<Entry> entries_;
+  uint64_t version_ = 0;
 };
 
 }  // namespace traind::server

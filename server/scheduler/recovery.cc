@@ -68,6 +68,10 @@ int Scheduler::AdoptRemoteAttemptsLocked(LiveJob& lj) {
     // Its worker reported its result before traind stopped (stored then).
     if (t.has_result()) la.result = t.result();
     la.last_seen = clock_->Now();
+    la.share_units = job.spec().resources().device() == traind::v1::GPU
+                         ? std::max(1, job.spec().resources().count())
+                         : 1;
+    fair_share_.Started(job.owner(), la.share_units, clock_->Now());
     // Until the cluster says it runs (or its worker calls): no heartbeat due.
     la.queued_remotely = true;
     ranks_.Add(handle, {job.id(), i, 0});

@@ -47,6 +47,7 @@ Scheduler::Scheduler(SchedulerOptions options, JobStore* store, Launcher* launch
             return s;
           },
           &hub_, nullptr, options_.store_retry_interval),
+      fair_share_(options_.fair_share),
       gpus_(options_.gpu_probe, options_.gpu),
       last_loop_(clock_->Now()) {
   launcher_->SetExitCallback([this](const ProcessExit& e) { OnExit(e); });
@@ -314,7 +315,19 @@ Job Scheduler::ViewLocked(const LiveJob& lj) {
                            ABSL_NO_THREAD_SAFETY_ANALYSIS { return AtTrialLimitLocked(lj, task); };
     c.at_rung = [&lj](int task) { return lj.search.AtRung(lj.job, task); };
     c.devices_draining = view.spec().resources().device() == traind::v1::GPU && gpus_.AnyDraining();
-    queue_.DescribeWaiting(&view, c);
+    bool queued = false;
+    for (const Task& t : view.tasks()) queued = queued || t.state() == Task::QUEUED;
+    if (queued && fair_share_.enabled()) {
+      // In the order dispatch tries, owners interleaved by their use.
+      const std::vector<DispatchQueue::Entry>& order = ViewOrderLocked();
+      queue_.DescribeWaiting(&view, c, &order,
+                             [this](const std::string& id) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+                               auto it = jobs_.find(id);
+                               return it == jobs_.end() ? std::string() : it->second->job.owner();
+                             });
+    } else {
+      queue_.DescribeWaiting(&view, c);
+    }
     // Started, but waiting in the cluster's queue (a remote launcher's).
     for (const auto& [task, la] : lj.attempts) {
       if (!la.queued_remotely) continue;
@@ -517,6 +530,7 @@ void Scheduler::FinishAttemptLocked(LiveJob& lj, int task, const Failure* failur
   *a->mutable_end_time() = NowProto();
   LiveAttempt la = std::move(lj.attempts[task]);
   lj.attempts.erase(task);
+  fair_share_.Ended(job.owner(), la.share_units, clock_->Now());
   a->set_trained_epochs(la.trained_epochs);
   for (auto& waiter : la.rendezvous_waiters) {
     waiter(absl::AbortedError("the attempt ended before rank 0 posted its id"));

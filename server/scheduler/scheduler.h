@@ -51,6 +51,7 @@
 #include "server/scheduler/clock.h"
 #include "server/scheduler/dispatch_queue.h"
 #include "server/scheduler/event_hub.h"
+#include "server/scheduler/fair_share.h"
 #include "server/scheduler/job_results.h"
 #include "server/scheduler/placement.h"
 #include "server/scheduler/search_controller.h"
@@ -128,6 +129,8 @@ struct SchedulerOptions {
   // attempt), so that a restarted traind knows the secrets of workers that
   // outlived it (a remote launcher's). Random when empty.
   std::string attempt_key;
+  // The order between owners (scheduling.*): fair share, or fifo.
+  FairShareOptions fair_share;
 };
 
 // Which finished jobs Scheduler::ApplyRetention deletes.
@@ -353,6 +356,13 @@ class Scheduler final {
 
   void Loop();
   void DispatchLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The queue in the order DispatchLocked tries it (fair share between
+  // owners within a priority, when on).
+  std::vector<DispatchQueue::Entry> DispatchOrderLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The same for job views (GetJob, ListJobs: every queued job's view), kept
+  // while the queue is unchanged and for at most a second (owners' use moves
+  // slowly): a list of many jobs sorts the queue once, not once per job.
+  const std::vector<DispatchQueue::Entry>& ViewOrderLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void EnforceDeadlinesLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void OnExit(const ProcessExit& exit);
   // Recover: tracks the job's attempts a remote launcher still runs; returns
@@ -480,7 +490,11 @@ class Scheduler final {
   std::vector<std::function<void()>> recorded_calls_ ABSL_GUARDED_BY(mu_);
   std::vector<PredictionsMerge> merges_ ABSL_GUARDED_BY(mu_);
   std::deque<traind::v1::JobEvent> pending_events_ ABSL_GUARDED_BY(mu_);  // stable addresses
-  int running_ ABSL_GUARDED_BY(mu_) = 0;                                  // CPU tasks
+  FairShare fair_share_ ABSL_GUARDED_BY(mu_);
+  std::vector<DispatchQueue::Entry> view_order_ ABSL_GUARDED_BY(mu_);
+  uint64_t view_order_version_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Time view_order_at_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  int running_ ABSL_GUARDED_BY(mu_) = 0;  // CPU tasks
   GpuPool gpus_ ABSL_GUARDED_BY(mu_);
   std::map<int, std::string> gpu_last_job_ ABSL_GUARDED_BY(mu_);  // GPU index -> job id
   absl::Time last_gpu_refresh_ ABSL_GUARDED_BY(mu_);

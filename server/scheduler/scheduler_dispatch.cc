@@ -8,6 +8,9 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <map>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -67,12 +70,47 @@ void Scheduler::RefreshGpusLocked(bool force) {
   }
 }
 
+std::vector<DispatchQueue::Entry> Scheduler::DispatchOrderLocked() {
+  std::vector<DispatchQueue::Entry> order(queue_.begin(), queue_.end());
+  if (!fair_share_.enabled() || order.size() < 2) return order;
+  // Within a priority, the owner with the least recent use per unit of
+  // weight first (then the fewest units held now, per weight); within an
+  // owner, as queued (submit order, then task). fair_share.h.
+  const absl::Time now = clock_->Now();
+  std::map<std::string, std::pair<double, double>> keys;  // by job
+  for (const DispatchQueue::Entry& e : order) {
+    if (keys.count(e.job_id) > 0) continue;
+    auto it = jobs_.find(e.job_id);
+    const std::string owner = it == jobs_.end() ? std::string() : it->second->job.owner();
+    keys[e.job_id] = {fair_share_.Key(owner, now),
+                      fair_share_.Running(owner) / fair_share_.Weight(owner)};
+  }
+  std::stable_sort(order.begin(), order.end(),
+                   [&keys](const DispatchQueue::Entry& a, const DispatchQueue::Entry& b) {
+                     if (a.priority != b.priority) return a.priority > b.priority;
+                     return keys.at(a.job_id) < keys.at(b.job_id);
+                   });
+  return order;
+}
+
+const std::vector<DispatchQueue::Entry>& Scheduler::ViewOrderLocked() {
+  const absl::Time now = clock_->Now();
+  if (queue_.version() != view_order_version_ || now - view_order_at_ > absl::Seconds(1) ||
+      now < view_order_at_) {
+    view_order_ = DispatchOrderLocked();
+    view_order_version_ = queue_.version();
+    view_order_at_ = now;
+  }
+  return view_order_;
+}
+
 void Scheduler::DispatchLocked() {
   bool gpus_refreshed = false;
-  for (auto next = queue_.begin(); next != queue_.end() && !stopping_;) {
-    auto entry = next++;
-    const std::string job_id = entry->job_id;
-    const int task = entry->task;
+  std::vector<DispatchQueue::Entry> order = DispatchOrderLocked();
+  for (size_t next = 0; next < order.size() && !stopping_;) {
+    const DispatchQueue::Entry entry = order[next++];
+    const std::string job_id = entry.job_id;
+    const int task = entry.task;
     auto it = jobs_.find(job_id);
     if (it == jobs_.end() || it->second->job.tasks(task).state() != Task::QUEUED) {
       queue_.Erase(entry);
@@ -87,8 +125,9 @@ void Scheduler::DispatchLocked() {
     if (placement_->PicksGpus(lj.job.spec())) {
       if (!gpus_refreshed) {
         gpus_refreshed = true;
-        RefreshGpusLocked(true);  // current free memory (frees the mutex meanwhile)
-        next = queue_.begin();    // so the queue may have changed: start again
+        RefreshGpusLocked(true);        // current free memory (frees the mutex meanwhile)
+        order = DispatchOrderLocked();  // so the queue may have changed: start again
+        next = 0;
         continue;
       }
       std::optional<std::vector<int>> picked = gpus_.Allocate(
@@ -116,7 +155,9 @@ void Scheduler::DispatchLocked() {
       for (std::function<void()>& call : calls) call();
       mu_.Lock();
     }
-    next = queue_.begin();  // the queue changed while the mutex was free
+    // The queue changed while the mutex was free, and the owners' use.
+    order = DispatchOrderLocked();
+    next = 0;
   }
 }
 
@@ -146,6 +187,8 @@ Scheduler::LaunchPlan Scheduler::PlanLaunchLocked(LiveJob& lj, int task,
   la.launching = true;
   la.gpus = gpus;
   la.last_seen = clock_->Now();
+  la.share_units = std::max<double>(1, gpus.size());
+  fair_share_.Started(job.owner(), la.share_units, la.last_seen);
   const int world = placement_->Ranks(job.spec(), static_cast<int>(gpus.size()));
   for (int g : gpus) plan.gpu_uuids.push_back(gpus_.gpus()[g].last.uuid);
   const std::string visible = absl::StrJoin(plan.gpu_uuids, ",");
@@ -219,6 +262,7 @@ void Scheduler::RecordLaunchLocked(const LaunchPlan& plan, const LaunchOutcome& 
   for (std::function<void()>& then : la.after_launch) recorded_calls_.push_back(std::move(then));
   la.after_launch.clear();
   if (outcome.pids.empty()) {
+    fair_share_.Ended(job.owner(), la.share_units, clock_->Now());
     lj.attempts.erase(task);
     if (outcome.attempted) {
       // The attempt exists but never ran.
