@@ -92,6 +92,9 @@ struct SchedulingConfig {
   std::vector<std::string> weights;
   // Past use counts half after this long.
   absl::Duration half_life = absl::Hours(1);
+  // What one owner's tasks may hold at once (0: no limit).
+  int max_tasks_per_owner = 0;
+  int max_gpus_per_owner = 0;
 };
 
 // launcher: slurm — every task attempt is a Slurm job (docs/operations.md

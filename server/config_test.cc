@@ -398,12 +398,16 @@ TEST(ConfigTest, SchedulingPolicyWeightsAndHalfLife) {
   ASSERT_TRUE(ParseConfig("scheduling:\n"
                           "  policy: fifo\n"
                           "  weights: [team-a=2, bob=0.5]\n"
-                          "  half_life: 30m\n",
+                          "  half_life: 30m\n"
+                          "  max_tasks_per_owner: 4\n"
+                          "  max_gpus_per_owner: 2\n",
                           "t.yaml", &c)
                   .ok());
   EXPECT_EQ(c.scheduling.policy, "fifo");
   EXPECT_EQ(c.scheduling.weights, (std::vector<std::string>{"team-a=2", "bob=0.5"}));
   EXPECT_EQ(c.scheduling.half_life, absl::Minutes(30));
+  EXPECT_EQ(c.scheduling.max_tasks_per_owner, 4);
+  EXPECT_EQ(c.scheduling.max_gpus_per_owner, 2);
   EXPECT_TRUE(ValidateConfig(c).ok()) << ValidateConfig(c);
   struct Bad {
     const char* yaml;

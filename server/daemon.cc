@@ -418,6 +418,8 @@ absl::Status Daemon::Init() {
   scheduler_options.fair_share.enabled = flags.scheduling.policy == "fair_share";
   scheduler_options.fair_share.weights = *ParseWeights(flags.scheduling.weights);  // checked
   scheduler_options.fair_share.half_life = flags.scheduling.half_life;
+  scheduler_options.fair_share.max_tasks_per_owner = flags.scheduling.max_tasks_per_owner;
+  scheduler_options.fair_share.max_gpus_per_owner = flags.scheduling.max_gpus_per_owner;
   scheduler_options.max_restarts = flags.max_restarts;
   scheduler_options.cancel_grace = flags.cancel_grace;
   scheduler_options.stop_grace = flags.stop_grace;

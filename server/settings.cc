@@ -260,6 +260,18 @@ std::vector<Setting> MakeSettings() {
           "scheduling.half_life", "--scheduling-half-life",
           [](C& c) { return &c.scheduling.half_life; },
           "an owner's past use (resource-seconds) counts half after this long; at least `1m`"),
+      Int(
+          "scheduling.max_tasks_per_owner", "--max-tasks-per-owner",
+          [](C& c) { return &c.scheduling.max_tasks_per_owner; }, 0, kIntMax,
+          "tasks one owner may run at once; the rest wait (`OWNER_LIMIT`) while other owners' "
+          "tasks may start",
+          "no limit"),
+      Int(
+          "scheduling.max_gpus_per_owner", "--max-gpus-per-owner",
+          [](C& c) { return &c.scheduling.max_gpus_per_owner; }, 0, kIntMax,
+          "GPUs one owner's tasks may hold at once; a GPU task that would go over waits "
+          "(`OWNER_LIMIT`)",
+          "no limit"),
       Str(
           "launcher", "--launcher", [](C& c) { return &c.launcher; },
           "where task attempts run: `local` (worker processes on this machine) or `slurm` (each "

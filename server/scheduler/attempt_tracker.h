@@ -43,6 +43,7 @@ struct LiveAttempt {
   // What it holds, in FairShare's units (a CPU slot 1, else its GPUs),
   // counted to its owner from its launch to its end.
   double share_units = 0;
+  int share_gpus = 0;  // of them GPUs
   bool stop_requested = false;
   // ASHA: the worker stops after this epoch (TaskAssignment.pause_after_epoch).
   int pause_after = 0;

@@ -14,13 +14,12 @@ void DispatchQueue::Remove(const std::string& job_id, int task) {
   }
 }
 
-void DispatchQueue::DescribeWaiting(
-    traind::v1::Job* view, const JobConditions& c, const std::vector<Entry>* order,
-    const std::function<std::string(const std::string&)>& owner_of) const {
+void DispatchQueue::DescribeWaiting(traind::v1::Job* view, const JobConditions& c,
+                                    const std::vector<Entry>* order) const {
   int ahead = 0;
   const std::vector<Entry> own(entries_.begin(), entries_.end());
   const std::vector<Entry>& entries = order != nullptr ? *order : own;
-  const std::string owner = owner_of ? owner_of(view->id()) : std::string();
+  const std::string& owner = view->owner();
   // Whether a task of another owner, of this priority, comes first (fair share).
   std::set<int32_t> others_at;  // priorities of other owners' tasks seen so far
   for (const Entry& e : entries) {
@@ -34,6 +33,8 @@ void DispatchQueue::DescribeWaiting(
         why = Task::DEPENDENCY;
       } else if (c.at_job_limit || (c.at_trial_limit && c.at_trial_limit(e.task))) {
         why = Task::JOB_LIMIT;
+      } else if (c.at_owner_limit) {
+        why = Task::OWNER_LIMIT;
       } else if (c.devices_draining) {
         why = Task::DEVICE_DRAINING;
       } else if (ahead > 0 && entries.front().priority > e.priority) {
@@ -44,7 +45,7 @@ void DispatchQueue::DescribeWaiting(
       t->set_wait_reason(why);
       t->set_tasks_ahead(ahead);
     }
-    if (owner_of && e.job_id != view->id() && owner_of(e.job_id) != owner) {
+    if (order != nullptr && e.job_id != view->id() && e.owner != owner) {
       others_at.insert(e.priority);
     }
     ++ahead;

@@ -23,6 +23,7 @@ class DispatchQueue final {
     uint64_t order;  // the job's submit order
     int task;
     std::string job_id;
+    std::string owner;  // the job's (not part of the order)
     bool operator<(const Entry& o) const {
       if (priority != o.priority) return priority > o.priority;
       if (order != o.order) return order < o.order;
@@ -32,8 +33,9 @@ class DispatchQueue final {
   using const_iterator = std::set<Entry>::const_iterator;
 
   // Not an error if the task is queued already.
-  void Add(int32_t priority, uint64_t order, int task, const std::string& job_id) {
-    if (entries_.insert(Entry{priority, order, task, job_id}).second) ++version_;
+  void Add(int32_t priority, uint64_t order, int task, const std::string& job_id,
+           const std::string& owner = "") {
+    if (entries_.insert(Entry{priority, order, task, job_id, owner}).second) ++version_;
   }
   // Not an error if the task is not queued.
   void Remove(const std::string& job_id, int task);
@@ -55,6 +57,8 @@ class DispatchQueue final {
     std::function<bool(int task)> dependencies_done;
     // The job already runs resources.max_parallel_tasks tasks.
     bool at_job_limit = false;
+    // Its owner holds what scheduling.max_*_per_owner allow. OWNER_LIMIT.
+    bool at_owner_limit = false;
     // A search: the task's trial may not start (search.max_concurrent_trials
     // other trials run). Absent: no limit. Also JOB_LIMIT.
     std::function<bool(int task)> at_trial_limit;
@@ -65,11 +69,10 @@ class DispatchQueue final {
   };
   // Sets wait_reason and tasks_ahead of every QUEUED task of `view` (a copy
   // of a live job) that is in the queue. `order`: the order dispatch tries
-  // (fair share; null: the queue's own), with `owner_of` each entry's owner.
-  void DescribeWaiting(
-      traind::v1::Job* view, const JobConditions& conditions,
-      const std::vector<Entry>* order = nullptr,
-      const std::function<std::string(const std::string&)>& owner_of = nullptr) const;
+  // (fair share: FAIR_SHARE when another owner's task of the same priority
+  // comes first; null: the queue's own).
+  void DescribeWaiting(traind::v1::Job* view, const JobConditions& conditions,
+                       const std::vector<Entry>* order = nullptr) const;
 
  private:
   std::set<Entry> entries_;

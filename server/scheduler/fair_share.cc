@@ -51,16 +51,40 @@ void FairShare::Advance(Account& a, absl::Time now) const {
   if (a.at == absl::InfinitePast() || now > a.at) a.at = now;
 }
 
-void FairShare::Started(const std::string& owner, double units, absl::Time now) {
+void FairShare::Started(const std::string& owner, double units, absl::Time now, int gpus) {
   Account& a = accounts_[owner];
   Advance(a, now);
   a.running += units;
+  a.tasks += 1;
+  a.gpus += gpus;
+  ++version_;
 }
 
-void FairShare::Ended(const std::string& owner, double units, absl::Time now) {
+void FairShare::Ended(const std::string& owner, double units, absl::Time now, int gpus) {
   Account& a = accounts_[owner];
   Advance(a, now);
   a.running = std::max(0.0, a.running - units);
+  a.tasks = std::max(0, a.tasks - 1);
+  a.gpus = std::max(0, a.gpus - gpus);
+  ++version_;
+}
+
+bool FairShare::AtOwnerLimit(const std::string& owner, int gpus) const {
+  if (options_.max_tasks_per_owner > 0 && Tasks(owner) >= options_.max_tasks_per_owner) {
+    return true;
+  }
+  return gpus > 0 && options_.max_gpus_per_owner > 0 &&
+         Gpus(owner) + gpus > options_.max_gpus_per_owner;
+}
+
+int FairShare::Tasks(const std::string& owner) const {
+  auto it = accounts_.find(owner);
+  return it == accounts_.end() ? 0 : it->second.tasks;
+}
+
+int FairShare::Gpus(const std::string& owner) const {
+  auto it = accounts_.find(owner);
+  return it == accounts_.end() ? 0 : it->second.gpus;
 }
 
 double FairShare::Usage(const std::string& owner, absl::Time now) const {

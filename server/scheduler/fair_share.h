@@ -32,6 +32,10 @@ struct FairShareOptions {
   // Owners' weights (1 for an owner not listed); > 0.
   std::map<std::string, double> weights;
   absl::Duration half_life = absl::Hours(1);
+  // What one owner's tasks may hold at once (0: no limit): running tasks,
+  // and GPUs.
+  int max_tasks_per_owner = 0;
+  int max_gpus_per_owner = 0;
 };
 
 // Parses scheduling.weights entries ("team-a=2"): the owner and a weight > 0.
@@ -43,16 +47,24 @@ class FairShare final {
   explicit FairShare(FairShareOptions options) : options_(std::move(options)) {}
 
   bool enabled() const { return options_.enabled; }
+  // Whether a task of `owner` that would hold `gpus` GPUs must wait for the
+  // owner's limits (FairShareOptions::max_*_per_owner).
+  bool AtOwnerLimit(const std::string& owner, int gpus) const;
   double Weight(const std::string& owner) const;
 
-  // A task of `owner` started, or ended, holding `units` (slots or GPUs).
-  void Started(const std::string& owner, double units, absl::Time now);
-  void Ended(const std::string& owner, double units, absl::Time now);
+  // A task of `owner` started, or ended, holding `units` (slots or GPUs),
+  // `gpus` of them GPUs.
+  void Started(const std::string& owner, double units, absl::Time now, int gpus = 0);
+  void Ended(const std::string& owner, double units, absl::Time now, int gpus = 0);
 
   // The owner's decayed usage at `now`, in resource-seconds.
   double Usage(const std::string& owner, absl::Time now) const;
-  // Units the owner's tasks hold now.
+  // Units the owner's tasks hold now; its running tasks; their GPUs.
   double Running(const std::string& owner) const;
+  int Tasks(const std::string& owner) const;
+  int Gpus(const std::string& owner) const;
+  // Changes with every Started and Ended.
+  uint64_t version() const { return version_; }
   // The dispatch key: usage per unit of weight (lower goes first).
   double Key(const std::string& owner, absl::Time now) const {
     return Usage(owner, now) / Weight(owner);
@@ -62,6 +74,8 @@ class FairShare final {
   struct Account {
     double usage = 0;    // at `at`
     double running = 0;  // units held since `at`
+    int tasks = 0;       // running now
+    int gpus = 0;        // held now
     absl::Time at = absl::InfinitePast();
   };
   double UsageAt(const Account& a, absl::Time now) const;
@@ -69,6 +83,7 @@ class FairShare final {
 
   const FairShareOptions options_;
   std::map<std::string, Account> accounts_;
+  uint64_t version_ = 0;
 };
 
 }  // namespace traind::server

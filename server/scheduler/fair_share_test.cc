@@ -141,5 +141,27 @@ TEST(FairShareTest, WeightsAreOwnerEqualsANumberAboveZero) {
             "scheduling.weights[0] \"=2\": expected OWNER=WEIGHT");
 }
 
+TEST(FairShareTest, OwnerLimitsCountRunningTasksAndHeldGpus) {
+  FairShareOptions o;
+  o.max_tasks_per_owner = 3;
+  o.max_gpus_per_owner = 4;
+  FairShare fs(o);
+  fs.Started("alice", 2, t0, /*gpus=*/2);
+  fs.Started("alice", 1, t0);
+  EXPECT_EQ(fs.Tasks("alice"), 2);
+  EXPECT_EQ(fs.Gpus("alice"), 2);
+  EXPECT_FALSE(fs.AtOwnerLimit("alice", 0));  // a CPU task: 3rd of 3
+  EXPECT_FALSE(fs.AtOwnerLimit("alice", 2));  // 2 + 2 GPUs of 4
+  EXPECT_TRUE(fs.AtOwnerLimit("alice", 3));   // 2 + 3 > 4
+  EXPECT_FALSE(fs.AtOwnerLimit("bob", 4));
+  fs.Started("alice", 1, t0);
+  EXPECT_TRUE(fs.AtOwnerLimit("alice", 0));  // 3 tasks run
+  fs.Ended("alice", 2, t0 + absl::Minutes(1), /*gpus=*/2);
+  EXPECT_EQ(fs.Tasks("alice"), 2);
+  EXPECT_EQ(fs.Gpus("alice"), 0);
+  EXPECT_FALSE(fs.AtOwnerLimit("alice", 4));
+  EXPECT_FALSE(FairShare(FairShareOptions()).AtOwnerLimit("alice", 100));  // no limits
+}
+
 }  // namespace
 }  // namespace traind::server

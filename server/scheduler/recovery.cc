@@ -71,7 +71,9 @@ int Scheduler::AdoptRemoteAttemptsLocked(LiveJob& lj) {
     la.share_units = job.spec().resources().device() == traind::v1::GPU
                          ? std::max(1, job.spec().resources().count())
                          : 1;
-    fair_share_.Started(job.owner(), la.share_units, clock_->Now());
+    la.share_gpus =
+        job.spec().resources().device() == traind::v1::GPU ? static_cast<int>(la.share_units) : 0;
+    fair_share_.Started(job.owner(), la.share_units, clock_->Now(), la.share_gpus);
     // Until the cluster says it runs (or its worker calls): no heartbeat due.
     la.queued_remotely = true;
     ranks_.Add(handle, {job.id(), i, 0});

@@ -250,7 +250,7 @@ bool Scheduler::DependenciesDoneLocked(const LiveJob& lj, int task) {
 }
 
 void Scheduler::EnqueueLocked(const LiveJob& lj, int task) {
-  queue_.Add(lj.job.spec().priority(), lj.order, task, lj.job.id());
+  queue_.Add(lj.job.spec().priority(), lj.order, task, lj.job.id(), lj.job.owner());
   wake_ = true;
 }
 
@@ -311,6 +311,7 @@ Job Scheduler::ViewLocked(const LiveJob& lj) {
       return DependenciesDoneLocked(lj, task);
     };
     c.at_job_limit = cap > 0 && static_cast<int>(lj.attempts.size()) >= cap;
+    c.at_owner_limit = fair_share_.AtOwnerLimit(view.owner(), TaskGpus(view.spec()));
     c.at_trial_limit = [this, &lj](int task)
                            ABSL_NO_THREAD_SAFETY_ANALYSIS { return AtTrialLimitLocked(lj, task); };
     c.at_rung = [&lj](int task) { return lj.search.AtRung(lj.job, task); };
@@ -320,11 +321,7 @@ Job Scheduler::ViewLocked(const LiveJob& lj) {
     if (queued && fair_share_.enabled()) {
       // In the order dispatch tries, owners interleaved by their use.
       const std::vector<DispatchQueue::Entry>& order = ViewOrderLocked();
-      queue_.DescribeWaiting(&view, c, &order,
-                             [this](const std::string& id) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-                               auto it = jobs_.find(id);
-                               return it == jobs_.end() ? std::string() : it->second->job.owner();
-                             });
+      queue_.DescribeWaiting(&view, c, &order);
     } else {
       queue_.DescribeWaiting(&view, c);
     }
@@ -530,7 +527,7 @@ void Scheduler::FinishAttemptLocked(LiveJob& lj, int task, const Failure* failur
   *a->mutable_end_time() = NowProto();
   LiveAttempt la = std::move(lj.attempts[task]);
   lj.attempts.erase(task);
-  fair_share_.Ended(job.owner(), la.share_units, clock_->Now());
+  fair_share_.Ended(job.owner(), la.share_units, clock_->Now(), la.share_gpus);
   a->set_trained_epochs(la.trained_epochs);
   for (auto& waiter : la.rendezvous_waiters) {
     waiter(absl::AbortedError("the attempt ended before rank 0 posted its id"));

@@ -64,6 +64,9 @@
 
 namespace traind::server {
 
+// The GPUs a task of `spec` holds (0: a CPU task).
+int TaskGpus(const traind::v1::JobSpec& spec);
+
 // How often a worker says it is alive while it trains
 // (TaskAssignment.heartbeat_interval_ms) under `heartbeat_timeout`: a quarter
 // of it, so that a heartbeat can be late or lost three times before the
@@ -360,8 +363,9 @@ class Scheduler final {
   // owners within a priority, when on).
   std::vector<DispatchQueue::Entry> DispatchOrderLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The same for job views (GetJob, ListJobs: every queued job's view), kept
-  // while the queue is unchanged and for at most a second (owners' use moves
-  // slowly): a list of many jobs sorts the queue once, not once per job.
+  // while neither the queue nor any owner's running tasks changed, for at
+  // most a second (use decays slowly): a list of many jobs sorts the queue
+  // once, not once per job.
   const std::vector<DispatchQueue::Entry>& ViewOrderLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void EnforceDeadlinesLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void OnExit(const ProcessExit& exit);
@@ -493,6 +497,7 @@ class Scheduler final {
   FairShare fair_share_ ABSL_GUARDED_BY(mu_);
   std::vector<DispatchQueue::Entry> view_order_ ABSL_GUARDED_BY(mu_);
   uint64_t view_order_version_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t view_order_share_version_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Time view_order_at_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   int running_ ABSL_GUARDED_BY(mu_) = 0;  // CPU tasks
   GpuPool gpus_ ABSL_GUARDED_BY(mu_);

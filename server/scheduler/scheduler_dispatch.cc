@@ -77,28 +77,32 @@ std::vector<DispatchQueue::Entry> Scheduler::DispatchOrderLocked() {
   // weight first (then the fewest units held now, per weight); within an
   // owner, as queued (submit order, then task). fair_share.h.
   const absl::Time now = clock_->Now();
-  std::map<std::string, std::pair<double, double>> keys;  // by job
+  std::map<std::string, std::pair<double, double>> keys;  // by owner
   for (const DispatchQueue::Entry& e : order) {
-    if (keys.count(e.job_id) > 0) continue;
-    auto it = jobs_.find(e.job_id);
-    const std::string owner = it == jobs_.end() ? std::string() : it->second->job.owner();
-    keys[e.job_id] = {fair_share_.Key(owner, now),
-                      fair_share_.Running(owner) / fair_share_.Weight(owner)};
+    if (keys.count(e.owner) > 0) continue;
+    keys[e.owner] = {fair_share_.Key(e.owner, now),
+                     fair_share_.Running(e.owner) / fair_share_.Weight(e.owner)};
   }
   std::stable_sort(order.begin(), order.end(),
                    [&keys](const DispatchQueue::Entry& a, const DispatchQueue::Entry& b) {
                      if (a.priority != b.priority) return a.priority > b.priority;
-                     return keys.at(a.job_id) < keys.at(b.job_id);
+                     return keys.at(a.owner) < keys.at(b.owner);
                    });
   return order;
 }
 
+int TaskGpus(const traind::v1::JobSpec& spec) {
+  return spec.resources().device() == traind::v1::GPU ? std::max(1, spec.resources().count()) : 0;
+}
+
 const std::vector<DispatchQueue::Entry>& Scheduler::ViewOrderLocked() {
   const absl::Time now = clock_->Now();
-  if (queue_.version() != view_order_version_ || now - view_order_at_ > absl::Seconds(1) ||
-      now < view_order_at_) {
+  if (queue_.version() != view_order_version_ ||
+      fair_share_.version() != view_order_share_version_ ||
+      now - view_order_at_ > absl::Seconds(1) || now < view_order_at_) {
     view_order_ = DispatchOrderLocked();
     view_order_version_ = queue_.version();
+    view_order_share_version_ = fair_share_.version();
     view_order_at_ = now;
   }
   return view_order_;
@@ -119,6 +123,7 @@ void Scheduler::DispatchLocked() {
     LiveJob& lj = *it->second;
     const int cap = lj.job.spec().resources().max_parallel_tasks();
     if (cap > 0 && static_cast<int>(lj.attempts.size()) >= cap) continue;  // stays queued
+    if (fair_share_.AtOwnerLimit(lj.job.owner(), TaskGpus(lj.job.spec()))) continue;
     if (!DependenciesDoneLocked(lj, task)) continue;
     if (AtTrialLimitLocked(lj, task)) continue;  // stays queued
     std::vector<int> gpus;
@@ -187,8 +192,13 @@ Scheduler::LaunchPlan Scheduler::PlanLaunchLocked(LiveJob& lj, int task,
   la.launching = true;
   la.gpus = gpus;
   la.last_seen = clock_->Now();
-  la.share_units = std::max<double>(1, gpus.size());
-  fair_share_.Started(job.owner(), la.share_units, la.last_seen);
+  // What it holds: its GPUs (a cluster's GPU task: the count it asks for), else a slot.
+  la.share_gpus = !gpus.empty() ? static_cast<int>(gpus.size())
+                  : job.spec().resources().device() == traind::v1::GPU
+                      ? std::max(1, job.spec().resources().count())
+                      : 0;
+  la.share_units = std::max(1, la.share_gpus);
+  fair_share_.Started(job.owner(), la.share_units, la.last_seen, la.share_gpus);
   const int world = placement_->Ranks(job.spec(), static_cast<int>(gpus.size()));
   for (int g : gpus) plan.gpu_uuids.push_back(gpus_.gpus()[g].last.uuid);
   const std::string visible = absl::StrJoin(plan.gpu_uuids, ",");
@@ -262,7 +272,7 @@ void Scheduler::RecordLaunchLocked(const LaunchPlan& plan, const LaunchOutcome& 
   for (std::function<void()>& then : la.after_launch) recorded_calls_.push_back(std::move(then));
   la.after_launch.clear();
   if (outcome.pids.empty()) {
-    fair_share_.Ended(job.owner(), la.share_units, clock_->Now());
+    fair_share_.Ended(job.owner(), la.share_units, clock_->Now(), la.share_gpus);
     lj.attempts.erase(task);
     if (outcome.attempted) {
       // The attempt exists but never ran.

@@ -15,13 +15,15 @@ using traind::v1::Task;
 
 class SchedulerFairShareTest : public SchedulerTest {
  protected:
-  void Start(bool fair_share, std::map<std::string, double> weights = {}) {
+  void Start(bool fair_share, std::map<std::string, double> weights = {}, int slots = 1,
+             int max_tasks_per_owner = 0) {
     Close();
-    Open(/*slots=*/1, [&](SchedulerOptions* o) {
+    Open(slots, [&](SchedulerOptions* o) {
       o->clock = &clock_;
       o->fair_share.enabled = fair_share;
       o->fair_share.weights = weights;
       o->fair_share.half_life = absl::Hours(1);
+      o->fair_share.max_tasks_per_owner = max_tasks_per_owner;
     });
     ASSERT_TRUE(scheduler_->Recover().ok());
     scheduler_->Start();
@@ -113,6 +115,48 @@ TEST_F(SchedulerFairShareTest, AWeightGivesItsOwnerMoreOfTheSlot) {
   Submit("bob", 2);
   EXPECT_EQ(RunNext(6), (std::vector<std::string>{"alice/0", "bob/0", "alice/1", "alice/2", "bob/1",
                                                   "alice/3"}));
+}
+
+// scheduling.max_tasks_per_owner: 1. Two slots: Alice's second fold waits
+// for her limit although a slot is free, and Bob's first fold takes it.
+TEST_F(SchedulerFairShareTest, AnOwnerLimitLeavesTheFreeSlotToAnotherOwner) {
+  Start(/*fair_share=*/true, {}, /*slots=*/2, /*max_tasks_per_owner=*/1);
+  const std::string alice = Submit("alice", 3);
+  ASSERT_TRUE(launcher_->WaitForLaunches(1));
+  auto a = scheduler_->GetJob(alice);
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(a->tasks(1).wait_reason(), Task::OWNER_LIMIT);
+  const std::string bob = Submit("bob", 2);
+  ASSERT_TRUE(launcher_->WaitForLaunches(2));
+  EXPECT_EQ(owners_[launcher_->launched()[1].Arg("job")], "bob");
+  auto b = scheduler_->GetJob(bob);
+  ASSERT_TRUE(b.ok());
+  EXPECT_EQ(b->tasks(1).wait_reason(), Task::OWNER_LIMIT);
+  EXPECT_EQ(launcher_->launched().size(), 2u);
+  // Alice's fold ends: her next one starts in her slot.
+  ran_ = 0;
+  EXPECT_EQ(RunNext(1), std::vector<std::string>{"alice/0"});
+  ASSERT_TRUE(launcher_->WaitForLaunches(3));
+  EXPECT_EQ(owners_[launcher_->launched()[2].Arg("job")], "alice");
+}
+
+// One owner's jobs keep their submit order, and a view right after a
+// submit already places the new job behind the queued tasks before it.
+TEST_F(SchedulerFairShareTest, OneOwnersJobsKeepTheirSubmitOrder) {
+  Start(/*fair_share=*/true);
+  const std::string first = Submit("alice", 2);
+  ASSERT_TRUE(launcher_->WaitForLaunches(1));
+  const std::string second = Submit("alice", 2);
+  auto f = scheduler_->GetJob(first);
+  auto s = scheduler_->GetJob(second);
+  ASSERT_TRUE(f.ok() && s.ok());
+  EXPECT_EQ(f->tasks(1).tasks_ahead(), 0);
+  EXPECT_EQ(s->tasks(0).tasks_ahead(), 1);
+  EXPECT_EQ(s->tasks(1).tasks_ahead(), 2);
+  EXPECT_EQ(s->tasks(0).wait_reason(), Task::RESOURCES);
+  EXPECT_EQ(RunNext(4), (std::vector<std::string>{"alice/0", "alice/1", "alice/0", "alice/1"}));
+  EXPECT_EQ(launcher_->launched()[1].Arg("job"), first);
+  EXPECT_EQ(launcher_->launched()[2].Arg("job"), second);
 }
 
 }  // namespace

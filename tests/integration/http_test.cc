@@ -642,6 +642,10 @@ TEST(HttpListenTest, AnAddressInUseIsAnErrorUnlessItIsTheDefault) {
       << bad.Log();
   TraindProcess off(dir.path() + "/c", {"--http-listen=off"});
   ASSERT_TRUE(off.Start()) << off.Log();
+  // Start returns once the socket answers; the ready line follows.
+  for (int i = 0; i < 500 && off.Log().find("traind ready") == std::string::npos; ++i) {
+    usleep(10000);
+  }
   EXPECT_NE(off.Log().find("http=off"), std::string::npos) << off.Log();
   traind::v1::DashboardLogin login;
   auto ctx = Ctx();
