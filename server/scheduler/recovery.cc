@@ -68,11 +68,8 @@ int Scheduler::AdoptRemoteAttemptsLocked(LiveJob& lj) {
     // Its worker reported its result before traind stopped (stored then).
     if (t.has_result()) la.result = t.result();
     la.last_seen = clock_->Now();
-    la.share_units = job.spec().resources().device() == traind::v1::GPU
-                         ? std::max(1, job.spec().resources().count())
-                         : 1;
-    la.share_gpus =
-        job.spec().resources().device() == traind::v1::GPU ? static_cast<int>(la.share_units) : 0;
+    la.share_gpus = TaskGpus(job.spec());
+    la.share_units = std::max(1, la.share_gpus);
     fair_share_.Started(job.owner(), la.share_units, clock_->Now(), la.share_gpus);
     // Until the cluster says it runs (or its worker calls): no heartbeat due.
     la.queued_remotely = true;

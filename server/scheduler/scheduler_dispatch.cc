@@ -193,10 +193,7 @@ Scheduler::LaunchPlan Scheduler::PlanLaunchLocked(LiveJob& lj, int task,
   la.gpus = gpus;
   la.last_seen = clock_->Now();
   // What it holds: its GPUs (a cluster's GPU task: the count it asks for), else a slot.
-  la.share_gpus = !gpus.empty() ? static_cast<int>(gpus.size())
-                  : job.spec().resources().device() == traind::v1::GPU
-                      ? std::max(1, job.spec().resources().count())
-                      : 0;
+  la.share_gpus = !gpus.empty() ? static_cast<int>(gpus.size()) : TaskGpus(job.spec());
   la.share_units = std::max(1, la.share_gpus);
   fair_share_.Started(job.owner(), la.share_units, la.last_seen, la.share_gpus);
   const int world = placement_->Ranks(job.spec(), static_cast<int>(gpus.size()));
